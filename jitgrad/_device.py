@@ -1,0 +1,44 @@
+"""Devices. The CPU is always there; CUDA tensors need numba-cuda and a GPU (or its simulator)."""
+
+
+class Device:
+    __slots__ = ("type", "index")
+
+    def __init__(self, type, index=None):
+        if isinstance(type, Device):
+            type, index = type.type, type.index
+        elif ":" in type:
+            type, idx = type.split(":")
+            index = int(idx)
+        if type not in ("cpu", "cuda"):
+            raise RuntimeError("Expected one of cpu, cuda device type at start of device string: " + type)
+        self.type = type
+        self.index = index if index is not None or type == "cpu" else 0
+
+    def __repr__(self):
+        return "device(type='%s'%s)" % (self.type, "" if self.index is None else ", index=%d" % self.index)
+
+    def __str__(self):
+        return self.type if self.index is None else "%s:%d" % (self.type, self.index)
+
+    def __eq__(self, other):
+        if isinstance(other, str):
+            other = Device(other)
+        return isinstance(other, Device) and (self.type, self.index) == (other.type, other.index)
+
+    def __hash__(self):
+        return hash((self.type, self.index))
+
+
+device = Device
+CPU = Device("cpu")
+
+
+def to_device(d):
+    """Resolve a device argument; CUDA is refused with a clear message where it cannot run."""
+    d = d if isinstance(d, Device) else Device(str(d))
+    if d.type == "cuda":
+        raise RuntimeError("jitgrad was asked for device '%s', but CUDA tensors are not available in this build: "
+                           "no CUDA device was found (install the 'cuda' extra and run on a machine with an NVIDIA "
+                           "GPU)" % d)
+    return d

@@ -1,0 +1,123 @@
+"""dtypes and PyTorch's type promotion."""
+import builtins
+
+import numpy as np
+
+
+class dtype:
+    """A tensor element type (``jitgrad.float32`` ...), wrapping a NumPy dtype."""
+    __slots__ = ("name", "np", "is_floating_point", "is_signed", "itemsize", "category", "tensor_type")
+
+    def __init__(self, name, np_dtype, category, tensor_type):
+        self.name = name
+        self.np = np.dtype(np_dtype)
+        self.category = category  # 0 bool, 1 integer, 2 floating point: promotion goes up
+        self.is_floating_point = category == 2
+        self.is_signed = category != 0
+        self.itemsize = self.np.itemsize
+        self.tensor_type = tensor_type  # legacy name used in error messages: FloatTensor
+
+    def __repr__(self):
+        return "jitgrad." + self.name
+
+    def __reduce__(self):
+        return (_by_name, (self.name,))
+
+    def to_real(self):
+        return self
+
+
+bool_ = dtype("bool", np.bool_, 0, "BoolTensor")
+int32 = dtype("int32", np.int32, 1, "IntTensor")
+int64 = dtype("int64", np.int64, 1, "LongTensor")
+float32 = dtype("float32", np.float32, 2, "FloatTensor")
+float64 = dtype("float64", np.float64, 2, "DoubleTensor")
+
+ALL = (bool_, int32, int64, float32, float64)
+FROM_NP = {d.np: d for d in ALL}
+_NAMES = {d.name: d for d in ALL}
+
+
+def _by_name(name):
+    return _NAMES[name]
+
+
+_default_float = [float32]
+
+
+def get_default_dtype():
+    return _default_float[0]
+
+
+def set_default_dtype(d):
+    if d not in (float32, float64):
+        raise TypeError("only floating-point types are supported as the default type")
+    _default_float[0] = d
+
+
+def from_np(np_dtype):
+    """The jitgrad dtype of a NumPy dtype; other NumPy types map to the nearest supported one."""
+    d = FROM_NP.get(np_dtype)
+    if d is not None:
+        return d
+    np_dtype = np.dtype(np_dtype)
+    if np_dtype.kind == "f":
+        return float64 if np_dtype.itemsize > 4 else float32
+    if np_dtype.kind in "iu":
+        return int64 if np_dtype.itemsize >= 4 else int32
+    if np_dtype.kind == "b":
+        return bool_
+    raise TypeError(
+        "can't convert np.ndarray of type numpy.%s. The only supported types are: float64, float32, "
+        "int64, int32, and bool." % np_dtype.name)
+
+
+def to_dtype(d):
+    """Accept a jitgrad dtype, a NumPy dtype or a Python type (``float``, ``int``, ``bool``)."""
+    if isinstance(d, dtype):
+        return d
+    if d is builtins.float:
+        return float64
+    if d is builtins.int:
+        return int64
+    if d is builtins.bool:
+        return bool_
+    try:
+        return from_np(np.dtype(d))
+    except TypeError:
+        raise TypeError("unsupported dtype %r" % (d,)) from None
+
+
+def promote_types(a, b):
+    if a is b:
+        return a
+    if a.category != b.category:
+        return a if a.category > b.category else b
+    return a if a.itemsize >= b.itemsize else b
+
+
+def scalar_dtype(value):
+    """The dtype a Python number stands for when it is the only operand of its kind."""
+    if isinstance(value, builtins.bool):
+        return bool_
+    if isinstance(value, builtins.int):
+        return int64
+    return get_default_dtype()
+
+
+def result_type(dims, zero_dims, scalars):
+    """PyTorch's result type: tensors with dims, then 0-d tensors, then Python numbers.
+
+    A lower tier only changes the result when it is of a higher category (bool < int < float):
+    ``float32_tensor * 2.5`` stays float32, ``int_tensor * 2.5`` becomes the default float.
+    """
+    result = None
+    for tier in (dims, zero_dims, scalars):
+        t = None
+        for d in tier:
+            t = d if t is None else promote_types(t, d)
+        if t is None:
+            continue
+        if result is None or t.category > result.category:
+            result = t
+    return result

@@ -1,0 +1,279 @@
+"""Tensor factories: tensor, as_tensor, from_numpy, zeros, ones, full, empty, arange, linspace, eye,
+random tensors and the *_like / new_* variants. No factory is affected by no_grad."""
+import math
+import numbers
+
+import numpy as np
+
+from . import _dtype as D
+from ._device import to_device
+from ._tensor import Tensor
+
+_rng = [np.random.default_rng()]
+
+
+def manual_seed(seed):
+    """Seed jitgrad's random number generator (rand, randn, randint, dropout, init)."""
+    _rng[0] = np.random.default_rng(int(seed))
+    return _rng[0]
+
+
+def seed():
+    s = int(np.random.SeedSequence().entropy % (1 << 63))
+    manual_seed(s)
+    return s
+
+
+def generator():
+    return _rng[0]
+
+
+def _leaf(data, dtype, requires_grad, device=None):
+    if device is not None:
+        to_device(device)
+    if dtype is not None:
+        d = D.to_dtype(dtype)
+        if data.dtype != d.np:
+            data = data.astype(d.np)
+    t = Tensor._wrap(data)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def _check_ragged(data, dim=0):
+    """PyTorch's message for nested sequences of unequal lengths."""
+    if isinstance(data, (list, tuple)) and data:
+        first = data[0]
+        n = len(first) if isinstance(first, (list, tuple)) else None
+        for item in data:
+            m = len(item) if isinstance(item, (list, tuple)) else None
+            if (n is None) != (m is None) or (n is not None and m != n):
+                raise ValueError("expected sequence of length %s at dim %d (got %s)" % (n, dim + 1, m))
+            _check_ragged(item, dim + 1)
+
+
+def _infer_array(data):
+    if isinstance(data, Tensor):
+        return data._data
+    if isinstance(data, np.ndarray):
+        if data.dtype.kind not in "biuf":
+            raise TypeError("can't convert np.ndarray of type numpy.%s. The only supported types are: float64, "
+                            "float32, int64, int32, and bool." % data.dtype.name)
+        return data
+    _check_ragged(data)
+    if isinstance(data, (list, tuple)) and any(isinstance(x, Tensor) for x in _flat(data)):
+        data = _tensors_to_lists(data)
+    try:
+        arr = np.array(data)
+    except ValueError as e:
+        raise ValueError(str(e)) from None
+    if arr.dtype == object or arr.dtype.kind not in "biuf":
+        raise TypeError("Could not infer dtype of %s" % type(_first(data)).__name__)
+    if arr.dtype.kind == "f":
+        arr = arr.astype(D.get_default_dtype().np)
+    elif arr.dtype.kind in "iu":
+        arr = arr.astype(np.int64)
+    return arr
+
+
+def _flat(data):
+    for x in data:
+        if isinstance(x, (list, tuple)):
+            yield from _flat(x)
+        else:
+            yield x
+
+
+def _first(data):
+    while isinstance(data, (list, tuple)) and data:
+        data = data[0]
+    return data
+
+
+def _tensors_to_lists(data):
+    if isinstance(data, Tensor):
+        return data.item() if data.ndim == 0 else data.tolist()
+    if isinstance(data, (list, tuple)):
+        return [_tensors_to_lists(x) for x in data]
+    return data
+
+
+def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=False):
+    """A new leaf tensor holding a copy of ``data`` (a number, nested sequence, array or tensor)."""
+    arr = _infer_array(data)
+    arr = np.array(arr, dtype=D.to_dtype(dtype).np if dtype is not None else D.from_np(arr.dtype).np, copy=True)
+    return _leaf(arr, None, requires_grad, device)
+
+
+def as_tensor(data, dtype=None, device=None):
+    """Like tensor(), but shares memory with a NumPy array or tensor when no conversion is needed."""
+    if isinstance(data, Tensor):
+        return data if dtype is None or D.to_dtype(dtype) is data.dtype else data.to(dtype)
+    if isinstance(data, np.ndarray) and data.dtype in D.FROM_NP and (dtype is None or D.to_dtype(dtype).np == data.dtype):
+        return _leaf(data, None, False, device)
+    return tensor(data, dtype=dtype, device=device)
+
+
+asarray = as_tensor
+
+
+def from_numpy(ndarray):
+    """A tensor sharing memory with ``ndarray`` (no copy): writes to either show in both."""
+    if not isinstance(ndarray, np.ndarray):
+        raise TypeError("expected np.ndarray (got %s)" % type(ndarray).__name__)
+    if ndarray.dtype not in D.FROM_NP:
+        raise TypeError("can't convert np.ndarray of type numpy.%s. The only supported types are: float64, float32, "
+                        "int64, int32, and bool." % ndarray.dtype.name)
+    return Tensor._wrap(ndarray)
+
+
+def _size(size):
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = tuple(size[0])
+    for s in size:
+        if not isinstance(s, (numbers.Integral, np.integer)) or isinstance(s, bool):
+            raise TypeError("%s(): argument 'size' must be tuple of ints, but found element of type %s"
+                            % ("zeros", type(s).__name__))
+        if s < 0:
+            raise RuntimeError("Trying to create tensor with negative dimension %d: [%s]"
+                               % (s, ", ".join(map(str, size))))
+    return tuple(int(s) for s in size)
+
+
+def _dt(dtype, default=None):
+    return D.to_dtype(dtype) if dtype is not None else (default or D.get_default_dtype())
+
+
+def zeros(*size, dtype=None, device=None, requires_grad=False, out=None):
+    return _leaf(np.zeros(_size(size), _dt(dtype).np), None, requires_grad, device)
+
+
+def ones(*size, dtype=None, device=None, requires_grad=False, out=None):
+    return _leaf(np.ones(_size(size), _dt(dtype).np), None, requires_grad, device)
+
+
+def empty(*size, dtype=None, device=None, requires_grad=False, memory_format=None, out=None):
+    return _leaf(np.empty(_size(size), _dt(dtype).np), None, requires_grad, device)
+
+
+def full(size, fill_value, *, dtype=None, device=None, requires_grad=False):
+    if dtype is None:
+        dtype = D.scalar_dtype(fill_value)
+    return _leaf(np.full(_size((size,)), fill_value, _dt(dtype).np), None, requires_grad, device)
+
+
+def _like(fn, input, dtype, device, requires_grad, *args):
+    return fn(input.shape, *args, dtype=dtype or input.dtype, device=device, requires_grad=requires_grad)
+
+
+def zeros_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):
+    return _like(zeros, input, dtype, device, requires_grad)
+
+
+def ones_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):
+    return _like(ones, input, dtype, device, requires_grad)
+
+
+def empty_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):
+    return _like(empty, input, dtype, device, requires_grad)
+
+
+def full_like(input, fill_value, *, dtype=None, device=None, requires_grad=False, memory_format=None):
+    return full(input.shape, fill_value, dtype=dtype or input.dtype, device=device, requires_grad=requires_grad)
+
+
+def rand_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):
+    return _like(rand, input, dtype, device, requires_grad)
+
+
+def randn_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):
+    return _like(randn, input, dtype, device, requires_grad)
+
+
+def randint_like(input, low=0, high=None, *, dtype=None, device=None, requires_grad=False):
+    if high is None:
+        low, high = 0, low
+    return randint(low, high, input.shape, dtype=dtype or input.dtype, device=device)
+
+
+def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=False):
+    if end is None:
+        start, end = 0, start
+    if step == 0:
+        raise RuntimeError("step must be nonzero")
+    if (end - start) / step < 0:
+        raise RuntimeError("upper bound and larger bound inconsistent with step sign")
+    vals = (start, end, step)
+    if dtype is None:
+        is_float = any(isinstance(v, float) or (isinstance(v, Tensor) and v.dtype.is_floating_point) for v in vals)
+        dtype = D.get_default_dtype() if is_float else D.int64
+    n = max(0, math.ceil((float(end) - float(start)) / float(step)))
+    data = (start + np.arange(n, dtype=np.float64) * step) if _dt(dtype).is_floating_point else \
+        np.arange(int(start), int(end), int(step), dtype=np.int64)
+    return _leaf(data.astype(_dt(dtype).np), None, requires_grad, device)
+
+
+def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False):
+    if steps < 0:
+        raise RuntimeError("number of steps must be non-negative")
+    return _leaf(np.linspace(float(start), float(end), int(steps)).astype(_dt(dtype).np), None, requires_grad, device)
+
+
+def logspace(start, end, steps, base=10.0, *, dtype=None, device=None, requires_grad=False):
+    return _leaf((base ** np.linspace(float(start), float(end), int(steps))).astype(_dt(dtype).np), None,
+                 requires_grad, device)
+
+
+def eye(n, m=None, *, dtype=None, device=None, requires_grad=False):
+    return _leaf(np.eye(n, n if m is None else m, dtype=_dt(dtype).np), None, requires_grad, device)
+
+
+def rand(*size, generator=None, dtype=None, device=None, requires_grad=False):
+    d = _dt(dtype)
+    return _leaf(_rng[0].random(_size(size), dtype=d.np if d.is_floating_point else np.float64), d, requires_grad, device)
+
+
+def randn(*size, generator=None, dtype=None, device=None, requires_grad=False):
+    d = _dt(dtype)
+    return _leaf(_rng[0].standard_normal(_size(size), dtype=d.np if d.is_floating_point else np.float64), d,
+                 requires_grad, device)
+
+
+def randint(low=0, high=None, size=None, *, generator=None, dtype=None, device=None, requires_grad=False):
+    if size is None:
+        low, high, size = 0, low, high
+    if high is None:
+        low, high = 0, low
+    if low >= high:
+        raise RuntimeError("random_ expects 'from' to be less than 'to', but got from=%d >= to=%d" % (low, high))
+    return _leaf(_rng[0].integers(low, high, _size((size,))), _dt(dtype, D.int64), requires_grad, device)
+
+
+def randperm(n, *, dtype=None, device=None, requires_grad=False):
+    return _leaf(_rng[0].permutation(int(n)), _dt(dtype, D.int64), requires_grad, device)
+
+
+def normal(mean, std, size, *, dtype=None, device=None, requires_grad=False):
+    return _leaf(_rng[0].normal(mean, std, _size((size,))), _dt(dtype), requires_grad, device)
+
+
+def scalar_tensor(value, *, dtype=None, device=None, requires_grad=False):
+    return full((), value, dtype=dtype or D.get_default_dtype(), device=device, requires_grad=requires_grad)
+
+
+# ------------------------------------------------------------------ Tensor.new_* (same dtype as self by default)
+def _new(fn):
+    def method(self, *args, dtype=None, device=None, requires_grad=False, **kwargs):
+        return fn(*args, dtype=dtype or self.dtype, device=device, requires_grad=requires_grad, **kwargs)
+    method.__name__ = "new_" + fn.__name__
+    return method
+
+
+METHODS = {"new_zeros": _new(zeros), "new_ones": _new(ones), "new_empty": _new(empty), "new_full": _new(full),
+           "new_tensor": lambda self, data, dtype=None, device=None, requires_grad=False:
+           tensor(data, dtype=dtype or self.dtype, device=device, requires_grad=requires_grad)}
+
+__all__ = ["tensor", "as_tensor", "asarray", "from_numpy", "zeros", "ones", "empty", "full", "zeros_like", "ones_like",
+           "empty_like", "full_like", "rand_like", "randn_like", "randint_like", "arange", "linspace", "logspace", "eye",
+           "rand", "randn", "randint", "randperm", "normal", "scalar_tensor", "manual_seed", "seed"]

@@ -1,0 +1,154 @@
+"""In-place ops and ``__setitem__``: version bumps, the leaf check, and rebasing history.
+
+An in-place op on a tensor with history records the out-of-place op on a copy that stands
+for the old value, then writes the result into the tensor's storage and makes the new node
+its grad_fn. Writing into a view (or through ``__setitem__``) rebases the *base* tensor's
+history onto a CopySlices node, as PyTorch does, and the view's own history is replayed on
+top of the new base.
+"""
+import numpy as np
+
+from ._grad_mode import STATE, no_grad
+from ._tensor import Tensor
+from .autograd.graph import Node, SavedTensor, edge
+
+_CAST_NAMES = {"float32": "Float", "float64": "Double", "int64": "Long", "int32": "Int", "bool": "Bool"}
+
+
+def check_inplace(t):
+    if STATE.grad_enabled:
+        if t.grad_fn is None and t._requires_grad:
+            raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
+        b = t._base
+        if b is not None and b.grad_fn is None and b._requires_grad:
+            raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place operation.")
+    if t._inference and not STATE.inference:
+        raise RuntimeError("Inplace update to inference tensor outside InferenceMode is not allowed.You can make a "
+                           "clone to get a normal tensor before doing inplace update.See "
+                           "https://github.com/pytorch/rfcs/pull/17 for more details.")
+
+
+def _write(t, value, chain=(), key=None):
+    """Copy ``value``'s data into ``t`` (or into its region ``chain``/``key``), with PyTorch's checks."""
+    src = value._data if isinstance(value, Tensor) else np.asarray(value)
+    if isinstance(value, Tensor) and value.dtype.category > t.dtype.category:
+        raise RuntimeError("result type %s can't be cast to the desired output type %s"
+                           % (_CAST_NAMES[value.dtype.name], _CAST_NAMES[t.dtype.name]))
+    if not t._data.flags.writeable:
+        raise RuntimeError("unsupported operation: more than one element of the written-to tensor refers to a single "
+                           "memory location. Please clone() the tensor before performing the operation.")
+    dst = _region_array(t._data, chain, None)
+    if key is None and src.shape != dst.shape and np.broadcast_shapes(src.shape, dst.shape) != dst.shape:
+        raise RuntimeError("output with shape [%s] doesn't match the broadcast shape [%s]"
+                           % (", ".join(map(str, dst.shape)), ", ".join(map(str, np.broadcast_shapes(src.shape, dst.shape)))))
+    try:
+        _assign(dst, key, src)
+    except ValueError as e:
+        raise RuntimeError("shape mismatch: value tensor of shape [%s] cannot be broadcast to indexing result of shape "
+                           "[%s]" % (", ".join(map(str, src.shape)), ", ".join(map(str, dst[key].shape)))) from e
+    t._vc[0] += 1
+
+
+def _assign(dst, key, src):
+    if key is None:
+        np.copyto(dst, src, casting="unsafe")
+    else:
+        dst[key] = src
+
+
+def _stand_in(t):
+    """A tensor with ``t``'s current value (copied) and history: the input of the recorded op."""
+    s = Tensor._wrap(t._data.copy(), t._requires_grad)
+    s.grad_fn = t.grad_fn
+    s._output_nr = t._output_nr
+    return s
+
+
+def inplace(self, fn, args, kwargs):
+    """Run ``fn(self, *args, **kwargs)`` out of place and make ``self`` hold the result."""
+    check_inplace(self)
+    record = STATE.grad_enabled and (self._requires_grad or any(
+        isinstance(a, Tensor) and a._requires_grad for a in list(args) + list(kwargs.values())))
+    if not record:
+        with no_grad():
+            r = fn(self, *args, **kwargs)
+        _write(self, r)
+        return self
+    r = fn(_stand_in(self), *args, **kwargs)
+    if self._base is not None:
+        copy_slices(self._base, self._view_chain, None, r)
+        _replay_view(self)
+        return self
+    _write(self, r)
+    node = r.grad_fn
+    self.grad_fn, self._output_nr, self._requires_grad = node, r._output_nr, True
+    saved = getattr(node, "saved", None)
+    if saved and "result" in saved:
+        saved["result"] = SavedTensor(self, is_output=True, node=node)
+    return self
+
+
+def setitem(self, key, value):
+    from .ops.indexing import normalize_key
+    check_inplace(self)
+    key = normalize_key(self, key)
+    if not isinstance(value, Tensor):
+        value = Tensor._wrap(np.asarray(value, dtype=self.dtype.np))
+    if not (STATE.grad_enabled and (self._requires_grad or value._requires_grad)):
+        _write(self, value, key=key)
+        return
+    if self._base is not None:
+        copy_slices(self._base, self._view_chain, key, value)
+        _replay_view(self)
+    else:
+        copy_slices(self, (), key, value)
+
+
+def _region_array(arr, chain, key):
+    for op, params in chain:
+        arr = op.forward(arr.dtype, arr, **params)
+    return arr[key] if key is not None else arr
+
+
+def _region_tensor(t, chain, key):
+    from ._op import dispatch
+    for op, params in chain:
+        t = dispatch(op, (t,), params)
+    return t[key] if key is not None else t
+
+
+def _replay_view(view):
+    """After its base was rebased, give ``view`` the history of the same view taken of the new base."""
+    v = _region_tensor(view._base, view._view_chain, None)
+    view.grad_fn, view._output_nr, view._requires_grad = v.grad_fn, v._output_nr, True
+
+
+class CopySlices(Node):
+    """grad_fn of a tensor part of which was overwritten (setitem, in-place op on a view)."""
+    __slots__ = ("chain", "key", "base_shape", "value_meta")
+
+    def apply(self, grads):
+        g = grads[0]
+        g_base = g_value = None
+        if self.next_functions[0] is not None:
+            mask = np.ones(self.base_shape, dtype=g.dtype.np)
+            _assign(_region_array(mask, self.chain, None), self.key, 0)
+            g_base = g * Tensor._wrap(mask)
+        if self.next_functions[1] is not None:
+            shape, dtype = self.value_meta
+            g_value = _region_tensor(g, self.chain, self.key)
+            if g_value.shape != shape:
+                g_value = g_value.sum_to_size(shape)
+            if g_value.dtype is not dtype:
+                g_value = g_value.to(dtype)
+        return [g_base, g_value]
+
+
+def copy_slices(base, chain, key, value):
+    """Write ``value`` into ``region(base)`` and record it as a CopySlices node on ``base``."""
+    old = (base.grad_fn, base._output_nr) if base.grad_fn is not None else None
+    _write(base, value, chain, key)
+    node = CopySlices((old, edge(value) if value.dtype.is_floating_point else None))
+    node.chain, node.key, node.base_shape = chain, key, base.shape
+    node.value_meta = (value.shape, value.dtype)
+    base.grad_fn, base._output_nr, base._requires_grad = node, 0, True

@@ -1,0 +1,292 @@
+"""The op table's entry type, and dispatch: tensors -> kernel -> tensors, recording the graph.
+
+An ``Op`` is the one place an op is defined (see jitgrad/ops/): its forward kernel, one VJP
+formula per input (over tensor ops, so create_graph records the backward), an optional fused
+VJP kernel per input (used when no graph of the backward is needed), what it saves, its dtype
+rule, a NumPy reference and sample inputs. ``dispatch`` is the per-op hot path.
+"""
+import numpy as np
+
+from . import _dtype as D
+from .kernels import elementwise as E
+from ._grad_mode import STATE
+from .autograd.graph import Node, SavedTensor, edge
+
+EMPTY = {}
+
+
+class Op:
+    """One entry of the op table (declarative; see jitgrad/ops/ for the entries)."""
+
+    def __init__(self, name, forward, *, inputs=("self",), vjp=(), fused=(), saves=None, dtype="promote",
+                 ref=None, samples=None, node=None, n_outputs=1, differentiable=None, view=False,
+                 broadcast=False, domain=None, bench=None, method=True, function=True, inplace=None,
+                 keep_inputs=(), check_vjp=True, double_backward=True):
+        self.name = name
+        self.forward = forward  # forward(np_dtype, *arrays, **params) -> array or tuple of arrays
+        # names of the positional tensor inputs ('self', 'other'); None: any number of them (cat, stack),
+        # sharing one VJP formula that also takes the input's position
+        self.inputs = inputs
+        self.variadic = inputs is None
+        n = 1 if inputs is None else len(inputs)
+        self.vjp = tuple(vjp) + (None,) * (n - len(vjp))  # per input: (formula, names it needs) or None
+        self.fused = tuple(fused) + (None,) * (n - len(fused))  # per input: ('kernel', arg names) or None
+        self.dtype_rule = dtype  # promote | float | bool | same | int64 | keep
+        self.ref = ref
+        self.samples = samples
+        self.n_outputs = n_outputs
+        self.differentiable = any(self.vjp) if differentiable is None else differentiable
+        self.view = view
+        self.broadcast = broadcast
+        self.domain = domain
+        self.bench = bench
+        self.method = method
+        self.function = function
+        self.inplace = inplace
+        self.double_backward = double_backward
+        self.keep_inputs = frozenset(keep_inputs)  # positions passed to the kernel in their own dtype (indices, masks)
+        self.check_vjp = check_vjp
+        self.node_name = node or "".join(p.capitalize() for p in name.split("_")) + "Backward0"
+        self.node_cls = type(self.node_name, (OpNode,), {"__slots__": ()})
+        self._dtypes = {}  # cache: operand dtype key -> (compute dtype, output dtype)
+
+    def __repr__(self):
+        return "Op(%r)" % self.name
+
+    def result_dtypes(self, args):
+        """(compute dtype, output dtype) for these operands; cached per operand-type pattern."""
+        key = tuple((a.dtype, a.ndim == 0) if isinstance(a, Tensor) else type(a) for a in args)
+        r = self._dtypes.get(key)
+        if r is None:
+            r = self._dtypes[key] = _result_dtypes(self.dtype_rule, args)
+        return r
+
+
+def _result_dtypes(rule, args):
+    dims, zero_dims, scalars = [], [], []
+    for a in args:
+        if isinstance(a, Tensor):
+            (dims if a.ndim else zero_dims).append(a.dtype)
+        elif isinstance(a, (bool, int, float, np.number, np.bool_)):
+            scalars.append(D.scalar_dtype(a.item() if isinstance(a, np.generic) else a))
+        elif a is not None:
+            raise TypeError("expected a Tensor or a number, but got %s" % type(a).__name__)
+    t = D.result_type(dims, zero_dims, scalars)
+    if rule == "float" and not t.is_floating_point:
+        t = D.get_default_dtype()
+    if rule == "bool":
+        return t, D.bool_
+    if rule == "int64":
+        return t, D.int64
+    if rule == "keep":
+        return (dims + zero_dims)[0], (dims + zero_dims)[0]
+    return t, t
+
+
+def broadcast_shapes(*shapes):
+    """NumPy/PyTorch broadcasting with PyTorch's error message."""
+    nd = max(len(s) for s in shapes)
+    out = [1] * nd
+    for s in shapes:
+        for i, n in enumerate(s, nd - len(s)):
+            if n != out[i]:
+                if out[i] == 1:
+                    out[i] = n
+                elif n != 1:
+                    a, b = shapes[0], shapes[1] if len(shapes) > 1 else s
+                    da = a[i - (nd - len(a))] if i >= nd - len(a) else 1
+                    db = b[i - (nd - len(b))] if i >= nd - len(b) else 1
+                    raise RuntimeError(
+                        "The size of tensor a (%d) must match the size of tensor b (%d) at non-singleton "
+                        "dimension %d" % (da, db, i))
+    return tuple(out)
+
+
+class OpNode(Node):
+    """grad_fn of a table op: holds the op, its params, saved tensors and input metadata."""
+    __slots__ = ("op", "params", "saved", "input_meta", "__dict__")
+
+    def apply(self, grads):
+        op = self.op
+        if op.n_outputs == 1:
+            g = grads[0]
+        else:
+            g = tuple(grads[k] if grads[k] is not None else self._zeros_for_output(k) for k in range(op.n_outputs))
+        create = STATE.grad_enabled
+        out = []
+        for i, nf in enumerate(self.next_functions):
+            if nf is None:
+                out.append(None)
+                continue
+            if op.variadic:
+                gi = op.vjp[0][0](g, self, i)
+            elif op.fused[i] is not None and not create:
+                gi = _run_fused(self, op.fused[i], g)
+            else:
+                gi = op.vjp[i][0](g, self)
+            shape, dtype = self.input_meta[i]
+            if gi is not None:
+                if gi.shape != shape:
+                    gi = gi.sum_to_size(shape)
+                if gi.dtype is not dtype:
+                    gi = gi.to(dtype)
+            out.append(gi)
+        return out
+
+    def _zeros_for_output(self, k):
+        from . import _factories
+        shape, dtype = self.params["_out_meta"][k]
+        return _factories.zeros(shape, dtype=dtype)
+
+    def __getattr__(self, name):
+        # Saved values for the VJP formulas (s.self, s.result, s.dim) and PyTorch's
+        # grad_fn._saved_self / grad_fn._raw_saved_self attributes.
+        raw = name.startswith("_raw_saved_")
+        key = name[11:] if raw else name[7:] if name.startswith("_saved_") else name
+        saved = object.__getattribute__(self, "saved")
+        if key in saved:
+            v = saved[key]
+            if raw:
+                return v
+            return v.unpack() if isinstance(v, SavedTensor) else v
+        params = object.__getattribute__(self, "params")
+        if key in params:
+            return params[key]
+        if key.endswith("_shape"):
+            inputs = object.__getattribute__(self, "op").inputs
+            if key[:-6] in inputs:
+                return object.__getattribute__(self, "input_meta")[inputs.index(key[:-6])][0]
+        raise AttributeError("'%s' object has no attribute '%s'" % (type(self).__name__, name))
+
+    def _release(self):
+        for v in self.saved.values():
+            if isinstance(v, SavedTensor):
+                v.release()
+
+
+def _run_fused(node, spec, g):
+    if callable(spec):  # a fused VJP that is not elementwise (softmax): spec(g, node) -> Tensor
+        return spec(g, node)
+    kernel, names = spec
+    garr = g._data
+    dt = garr.dtype
+    args = []
+    for n in names:
+        if n == "g":
+            args.append(garr)
+            continue
+        if n == "zero":
+            args.append(dt.type(0))
+            continue
+        v = getattr(node, n)
+        if isinstance(v, Tensor):
+            args.append(v._data)
+        else:
+            args.append(dt.type(v))
+    return Tensor._wrap(E.run(kernel, dt, *args))
+
+
+def _as_array(a, np_dtype):
+    if isinstance(a, Tensor):
+        arr = a._data
+        return arr if arr.dtype == np_dtype else arr.astype(np_dtype)
+    return np_dtype.type(a)
+
+
+def dispatch(op, args, params=EMPTY):
+    """Run ``op`` on ``args`` (tensors and numbers) and record it if grad mode is on."""
+    compute, out_dtype = op.result_dtypes(args)
+    cnp = compute.np
+    keep = op.keep_inputs
+    arrays = [a._data if i in keep else _as_array(a, cnp) for i, a in enumerate(args)] if keep else \
+        [_as_array(a, cnp) for a in args]
+    if op.broadcast and len(arrays) > 1:
+        shapes = [x.shape for x in arrays if x.ndim]
+        if len(shapes) > 1 and any(s != shapes[0] for s in shapes):
+            broadcast_shapes(*shapes)
+    out = op.forward(cnp, *arrays, **params)
+    return record(op, args, params, out)
+
+
+def record(op, args, params, out):
+    """Wrap kernel output(s) as tensors; attach a grad_fn when grad mode is on and an input needs grad."""
+    if op.n_outputs == 1:
+        result = Tensor._wrap(out)
+        outs = (result,)
+    else:
+        outs = tuple(Tensor._wrap(o) for o in out)
+        result = outs
+    if op.view:
+        _mark_view(result, args[0], op, params)
+    if STATE.inference:
+        for t in outs:
+            t._inference = True
+        return result
+    if not STATE.grad_enabled or not op.differentiable:
+        return result
+    needs = False
+    for a in args:
+        if isinstance(a, Tensor) and a._requires_grad:
+            needs = True
+            break
+    if not needs:
+        return result
+    _attach(op, args, params, outs)
+    return result
+
+
+def _mark_view(view, src, op, params):
+    """A view shares its source's storage and version counter, and remembers how it was taken."""
+    if np.may_share_memory(view._data, src._data):
+        view._vc = src._vc
+        base = src._base
+        view._base = src if base is None else base
+        view._view_chain = src._view_chain + ((op, params),)
+
+
+def _attach(op, args, params, outs):
+    node = op.node_cls()
+    node.op = op
+    nexts, meta, wanted = [], [], set()
+    for i, a in enumerate(args):
+        k = 0 if op.variadic else i
+        e = edge(a) if isinstance(a, Tensor) and a.dtype.is_floating_point else None
+        if e is not None and op.vjp[k] is None:
+            e = None
+        nexts.append(e)
+        if e is not None:
+            meta.append((a.shape, a.dtype))
+            wanted.update(op.vjp[k][1])
+            fused = op.fused[k]
+            if fused is not None:
+                wanted.update(n for n in fused[1] if n != "g")
+        else:
+            meta.append(None)
+    if not any(nexts):
+        return
+    node.next_functions = tuple(nexts)
+    node.input_meta = meta
+    node.params = params
+    saved = {}
+    for name in wanted:
+        if name == "result":
+            saved[name] = None  # filled below, once outputs have their grad_fn
+        elif name in op.inputs:
+            a = args[op.inputs.index(name)]
+            saved[name] = SavedTensor(a) if isinstance(a, Tensor) else a
+    node.saved = saved
+    if op.n_outputs > 1:
+        params = dict(params)
+        params["_out_meta"] = [(o.shape, o.dtype) for o in outs]
+        node.params = params
+    for k, o in enumerate(outs):
+        if o.dtype.is_floating_point:
+            o.grad_fn = node
+            o._output_nr = k
+            o._requires_grad = True
+    if "result" in saved:
+        saved["result"] = SavedTensor(outs[0], is_output=True, node=node)
+    return node
+
+
+from ._tensor import Tensor  # noqa: E402  (Tensor imports this module's dispatch lazily)

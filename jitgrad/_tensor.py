@@ -1,0 +1,422 @@
+"""Tensor: an array, a version counter shared by its views, and its place in the graph.
+
+Ops are not defined here: their methods, operators and functions are generated from the op
+table (jitgrad/ops/) by ``jitgrad.ops.install``.
+"""
+import warnings
+
+import numpy as np
+
+from . import _dtype as D
+from ._device import CPU, Device
+from ._grad_mode import STATE
+from .autograd import graph as G
+
+NON_LEAF_GRAD_WARNING = (
+    "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. Its .grad attribute won't be "
+    "populated during autograd.backward(). If you indeed want the .grad field to be populated for a non-leaf "
+    "Tensor, use .retain_grad() on the non-leaf Tensor. If you access the non-leaf Tensor by mistake, make sure "
+    "you access the leaf Tensor instead. See github.com/pytorch/pytorch/pull/30531 for more informations.")
+
+
+class Size(tuple):
+    """A tensor's shape: a tuple that prints like PyTorch's ``torch.Size``."""
+
+    def __repr__(self):
+        return "jitgrad.Size([%s])" % ", ".join(str(s) for s in self)
+
+    def numel(self):
+        n = 1
+        for s in self:
+            n *= s
+        return n
+
+
+class Tensor:
+    __slots__ = ("_data", "_vc", "_requires_grad", "_grad", "grad_fn", "_output_nr", "_base", "_view_chain",
+                 "_acc_node", "_hooks", "_inference", "__dict__", "__weakref__")
+    __array_priority__ = 1000  # NumPy scalars and arrays defer to Tensor's operators
+
+    def __init__(self, *args, **kwargs):
+        raise TypeError("use jitgrad.tensor(data), jitgrad.zeros(...) or another factory to create a Tensor")
+
+    @classmethod
+    def _wrap(cls, data, requires_grad=False):
+        """A new leaf around a NumPy array (no copy): the one constructor on the hot path."""
+        t = object.__new__(cls)
+        t._data = data
+        t._vc = [0]
+        t._requires_grad = requires_grad
+        t._grad = None
+        t.grad_fn = None
+        t._output_nr = 0
+        t._base = None
+        t._view_chain = ()
+        t._acc_node = None
+        t._hooks = None
+        t._inference = STATE.inference
+        return t
+
+    def _alias(self, grad_fn=None, output_nr=0, share_version=True):
+        """A new Tensor object on the same array (and version counter), with the given history."""
+        t = Tensor._wrap(self._data, grad_fn is not None)
+        if share_version:
+            t._vc = self._vc
+        t.grad_fn = grad_fn
+        t._output_nr = output_nr
+        t._inference = self._inference
+        return t
+
+    # ------------------------------------------------------------- basic attributes
+    @property
+    def dtype(self):
+        return D.FROM_NP[self._data.dtype]
+
+    @property
+    def device(self):
+        return CPU
+
+    @property
+    def shape(self):
+        return Size(self._data.shape)
+
+    def size(self, dim=None):
+        if dim is None:
+            return Size(self._data.shape)
+        return self._data.shape[self._wrap_dim(dim)]
+
+    @property
+    def ndim(self):
+        return self._data.ndim
+
+    def dim(self):
+        return self._data.ndim
+
+    ndimension = dim
+
+    def numel(self):
+        return self._data.size
+
+    nelement = numel
+
+    def element_size(self):
+        return self._data.itemsize
+
+    @property
+    def is_cuda(self):
+        return False
+
+    @property
+    def is_leaf(self):
+        return self.grad_fn is None
+
+    @property
+    def _version(self):
+        return self._vc[0]
+
+    def is_floating_point(self):
+        return self.dtype.is_floating_point
+
+    def is_inference(self):
+        return self._inference
+
+    def is_contiguous(self):
+        return self._data.flags.c_contiguous
+
+    def data_ptr(self):
+        return self._data.__array_interface__["data"][0]
+
+    def stride(self, dim=None):
+        st = tuple(s // self._data.itemsize for s in self._data.strides)
+        return st if dim is None else st[self._wrap_dim(dim)]
+
+    def storage_offset(self):
+        base = self._base._data if self._base is not None else self._data
+        return (self.data_ptr() - base.__array_interface__["data"][0]) // self._data.itemsize
+
+    def _wrap_dim(self, dim, ndim=None):
+        n = self._data.ndim if ndim is None else ndim
+        lo, hi = (-1, 0) if n == 0 else (-n, n - 1)
+        if not isinstance(dim, (int, np.integer)) or isinstance(dim, bool):
+            raise TypeError("dim must be an int, but got %s" % type(dim).__name__)
+        if dim < lo or dim > hi:
+            raise IndexError("Dimension out of range (expected to be in range of [%d, %d], but got %d)" % (lo, hi, dim))
+        return dim % n if n else 0
+
+    # ------------------------------------------------------------- autograd attributes
+    @property
+    def requires_grad(self):
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, value):
+        self.requires_grad_(value)
+
+    def requires_grad_(self, requires_grad=True):
+        if self.grad_fn is not None:
+            if requires_grad:
+                return self
+            raise RuntimeError(
+                "you can only change requires_grad flags of leaf variables. If you want to use a computed variable "
+                "in a subgraph that doesn't require differentiation use var_no_grad = var.detach().")
+        if requires_grad and not self.dtype.is_floating_point:
+            raise RuntimeError("only Tensors of floating point and complex dtype can require gradients")
+        if requires_grad and self._inference and not STATE.inference:
+            raise RuntimeError("Setting requires_grad=True on inference tensor outside InferenceMode is not allowed.")
+        self._requires_grad = bool(requires_grad)
+        return self
+
+    @property
+    def grad(self):
+        if self.grad_fn is not None and not self.retains_grad:
+            warnings.warn(NON_LEAF_GRAD_WARNING, UserWarning, stacklevel=2)
+        return self._grad
+
+    @grad.setter
+    def grad(self, value):
+        if value is not None:
+            if not isinstance(value, Tensor):
+                raise TypeError("assigned grad expected to be a Tensor or None but got grad of type "
+                                + type(value).__name__)
+            if value.shape != self.shape:
+                raise RuntimeError("assigned grad has data of a different size")
+            if value.dtype is not self.dtype:
+                raise RuntimeError("assigned grad has data of a different type")
+        self._grad = value
+
+    @grad.deleter
+    def grad(self):
+        self._grad = None
+
+    @property
+    def retains_grad(self):
+        fn = self.grad_fn
+        return bool(fn is not None and fn._retain_hooks and fn._retain_hooks.get(self._output_nr))
+
+    def retain_grad(self):
+        if not self._requires_grad:
+            raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+        if self.grad_fn is None or self.retains_grad:
+            return
+        ref = __import__("weakref").ref(self)
+
+        def retain(grad):
+            t = ref()
+            if t is None or grad is None:
+                return
+            if t._grad is None:
+                t._grad = grad._owned_copy() if not STATE.grad_enabled else grad
+            else:
+                t._grad = t._grad + grad
+        self.grad_fn._register_tensor_hook(self._output_nr, retain, retain=True)
+
+    def register_hook(self, hook):
+        """``hook(grad)`` runs when the gradient of this tensor is computed; it may return a new one."""
+        if not self._requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        if self.grad_fn is not None:
+            return self.grad_fn._register_tensor_hook(self._output_nr, hook)
+        if self._hooks is None:
+            self._hooks = G._HookDict()
+        return G.add_hook(self._hooks, hook)
+
+    def register_post_accumulate_grad_hook(self, hook):
+        """``hook(tensor)`` runs after the gradient has been accumulated into ``tensor.grad`` (leaves only)."""
+        if self.grad_fn is not None:
+            raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf tensors")
+        if not self._requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        node = G.accumulate_node(self)
+        self.__dict__.setdefault("_acc_node_keepalive", node)  # the hook lives as long as the tensor
+        if node._post_acc_hooks is None:
+            node._post_acc_hooks = G._HookDict()
+        return G.add_hook(node._post_acc_hooks, hook)
+
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+        from .autograd.engine import backward
+        backward(self, gradient, retain_graph, create_graph, inputs=inputs)
+
+    def detach(self):
+        """Same data and version counter, no history."""
+        return self._alias()
+
+    def detach_(self):
+        if self._base is not None and self._base._requires_grad:
+            raise RuntimeError("Can't detach views in-place. Use detach() instead. If you are using DistributedDataParallel "
+                               "(DDP) for training, and gradient_as_bucket_view is set as True, gradients are views of "
+                               "DDP buckets, and hence detach_() cannot be called on these gradients. To fix this error, "
+                               "please refer to the Optimizer.zero_grad() function in torch/optim/optimizer.py as the "
+                               "solution.")
+        self.grad_fn = None
+        self._requires_grad = False
+        return self
+
+    @property
+    def data(self):
+        """Same data, new version counter, no history (in-place changes through it are not tracked)."""
+        return Tensor._wrap(self._data)
+
+    @data.setter
+    def data(self, value):
+        if not isinstance(value, Tensor):
+            raise TypeError("data must be a Tensor")
+        self._data = value._data
+
+    def _owned_copy(self):
+        """A detached tensor whose array nobody else writes to (for .grad)."""
+        d = self._data
+        if d.base is not None or not d.flags.writeable or not d.flags.c_contiguous:
+            d = np.array(d, order="C")
+        else:
+            d = d.copy()
+        return Tensor._wrap(d)
+
+    def _accumulate_(self, other):
+        """self += other in place (gradient accumulation; no autograd, no version check)."""
+        from .kernels import elementwise as E
+        o = other._data
+        if self._data.flags.c_contiguous and self._data.flags.writeable:
+            E.run("add", self._data.dtype, self._data, o.astype(self._data.dtype, copy=False), out=self._data)
+        else:
+            self._data = self._data + o
+        self._vc[0] += 1
+
+    # ------------------------------------------------------------- conversion
+    def numpy(self, *, force=False):
+        if self._requires_grad and not force:
+            raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.")
+        return self._data
+
+    def __array__(self, dtype=None, copy=None):
+        if self._requires_grad:
+            raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.")
+        return self._data if dtype is None else self._data.astype(dtype)
+
+    def item(self):
+        if self._data.size != 1:
+            raise RuntimeError("a Tensor with %d elements cannot be converted to Scalar" % self._data.size)
+        return self._data.reshape(()).item()
+
+    def tolist(self):
+        return self._data.tolist()
+
+    def __float__(self):
+        return float(self.item())
+
+    def __int__(self):
+        return int(self.item())
+
+    def __index__(self):
+        if self.dtype.is_floating_point or self._data.size != 1:
+            raise TypeError("only integer tensors of a single element can be converted to an index")
+        return int(self.item())
+
+    def __bool__(self):
+        if self._data.size != 1:
+            raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
+        return bool(self.item())
+
+    def __len__(self):
+        if self._data.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self._data.shape[0]
+
+    def __iter__(self):
+        if self._data.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        return iter(self.unbind(0))
+
+    def __hash__(self):
+        return id(self)
+
+    def __contains__(self, element):
+        return bool((self == element).any())
+
+    def __repr__(self, *, tensor_contents=None):
+        from ._repr import tensor_repr
+        return tensor_repr(self)
+
+    __str__ = __repr__
+
+    def __format__(self, spec):
+        if self._data.ndim == 0 and not self._requires_grad:
+            return self.item().__format__(spec)
+        return object.__format__(self, spec)
+
+    def __reduce_ex__(self, proto):
+        return (_rebuild, (self._data.copy(), self._requires_grad))
+
+    def __deepcopy__(self, memo):
+        if self.grad_fn is not None:
+            raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) support the deepcopy protocol "
+                               "at the moment.  If you were attempting to deepcopy a module, this may be because of a "
+                               "torch.nn.utils.weight_norm usage, see https://github.com/pytorch/pytorch/pull/103001")
+        t = type(self).__new__(type(self))
+        Tensor.__setstate_from(t, self._data.copy(), self._requires_grad)
+        if self._grad is not None:
+            t._grad = self._grad._owned_copy()
+        memo[id(self)] = t
+        return t
+
+    @staticmethod
+    def __setstate_from(t, data, requires_grad):
+        w = Tensor._wrap(data, requires_grad)
+        for s in Tensor.__slots__:
+            if s not in ("__dict__", "__weakref__"):
+                object.__setattr__(t, s, getattr(w, s))
+
+    def to(self, *args, **kwargs):
+        """``to(dtype)``, ``to(device)``, ``to(device, dtype)`` or ``to(other)``; returns self if nothing changes."""
+        dtype = kwargs.pop("dtype", None)
+        device = kwargs.pop("device", None)
+        kwargs.pop("non_blocking", None)
+        copy = kwargs.pop("copy", False)
+        for a in args:
+            if isinstance(a, Tensor):
+                dtype, device = a.dtype, a.device
+            elif isinstance(a, (str, Device)):
+                device = a
+            elif a is not None:
+                dtype = a
+        if device is not None:
+            from ._device import to_device
+            to_device(device)
+        if dtype is None or D.to_dtype(dtype) is self.dtype:
+            return self.clone() if copy else self
+        from .ops import cast
+        return cast(self, D.to_dtype(dtype))
+
+    def type(self, dtype=None):
+        if dtype is None:
+            return "jitgrad." + self.dtype.tensor_type
+        return self.to(dtype)
+
+    def float(self):
+        return self.to(D.float32)
+
+    def double(self):
+        return self.to(D.float64)
+
+    def long(self):
+        return self.to(D.int64)
+
+    def int(self):
+        return self.to(D.int32)
+
+    def bool(self):
+        return self.to(D.bool_)
+
+    def type_as(self, other):
+        return self.to(other.dtype)
+
+    def cpu(self):
+        return self
+
+    def cuda(self, device=None):
+        from ._device import to_device
+        to_device("cuda" if device is None else device)
+        return self
+
+
+def _rebuild(data, requires_grad):
+    return Tensor._wrap(data, requires_grad)

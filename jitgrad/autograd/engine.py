@@ -1,0 +1,253 @@
+"""The backward engine: iterative, dependency-counted, hooks in PyTorch's order.
+
+1. Walk the graph from the roots (an explicit stack, no recursion) counting, for every node,
+   how many edges lead into it.
+2. Run ready nodes, latest-created first (AccumulateGrad as soon as it is ready); each runs
+   once, with the sum of the gradients that reached it.
+3. For each node: tensor hooks, then the node's pre-hooks, then retain_grad, then the node,
+   then its post-hooks. Saved tensors are freed afterwards unless retain_graph.
+"""
+import heapq
+
+import numpy as np
+
+from .._grad_mode import STATE, set_grad_enabled
+from .graph import AccumulateGrad, edge
+
+
+def _root_grads(tensors, grad_tensors, what="grad"):
+    from .._tensor import Tensor
+    from .._factories import ones_like
+    roots = []
+    for i, (t, g) in enumerate(zip(tensors, grad_tensors)):
+        if not isinstance(t, Tensor):
+            raise TypeError("expected Tensor as element %d in argument 0, but got %s" % (i, type(t).__name__))
+        if not t._requires_grad:
+            raise RuntimeError("element %d of tensors does not require grad and does not have a grad_fn" % i)
+        if g is None:
+            if t.numel() != 1:
+                raise RuntimeError("grad can be implicitly created only for scalar outputs")
+            if not t.dtype.is_floating_point:
+                raise RuntimeError("grad can be implicitly created only for real scalar outputs but got " + t.dtype.name)
+            g = ones_like(t)
+        elif not isinstance(g, Tensor):
+            g = Tensor._wrap(np.asarray(g, dtype=t.dtype.np))
+        if g.shape != t.shape:
+            raise RuntimeError("Mismatch in shape: grad_output[%d] has a shape of %r and output[%d] has a shape of %r."
+                               % (i, g.shape, i, t.shape))
+        roots.append((edge(t), g))
+    return roots
+
+
+def _as_tuple(x):
+    from .._tensor import Tensor
+    if x is None:
+        return None
+    if isinstance(x, Tensor):
+        return (x,)
+    return tuple(x)
+
+
+def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, grad_variables=None, inputs=None):
+    """Compute the gradients of ``tensors`` and accumulate them in the leaves' ``.grad``."""
+    tensors = _as_tuple(tensors)
+    grads = _as_tuple(grad_tensors) or (None,) * len(tensors)
+    if len(grads) != len(tensors):
+        raise RuntimeError("got %d tensors and %d gradients" % (len(tensors), len(grads)))
+    inputs = _as_tuple(inputs)
+    if inputs is not None and len(inputs) == 0:
+        raise RuntimeError("'inputs' argument to backward() cannot be empty.")
+    if retain_graph is None:
+        retain_graph = create_graph
+    roots = _root_grads(tensors, grads)
+    if inputs is None:
+        run(roots, retain_graph, create_graph)
+        return
+    for t in inputs:
+        if not t._requires_grad:
+            raise RuntimeError("One of the differentiated Tensors does not require grad")
+    captured = run(roots, retain_graph, create_graph, targets=inputs, accumulate_leaves=False)
+    from .graph import accumulate_into
+    with set_grad_enabled(create_graph):
+        for t, g in zip(inputs, captured):
+            accumulate_into(t, g)
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, only_inputs=True,
+         allow_unused=None, is_grads_batched=False, materialize_grads=False):
+    """Gradients of ``outputs`` with respect to ``inputs``, returned (``.grad`` is left alone)."""
+    outputs = _as_tuple(outputs)
+    single = not isinstance(inputs, (tuple, list))
+    inputs = _as_tuple(inputs)
+    grads = _as_tuple(grad_outputs) or (None,) * len(outputs)
+    if allow_unused is None:
+        allow_unused = materialize_grads
+    if materialize_grads and allow_unused is False:
+        raise ValueError("Expected allow_unused to be True or not passed when materialize_grads=True, but got: "
+                         "allow_unused=False.")
+    if retain_graph is None:
+        retain_graph = create_graph
+    for t in inputs:
+        if not t._requires_grad:
+            raise RuntimeError("One of the differentiated Tensors does not require grad")
+    roots = _root_grads(outputs, grads)
+    result = run(roots, retain_graph, create_graph, targets=inputs, accumulate_leaves=False)
+    out = []
+    for i, (t, g) in enumerate(zip(inputs, result)):
+        if g is None:
+            if not allow_unused:
+                raise RuntimeError("One of the differentiated Tensors appears to not have been used in the graph. Set "
+                                   "allow_unused=True if this is the desired behavior.")
+            if materialize_grads:
+                from .._factories import zeros_like
+                g = zeros_like(t)
+        out.append(g)
+    return tuple(out)
+
+
+def _needed(roots, target_edges):
+    """Nodes from which some target can be reached (only those run when targets are given)."""
+    targets = {e[0] for e in target_edges if e is not None}
+    needed, visited = set(), set()
+    stack = [(e[0], False) for e, _ in roots if e is not None]
+    while stack:  # iterative post-order: a node is decided after all of its children
+        n, children_done = stack.pop()
+        if children_done:
+            if n in targets or any(nf is not None and nf[0] in needed for nf in n.next_functions):
+                needed.add(n)
+            continue
+        if n in visited:
+            continue
+        visited.add(n)
+        stack.append((n, True))
+        stack.extend((nf[0], False) for nf in n.next_functions if nf is not None and nf[0] not in visited)
+    return needed
+
+
+def run(roots, retain_graph, create_graph, targets=None, accumulate_leaves=True):
+    """Execute the graph below ``roots`` [(edge, grad)]; return captured grads for ``targets``."""
+    target_edges = [edge(t) for t in targets] if targets is not None else []
+    capture = {}
+    for k, e in enumerate(target_edges):
+        if e is not None:
+            capture.setdefault((e[0], e[1]), []).append(k)
+    needed = _needed(roots, target_edges) if targets is not None else None
+
+    # 1. dependency counts
+    deps = {}
+    stack = []
+    for e, _ in roots:
+        if e is not None and e[0] not in deps:
+            deps[e[0]] = 0
+            stack.append(e[0])
+    while stack:
+        n = stack.pop()
+        for nf in n.next_functions:
+            if nf is None:
+                continue
+            m = nf[0]
+            if needed is not None and m not in needed:
+                continue
+            if m in deps:
+                deps[m] += 1
+            else:
+                deps[m] = 1
+                stack.append(m)
+
+    buffers = {}
+    for e, g in roots:
+        if e is not None:
+            _add(buffers, e[0], e[1], g)
+    ready = [(-n._seq, id(n), n) for n in {e[0] for e, _ in roots if e is not None} if deps[n] == 0]
+    heapq.heapify(ready)
+    captured = [None] * len(target_edges)
+    with set_grad_enabled(create_graph):
+        while ready:
+            _, _, node = heapq.heappop(ready)
+            grads = buffers.pop(node, None)
+            if grads is None:
+                grads = [None] * _n_outputs(node)
+            grads = _pre_hooks(node, grads)
+            if capture:
+                for k in range(len(grads)):
+                    for slot in capture.get((node, k), ()):
+                        captured[slot] = grads[k]
+            runs = (needed is None or node in needed) and any(g is not None for g in grads)
+            if isinstance(node, AccumulateGrad) and not accumulate_leaves:
+                runs = False
+            outs = ()
+            if runs:
+                try:
+                    outs = node.apply(grads)
+                except Exception as exc:
+                    if STATE.anomaly:
+                        from .anomaly import annotate
+                        annotate(exc, node)
+                    raise
+                if STATE.anomaly:
+                    from .anomaly import check_nan
+                    check_nan(node, outs)
+                if node._post_hooks:
+                    for hook in list(node._post_hooks.values()):
+                        r = hook(outs, grads)
+                        if r is not None:
+                            outs = list(r)
+                if not retain_graph:
+                    node._release()
+            for k, nf in enumerate(node.next_functions):
+                if nf is None:
+                    continue
+                m = nf[0]
+                if m not in deps:
+                    continue
+                g = outs[k] if k < len(outs) else None
+                if g is not None:
+                    _add(buffers, m, nf[1], g)
+                deps[m] -= 1
+                if deps[m] == 0:
+                    heapq.heappush(ready, (-m._seq, id(m), m))
+    return captured
+
+
+def _n_outputs(node):
+    op = getattr(node, "op", None)
+    return op.n_outputs if op is not None else 1
+
+
+def _add(buffers, node, k, g):
+    buf = buffers.get(node)
+    if buf is None:
+        buf = buffers[node] = [None] * _n_outputs(node)
+    buf[k] = g if buf[k] is None else buf[k] + g
+
+
+def _pre_hooks(node, grads):
+    """Tensor hooks, then node pre-hooks, then retain_grad (PyTorch's order)."""
+    if isinstance(node, AccumulateGrad):
+        hooks = node.variable._hooks
+        if hooks:
+            g = grads[0]
+            for hook in list(hooks.values()):
+                r = hook(g)
+                if r is not None:
+                    g = r
+            grads = [g]
+    elif node._tensor_hooks:
+        grads = list(grads)
+        for k, hooks in node._tensor_hooks.items():
+            for hook in list(hooks.values()):
+                if grads[k] is None:
+                    continue
+                r = hook(grads[k])
+                if r is not None:
+                    grads[k] = r
+    if node._pre_hooks:
+        for hook in list(node._pre_hooks.values()):
+            r = hook(tuple(grads))
+            if r is not None:
+                grads = list(r)
+    if node._retain_hooks:
+        for k, hooks in node._retain_hooks.items():
+            for hook in list(hooks.values()):
+                hook(grads[k])
+    return grads

@@ -1,0 +1,207 @@
+"""Custom autograd Functions: ``class MyOp(Function)`` with static forward/backward, ``MyOp.apply``.
+
+The ctx passed to forward is the node itself (``y.grad_fn``), as in PyTorch. Tensors given to
+``ctx.save_for_backward`` are version-checked when ``ctx.saved_tensors`` is read.
+"""
+import functools
+
+from .._grad_mode import STATE, no_grad
+from .graph import Node, SavedTensor, edge
+
+
+class FunctionCtx:
+    """What forward can tell backward: saved tensors, dirty and non-differentiable outputs."""
+
+    def save_for_backward(self, *tensors):
+        self.to_save = tensors
+
+    def save_for_forward(self, *tensors):
+        self.saved_for_forward = tensors
+
+    def mark_dirty(self, *args):
+        self.dirty_tensors = args
+
+    def mark_non_differentiable(self, *args):
+        self.non_differentiable = args
+
+    def set_materialize_grads(self, value):
+        self.materialize_grads = bool(value)
+
+
+class BackwardCFunction(Node, FunctionCtx):
+    """The node of a custom Function; it is also the ``ctx`` its forward and backward receive."""
+    _forward_cls = None
+
+    def __init__(self):
+        Node.__init__(self)
+        self.to_save = ()
+        self.dirty_tensors = ()
+        self.non_differentiable = ()
+        self.materialize_grads = True
+        self.needs_input_grad = ()
+        self._saved = None
+        self._n_inputs = 0
+        self._out_meta = ()
+
+    @property
+    def saved_tensors(self):
+        if self._saved is None:
+            return tuple(self.to_save)
+        return tuple(None if s is None else s.unpack() for s in self._saved)
+
+    @property
+    def saved_variables(self):
+        return self.saved_tensors
+
+    def apply(self, grads):
+        from .._factories import zeros
+        if self.materialize_grads:
+            grads = [g if g is not None else zeros(shape, dtype=dtype) for g, (shape, dtype) in zip(grads, self._out_meta)]
+        out = self._forward_cls.backward(self, *grads)
+        if not isinstance(out, tuple):
+            out = (out,)
+        if len(out) != self._n_inputs:
+            if len(out) > self._n_inputs and all(g is None for g in out[self._n_inputs:]):
+                out = out[:self._n_inputs]
+            else:
+                raise RuntimeError("function %s returned an incorrect number of gradients (expected %d, got %d)"
+                                   % (self.name(), self._n_inputs, len(out)))
+        result = []
+        for i, (g, nf) in enumerate(zip(out, self.next_functions)):
+            if nf is None:
+                result.append(None)
+                continue
+            if g is not None:
+                shape, dtype = self._in_meta[i]
+                if tuple(g.shape) != tuple(shape):
+                    try:
+                        g = g.expand(shape) if g.numel() == 1 and len(shape) else g.sum_to_size(shape)
+                    except RuntimeError:
+                        raise RuntimeError("Function %s returned an invalid gradient at index %d - got [%s] but "
+                                           "expected shape compatible with [%s]" % (
+                                               self.name(), i, ", ".join(map(str, g.shape)),
+                                               ", ".join(map(str, shape)))) from None
+                if g.dtype is not dtype:
+                    g = g.to(dtype)
+            result.append(g)
+        return result
+
+    def _release(self):
+        if self._saved is not None:
+            for s in self._saved:
+                if s is not None:
+                    s.release()
+
+
+class _FunctionMeta(type):
+    def __init__(cls, name, bases, attrs):
+        backward_cls = type(name + "Backward", (BackwardCFunction,), {"_forward_cls": cls, "__slots__": ()})
+        cls._backward_cls = backward_cls
+        super().__init__(name, bases, attrs)
+
+
+class Function(metaclass=_FunctionMeta):
+    """Base class of custom differentiable operations."""
+
+    def __init__(self, *args, **kwargs):
+        raise RuntimeError("Legacy autograd function with non-static forward method is deprecated. Please use new-style "
+                           "autograd function with static forward method.")
+
+    @staticmethod
+    def forward(ctx, *args, **kwargs):
+        raise NotImplementedError("You must implement the forward function for custom autograd.Function.")
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        raise NotImplementedError("setup_context is not implemented.")
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        raise NotImplementedError("You must implement either the backward or vjp method for your custom "
+                                  "autograd.Function to use it with backward mode AD.")
+
+    vjp = backward
+
+    @classmethod
+    def apply(cls, *args, **kwargs):
+        from .._tensor import Tensor
+        ctx = cls._backward_cls()
+        is_tensor = [isinstance(a, Tensor) for a in args]
+        ctx.needs_input_grad = tuple(t and a._requires_grad for t, a in zip(is_tensor, args))
+        ctx._n_inputs = len(args)
+        uses_setup = cls.setup_context is not Function.setup_context
+        with no_grad():
+            if uses_setup:
+                outputs = cls.forward(*args, **kwargs)
+                cls.setup_context(ctx, args, outputs)
+            else:
+                outputs = cls.forward(ctx, *args, **kwargs)
+        single = not isinstance(outputs, tuple)
+        outs = (outputs,) if single else outputs
+        record = STATE.grad_enabled and any(ctx.needs_input_grad)
+        if not record:
+            for o in outs:
+                if isinstance(o, Tensor) and STATE.inference:
+                    o._inference = True
+            return outputs
+        ctx.next_functions = tuple(edge(a) if t and a.dtype.is_floating_point else None for t, a in zip(is_tensor, args))
+        ctx._in_meta = [(a.shape, a.dtype) if t else None for t, a in zip(is_tensor, args)]
+        dirty = {id(t) for t in ctx.dirty_tensors}
+        non_diff = {id(t) for t in ctx.non_differentiable}
+        inputs = {id(a) for a, t in zip(args, is_tensor) if t}
+        wrapped, meta = [], []
+        for k, o in enumerate(outs):
+            if not isinstance(o, Tensor):
+                wrapped.append(o)
+                meta.append(((), None))
+                continue
+            if id(o) in inputs and id(o) not in dirty:
+                o = o._alias()  # returning an input unchanged gives a new tensor object, as in PyTorch
+            if id(o) in dirty:
+                o._vc[0] += 1
+            meta.append((o.shape, o.dtype))
+            if id(o) not in non_diff and o.dtype.is_floating_point:
+                o.grad_fn, o._output_nr, o._requires_grad = ctx, k, True
+            wrapped.append(o)
+        ctx._out_meta = meta
+        outputs_by_id = {id(o): k for k, o in enumerate(wrapped) if isinstance(o, Tensor)}
+        saved = []
+        for t in ctx.to_save:
+            if t is None:
+                saved.append(None)
+            elif id(t) in outputs_by_id:
+                saved.append(SavedTensor(t, is_output=True, node=ctx))
+            else:
+                saved.append(SavedTensor(t))
+        ctx._saved = saved
+        return wrapped[0] if single else tuple(wrapped)
+
+
+class _OnceDifferentiableError(Node):
+    __slots__ = ()
+
+    def apply(self, grads):
+        raise RuntimeError("trying to differentiate twice a function that was marked with @once_differentiable")
+
+
+def once_differentiable(fn):
+    """Run a backward under no_grad; differentiating its result again raises."""
+    @functools.wraps(fn)
+    def wrapper(ctx, *args):
+        from .._tensor import Tensor
+        with no_grad():
+            out = fn(ctx, *args)
+        if not STATE.grad_enabled:
+            return out
+        if not any(isinstance(a, Tensor) and a._requires_grad for a in args):
+            return out
+        outs = out if isinstance(out, tuple) else (out,)
+        err = _OnceDifferentiableError(tuple(edge(a) if isinstance(a, Tensor) and a._requires_grad else None
+                                             for a in args))
+        res = []
+        for o in outs:
+            if isinstance(o, Tensor) and o.dtype.is_floating_point:
+                o = o._alias(grad_fn=err)
+            res.append(o)
+        return tuple(res) if isinstance(out, tuple) else res[0]
+    return wrapper

@@ -1,0 +1,250 @@
+"""The backward graph: Node (a grad_fn), AccumulateGrad, saved tensors and their hooks."""
+import itertools
+import weakref
+
+from .._grad_mode import STATE
+
+_sequence = itertools.count()
+_handle_ids = itertools.count()
+LEAF_SEQUENCE = float("inf")  # AccumulateGrad runs as soon as it is ready, like PyTorch's
+
+
+class RemovableHandle:
+    """Returned by register_*hook; ``remove()`` unregisters the hook."""
+
+    def __init__(self, hooks):
+        self._hooks = weakref.ref(hooks) if hooks is not None else None
+        self.id = next(_handle_ids)
+
+    def remove(self):
+        hooks = self._hooks() if self._hooks is not None else None
+        if hooks is not None:
+            hooks.pop(self.id, None)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+
+
+class _HookDict(dict):
+    """A dict of hooks that RemovableHandle can hold weakly."""
+    __slots__ = ("__weakref__",)
+
+
+def add_hook(hooks, fn):
+    handle = RemovableHandle(hooks)
+    hooks[handle.id] = fn
+    return handle
+
+
+class Node:
+    """A node of the backward graph (``tensor.grad_fn``)."""
+    __slots__ = ("next_functions", "_seq", "_pre_hooks", "_post_hooks", "_tensor_hooks", "_retain_hooks",
+                 "_metadata", "_anomaly_trace", "__weakref__")
+    n_outputs = 1
+
+    def __init__(self, next_functions=()):
+        self.next_functions = next_functions
+        self._seq = next(_sequence)
+        self._pre_hooks = self._post_hooks = self._tensor_hooks = self._retain_hooks = None
+        self._metadata = None
+        self._anomaly_trace = None
+        if STATE.anomaly:
+            from .anomaly import record_trace
+            record_trace(self)
+
+    def name(self):
+        return type(self).__name__
+
+    def __repr__(self):
+        return "<%s object at %#x>" % (type(self).__name__, id(self))
+
+    @property
+    def metadata(self):
+        if self._metadata is None:
+            self._metadata = {}
+        return self._metadata
+
+    def register_hook(self, fn):
+        """``fn(grad_inputs, grad_outputs)`` runs after the node; it may return new grad_inputs."""
+        if self._post_hooks is None:
+            self._post_hooks = _HookDict()
+        return add_hook(self._post_hooks, fn)
+
+    def register_prehook(self, fn):
+        """``fn(grad_outputs)`` runs before the node; it may return new grad_outputs."""
+        if self._pre_hooks is None:
+            self._pre_hooks = _HookDict()
+        return add_hook(self._pre_hooks, fn)
+
+    def _register_tensor_hook(self, output_nr, fn, retain=False):
+        attr = "_retain_hooks" if retain else "_tensor_hooks"
+        table = getattr(self, attr)
+        if table is None:
+            table = {}
+            setattr(self, attr, table)
+        hooks = table.get(output_nr)
+        if hooks is None:
+            hooks = table[output_nr] = _HookDict()
+        return add_hook(hooks, fn)
+
+    def apply(self, grads):
+        """Input gradients (one per next_functions entry) from output gradients."""
+        raise NotImplementedError(type(self).__name__ + " has no backward")
+
+    def _release(self):
+        """Free saved tensors once backward has run without retain_graph."""
+
+    def __call__(self, *grads):
+        return self.apply(list(grads))
+
+
+class AccumulateGrad(Node):
+    """The node of a leaf that requires grad: adds the incoming gradient to ``variable.grad``."""
+    __slots__ = ("variable", "_post_acc_hooks")
+
+    def __init__(self, variable):
+        super().__init__(())
+        self._seq = LEAF_SEQUENCE
+        self.variable = variable
+        self._post_acc_hooks = None
+
+    def apply(self, grads):
+        accumulate_into(self.variable, grads[0])
+        if self._post_acc_hooks:
+            for hook in list(self._post_acc_hooks.values()):
+                hook(self.variable)
+        return ()
+
+
+def accumulate_into(var, g):
+    """``var.grad += g`` (in place unless a graph of the gradient is being built)."""
+    if g is None:
+        return
+    if g.dtype is not var.dtype:
+        g = g.to(var.dtype)
+    if var._grad is None:
+        var._grad = g if STATE.grad_enabled else g._owned_copy()
+    elif STATE.grad_enabled:
+        var._grad = var._grad + g
+    else:
+        var._grad._accumulate_(g)
+
+
+def accumulate_node(tensor):
+    """The AccumulateGrad node of a leaf (one per tensor, held weakly by it)."""
+    ref = tensor._acc_node
+    node = ref() if ref is not None else None
+    if node is None:
+        node = AccumulateGrad(tensor)
+        tensor._acc_node = weakref.ref(node)
+    return node
+
+
+def edge(t):
+    """(node, output_nr) that a gradient for tensor ``t`` flows into, or None."""
+    if t.grad_fn is not None:
+        return (t.grad_fn, t._output_nr)
+    if t._requires_grad:
+        return (accumulate_node(t), 0)
+    return None
+
+
+# ------------------------------------------------------------------ saved tensors
+FREED_MESSAGE = (
+    "Trying to backward through the graph a second time (or directly access saved tensors after they have "
+    "already been freed). Saved intermediate values of the graph are freed when you call .backward() or "
+    "autograd.grad(). Specify retain_graph=True if you need to backward through the graph a second time or "
+    "if you need to access saved tensors after calling backward.")
+
+
+def describe(t):
+    shape = ", ".join(str(s) for s in t.shape)
+    return "[jitgrad.%s [%s]]" % (t.dtype.tensor_type, shape)
+
+
+class SavedTensor:
+    """A tensor saved for backward, with the version it had when saved.
+
+    Reading it (``unpack``) checks the version first: an in-place change since it was saved
+    makes the gradient wrong, so it raises. The check also holds when pack/unpack hooks are
+    used. An op's own output is saved without its grad_fn (no reference cycle) and gets it
+    back, through a weak reference, when unpacked.
+    """
+    __slots__ = ("_data", "_packed", "_hooks", "_vc", "_version", "_is_output", "_node", "_desc", "_freed",
+                 "_requires_grad", "_output_nr", "_grad_fn", "_modified_at")
+
+    def __init__(self, t, is_output=False, node=None):
+        if t._inference and not STATE.inference:
+            raise RuntimeError(
+                "Inference tensors cannot be saved for backward. To work around you can make a clone to get "
+                "a normal tensor and use it in autograd.")
+        self._vc = t._vc
+        self._version = t._vc[0]
+        self._is_output = is_output
+        self._freed = False
+        self._hooks = None
+        self._packed = None
+        if is_output:
+            self._node = weakref.ref(node)
+            self._grad_fn = None
+            self._output_nr = t._output_nr
+            self._data = t._alias(grad_fn=None)
+            self._desc = "%s, which is output %d of %s," % (describe(t), t._output_nr, node.name())
+        else:
+            self._node = None
+            self._data = t
+            fn = t.grad_fn
+            self._desc = describe(t) + ("" if fn is None else ", which is output %d of %s," % (t._output_nr, fn.name()))
+        stack = STATE.saved_tensors_hooks
+        if stack:
+            self.register_hooks(*stack[-1])
+
+    def register_hooks(self, pack_hook, unpack_hook):
+        if self._freed:
+            raise RuntimeError(FREED_MESSAGE)
+        if self._hooks is not None:
+            raise RuntimeError("SavedTensor hooks have already been set on this SavedTensor.")
+        self._hooks = (pack_hook, unpack_hook)
+        self._packed = pack_hook(self._data)
+        self._data = None
+
+    def unpack(self):
+        if self._freed:
+            raise RuntimeError(FREED_MESSAGE)
+        if self._vc[0] != self._version:
+            from .anomaly import version_error
+            raise RuntimeError(version_error(self))
+        if self._hooks is not None:
+            t = self._hooks[1](self._packed)
+            from .._tensor import Tensor
+            if not isinstance(t, Tensor):
+                raise TypeError("Output of saved tensor unpack_hook expected to be a Tensor but got result of type "
+                                + type(t).__name__)
+        else:
+            t = self._data
+        if self._is_output:
+            node = self._node()
+            t = t._alias(grad_fn=node, output_nr=self._output_nr) if node is not None else t
+        return t
+
+    def release(self):
+        self._data = self._packed = None
+        self._freed = True
+
+
+class saved_tensors_hooks:
+    """Context manager: every tensor saved for backward inside it goes through ``pack_hook`` and comes
+    back through ``unpack_hook`` (thread-local; the innermost pair wins)."""
+
+    def __init__(self, pack_hook, unpack_hook):
+        self.pair = (pack_hook, unpack_hook)
+
+    def __enter__(self):
+        STATE.saved_tensors_hooks = STATE.saved_tensors_hooks + (self.pair,)
+        return self
+
+    def __exit__(self, *exc):
+        STATE.saved_tensors_hooks = STATE.saved_tensors_hooks[:-1]

@@ -1,0 +1,116 @@
+"""The op table (one entry per op, grouped by kind) and what is generated from it:
+Tensor methods, operators, in-place variants and the ``jitgrad.*`` functions."""
+from .._tensor import Tensor
+from . import elementwise, indexing, linalg, reduction, shape, softmax  # noqa: F401  (registers the entries)
+from ._table import FUNCTIONS, METHODS, OPS
+from .shape import cast  # noqa: F401
+
+# Ops with an in-place form (name_): run out of place on a stand-in, then write back (see _inplace).
+INPLACE = ["add", "sub", "mul", "div", "pow", "clamp", "clamp_min", "clamp_max", "clip", "relu", "sigmoid", "tanh",
+           "exp", "expm1", "log", "log1p", "sqrt", "rsqrt", "reciprocal", "neg", "abs", "sign", "square", "sin", "cos",
+           "tan", "floor", "ceil", "round", "trunc", "masked_fill", "leaky_relu", "elu", "silu", "gelu", "remainder",
+           "scatter_add", "floor_divide", "maximum", "minimum", "atan2", "logical_not", "subtract", "multiply",
+           "divide", "true_divide", "erf"]
+
+
+def _inplace_method(fn):
+    from .._inplace import inplace
+
+    def method(self, *args, **kwargs):
+        return inplace(self, fn, args, kwargs)
+    method.__name__ = fn.__name__ + "_"
+    return method
+
+
+def _swap(fn):
+    def method(self, other):
+        return fn(other, self)
+    return method
+
+
+def _operators():
+    e = elementwise
+    ops = {
+        "__add__": e.add, "__radd__": _swap(e.add), "__sub__": e.sub, "__rsub__": _swap(e.sub),
+        "__mul__": e.mul, "__rmul__": _swap(e.mul), "__truediv__": e.div, "__rtruediv__": _swap(e.div),
+        "__floordiv__": e.floor_divide, "__rfloordiv__": _swap(e.floor_divide), "__mod__": e.remainder,
+        "__rmod__": _swap(e.remainder), "__pow__": e.pow, "__rpow__": _swap(e.pow),
+        "__matmul__": linalg.matmul, "__rmatmul__": _swap(linalg.matmul),
+        "__neg__": METHODS["neg"], "__abs__": METHODS["abs"],
+        "__pos__": lambda self: self, "__invert__": _invert,
+        "__eq__": METHODS["eq"], "__ne__": METHODS["ne"], "__lt__": METHODS["lt"], "__le__": METHODS["le"],
+        "__gt__": METHODS["gt"], "__ge__": METHODS["ge"],
+        "__and__": _bitwise("logical_and"), "__or__": _bitwise("logical_or"), "__xor__": _bitwise("logical_xor"),
+        "__rand__": _bitwise("logical_and"), "__ror__": _bitwise("logical_or"), "__rxor__": _bitwise("logical_xor"),
+        "__iadd__": METHODS_INPLACE["add_"], "__isub__": METHODS_INPLACE["sub_"], "__imul__": METHODS_INPLACE["mul_"],
+        "__itruediv__": METHODS_INPLACE["div_"], "__ipow__": METHODS_INPLACE["pow_"],
+    }
+    return ops
+
+
+def _invert(self):
+    if self.dtype.name != "bool":
+        raise TypeError("~ (bitwise_not) is only supported on bool tensors here, got " + self.dtype.name)
+    return METHODS["logical_not"](self)
+
+
+def _bitwise(name):
+    def method(self, other):
+        for t in (self, other):
+            if isinstance(t, Tensor) and t.dtype.name != "bool":
+                raise TypeError("bitwise operators (&, |, ^) are supported on bool tensors only, got " + t.dtype.name)
+        return METHODS[name](self, other)
+    return method
+
+
+def _setitem(self, key, value):
+    from .._inplace import setitem
+    setitem(self, key, value)
+
+
+def _zero_(self):
+    return _fill_(self, 0)
+
+
+def _fill_(self, value):
+    from .._inplace import inplace
+    from .._factories import full_like
+
+    def fill(t, v):
+        if isinstance(v, Tensor):
+            if v.ndim:
+                raise RuntimeError("fill_ only supports 0-dimension value tensor but got tensor with %d dimensions."
+                                   % v.ndim)
+            return t * 0 + v
+        return full_like(t, v) if not t._requires_grad else t * 0 + v
+    return inplace(self, fill, (value,), {})
+
+
+def _copy_(self, src, non_blocking=False):
+    from .._inplace import inplace
+
+    def copy(t, s):
+        s = s if isinstance(s, Tensor) else Tensor._wrap(__import__("numpy").asarray(s))
+        return s.expand(t.shape).to(t.dtype) + t * 0 if t._requires_grad else s.expand(t.shape).to(t.dtype)
+    return inplace(self, copy, (src,), {})
+
+
+METHODS_INPLACE = {}
+
+
+def install():
+    for name, fn in METHODS.items():
+        setattr(Tensor, name, fn)
+    for name in INPLACE:
+        if name in METHODS:
+            METHODS_INPLACE[name + "_"] = _inplace_method(METHODS[name])
+    METHODS_INPLACE.update(zero_=_zero_, fill_=_fill_, copy_=_copy_)
+    for name, fn in METHODS_INPLACE.items():
+        setattr(Tensor, name, fn)
+    for name, fn in _operators().items():
+        setattr(Tensor, name, fn)
+    Tensor.__setitem__ = _setitem
+    Tensor.__hash__ = lambda self: id(self)
+
+
+install()

@@ -1,0 +1,63 @@
+"""The op table: every Op entry, by name, and the helpers the entry files share."""
+import numpy as np
+
+from .._op import Op
+
+OPS = {}  # name -> Op: the single registry that tests and benchmarks are generated from
+METHODS = {}  # Tensor method name -> function(self, ...)
+FUNCTIONS = {}  # jitgrad.<name> -> function
+
+
+def register(op):
+    if op.name in OPS:
+        raise ValueError("op %r defined twice" % op.name)
+    OPS[op.name] = op
+    return op
+
+
+def export(*names, method=True, function=True):
+    """Decorator: publish an API function as jitgrad.<name> and/or Tensor.<name>."""
+    def deco(fn):
+        for n in names or (fn.__name__,):
+            if function:
+                FUNCTIONS[n] = fn
+            if method:
+                METHODS[n] = fn
+        return fn
+    return deco
+
+
+# ------------------------------------------------------------------ sample inputs
+# A sample is (args, kwargs) of NumPy arrays / Python numbers; the generated tests turn float
+# arrays into tensors that require grad. Non-contiguous arrays stay non-contiguous (from_numpy).
+def _arr(rng, shape, lo, hi, dtype):
+    if np.dtype(dtype).kind == "b":
+        return rng.random(shape) > 0.5
+    if np.dtype(dtype).kind in "iu":
+        return rng.integers(int(np.floor(lo)) or -3, int(np.ceil(hi)) + 3, size=shape).astype(dtype)
+    a = rng.uniform(lo, hi, size=shape)
+    return np.asarray(a, dtype=dtype)
+
+
+def _noncontig(rng, shape, lo, hi, dtype):
+    return _arr(rng, shape[::-1], lo, hi, dtype).T
+
+
+def unary_samples(lo=-2.0, hi=2.0, **kwargs):
+    def samples(rng, dtype):
+        return [((_arr(rng, s, lo, hi, dtype),), dict(kwargs)) for s in [(), (5,), (2, 3)]] + \
+               [((_noncontig(rng, (3, 2), lo, hi, dtype),), dict(kwargs))]
+    return samples
+
+
+def binary_samples(a=(-2.0, 2.0), b=(-2.0, 2.0), scalar=1.5, **kwargs):
+    def samples(rng, dtype):
+        A = lambda s: _arr(rng, s, a[0], a[1], dtype)  # noqa: E731
+        B = lambda s: _arr(rng, s, b[0], b[1], dtype)  # noqa: E731
+        out = [((A(()), B(())), {}), ((A((4,)), B((4,))), {}), ((A((2, 3)), B((3,))), {}),
+               ((A((2, 1)), B((1, 3))), {}), ((A((2, 3)), B(())), {}),
+               ((_noncontig(rng, (3, 2), a[0], a[1], dtype), B((3, 2))), {})]
+        if scalar is not None:
+            out += [((A((2, 3)), scalar), {}), ((scalar, B((2, 3))), {})]
+        return [(args, dict(kwargs, **kw)) for args, kw in out]
+    return samples

@@ -1,0 +1,407 @@
+"""Elementwise ops: one entry each. VJP formulas are HIPS-style one-liners over tensor ops
+(``g`` is the output gradient, ``s`` the node with the saved values ``s.self``, ``s.other``,
+``s.result`` and params); ``fused`` names the kernel in kernels/elementwise.py that computes
+the same formula in one pass when no graph of the backward is being built."""
+import math
+
+import numpy as np
+
+from .._op import Op, dispatch
+from .._tensor import Tensor
+from ..kernels import elementwise as E
+from ._table import binary_samples, export, register, unary_samples
+
+
+def _ew(kernel, out=None):
+    """Forward of an elementwise op: run scalar ``kernel``; params become trailing scalar args."""
+    def forward(dt, *arrays, **params):
+        extra = [dt.type(v) for v in params.values()]
+        return E.run(kernel, out or dt, *arrays, *extra)
+    forward.kernel = kernel
+    return forward
+
+
+def _unary(name, vjp, needs, fused=None, *, dtype="float", ref, domain=(-2.0, 2.0), kernel=None,
+           params=None, inplace=True, node=None, **kw):
+    op = register(Op(name, _ew(kernel or name), vjp=[(vjp, needs)] if vjp else [],
+                     fused=[fused] if fused else [], dtype=dtype, ref=ref, node=node,
+                     samples=unary_samples(*domain, **(params or {})), broadcast=False,
+                     bench={"sizes": [(16,), (1 << 22,)]}, **kw))
+    op.params = params or {}
+    return op
+
+
+def _binary(name, vjps, fused=(), *, dtype="promote", ref, a=(-2.0, 2.0), b=(-2.0, 2.0), kernel=None,
+            out=None, scalar=1.5, node=None, **kw):
+    return register(Op(name, _ew(kernel or name, out), inputs=("self", "other"), vjp=vjps, fused=fused,
+                       dtype=dtype, ref=ref, broadcast=True, node=node,
+                       samples=binary_samples(a, b, scalar), bench={"sizes": [(16,), (1 << 22,)]}, **kw))
+
+
+def _zero(g, s):
+    return g * 0
+
+
+def _sign(x):
+    return (x > 0).to(x.dtype) - (x < 0).to(x.dtype)
+
+
+POS = (0.5, 2.0)
+
+# ---------------------------------------------------------------------- unary
+NEG = _unary("neg", lambda g, s: -g, (), dtype="same", ref=np.negative)
+ABS = _unary("abs", lambda g, s: g * _sign(s.self), ("self",), ("abs_vjp", ("g", "self")), dtype="same",
+             ref=np.abs)
+SIGN = _unary("sign", _zero, (), dtype="same", ref=np.sign)
+EXP = _unary("exp", lambda g, s: g * s.result, ("result",), ("mul", ("g", "result")), ref=np.exp)
+EXPM1 = _unary("expm1", lambda g, s: g * (s.result + 1), ("result",), ("expm1_vjp", ("g", "result")),
+               ref=np.expm1)
+LOG = _unary("log", lambda g, s: g / s.self, ("self",), ("div", ("g", "self")), ref=np.log, domain=POS)
+LOG1P = _unary("log1p", lambda g, s: g / (s.self + 1), ("self",), ("log1p_vjp", ("g", "self")), ref=np.log1p,
+               domain=(-0.5, 2.0))
+SQRT = _unary("sqrt", lambda g, s: g / (2 * s.result), ("result",), ("sqrt_vjp", ("g", "result")), ref=np.sqrt,
+              domain=POS)
+RSQRT = _unary("rsqrt", lambda g, s: -0.5 * g * s.result ** 3, ("result",), ("rsqrt_vjp", ("g", "result")),
+               ref=lambda x: 1 / np.sqrt(x), domain=POS)
+RECIPROCAL = _unary("reciprocal", lambda g, s: -g * s.result * s.result, ("result",),
+                    ("reciprocal_vjp", ("g", "result")), ref=lambda x: 1 / x, domain=POS)
+SQUARE = _unary("square", lambda g, s: 2 * g * s.self, ("self",), ("square_vjp", ("g", "self")), dtype="same",
+                ref=np.square, node="PowBackward0")
+SIN = _unary("sin", lambda g, s: g * s.self.cos(), ("self",), ("sin_vjp", ("g", "self")), ref=np.sin)
+COS = _unary("cos", lambda g, s: -g * s.self.sin(), ("self",), ("cos_vjp", ("g", "self")), ref=np.cos)
+TAN = _unary("tan", lambda g, s: g * (1 + s.result * s.result), ("result",), ("tan_vjp", ("g", "result")),
+             ref=np.tan, domain=(-1.0, 1.0))
+TANH = _unary("tanh", lambda g, s: g * (1 - s.result * s.result), ("result",), ("tanh_vjp", ("g", "result")),
+              ref=np.tanh)
+SIGMOID = _unary("sigmoid", lambda g, s: g * s.result * (1 - s.result), ("result",),
+                 ("sigmoid_vjp", ("g", "result")), ref=lambda x: 1 / (1 + np.exp(-x)))
+RELU = _unary("relu", lambda g, s: g * (s.result > 0), ("result",), ("relu_vjp", ("g", "result")), dtype="same",
+              ref=lambda x: np.maximum(x, 0))
+LEAKY_RELU = _unary("leaky_relu", lambda g, s: where(s.self > 0, g, g * s.negative_slope),
+                    ("self",), ("leaky_relu_vjp", ("g", "self", "negative_slope")),
+                    ref=lambda x, negative_slope=0.01: np.where(x > 0, x, x * negative_slope),
+                    params={"negative_slope": 0.01})
+ELU = _unary("elu", lambda g, s: where(s.self > 0, g, g * s.alpha * s.self.exp()), ("self",),
+             ("elu_vjp", ("g", "self", "alpha")), ref=lambda x, alpha=1.0: np.where(x > 0, x, alpha * np.expm1(x)),
+             params={"alpha": 1.0})
+_SQRT1_2, _INV_SQRT_2PI = 1 / math.sqrt(2), 1 / math.sqrt(2 * math.pi)
+GELU = _unary("gelu", lambda g, s: g * (0.5 * (1 + (s.self * _SQRT1_2).erf())
+                                        + s.self * _INV_SQRT_2PI * (-0.5 * s.self * s.self).exp()),
+              ("self",), ("gelu_vjp", ("g", "self")), ref=lambda x: 0.5 * x * (1 + _np_erf(x / np.sqrt(2))))
+GELU_TANH = _unary("gelu_tanh", None, (), ("gelu_tanh_vjp", ("g", "self")), method=False, function=False,
+                   node="GeluBackward0", ref=lambda x: 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3))),
+                   differentiable=True, check_vjp=False, double_backward=False)
+SILU = _unary("silu", lambda g, s: g * s.self.sigmoid() * (1 + s.self * (1 - s.self.sigmoid())), ("self",),
+              ("silu_vjp", ("g", "self")), ref=lambda x: x / (1 + np.exp(-x)))
+SOFTPLUS = _unary("softplus", lambda g, s: where(s.self * s.beta > s.threshold, g, g * (s.self * s.beta).sigmoid()),
+                  ("self",), ("softplus_vjp", ("g", "self", "beta", "threshold")),
+                  ref=lambda x, beta=1.0, threshold=20.0: np.where(x * beta > threshold, x, np.log1p(np.exp(beta * x)) / beta),
+                  params={"beta": 1.0, "threshold": 20.0}, inplace=False)
+FLOOR = _unary("floor", _zero, (), dtype="same", ref=np.floor)
+CEIL = _unary("ceil", _zero, (), dtype="same", ref=np.ceil)
+ROUND = _unary("round", _zero, (), dtype="same", ref=np.round)
+TRUNC = _unary("trunc", _zero, (), dtype="same", ref=np.trunc)
+ERF = _unary("erf", lambda g, s: g * (2 / math.sqrt(math.pi)) * (-s.self * s.self).exp(), ("self",), ref=None,
+             kernel="erf", inplace=False)
+LOGICAL_NOT = _unary("logical_not", None, (), dtype="bool", ref=np.logical_not, inplace=False)
+ISNAN = _unary("isnan", None, (), dtype="bool", ref=np.isnan, inplace=False)
+
+
+def _np_erf(x):
+    return np.vectorize(math.erf, otypes=[x.dtype])(x)
+
+
+ERF.ref = _np_erf
+
+# ---------------------------------------------------------------------- binary
+ADD = _binary("add", [(lambda g, s: g, ()), (lambda g, s: g * s.alpha if s.alpha != 1 else g, ())],
+              ref=lambda a, b, alpha=1: a + alpha * b)
+SUB = _binary("sub", [(lambda g, s: g, ()), (lambda g, s: -g * s.alpha, ())],
+              ref=lambda a, b, alpha=1: a - alpha * b)
+MUL = _binary("mul", [(lambda g, s: g * s.other, ("other",)), (lambda g, s: g * s.self, ("self",))],
+              [("mul", ("g", "other")), ("mul", ("g", "self"))], ref=np.multiply)
+DIV = _binary("div", [(lambda g, s: g / s.other, ("other",)), (lambda g, s: -g * s.self / (s.other * s.other),
+                                                             ("self", "other"))],
+              [("div", ("g", "other")), ("div_vjp_other", ("g", "self", "other"))], dtype="float",
+              ref=np.true_divide, b=POS)
+DIV_ROUNDED = _binary("div_rounded", [(_zero, ()), (_zero, ())], ref=None, kernel="div_trunc", method=False,
+                      function=False, node="DivBackward0", b=POS)
+POW = _binary("pow", [(lambda g, s: _pow_grad_self(g, s.self, s.other), ("self", "other")),
+                      (lambda g, s: _pow_grad_other(g, s.self, s.other, s.result), ("self", "other", "result"))],
+              [("pow_vjp_self", ("g", "self", "other")), ("pow_vjp_other", ("g", "self", "other", "result"))],
+              kernel="pow", ref=np.power, a=POS, b=(-2.0, 2.0))
+MAXIMUM = _binary("maximum", [(lambda g, s: g * ((s.self > s.other) + (s.self == s.other) * 0.5), ("self", "other")),
+                              (lambda g, s: g * ((s.other > s.self) + (s.self == s.other) * 0.5), ("self", "other"))],
+                  [("maximum_vjp", ("g", "self", "other")), ("maximum_vjp", ("g", "other", "self"))],
+                  ref=np.maximum, scalar=None)
+MINIMUM = _binary("minimum", [(lambda g, s: g * ((s.self < s.other) + (s.self == s.other) * 0.5), ("self", "other")),
+                              (lambda g, s: g * ((s.other < s.self) + (s.self == s.other) * 0.5), ("self", "other"))],
+                  [("maximum_vjp", ("g", "other", "self")), ("maximum_vjp", ("g", "self", "other"))],
+                  ref=np.minimum, scalar=None)
+ATAN2 = _binary("atan2", [(lambda g, s: g * s.other / (s.self * s.self + s.other * s.other), ("self", "other")),
+                          (lambda g, s: -g * s.self / (s.self * s.self + s.other * s.other), ("self", "other"))],
+                [("atan2_vjp_self", ("g", "self", "other")), ("atan2_vjp_other", ("g", "self", "other"))],
+                dtype="float", ref=np.arctan2, scalar=None)
+
+
+def _pow_grad_self(g, a, b):
+    grad = g * b * a ** (b - 1)
+    return grad.masked_fill(b == 0, 0.0) if isinstance(b, Tensor) else (grad if b != 0 else g * 0)
+
+
+def _pow_grad_other(g, a, b, result):
+    a = a if isinstance(a, Tensor) else Tensor._wrap(np.asarray(a, dtype=result.dtype.np))
+    return (g * result * a.log()).masked_fill((a == 0) & (b >= 0), 0.0)
+
+
+for _name, _ref in [("eq", np.equal), ("ne", np.not_equal), ("lt", np.less), ("le", np.less_equal),
+                    ("gt", np.greater), ("ge", np.greater_equal), ("logical_and", np.logical_and),
+                    ("logical_or", np.logical_or), ("logical_xor", np.logical_xor)]:
+    _binary(_name, [], dtype="bool", ref=_ref, out=np.bool_, differentiable=False)
+
+WHERE = register(Op("where", _ew("where"), inputs=("condition", "self", "other"), dtype="promote",
+                    vjp=[None, (lambda g, s: g * s.condition, ("condition",)),
+                         (lambda g, s: g * s.condition.logical_not(), ("condition",))],
+                    fused=[None, ("where", ("condition", "g", "zero")), ("where", ("condition", "zero", "g"))],
+                    broadcast=True, ref=np.where, node="WhereBackward0", keep_inputs=(0,)))
+CLAMP = register(Op("clamp", _ew("clamp"), inputs=("self", "min", "max"), dtype="promote",
+                    vjp=[(lambda g, s: g * ((s.self >= s.min) & (s.self <= s.max)), ("self", "min", "max")),
+                         (lambda g, s: g * (s.self < s.min), ("self", "min")),
+                         (lambda g, s: g * (s.self > s.max) * (s.min <= s.max), ("self", "min", "max"))],
+                    fused=[("clamp_vjp", ("g", "self", "min", "max"))],
+                    broadcast=True, ref=lambda x, lo, hi: np.minimum(np.maximum(x, lo), hi), node="ClampBackward1"))
+
+
+# ---------------------------------------------------------------------- API
+def _make_unary_api(op):
+    params = op.params
+
+    if not params:
+        def fn(input):
+            return dispatch(op, (input,))
+    else:
+        names = list(params)
+
+        def fn(input, *args, **kwargs):
+            p = dict(params)
+            for k, v in zip(names, args):
+                p[k] = v
+            for k, v in kwargs.items():
+                if k == "inplace":
+                    continue
+                if k not in p:
+                    raise TypeError("%s() got an unexpected keyword argument '%s'" % (op.name, k))
+                p[k] = v
+            return dispatch(op, (input,), p)
+    fn.__name__ = fn.__qualname__ = op.name
+    fn.__doc__ = "Elementwise %s (op table entry %r)." % (op.name, op.name)
+    return fn
+
+
+for _op in (NEG, ABS, SIGN, EXP, EXPM1, LOG, LOG1P, SQRT, RSQRT, RECIPROCAL, SQUARE, SIN, COS, TAN, TANH,
+            SIGMOID, RELU, LEAKY_RELU, ELU, SILU, SOFTPLUS, FLOOR, CEIL, ROUND, TRUNC, ERF, LOGICAL_NOT, ISNAN):
+    export(_op.name)(_make_unary_api(_op))
+
+
+@export()
+def gelu(input, approximate="none"):
+    if approximate == "tanh":
+        return dispatch(GELU_TANH, (input,))
+    if approximate != "none":
+        raise RuntimeError("approximate argument must be either none or tanh.")
+    return dispatch(GELU, (input,))
+
+
+@export()
+def add(input, other, *, alpha=1):
+    return dispatch(ADD, (input, other), {"alpha": alpha} if alpha != 1 else _ALPHA1)
+
+
+_ALPHA1 = {"alpha": 1}
+ADD.forward = lambda dt, a, b, alpha=1: E.run("add", dt, a, b) if alpha == 1 else E.run("add_alpha", dt, a, b, dt.type(alpha))
+SUB.forward = lambda dt, a, b, alpha=1: E.run("sub", dt, a, b) if alpha == 1 else E.run("add_alpha", dt, a, b, dt.type(-alpha))
+
+
+@export("sub", "subtract")
+def sub(input, other, *, alpha=1):
+    if isinstance(input, Tensor) and input.dtype.name == "bool" and isinstance(other, Tensor) and other.dtype.name == "bool":
+        raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or "
+                           "`logical_xor()` operator instead.")
+    return dispatch(SUB, (input, other), {"alpha": alpha} if alpha != 1 else _ALPHA1)
+
+
+@export("mul", "multiply")
+def mul(input, other):
+    return dispatch(MUL, (input, other))
+
+
+@export("div", "divide", "true_divide")
+def div(input, other, *, rounding_mode=None):
+    if rounding_mode is None:
+        return dispatch(DIV, (input, other))
+    if rounding_mode not in ("trunc", "floor"):
+        raise RuntimeError("div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '%s'"
+                           % rounding_mode)
+    return dispatch(DIV_ROUNDED, (input, other), {"rounding_mode": rounding_mode})
+
+
+def _div_rounded_forward(dt, a, b, rounding_mode):
+    if dt.kind in "iu":
+        if np.any(np.asarray(b) == 0):
+            raise RuntimeError("ZeroDivisionError")
+        return E.run("int_div_trunc" if rounding_mode == "trunc" else "int_div_floor", dt, a, b)
+    return E.run("div_trunc" if rounding_mode == "trunc" else "div_floor", dt, a, b)
+
+
+DIV_ROUNDED.forward = _div_rounded_forward
+
+
+@export()
+def floor_divide(input, other):
+    return div(input, other, rounding_mode="floor")
+
+
+
+
+@export("pow")
+def pow(input, exponent):
+    if isinstance(input, Tensor) and not input.dtype.is_floating_point and isinstance(exponent, int) and exponent < 0:
+        raise RuntimeError("Integers to negative integer powers are not allowed.")
+    return dispatch(POW, (input, exponent))
+
+
+@export()
+def float_power(input, exponent):
+    return pow(input.double() if isinstance(input, Tensor) else input,
+               exponent.double() if isinstance(exponent, Tensor) else exponent)
+
+
+@export()
+def maximum(input, other):
+    return dispatch(MAXIMUM, (input, other))
+
+
+@export()
+def minimum(input, other):
+    return dispatch(MINIMUM, (input, other))
+
+
+@export("atan2", "arctan2")
+def atan2(input, other):
+    return dispatch(ATAN2, (input, other))
+
+
+def _cmp_api(name):
+    op = _table_op(name)
+
+    def fn(input, other):
+        return dispatch(op, (input, other))
+    fn.__name__ = name
+    return fn
+
+
+def _table_op(name):
+    from ._table import OPS
+    return OPS[name]
+
+
+for _name, _aliases in [("eq", ()), ("ne", ("not_equal",)), ("lt", ("less",)), ("le", ("less_equal",)),
+                        ("gt", ("greater",)), ("ge", ("greater_equal",)), ("logical_and", ()), ("logical_or", ()),
+                        ("logical_xor", ())]:
+    export(_name, *_aliases)(_cmp_api(_name))
+
+
+def _where_forward(dt, c, a, b):
+    return E.run("where", dt, c, a, b)
+
+
+WHERE.forward = _where_forward
+
+
+@export("where", method=False)
+def where(condition, input=None, other=None):
+    if input is None and other is None:
+        return condition.nonzero(as_tuple=True)
+    if isinstance(condition, Tensor) and condition.dtype.name != "bool":
+        raise RuntimeError("where expected condition to be a boolean tensor, but got a tensor with dtype "
+                           + condition.dtype.name.capitalize())
+    return dispatch(WHERE, (condition, input, other))
+
+
+@export("where", function=False)
+def _where_method(self, condition, other):
+    """Tensor.where(condition, y) == where(condition, self, y)."""
+    if not isinstance(condition, Tensor):
+        condition = Tensor._wrap(np.asarray(condition, dtype=bool))
+    return where(condition, self, other) if condition.dtype.name == "bool" else where(self.bool(), condition, other)
+
+
+@export("masked_fill")
+def masked_fill(input, mask, value):
+    if not isinstance(mask, Tensor) or mask.dtype.name != "bool":
+        raise RuntimeError("masked_fill_ only supports boolean masks, but got mask with dtype "
+                           + (mask.dtype.name if isinstance(mask, Tensor) else type(mask).__name__))
+    if isinstance(value, Tensor) and value.ndim != 0:
+        raise RuntimeError("masked_fill_ only supports a 0-dimensional value tensor, but got tensor with %d "
+                           "dimension(s)." % value.ndim)
+    if isinstance(value, Tensor) and not value._requires_grad:
+        value = value.item()
+    if isinstance(input, Tensor) and isinstance(value, float) and not input.dtype.is_floating_point:
+        value = input.dtype.np.type(value).item()
+    return dispatch(WHERE, (mask, value, input)) if isinstance(value, Tensor) else _masked_fill_scalar(input, mask, value)
+
+
+def _masked_fill_scalar(input, mask, value):
+    shape = np.broadcast_shapes(input.shape, mask.shape)
+    if shape != input.shape:
+        raise RuntimeError("The expanded size of the mask (%s) must match the existing size of the input"
+                           % list(mask.shape))
+    if not input.dtype.is_floating_point and isinstance(value, float):
+        value = int(value)
+    return dispatch(MASKED_FILL, (input, mask), {"value": value})
+
+
+MASKED_FILL = register(Op("masked_fill", lambda dt, x, m, value: E.run("where", dt, m, dt.type(value), x),
+                          inputs=("self", "mask"), dtype="keep", broadcast=True, keep_inputs=(1,),
+                          vjp=[(lambda g, s: g.masked_fill(s.mask, 0.0), ("mask",))],
+                          fused=[("where", ("mask", "zero", "g"))], ref=lambda x, m, value: np.where(m, value, x),
+                          node="MaskedFillBackward0"))
+
+
+@export("clamp", "clip")
+def clamp(input, min=None, max=None):
+    if min is None and max is None:
+        raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
+    lo = -math.inf if min is None else min
+    hi = math.inf if max is None else max
+    if not input.dtype.is_floating_point and not isinstance(lo, Tensor) and not isinstance(hi, Tensor):
+        lo = _int_bound(lo, input.dtype)
+        hi = _int_bound(hi, input.dtype)
+    return dispatch(CLAMP, (input, lo, hi))
+
+
+def _int_bound(v, dtype):
+    info = np.iinfo(dtype.np) if dtype.name != "bool" else None
+    if info is None:
+        return v
+    if v == math.inf:
+        return int(info.max)
+    if v == -math.inf:
+        return int(info.min)
+    return int(v) if float(v).is_integer() else v
+
+
+@export("clamp_min", function=True)
+def clamp_min(input, min):
+    return clamp(input, min=min)
+
+
+@export("clamp_max", function=True)
+def clamp_max(input, max):
+    return clamp(input, max=max)
+
+
+@export("remainder")
+def remainder(input, other):
+    """Python's modulo: the result has the sign of the divisor."""
+    return input - div(input, other, rounding_mode="floor") * other

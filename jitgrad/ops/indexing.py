@@ -1,0 +1,206 @@
+"""Indexing: basic slicing (views), integer and boolean advanced indexing, index_select, gather,
+scatter_add, one_hot. Backward of an advanced index accumulates repeated indices."""
+import numpy as np
+
+from .. import _dtype as D
+from .._op import Op, dispatch
+from .._tensor import Tensor
+from ..kernels import index as K
+from ._table import export, register
+
+
+def _idx_samples(rng, dtype):
+    x = rng.uniform(-1, 1, (4, 3)).astype(dtype)
+    return [((x,), {"key": (1,)}), ((x,), {"key": (slice(1, 3),)}), ((x,), {"key": (np.array([0, 2, 0]),)}),
+            ((x,), {"key": (x > 0,)})]
+
+
+def _put_forward(dt, g, shape, key, accumulate):
+    out = np.zeros(shape, g.dtype)
+    if accumulate:
+        K.index_add(out, key, g)
+    else:
+        out[key] = g
+    return out
+
+
+SELECT = register(Op("select", lambda dt, x, key: x[key], vjp=[(lambda g, s: index_put_zeros(g, s.self_shape, s.key, False), ())],
+                     dtype="keep", view=True, method=False, function=False, ref=None, samples=None, node="SelectBackward0"))
+SLICE = register(Op("slice", lambda dt, x, key: x[key], vjp=[(lambda g, s: index_put_zeros(g, s.self_shape, s.key, False), ())],
+                    dtype="keep", view=True, method=False, function=False, ref=None, samples=None, node="SliceBackward0"))
+INDEX = register(Op("index", lambda dt, x, key: x[key], vjp=[(lambda g, s: index_put_zeros(g, s.self_shape, s.key, True), ())],
+                    dtype="keep", method=False, function=False, ref=None, samples=_idx_samples, node="IndexBackward0"))
+INDEX_PUT_ZEROS = register(Op("index_put_zeros", _put_forward, vjp=[(lambda g, s: g[s.key], ())], dtype="keep",
+                              method=False, function=False, ref=None, samples=None, node="IndexPutBackward0"))
+
+
+def index_put_zeros(g, shape, key, accumulate):
+    """zeros(shape) with ``g`` written (or added, for repeated indices) at ``key``."""
+    return dispatch(INDEX_PUT_ZEROS, (g,), {"shape": shape, "key": key, "accumulate": accumulate})
+
+
+def _is_basic(k):
+    return k is None or k is Ellipsis or isinstance(k, slice) or (isinstance(k, (int, np.integer)) and not isinstance(k, bool))
+
+
+def normalize_key(t, key):
+    """A NumPy index for ``t`` from a PyTorch index (tensors become arrays); checks bounds like PyTorch."""
+    if not isinstance(key, tuple):
+        key = (key,)
+    out = []
+    for k in key:
+        if isinstance(k, Tensor):
+            if k.dtype.is_floating_point:
+                raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
+            k = k._data
+        elif isinstance(k, list):
+            k = np.asarray(k)
+            if k.dtype.kind == "f":
+                raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
+        elif isinstance(k, bool):
+            k = np.asarray(k)
+        elif not (_is_basic(k) or isinstance(k, np.ndarray)):
+            raise IndexError("only integers, slices (`:`), ellipsis (`...`), None and long or byte Variables are valid "
+                             "indices (got %s)" % type(k).__name__)
+        out.append(k)
+    # bounds of integer indices, with PyTorch's message
+    dim = 0
+    n_explicit = sum(1 for k in out if k is not None and k is not Ellipsis and not (isinstance(k, np.ndarray) and k.dtype == bool))
+    n_explicit += sum(k.ndim for k in out if isinstance(k, np.ndarray) and k.dtype == bool)
+    if n_explicit > t.ndim:
+        raise IndexError("too many indices for tensor of dimension %d" % t.ndim)
+    for k in out:
+        if k is None:
+            continue
+        if k is Ellipsis:
+            dim = t.ndim - (n_explicit - dim)
+            continue
+        if isinstance(k, (int, np.integer)):
+            n = t.shape[dim]
+            if k < -n or k >= n:
+                raise IndexError("index %d is out of bounds for dimension %d with size %d" % (k, dim, n))
+        elif isinstance(k, np.ndarray):
+            if k.dtype == bool:
+                shape = t.shape[dim:dim + k.ndim]
+                if k.shape != tuple(shape):
+                    raise IndexError("The shape of the mask [%s] at index 0 does not match the shape of the indexed "
+                                     "tensor [%s] at index %d" % (", ".join(map(str, k.shape)),
+                                                                 ", ".join(map(str, t.shape)), dim))
+                dim += k.ndim
+                continue
+            n = t.shape[dim]
+            if k.size and (k.max() >= n or k.min() < -n):
+                bad = k.max() if k.max() >= n else k.min()
+                raise IndexError("index %d is out of bounds for dimension %d with size %d" % (bad, dim, n))
+        dim += 1
+    return tuple(out)
+
+
+@export("__getitem__", function=False)
+def getitem(self, key):
+    key = normalize_key(self, key)
+    if all(_is_basic(k) for k in key):
+        op = SELECT if any(isinstance(k, (int, np.integer)) for k in key) else SLICE
+        if all(k is None or k is Ellipsis for k in key) and any(k is None for k in key):
+            op = SLICE
+        return dispatch(op, (self,), {"key": key})
+    return dispatch(INDEX, (self,), {"key": key})
+
+
+# ---------------------------------------------------------------------- index_select, gather, scatter
+def _index_select_forward(dt, x, index, dim):
+    return np.take(x, index, axis=dim)
+
+
+INDEX_SELECT = register(Op("index_select", _index_select_forward, inputs=("self", "index"),
+                           vjp=[(lambda g, s: index_put_zeros(g, s.self_shape, (slice(None),) * s.dim + (s.index._data,), True),
+                                 ("index",))], dtype="keep", keep_inputs=(1,), method=False, function=False, ref=None, samples=None))
+
+
+def _gather_forward(dt, x, index, dim):
+    return np.take_along_axis(x, index, axis=dim)
+
+
+def _scatter_add_forward(dt, x, index, src, dim):
+    out = x.copy()
+    K.scatter_add(out, dim, index, src)
+    return out
+
+
+GATHER = register(Op("gather", _gather_forward, inputs=("self", "index"),
+                     vjp=[(lambda g, s: scatter_into_zeros(s.self_shape, s.dim, s.index, g), ("index",))],
+                     dtype="keep", keep_inputs=(1,), method=False, function=False, ref=None, samples=None))
+SCATTER_ADD = register(Op("scatter_add", _scatter_add_forward, inputs=("self", "index", "src"),
+                          vjp=[(lambda g, s: g, ()), None, (lambda g, s: g.gather(s.dim, s.index), ("index",))],
+                          dtype="keep", keep_inputs=(1,), method=False, function=False, ref=None, samples=None))
+
+
+def _check_index(index, name):
+    if not isinstance(index, Tensor) or index.dtype.name not in ("int64", "int32"):
+        raise RuntimeError("%s(): Expected dtype int64 for index" % name)
+
+
+@export()
+def index_select(input, dim, index):
+    _check_index(index, "index_select")
+    if index.ndim > 1:
+        raise IndexError("index_select(): Index is supposed to be a vector")
+    d = input._wrap_dim(dim) if input.ndim else 0
+    n = input.shape[d] if input.ndim else 1
+    idx = index._data.reshape(-1)
+    if idx.size and (idx.max() >= n or idx.min() < -n):
+        raise IndexError("index out of range in self")
+    return dispatch(INDEX_SELECT, (input, Tensor._wrap(idx.astype(np.int64, copy=False))), {"dim": d})
+
+
+def _check_gather(input, dim, index, name):
+    _check_index(index, name)
+    if index.ndim != input.ndim:
+        raise RuntimeError("Index tensor must have the same number of dimensions as input tensor")
+    d = input._wrap_dim(dim)
+    for k in range(input.ndim):
+        if k != d and index.shape[k] > input.shape[k]:
+            raise RuntimeError("Size does not match at dimension %d expected index [%s] to be no larger than self [%s] "
+                               "apart from dimension %d" % (k, ", ".join(map(str, index.shape)),
+                                                            ", ".join(map(str, input.shape)), d))
+    idx = index._data
+    n = input.shape[d]
+    if idx.size and (idx.max() >= n or idx.min() < 0):
+        raise RuntimeError("index %d is out of bounds for dimension %d with size %d"
+                           % (idx.max() if idx.max() >= n else idx.min(), d, n))
+    return d
+
+
+@export()
+def gather(input, dim, index):
+    d = _check_gather(input, dim, index, "gather")
+    if any(index.shape[k] != input.shape[k] for k in range(input.ndim) if k != d):
+        input = input[tuple(slice(None) if k == d else slice(0, index.shape[k]) for k in range(input.ndim))]
+    return dispatch(GATHER, (input, index.long()), {"dim": d})
+
+
+@export()
+def scatter_add(input, dim, index, src):
+    d = _check_gather(input, dim, index, "scatter_add")
+    return dispatch(SCATTER_ADD, (input, index.long(), src), {"dim": d})
+
+
+def scatter_into_zeros(shape, dim, index, src):
+    from .._factories import zeros
+    return scatter_add(zeros(shape, dtype=src.dtype), dim, index, src)
+
+
+@export(method=False)
+def one_hot(tensor, num_classes=-1):
+    if not isinstance(tensor, Tensor) or tensor.dtype is not D.int64:
+        raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
+    x = tensor._data
+    if x.size and x.min() < 0:
+        raise RuntimeError("Class values must be non-negative.")
+    if num_classes == -1:
+        num_classes = int(x.max()) + 1 if x.size else 0
+    elif x.size and x.max() >= num_classes:
+        raise RuntimeError("Class values must be smaller than num_classes.")
+    out = np.zeros(x.shape + (num_classes,), np.int64)
+    K.one_hot(x.reshape(-1), out.reshape(-1, num_classes))
+    return Tensor._wrap(out)

@@ -1,0 +1,134 @@
+"""Linear algebra: matmul (every rank case), mm, bmm, mv, dot, outer. GEMM runs in BLAS (NumPy)."""
+import numpy as np
+
+from .._op import Op, dispatch
+from ._table import export, register
+
+
+def _samples(*shapes):
+    def samples(rng, dtype):
+        return [(tuple(rng.uniform(-1, 1, s).astype(dtype) for s in pair), {}) for pair in shapes]
+    return samples
+
+
+def _linop(name, forward, vjps, samples, node=None):
+    return register(Op(name, forward, inputs=("self", "other"), vjp=vjps, dtype="promote", ref=forward and None,
+                       samples=samples, node=node, method=False, function=False,
+                       bench={"sizes": [(16, 16, 16), (1024, 1024, 1024)]}))
+
+
+MM = _linop("mm", lambda dt, a, b: a @ b,
+            [(lambda g, s: g.mm(s.other.t()), ("other",)), (lambda g, s: s.self.t().mm(g), ("self",))],
+            _samples(((2, 3), (3, 4)), ((1, 5), (5, 1))))
+BMM = _linop("bmm", lambda dt, a, b: np.matmul(a, b),
+             [(lambda g, s: g.bmm(s.other.mT), ("other",)), (lambda g, s: s.self.mT.bmm(g), ("self",))],
+             _samples(((2, 2, 3), (2, 3, 4)),))
+MATMUL = _linop("matmul", lambda dt, a, b: np.matmul(a, b),
+                [(lambda g, s: (g @ s.other.mT).sum_to_size(s.self_shape), ("other",)),
+                 (lambda g, s: (s.self.mT @ g).sum_to_size(s.other_shape), ("self",))],
+                _samples(((2, 2, 3), (3, 4)), ((3, 4), (2, 4, 2)), ((2, 1, 2, 3), (3, 3, 2))),
+                node="UnsafeViewBackward0")
+MV = _linop("mv", lambda dt, a, b: a @ b,
+            [(lambda g, s: g.outer(s.other), ("other",)), (lambda g, s: s.self.t().mv(g), ("self",))],
+            _samples(((2, 3), (3,)),))
+DOT = _linop("dot", lambda dt, a, b: np.asarray(np.dot(a, b)),
+             [(lambda g, s: g * s.other, ("other",)), (lambda g, s: g * s.self, ("self",))],
+             _samples(((3,), (3,)),))
+OUTER = _linop("outer", lambda dt, a, b: np.multiply.outer(a, b),
+               [(lambda g, s: g.mv(s.other), ("other",)), (lambda g, s: g.t().mv(s.self), ("self",))],
+               _samples(((3,), (2,)),), node="OuterBackward0")
+for _op in (MM, BMM, MATMUL, MV, DOT, OUTER):
+    _op.ref = np.matmul if _op.name not in ("dot", "outer") else (np.dot if _op.name == "dot" else np.outer)
+
+
+_NAMES = {"float32": "float", "float64": "double", "int64": "long", "int32": "int", "bool": "bool"}
+
+
+def _same_dtype(a, b, what="m1 and m2"):
+    if a.dtype is not b.dtype:
+        raise RuntimeError("expected %s to have the same dtype, but got: %s != %s"
+                           % (what, _NAMES[a.dtype.name], _NAMES[b.dtype.name]))
+
+
+@export()
+def mm(input, mat2):
+    if input.ndim != 2 or mat2.ndim != 2:
+        raise RuntimeError("%s must be a matrix" % ("self" if input.ndim != 2 else "mat2"))
+    if input.shape[1] != mat2.shape[0]:
+        raise RuntimeError("mat1 and mat2 shapes cannot be multiplied (%dx%d and %dx%d)"
+                           % (input.shape + mat2.shape))
+    _same_dtype(input, mat2)
+    return dispatch(MM, (input, mat2))
+
+
+@export()
+def bmm(input, mat2):
+    if input.ndim != 3 or mat2.ndim != 3:
+        raise RuntimeError("batch%d must be a 3D tensor" % (1 if input.ndim != 3 else 2))
+    if mat2.shape[0] != input.shape[0] or mat2.shape[1] != input.shape[2]:
+        raise RuntimeError("Expected size for first two dimensions of batch2 tensor to be: [%d, %d] but got: [%d, %d]."
+                           % (input.shape[0], input.shape[2], mat2.shape[0], mat2.shape[1]))
+    _same_dtype(input, mat2)
+    return dispatch(BMM, (input, mat2))
+
+
+@export()
+def mv(input, vec):
+    if input.ndim != 2 or vec.ndim != 1 or input.shape[1] != vec.shape[0]:
+        raise RuntimeError("size mismatch, got input (%d), mat (%s), vec (%s)" % (
+            input.shape[0] if input.ndim else 0, "x".join(map(str, input.shape)), "x".join(map(str, vec.shape))))
+    _same_dtype(input, vec)
+    return dispatch(MV, (input, vec))
+
+
+@export("dot", "inner")
+def dot(input, other):
+    if input.ndim != 1 or other.ndim != 1:
+        raise RuntimeError("1D tensors expected, but got %dD and %dD tensors" % (input.ndim, other.ndim))
+    if input.shape[0] != other.shape[0]:
+        raise RuntimeError("inconsistent tensor size, expected tensor [%d] and src [%d] to have the same number of "
+                           "elements, but got %d and %d elements respectively"
+                           % (input.shape[0], other.shape[0], input.shape[0], other.shape[0]))
+    _same_dtype(input, other, "both vectors")
+    return dispatch(DOT, (input, other))
+
+
+@export("outer", "ger")
+def outer(input, vec2):
+    if input.ndim != 1 or vec2.ndim != 1:
+        raise RuntimeError("outer: Expected 1-D argument self, but got %d-D" % input.ndim)
+    _same_dtype(input, vec2)
+    return dispatch(OUTER, (input, vec2))
+
+
+@export()
+def matmul(input, other):
+    a, b = input.ndim, other.ndim
+    if a == 0 or b == 0:
+        raise RuntimeError("both arguments to matmul need to be at least 1D, but they are %dD and %dD" % (a, b))
+    if a == 1 and b == 1:
+        return dot(input, other)
+    if a == 2 and b == 1:
+        return mv(input, other)
+    if a == 2 and b == 2:
+        return mm(input, other)
+    if a == 1 and b == 2:
+        return mm(input.unsqueeze(0), other).squeeze(0)
+    # batched: 1-D operands become a row/column, batch dims broadcast
+    x = input.unsqueeze(0) if a == 1 else input
+    y = other.unsqueeze(-1) if b == 1 else other
+    if x.shape[-1] != y.shape[-2]:
+        raise RuntimeError("Expected size for first two dimensions of batch2 tensor to be: [%d, %d] but got: [%d, %d]."
+                           % (int(np.prod(x.shape[:-2])), x.shape[-1], int(np.prod(y.shape[:-2])), y.shape[-2])
+                           if x.ndim == y.ndim == 3 else
+                           "mat1 and mat2 shapes cannot be multiplied (%dx%d and %dx%d)"
+                           % (int(np.prod(x.shape[:-1])), x.shape[-1], y.shape[-2], y.shape[-1]))
+    from .._op import broadcast_shapes
+    broadcast_shapes(tuple(x.shape[:-2]), tuple(y.shape[:-2]))
+    _same_dtype(x, y)
+    out = dispatch(MATMUL, (x, y))
+    if b == 1:
+        out = out.squeeze(-1)
+    if a == 1:
+        out = out.squeeze(-2)
+    return out

@@ -1,0 +1,386 @@
+"""Shape ops: views (view, reshape, squeeze, unsqueeze, expand, transpose, permute, narrow) share the
+input's storage and version counter; cat, stack, repeat, flip, clone and casts copy."""
+import math
+
+import numpy as np
+
+from .. import _dtype as D
+from .._op import Op, dispatch
+from .._tensor import Tensor
+from ._table import export, register, unary_samples
+
+
+def _shape_op(name, forward, vjp, node=None, view=True, needs=(), **kw):
+    return register(Op(name, forward, vjp=[(vjp, needs)], dtype="keep", node=node, view=view,
+                       samples=kw.pop("samples", unary_samples()), method=False, function=False, ref=None, **kw))
+
+
+def _reshape_forward(dt, x, shape):
+    return x.reshape(shape)
+
+
+def _view_forward(dt, x, shape):
+    v = x.view()
+    try:
+        v.shape = shape
+    except AttributeError:
+        raise RuntimeError("view size is not compatible with input tensor's size and stride (at least one dimension "
+                           "spans across two contiguous subspaces). Use .reshape(...) instead.") from None
+    return v
+
+
+def _back_reshape(g, s):
+    return g.reshape(s.self_shape)
+
+
+VIEW = _shape_op("view", _view_forward, _back_reshape, node="ViewBackward0")
+RESHAPE = _shape_op("reshape", _reshape_forward, _back_reshape, node="ViewBackward0")
+SQUEEZE = _shape_op("squeeze", _reshape_forward, _back_reshape, node="SqueezeBackward0")
+SQUEEZE_DIM = _shape_op("squeeze_dim", _reshape_forward, _back_reshape, node="SqueezeBackward1")
+UNSQUEEZE = _shape_op("unsqueeze", _reshape_forward, _back_reshape, node="UnsqueezeBackward0")
+EXPAND = _shape_op("expand", lambda dt, x, shape: x.view() if x.shape == shape else np.broadcast_to(x, shape),
+                   lambda g, s: g.sum_to_size(s.self_shape), node="ExpandBackward0")
+TRANSPOSE = _shape_op("transpose", lambda dt, x, d0, d1: np.swapaxes(x, d0, d1),
+                      lambda g, s: g.transpose(s.d0, s.d1), node="TransposeBackward0")
+PERMUTE = _shape_op("permute", lambda dt, x, dims: np.transpose(x, dims),
+                    lambda g, s: g.permute(tuple(np.argsort(s.dims))), node="PermuteBackward0")
+REPEAT = _shape_op("repeat", lambda dt, x, reps: np.tile(x, reps), lambda g, s: _repeat_grad(g, s), view=False)
+FLIP = _shape_op("flip", lambda dt, x, dims: np.flip(x, dims).copy(), lambda g, s: g.flip(s.dims), view=False)
+CLONE = _shape_op("clone", lambda dt, x: x.copy(), lambda g, s: g, view=False)
+CAST = _shape_op("cast", lambda dt, x, dtype: x.astype(dtype.np), lambda g, s: g, view=False,
+                 node="ToCopyBackward0")
+
+
+def _repeat_grad(g, s):
+    shape, reps = s.self_shape, s.reps
+    lead = len(reps) - len(shape)
+    full = (1,) * lead + tuple(shape)
+    split = []
+    for r, n in zip(reps, full):
+        split += [r, n]
+    g = g.reshape(split)
+    return g.sum(tuple(range(0, 2 * len(full), 2))).reshape(shape)
+
+
+def _cat_forward(dt, *arrays, dim):
+    return np.concatenate(arrays, axis=dim)
+
+
+def _cat_grad(g, s, i):
+    return g.narrow(s.dim, s.offsets[i], s.input_meta[i][0][s.dim])
+
+
+CAT = register(Op("cat", _cat_forward, inputs=None, vjp=[(_cat_grad, ())], dtype="promote", ref=np.concatenate,
+                  method=False, function=False, node="CatBackward0", samples=None))
+STACK = register(Op("stack", lambda dt, *arrays, dim: np.stack(arrays, axis=dim), inputs=None,
+                    vjp=[(lambda g, s, i: g.select(s.dim, i), ())], dtype="promote", ref=np.stack, method=False,
+                    function=False, node="StackBackward0", samples=None))
+
+
+# ---------------------------------------------------------------------- shape arithmetic
+def _sizes(args):
+    if len(args) == 1 and isinstance(args[0], (tuple, list)):
+        args = tuple(args[0])
+    return tuple(int(a) for a in args)
+
+
+def infer_shape(shape, numel):
+    shape = list(shape)
+    neg = [i for i, s in enumerate(shape) if s == -1]
+    if len(neg) > 1:
+        raise RuntimeError("only one dimension can be inferred")
+    for s in shape:
+        if s < -1:
+            raise RuntimeError("invalid shape dimension %d" % s)
+    known = math.prod(s for s in shape if s != -1)
+    if neg:
+        if known == 0 or numel % known:
+            raise RuntimeError("shape '[%s]' is invalid for input of size %d" % (", ".join(map(str, shape)), numel))
+        shape[neg[0]] = numel // known
+    elif known != numel:
+        raise RuntimeError("shape '[%s]' is invalid for input of size %d" % (", ".join(map(str, shape)), numel))
+    return tuple(shape)
+
+
+@export(function=False)
+def view(self, *shape):
+    if len(shape) == 1 and (isinstance(shape[0], D.dtype) or shape[0] in (float, int, bool)):
+        raise RuntimeError("view(dtype) is not supported")
+    return dispatch(VIEW, (self,), {"shape": infer_shape(_sizes(shape), self.numel())})
+
+
+@export()
+def reshape(input, *shape):
+    return dispatch(RESHAPE, (input,), {"shape": infer_shape(_sizes(shape), input.numel())})
+
+
+@export(function=False)
+def view_as(self, other):
+    return view(self, other.shape)
+
+
+@export(function=False)
+def reshape_as(self, other):
+    return reshape(self, other.shape)
+
+
+@export()
+def flatten(input, start_dim=0, end_dim=-1):
+    if input.ndim == 0:
+        return reshape(input, 1)
+    s, e = input._wrap_dim(start_dim), input._wrap_dim(end_dim)
+    if s > e:
+        raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
+    shape = input.shape
+    return reshape(input, shape[:s] + (math.prod(shape[s:e + 1]),) + shape[e + 1:])
+
+
+@export()
+def unflatten(input, dim, sizes):
+    d = input._wrap_dim(dim)
+    shape = input.shape
+    sizes = infer_shape(tuple(sizes), shape[d])
+    return reshape(input, shape[:d] + sizes + shape[d + 1:])
+
+
+@export()
+def squeeze(input, dim=None):
+    shape = input.shape
+    if dim is None:
+        return dispatch(SQUEEZE, (input,), {"shape": tuple(s for s in shape if s != 1)})
+    dims = {input._wrap_dim(d) for d in ((dim,) if isinstance(dim, int) else dim)} if input.ndim else set()
+    return dispatch(SQUEEZE_DIM, (input,), {"shape": tuple(s for i, s in enumerate(shape)
+                                                          if not (i in dims and s == 1))})
+
+
+@export()
+def unsqueeze(input, dim):
+    d = input._wrap_dim(dim, input.ndim + 1)
+    shape = input.shape
+    return dispatch(UNSQUEEZE, (input,), {"shape": shape[:d] + (1,) + shape[d:]})
+
+
+@export(function=False)
+def expand(self, *sizes):
+    sizes = _sizes(sizes)
+    shape = self.shape
+    if len(sizes) < len(shape):
+        raise RuntimeError("expand(%s{[%s]}, size=[%s]): the number of sizes provided (%d) must be greater or equal "
+                           "to the number of dimensions in the tensor (%d)" % (
+                               self.type(), ", ".join(map(str, shape)), ", ".join(map(str, sizes)), len(sizes),
+                               len(shape)))
+    lead = len(sizes) - len(shape)
+    out = []
+    for i, n in enumerate(sizes):
+        cur = shape[i - lead] if i >= lead else None
+        if n == -1:
+            if cur is None:
+                raise RuntimeError("The expanded size of the tensor (-1) isn't allowed in a leading, non-existing "
+                                   "dimension %d" % i)
+            n = cur
+        elif cur is not None and cur != 1 and cur != n:
+            raise RuntimeError("The expanded size of the tensor (%d) must match the existing size (%d) at non-singleton "
+                               "dimension %d.  Target sizes: [%s].  Tensor sizes: [%s]" % (
+                                   n, cur, i, ", ".join(map(str, sizes)), ", ".join(map(str, shape))))
+        out.append(n)
+    return dispatch(EXPAND, (self,), {"shape": tuple(out)})
+
+
+@export(function=False)
+def expand_as(self, other):
+    return expand(self, other.shape)
+
+
+@export()
+def broadcast_to(input, size):
+    return expand(input, tuple(size))
+
+
+@export(function=False)
+def repeat(self, *sizes):
+    reps = _sizes(sizes)
+    if len(reps) < self.ndim:
+        raise RuntimeError("Number of dimensions of repeat dims can not be smaller than number of dimensions of tensor")
+    return dispatch(REPEAT, (self,), {"reps": reps})
+
+
+@export("transpose", "swapaxes", "swapdims")
+def transpose(input, dim0, dim1):
+    if input.ndim == 0:
+        input._wrap_dim(dim0)
+        input._wrap_dim(dim1)
+        return _same_view(input)
+    return dispatch(TRANSPOSE, (input,), {"d0": input._wrap_dim(dim0), "d1": input._wrap_dim(dim1)})
+
+
+@export()
+def t(input):
+    if input.ndim > 2:
+        raise RuntimeError("t() expects a tensor with <= 2 dimensions, but self is %dD" % input.ndim)
+    return transpose(input, 0, 1) if input.ndim == 2 else _same_view(input)
+
+
+@export()
+def permute(input, *dims):
+    dims = _sizes(dims)
+    if len(dims) != input.ndim:
+        raise RuntimeError("permute(sparse_coo): number of dimensions in the tensor input does not match the length "
+                           "of the desired ordering of dimensions i.e. input.dim() = %d is not equal to len(dims) = %d"
+                           % (input.ndim, len(dims)))
+    wrapped = tuple(input._wrap_dim(d) for d in dims)
+    if len(set(wrapped)) != len(wrapped):
+        raise RuntimeError("permute(): duplicate dims are not allowed.")
+    return dispatch(PERMUTE, (input,), {"dims": wrapped})
+
+
+@export()
+def movedim(input, source, destination):
+    src = [input._wrap_dim(d) for d in ((source,) if isinstance(source, int) else source)]
+    dst = [input._wrap_dim(d) for d in ((destination,) if isinstance(destination, int) else destination)]
+    order = [d for d in range(input.ndim) if d not in src]
+    for d, s in sorted(zip(dst, src)):
+        order.insert(d, s)
+    return permute(input, order)
+
+
+@export()
+def flip(input, dims):
+    dims = (dims,) if isinstance(dims, int) else tuple(dims)
+    return dispatch(FLIP, (input,), {"dims": tuple(input._wrap_dim(d) for d in dims)})
+
+
+@export()
+def narrow(input, dim, start, length):
+    from .indexing import getitem
+    d = input._wrap_dim(dim)
+    n = input.shape[d]
+    if start < -n or start > n:
+        raise IndexError("start out of range (expected to be in range of [%d, %d], but got %d)" % (-n, n, start))
+    start = start % n if start < 0 else start
+    if length < 0 or start + length > n:
+        raise RuntimeError("start (%d) + length (%d) exceeds dimension size (%d)." % (start, length, n))
+    return getitem(input, (slice(None),) * d + (slice(start, start + length),))
+
+
+@export()
+def select(input, dim, index):
+    from .indexing import getitem
+    d = input._wrap_dim(dim)
+    n = input.shape[d]
+    if index < -n or index >= n:
+        raise IndexError("select(): index %d out of range for tensor of size [%s] at dimension %d"
+                         % (index, ", ".join(map(str, input.shape)), d))
+    return getitem(input, (slice(None),) * d + (index,))
+
+
+@export()
+def clone(input, *, memory_format=None):
+    return dispatch(CLONE, (input,))
+
+
+@export(function=False)
+def contiguous(self, memory_format=None):
+    return self if self._data.flags.c_contiguous else clone(self)
+
+
+def cast(input, dtype):
+    return dispatch(CAST, (input,), {"dtype": dtype})
+
+
+def _check_cat(tensors, dim, name):
+    if not isinstance(tensors, (list, tuple)):
+        raise TypeError("%s(): argument 'tensors' must be tuple of Tensors, not %s" % (name, type(tensors).__name__))
+    if not tensors:
+        raise RuntimeError("%s expects a non-empty TensorList" % name)
+    for t in tensors:
+        if not isinstance(t, Tensor):
+            raise TypeError("expected Tensor as element %d in argument 0, but got %s"
+                            % (list(tensors).index(t), type(t).__name__))
+
+
+@export(method=False)
+def cat(tensors, dim=0):
+    _check_cat(tensors, dim, "torch.cat")
+    ref = next((t for t in tensors if t.ndim), tensors[0])
+    if ref.ndim == 0:
+        raise RuntimeError("zero-dimensional tensor (at position 0) cannot be concatenated")
+    d = ref._wrap_dim(dim)
+    parts = [t for t in tensors if not (t.ndim == 1 and t.numel() == 0)]
+    for i, t in enumerate(parts):
+        if t.ndim != ref.ndim:
+            raise RuntimeError("Tensors must have same number of dimensions: got %d and %d" % (ref.ndim, t.ndim))
+        for k in range(ref.ndim):
+            if k != d and t.shape[k] != ref.shape[k]:
+                raise RuntimeError("Sizes of tensors must match except in dimension %d. Expected size %d but got size %d "
+                                   "for tensor number %d in the list." % (d, ref.shape[k], t.shape[k], i))
+    offsets, o = [], 0
+    for t in parts:
+        offsets.append(o)
+        o += t.shape[d]
+    return dispatch(CAT, tuple(parts), {"dim": d, "offsets": offsets})
+
+
+concat = export("concat", "concatenate", method=False)(cat)
+
+
+@export(method=False)
+def stack(tensors, dim=0):
+    _check_cat(tensors, dim, "stack")
+    shape = tensors[0].shape
+    for i, t in enumerate(tensors):
+        if t.shape != shape:
+            raise RuntimeError("stack expects each tensor to be equal size, but got [%s] at entry 0 and [%s] at entry %d"
+                               % (", ".join(map(str, shape)), ", ".join(map(str, t.shape)), i))
+    return dispatch(STACK, tuple(tensors), {"dim": tensors[0]._wrap_dim(dim, tensors[0].ndim + 1)})
+
+
+@export()
+def split(tensor, split_size_or_sections, dim=0):
+    d = tensor._wrap_dim(dim)
+    n = tensor.shape[d]
+    if isinstance(split_size_or_sections, int):
+        size = split_size_or_sections
+        if size <= 0 and n:
+            raise RuntimeError("split_size can only be 0 if dimension size is 0, but got dimension size of %d" % n)
+        sections = [min(size, n - i) for i in range(0, n, size)] if size else [0]
+    else:
+        sections = list(split_size_or_sections)
+        if sum(sections) != n:
+            raise RuntimeError("split_with_sizes expects split_sizes to sum exactly to %d (input tensor's size at "
+                               "dimension %d), but got split_sizes=[%s]" % (n, d, ", ".join(map(str, sections))))
+    out, start = [], 0
+    for s in sections:
+        out.append(narrow(tensor, d, start, s))
+        start += s
+    return tuple(out)
+
+
+@export()
+def chunk(input, chunks, dim=0):
+    if chunks <= 0:
+        raise RuntimeError("chunk expects `chunks` to be greater than 0, got: %d" % chunks)
+    n = input.shape[input._wrap_dim(dim)]
+    return split(input, max(1, -(-n // chunks)), dim)
+
+
+@export()
+def unbind(input, dim=0):
+    d = input._wrap_dim(dim)
+    return tuple(select(input, d, i) for i in range(input.shape[d]))
+
+
+def _same_view(t):
+    """A view of the whole tensor (what t() of a 1-D tensor or T of a 0-d tensor return)."""
+    return dispatch(RESHAPE, (t,), {"shape": t.shape})
+
+
+def _T(self):
+    return self.permute(tuple(range(self.ndim - 1, -1, -1))) if self.ndim > 1 else _same_view(self)
+
+
+def _mT(self):
+    return self.transpose(-2, -1)
+
+
+Tensor.T = property(_T)
+Tensor.mT = property(_mT)

@@ -1,0 +1,49 @@
+"""softmax and log_softmax along a dim (max-shifted; fused VJP kernels in kernels/reduce.py)."""
+from .._grad_mode import STATE
+from .._op import Op, dispatch
+from .._tensor import Tensor
+from ..kernels import reduce as R
+from ._table import export, register, unary_samples
+
+
+def _fused(log):
+    def vjp(g, s):
+        y = s.result
+        return Tensor._wrap(R.softmax_vjp(g._data, y._data, s.dim, log))
+    return vjp
+
+
+def _forward(log):
+    def forward(dt, x, dim):
+        if x.ndim == 0:
+            return x * 0 if log else x * 0 + 1
+        return R.softmax(x, dim, log)
+    return forward
+
+
+SOFTMAX = register(Op("softmax", _forward(False), vjp=[(lambda g, s: s.result * (g - (g * s.result).sum(s.dim, keepdim=True))
+                                                         if s.result.ndim else g * 0, ("result",))],
+                      fused=[_fused(False)], dtype="float", method=False, function=False, ref=None,
+                      samples=unary_samples(dim=-1), bench={"sizes": [(16,), (4096, 1024)]}))
+LOG_SOFTMAX = register(Op("log_softmax", _forward(True),
+                          vjp=[(lambda g, s: g - s.result.exp() * g.sum(s.dim, keepdim=True) if s.result.ndim else g * 0,
+                                ("result",))],
+                          fused=[_fused(True)], dtype="float", method=False, function=False, ref=None,
+                          samples=unary_samples(dim=-1), bench={"sizes": [(16,), (4096, 1024)]}))
+
+
+def _softmax_api(op):
+    def fn(input, dim=None, dtype=None, _stacklevel=3):
+        if dtype is not None:
+            input = input.to(dtype)
+        if dim is None:
+            dim = 0 if input.ndim in (0, 1, 3) else 1
+        d = input._wrap_dim(dim) if input.ndim else 0
+        x = input if input.dtype.is_floating_point else input.float()
+        return dispatch(op, (x if x._data.flags.c_contiguous or not STATE.grad_enabled else x,), {"dim": d})
+    fn.__name__ = op.name
+    return fn
+
+
+softmax = export("softmax")(_softmax_api(SOFTMAX))
+log_softmax = export("log_softmax")(_softmax_api(LOG_SOFTMAX))

@@ -1,0 +1,16 @@
+"""Tunables of the kernel layer, in one place (environment variables override them)."""
+import os
+
+# Element count from which elementwise and reduction loops run multi-threaded (prange).
+# Below it the thread start-up costs more than the loop.
+PARALLEL_THRESHOLD = int(os.environ.get("JITGRAD_PARALLEL_THRESHOLD", 1 << 16))
+
+# numba's on-disk cache: kernels compile once per machine, not once per process.
+CACHE = os.environ.get("JITGRAD_CACHE", "1") != "0"
+
+# fastmath lets LLVM vectorise reductions and reassociate sums; NaN/inf semantics are kept
+# (only 'reassoc', 'contract' and friends are enabled, never 'nnan'/'ninf').
+FASTMATH = {"reassoc", "contract", "arcp", "nsz", "afn"}
+
+# Print one line per kernel compilation (see jitgrad.jit_stats for totals).
+LOG_COMPILES = os.environ.get("JITGRAD_LOG_COMPILES", "0") not in ("", "0")

@@ -1,0 +1,288 @@
+"""Elementwise math, written once as scalar functions, and the loops generated from them.
+
+Every forward op and every vector-Jacobian product (VJP) of an elementwise op is one scalar
+function below. ``run(name, out_dtype, *args)`` applies it over arrays: it picks (and on first
+use generates) a flat loop for the argument pattern -- which arguments are arrays and which
+are broadcast scalars -- serial or ``prange``-parallel by size. The CUDA twins
+(``kernels.cuda``) are generated from the same scalar functions.
+
+The generated loops are compiled into this module's namespace with this file as their source,
+so numba's on-disk cache keys them on this file: editing a scalar function here invalidates
+the cached loops that inline it.
+"""
+import math
+
+import numpy as np
+from numba import njit, prange
+
+from . import config
+from ._jit import compiled
+
+SQRT1_2 = 0.7071067811865476
+SQRT_2_OVER_PI = 0.7978845608028654
+INV_SQRT_2PI = 0.3989422804014327
+
+_scalar = njit(error_model="numpy", fastmath=config.FASTMATH)
+
+# Scalar functions: name -> numba function. The op table names them.
+SCALARS = {}
+
+
+def scalar(fn):
+    """Register ``fn`` as a scalar kernel named after it (a trailing '_' is dropped)."""
+    name = fn.__name__.rstrip("_")
+    SCALARS[name] = _scalar(fn)
+    return SCALARS[name]
+
+
+# ---------------------------------------------------------------- unary forward
+@scalar
+def neg(x): return -x
+@scalar
+def abs_(x): return abs(x)
+@scalar
+def sign(x): return x if x != x else (x > 0) - (x < 0)
+@scalar
+def exp(x): return math.exp(x)
+@scalar
+def expm1(x): return math.expm1(x)
+@scalar
+def log(x): return math.log(x) if x > 0 else (-math.inf if x == 0 else math.nan)
+@scalar
+def log1p(x): return math.log1p(x) if x > -1 else (-math.inf if x == -1 else math.nan)
+@scalar
+def sqrt(x): return math.sqrt(x) if x >= 0 else math.nan
+@scalar
+def rsqrt(x): return 1 / math.sqrt(x) if x >= 0 else math.nan
+@scalar
+def reciprocal(x): return 1 / x
+@scalar
+def square(x): return x * x
+@scalar
+def sin(x): return math.sin(x)
+@scalar
+def cos(x): return math.cos(x)
+@scalar
+def tan(x): return math.tan(x)
+@scalar
+def tanh(x): return math.tanh(x)
+@scalar
+def sigmoid(x): return 1 / (1 + math.exp(-x))
+@scalar
+def relu(x): return x if x > 0 else x * 0
+@scalar
+def leaky_relu(x, slope): return x if x > 0 else x * slope
+@scalar
+def elu(x, alpha): return x if x > 0 else alpha * math.expm1(x)
+@scalar
+def gelu(x): return 0.5 * x * (1 + math.erf(x * SQRT1_2))
+@scalar
+def gelu_tanh(x): return 0.5 * x * (1 + math.tanh(SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)))
+@scalar
+def silu(x): return x / (1 + math.exp(-x))
+@scalar
+def softplus(x, beta, threshold):
+    return x if x * beta > threshold else math.log1p(math.exp(x * beta)) / beta
+@scalar
+def floor(x): return np.floor(x)
+@scalar
+def ceil(x): return np.ceil(x)
+@scalar
+def round_(x): return np.rint(x)
+@scalar
+def trunc(x): return np.trunc(x)
+@scalar
+def erf(x): return math.erf(x)
+@scalar
+def identity(x): return x
+@scalar
+def logical_not(x): return not x
+@scalar
+def isnan(x): return x != x
+
+
+# ---------------------------------------------------------------- binary / ternary forward
+@scalar
+def add(a, b): return a + b
+@scalar
+def add_alpha(a, b, alpha): return a + alpha * b
+@scalar
+def sub(a, b): return a - b
+@scalar
+def mul(a, b): return a * b
+@scalar
+def div(a, b): return a / b
+@scalar
+def div_trunc(a, b): return np.trunc(a / b)
+@scalar
+def div_floor(a, b): return np.floor(a / b)
+@scalar
+def int_div_floor(a, b): return a // b
+@scalar
+def int_div_trunc(a, b):
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b >= 0) else -q
+@scalar
+def remainder(a, b): return a - b * np.floor(a / b)
+@scalar
+def int_remainder(a, b): return a % b
+@scalar
+def pow_(a, b): return a ** b
+@scalar
+def maximum(a, b): return a if (a > b or a != a) else b
+@scalar
+def minimum(a, b): return a if (a < b or a != a) else b
+@scalar
+def atan2(a, b): return math.atan2(a, b)
+@scalar
+def eq(a, b): return a == b
+@scalar
+def ne(a, b): return a != b
+@scalar
+def lt(a, b): return a < b
+@scalar
+def le(a, b): return a <= b
+@scalar
+def gt(a, b): return a > b
+@scalar
+def ge(a, b): return a >= b
+@scalar
+def logical_and(a, b): return bool(a) and bool(b)
+@scalar
+def logical_or(a, b): return bool(a) or bool(b)
+@scalar
+def logical_xor(a, b): return bool(a) != bool(b)
+@scalar
+def where(c, a, b): return a if c else b
+@scalar
+def clamp(x, lo, hi):
+    t = lo if x < lo else x
+    return hi if t > hi else t
+
+
+# ---------------------------------------------------------------- fused VJPs
+# Each is one op's gradient formula for one input, fused into one pass. The op table holds the
+# same formula over tensor ops (for create_graph); the generated tests hold these to it.
+@scalar
+def abs_vjp(g, x): return g * ((x > 0) - (x < 0))
+@scalar
+def exp_vjp(g, y): return g * y
+@scalar
+def expm1_vjp(g, y): return g * (y + 1)
+@scalar
+def log_vjp(g, x): return g / x
+@scalar
+def log1p_vjp(g, x): return g / (x + 1)
+@scalar
+def sqrt_vjp(g, y): return g / (2 * y)
+@scalar
+def rsqrt_vjp(g, y): return -0.5 * g * y * y * y
+@scalar
+def reciprocal_vjp(g, y): return -g * y * y
+@scalar
+def square_vjp(g, x): return 2 * g * x
+@scalar
+def sin_vjp(g, x): return g * math.cos(x)
+@scalar
+def cos_vjp(g, x): return -g * math.sin(x)
+@scalar
+def tan_vjp(g, y): return g * (1 + y * y)
+@scalar
+def tanh_vjp(g, y): return g * (1 - y * y)
+@scalar
+def sigmoid_vjp(g, y): return g * y * (1 - y)
+@scalar
+def relu_vjp(g, y): return g if y > 0 else g * 0
+@scalar
+def leaky_relu_vjp(g, x, slope): return g if x > 0 else g * slope
+@scalar
+def elu_vjp(g, x, alpha): return g if x > 0 else g * alpha * math.exp(x)
+@scalar
+def gelu_vjp(g, x):
+    return g * (0.5 * (1 + math.erf(x * SQRT1_2)) + x * INV_SQRT_2PI * math.exp(-0.5 * x * x))
+@scalar
+def gelu_tanh_vjp(g, x):
+    inner = SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)
+    t = math.tanh(inner)
+    return g * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * SQRT_2_OVER_PI * (1 + 3 * 0.044715 * x * x))
+@scalar
+def silu_vjp(g, x):
+    s = 1 / (1 + math.exp(-x))
+    return g * s * (1 + x * (1 - s))
+@scalar
+def softplus_vjp(g, x, beta, threshold):
+    return g if x * beta > threshold else g / (1 + math.exp(-x * beta))
+@scalar
+def div_vjp_other(g, a, b): return -g * a / (b * b)
+@scalar
+def pow_vjp_self(g, a, b): return g * 0 if b == 0 else g * b * a ** (b - 1)
+@scalar
+def pow_vjp_other(g, a, b, y): return g * 0 if (a == 0 and b >= 0) else g * y * np.log(a)
+@scalar
+def maximum_vjp(g, a, b): return g if a > b else (g / 2 if a == b else g * 0)
+@scalar
+def atan2_vjp_self(g, a, b): return g * b / (a * a + b * b)
+@scalar
+def atan2_vjp_other(g, a, b): return -g * a / (a * a + b * b)
+@scalar
+def clamp_vjp(g, x, lo, hi): return g if (x >= lo and x <= hi) else g * 0
+@scalar
+def mask_vjp(g, keep): return g if keep else g * 0
+
+
+# ---------------------------------------------------------------- loop generation
+_LOOP = """
+def {name}({params}out):
+    for i in {rng}(out.size):
+        out[i] = {fn}({call})
+"""
+
+
+def _make_loop(fn, pattern, parallel):
+    """Generate the flat loop applying scalar ``fn``; pattern[k] says whether arg k is an array."""
+    name = "_loop_%s_%s_%s" % (fn, "".join("a" if p else "s" for p in pattern), "par" if parallel else "ser")
+    params = "".join("x%d, " % k for k in range(len(pattern)))
+    call = ", ".join(("x%d[i]" if p else "x%d") % k for k, p in enumerate(pattern))
+    src = _LOOP.format(name=name, params=params, rng="prange" if parallel else "range", fn="SCALARS_%s" % fn, call=call)
+    namespace = globals()
+    namespace["SCALARS_%s" % fn] = SCALARS[fn]
+    exec(compile(src, __file__, "exec"), namespace)
+    return compiled(namespace[name], parallel=parallel)
+
+
+_loops = {}
+
+
+def _loop(fn, pattern, parallel):
+    key = (fn, pattern, parallel)
+    f = _loops.get(key)
+    if f is None:
+        f = _loops[key] = _make_loop(fn, pattern, parallel)
+    return f
+
+
+def run(fn, out_dtype, *args, out=None):
+    """Apply scalar function ``fn`` elementwise over ``args`` with NumPy broadcasting.
+
+    ``args`` are NumPy arrays or NumPy scalars already in the dtype to compute in (a size-1 array
+    is passed to the loop as a scalar). ``out`` may be given (in-place ops); it must have the
+    broadcast shape and be C-contiguous. Returns the output array.
+    """
+    shape = args[0].shape if len(args) == 1 else np.broadcast_shapes(*[np.shape(a) for a in args])
+    if out is None:
+        out = np.empty(shape, out_dtype)
+    size = out.size
+    if size == 0:
+        return out
+    flat, pattern = [], []
+    for a in args:
+        if np.ndim(a) == 0 or (a.size == 1 and size != 1):
+            flat.append(a.reshape(())[()] if isinstance(a, np.ndarray) else a)
+            pattern.append(False)
+            continue
+        if a.shape != shape:
+            a = np.broadcast_to(a, shape)
+        flat.append(np.ascontiguousarray(a).reshape(-1))
+        pattern.append(True)
+    _loop(fn, tuple(pattern), size >= config.PARALLEL_THRESHOLD)(*flat, out.reshape(-1))
+    return out
