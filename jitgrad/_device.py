@@ -1,4 +1,7 @@
 """Devices. The CPU is always there; CUDA tensors need numba-cuda and a GPU (or its simulator)."""
+import numpy as np
+
+from .kernels import cpu as cpu_backend
 
 
 class Device:
@@ -32,6 +35,19 @@ class Device:
 
 device = Device
 CPU = Device("cpu")
+CUDA0 = Device("cuda", 0)
+
+
+def backend(array):
+    """The kernel backend module (kernels.cpu or kernels.cuda) for an array."""
+    if array.__class__ is np.ndarray:
+        return cpu_backend
+    from .kernels import cuda
+    return cuda
+
+
+def device_of(array):
+    return CPU if array.__class__ is np.ndarray else CUDA0
 
 
 def to_device(d):

@@ -8,6 +8,7 @@ top of the new base.
 """
 import numpy as np
 
+from ._device import backend
 from ._grad_mode import STATE, no_grad
 from ._tensor import Tensor
 from .autograd.graph import Node, SavedTensor, edge
@@ -106,7 +107,7 @@ def setitem(self, key, value):
 
 def _region_array(arr, chain, key):
     for op, params in chain:
-        arr = op.forward(arr.dtype, arr, **params)
+        arr = op.forward(backend(arr), arr.dtype, arr, **params)
     return arr[key] if key is not None else arr
 
 

@@ -8,9 +8,11 @@ rule, a NumPy reference and sample inputs. ``dispatch`` is the per-op hot path.
 import numpy as np
 
 from . import _dtype as D
-from .kernels import elementwise as E
+from ._device import backend
+from .kernels import cpu as CPU_BACKEND
 from ._grad_mode import STATE
-from .autograd.graph import Node, SavedTensor, edge
+from ._dtype import FROM_NP
+from .autograd.graph import Node, SavedTensor, accumulate_node
 
 EMPTY = {}
 
@@ -49,17 +51,10 @@ class Op:
         self.node_name = node or "".join(p.capitalize() for p in name.split("_")) + "Backward0"
         self.node_cls = type(self.node_name, (OpNode,), {"__slots__": ()})
         self._dtypes = {}  # cache: operand dtype key -> (compute dtype, output dtype)
+        self._plans = {}  # cache: which inputs need grad -> what to save
 
     def __repr__(self):
         return "Op(%r)" % self.name
-
-    def result_dtypes(self, args):
-        """(compute dtype, output dtype) for these operands; cached per operand-type pattern."""
-        key = tuple((a.dtype, a.ndim == 0) if isinstance(a, Tensor) else type(a) for a in args)
-        r = self._dtypes.get(key)
-        if r is None:
-            r = self._dtypes[key] = _result_dtypes(self.dtype_rule, args)
-        return r
 
 
 def _result_dtypes(rule, args):
@@ -183,32 +178,79 @@ def _run_fused(node, spec, g):
             args.append(v._data)
         else:
             args.append(dt.type(v))
-    return Tensor._wrap(E.run(kernel, dt, *args))
-
-
-def _as_array(a, np_dtype):
-    if isinstance(a, Tensor):
-        arr = a._data
-        return arr if arr.dtype == np_dtype else arr.astype(np_dtype)
-    return np_dtype.type(a)
+    return Tensor._wrap(backend(garr).run(kernel, dt, *args))
 
 
 def dispatch(op, args, params=EMPTY):
-    """Run ``op`` on ``args`` (tensors and numbers) and record it if grad mode is on."""
-    compute, out_dtype = op.result_dtypes(args)
-    cnp = compute.np
+    """Run ``op`` on ``args`` (tensors and numbers) and record it if grad mode is on.
+
+    This is the per-op hot path: one pass over the operands builds the dtype-cache key and notes
+    whether any input requires grad; dtype resolution is cached per operand-type pattern.
+    """
+    key = []
+    grad = False
+    kind = None  # the array type of the tensors: one device per op
+    for a in args:
+        if isinstance(a, Tensor):
+            d = a._data
+            key.append(d.dtype if d.ndim else (d.dtype, 0))
+            if a._requires_grad:
+                grad = True
+            if d.__class__ is not kind:
+                if kind is not None:
+                    _device_mismatch(args)
+                kind = d.__class__
+        else:
+            key.append(a.__class__)
+    xp = CPU_BACKEND if kind is np.ndarray or kind is None else backend_of_type(kind)
+    key = tuple(key)
+    r = op._dtypes.get(key)
+    if r is None:
+        r = op._dtypes[key] = _result_dtypes(op.dtype_rule, args)
+    cnp = r[0].np
     keep = op.keep_inputs
-    arrays = [a._data if i in keep else _as_array(a, cnp) for i, a in enumerate(args)] if keep else \
-        [_as_array(a, cnp) for a in args]
-    if op.broadcast and len(arrays) > 1:
-        shapes = [x.shape for x in arrays if x.ndim]
-        if len(shapes) > 1 and any(s != shapes[0] for s in shapes):
-            broadcast_shapes(*shapes)
-    out = op.forward(cnp, *arrays, **params)
-    return record(op, args, params, out)
+    arrays = []
+    for i, a in enumerate(args):
+        if isinstance(a, Tensor):
+            d = a._data
+            if d.dtype is not cnp and d.dtype != cnp and i not in keep:
+                d = d.astype(cnp)
+            arrays.append(d)
+        else:
+            arrays.append(cnp.type(a) if a is not None else None)
+    if op.broadcast:
+        _check_broadcast(arrays)
+    out = op.forward(xp, cnp, *arrays, **params)
+    return record(op, args, params, out, grad)
 
 
-def record(op, args, params, out):
+def backend_of_type(kind):
+    from .kernels import cuda
+    return cuda
+
+
+def _device_mismatch(args):
+    devices = []
+    for a in args:
+        if isinstance(a, Tensor) and str(a.device) not in devices:
+            devices.append(str(a.device))
+    devices.sort(key=lambda d: d == "cpu")
+    raise RuntimeError("Expected all tensors to be on the same device, but found at least two devices, %s and %s!"
+                       % tuple(devices[:2]))
+
+
+def _check_broadcast(arrays):
+    shape = None
+    for x in arrays:
+        if x is not None and x.ndim:
+            if shape is None:
+                shape = x.shape
+            elif x.shape != shape:
+                broadcast_shapes(*[y.shape for y in arrays if y is not None and y.ndim])
+                return
+
+
+def record(op, args, params, out, grad=None):
     """Wrap kernel output(s) as tensors; attach a grad_fn when grad mode is on and an input needs grad."""
     if op.n_outputs == 1:
         result = Tensor._wrap(out)
@@ -224,14 +266,10 @@ def record(op, args, params, out):
         return result
     if not STATE.grad_enabled or not op.differentiable:
         return result
-    needs = False
-    for a in args:
-        if isinstance(a, Tensor) and a._requires_grad:
-            needs = True
-            break
-    if not needs:
-        return result
-    _attach(op, args, params, outs)
+    if grad is None:
+        grad = any(isinstance(a, Tensor) and a._requires_grad for a in args)
+    if grad:
+        _attach(op, args, params, outs)
     return result
 
 
@@ -244,47 +282,61 @@ def _mark_view(view, src, op, params):
         view._view_chain = src._view_chain + ((op, params),)
 
 
-def _attach(op, args, params, outs):
-    node = op.node_cls()
-    node.op = op
-    nexts, meta, wanted = [], [], set()
-    for i, a in enumerate(args):
-        k = 0 if op.variadic else i
-        e = edge(a) if isinstance(a, Tensor) and a.dtype.is_floating_point else None
-        if e is not None and op.vjp[k] is None:
-            e = None
-        nexts.append(e)
-        if e is not None:
-            meta.append((a.shape, a.dtype))
-            wanted.update(op.vjp[k][1])
+def _save_plan(op, active):
+    """Names to save when the inputs flagged in ``active`` need gradients (cached per op and pattern)."""
+    plan = op._plans.get(active)
+    if plan is None:
+        wanted = []
+        for i, on in enumerate(active):
+            k = 0 if op.variadic else i
+            if not on or op.vjp[k] is None:
+                continue
+            names = list(op.vjp[k][1])
             fused = op.fused[k]
-            if fused is not None:
-                wanted.update(n for n in fused[1] if n != "g")
+            if isinstance(fused, tuple):
+                names += [n for n in fused[1] if n not in ("g", "zero")]
+            wanted += [n for n in names if n not in wanted]
+        inputs = [] if op.variadic else [(n, op.inputs.index(n)) for n in wanted if n in op.inputs]
+        plan = op._plans[active] = (inputs, "result" in wanted)
+    return plan
+
+
+def _attach(op, args, params, outs):
+    nexts = []
+    meta = []
+    active = []
+    variadic = op.variadic
+    for i, a in enumerate(args):
+        e = None
+        if isinstance(a, Tensor) and a._requires_grad and op.vjp[0 if variadic else i] is not None:
+            fn = a.grad_fn
+            e = (fn, a._output_nr) if fn is not None else (accumulate_node(a), 0)
+            meta.append((a._data.shape, FROM_NP[a._data.dtype]))
         else:
             meta.append(None)
-    if not any(nexts):
-        return
+        nexts.append(e)
+        active.append(e is not None)
+    inputs, save_result = _save_plan(op, tuple(active))
+    node = op.node_cls()
+    node.op = op
     node.next_functions = tuple(nexts)
     node.input_meta = meta
     node.params = params
     saved = {}
-    for name in wanted:
-        if name == "result":
-            saved[name] = None  # filled below, once outputs have their grad_fn
-        elif name in op.inputs:
-            a = args[op.inputs.index(name)]
-            saved[name] = SavedTensor(a) if isinstance(a, Tensor) else a
+    for name, i in inputs:
+        a = args[i]
+        saved[name] = SavedTensor(a) if isinstance(a, Tensor) else a
     node.saved = saved
     if op.n_outputs > 1:
         params = dict(params)
         params["_out_meta"] = [(o.shape, o.dtype) for o in outs]
         node.params = params
     for k, o in enumerate(outs):
-        if o.dtype.is_floating_point:
+        if o._data.dtype.kind == "f":
             o.grad_fn = node
             o._output_nr = k
             o._requires_grad = True
-    if "result" in saved:
+    if save_result:
         saved["result"] = SavedTensor(outs[0], is_output=True, node=node)
     return node
 

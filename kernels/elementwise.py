@@ -250,15 +250,7 @@ def _make_loop(fn, pattern, parallel):
     return compiled(namespace[name], parallel=parallel)
 
 
-_loops = {}
-
-
-def _loop(fn, pattern, parallel):
-    key = (fn, pattern, parallel)
-    f = _loops.get(key)
-    if f is None:
-        f = _loops[key] = _make_loop(fn, pattern, parallel)
-    return f
+_loops = {}  # (fn, parallel, *pattern) -> compiled loop
 
 
 def run(fn, out_dtype, *args, out=None):
@@ -268,21 +260,62 @@ def run(fn, out_dtype, *args, out=None):
     is passed to the loop as a scalar). ``out`` may be given (in-place ops); it must have the
     broadcast shape and be C-contiguous. Returns the output array.
     """
-    shape = args[0].shape if len(args) == 1 else np.broadcast_shapes(*[np.shape(a) for a in args])
+    # Fast paths for the common calls: one array, or an array with an array of the same shape or a
+    # scalar. Spelled out: on 16-element tensors this Python is most of an op's cost.
+    if out is None:
+        n = len(args)
+        a = args[0]
+        if a.__class__ is np.ndarray and a.ndim:
+            if n == 1:
+                out = np.empty(a.shape, out_dtype)
+                loop = _loops.get((fn, out.size >= config.PARALLEL_THRESHOLD, True))
+                if loop is not None:
+                    loop(a.reshape(-1), out.reshape(-1))
+                    return out
+            elif n == 2:
+                b = args[1]
+                if b.__class__ is not np.ndarray:
+                    out = np.empty(a.shape, out_dtype)
+                    loop = _loops.get((fn, out.size >= config.PARALLEL_THRESHOLD, True, False))
+                    if loop is not None:
+                        loop(a.reshape(-1), b, out.reshape(-1))
+                        return out
+                elif b.shape == a.shape:
+                    out = np.empty(a.shape, out_dtype)
+                    loop = _loops.get((fn, out.size >= config.PARALLEL_THRESHOLD, True, True))
+                    if loop is not None:
+                        loop(a.reshape(-1), b.reshape(-1), out.reshape(-1))
+                        return out
+            out = None
+    return _run_general(fn, out_dtype, args, out)
+
+
+def _run_general(fn, out_dtype, args, out):
+    shapes = [a.shape for a in args if a.__class__ is np.ndarray]
+    shape = np.broadcast_shapes(*shapes) if shapes else ()
     if out is None:
         out = np.empty(shape, out_dtype)
     size = out.size
     if size == 0:
         return out
-    flat, pattern = [], []
+    flat = []
+    key = [fn, size >= config.PARALLEL_THRESHOLD]
     for a in args:
-        if np.ndim(a) == 0 or (a.size == 1 and size != 1):
-            flat.append(a.reshape(())[()] if isinstance(a, np.ndarray) else a)
-            pattern.append(False)
-            continue
-        if a.shape != shape:
-            a = np.broadcast_to(a, shape)
-        flat.append(np.ascontiguousarray(a).reshape(-1))
-        pattern.append(True)
-    _loop(fn, tuple(pattern), size >= config.PARALLEL_THRESHOLD)(*flat, out.reshape(-1))
+        if a.__class__ is not np.ndarray:
+            flat.append(a)
+            key.append(False)
+        elif a.shape == shape and (size != 1 or a.ndim):
+            flat.append(a.reshape(-1))  # a view when contiguous, else a C-ordered copy
+            key.append(True)
+        elif a.size == 1:
+            flat.append(a.reshape(())[()])
+            key.append(False)
+        else:
+            flat.append(np.broadcast_to(a, shape).reshape(-1))
+            key.append(True)
+    key = tuple(key)
+    loop = _loops.get(key)
+    if loop is None:
+        loop = _loops[key] = _make_loop(fn, key[2:], key[1])
+    loop(*flat, out.reshape(-1))
     return out

@@ -75,7 +75,7 @@ def note_inplace(t, op_name):
 
 def version_error(saved):
     msg = ("one of the variables needed for gradient computation has been modified by an inplace operation: %s is at "
-           "version %d; expected version %d instead. " % (saved._desc, saved._vc[0], saved._version))
+           "version %d; expected version %d instead. " % (saved.describe(), saved._vc[0], saved._version))
     if STATE.anomaly:
         where = saved._vc[1] if len(saved._vc) > 1 else None
         if where is not None:

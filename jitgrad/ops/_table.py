@@ -28,19 +28,29 @@ def export(*names, method=True, function=True):
 
 
 # ------------------------------------------------------------------ sample inputs
-# A sample is (args, kwargs) of NumPy arrays / Python numbers; the generated tests turn float
-# arrays into tensors that require grad. Non-contiguous arrays stay non-contiguous (from_numpy).
+# A sample is (args, kwargs) for the op's public callable: ``op.call`` if the entry sets one, else
+# ``jitgrad.<op.name>``. The generated tests turn the NumPy arrays in args (also inside lists and
+# tuples: cat's tensors, index keys) and the array-valued kwargs into tensors, float ones requiring
+# grad; ``op.ref`` takes the same (args, kwargs) with the arrays. Non-contiguous arrays stay
+# non-contiguous (from_numpy).
 def _arr(rng, shape, lo, hi, dtype):
     if np.dtype(dtype).kind == "b":
         return rng.random(shape) > 0.5
-    if np.dtype(dtype).kind in "iu":
-        return rng.integers(int(np.floor(lo)) or -3, int(np.ceil(hi)) + 3, size=shape).astype(dtype)
+    if np.dtype(dtype).kind in "iu":  # the integers inside the domain
+        return rng.integers(int(np.ceil(lo)), int(np.floor(hi)) + 1, size=shape).astype(dtype)
     a = rng.uniform(lo, hi, size=shape)
     return np.asarray(a, dtype=dtype)
 
 
 def _noncontig(rng, shape, lo, hi, dtype):
     return _arr(rng, shape[::-1], lo, hi, dtype).T
+
+
+def joined(*sample_fns):
+    """Samples of several sample functions, one list (e.g. an op with and without a keyword)."""
+    def samples(rng, dtype):
+        return [s for fn in sample_fns for s in fn(rng, dtype)]
+    return samples
 
 
 def unary_samples(lo=-2.0, hi=2.0, **kwargs):

@@ -9,14 +9,15 @@ import numpy as np
 from .._op import Op, dispatch
 from .._tensor import Tensor
 from ..kernels import elementwise as E
-from ._table import binary_samples, export, register, unary_samples
+from ._table import _arr, _noncontig, binary_samples, export, joined, register, unary_samples
 
 
 def _ew(kernel, out=None):
     """Forward of an elementwise op: run scalar ``kernel``; params become trailing scalar args."""
-    def forward(dt, *arrays, **params):
-        extra = [dt.type(v) for v in params.values()]
-        return E.run(kernel, out or dt, *arrays, *extra)
+    def forward(xp, dt, *arrays, **params):
+        if params:
+            arrays += tuple(dt.type(v) for v in params.values())
+        return xp.run(kernel, out or dt, *arrays)
     forward.kernel = kernel
     return forward
 
@@ -89,7 +90,7 @@ GELU = _unary("gelu", lambda g, s: g * (0.5 * (1 + (s.self * _SQRT1_2).erf())
                                         + s.self * _INV_SQRT_2PI * (-0.5 * s.self * s.self).exp()),
               ("self",), ("gelu_vjp", ("g", "self")), ref=lambda x: 0.5 * x * (1 + _np_erf(x / np.sqrt(2))))
 GELU_TANH = _unary("gelu_tanh", None, (), ("gelu_tanh_vjp", ("g", "self")), method=False, function=False,
-                   node="GeluBackward0", ref=lambda x: 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3))),
+                   node="GeluBackward0", ref=lambda x, approximate="tanh": 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3))),
                    differentiable=True, check_vjp=False, double_backward=False)
 SILU = _unary("silu", lambda g, s: g * s.self.sigmoid() * (1 + s.self * (1 - s.self.sigmoid())), ("self",),
               ("silu_vjp", ("g", "self")), ref=lambda x: x / (1 + np.exp(-x)))
@@ -218,8 +219,8 @@ def add(input, other, *, alpha=1):
 
 
 _ALPHA1 = {"alpha": 1}
-ADD.forward = lambda dt, a, b, alpha=1: E.run("add", dt, a, b) if alpha == 1 else E.run("add_alpha", dt, a, b, dt.type(alpha))
-SUB.forward = lambda dt, a, b, alpha=1: E.run("sub", dt, a, b) if alpha == 1 else E.run("add_alpha", dt, a, b, dt.type(-alpha))
+ADD.forward = lambda xp, dt, a, b, alpha=1: xp.run("add", dt, a, b) if alpha == 1 else xp.run("add_alpha", dt, a, b, dt.type(alpha))
+SUB.forward = lambda xp, dt, a, b, alpha=1: xp.run("sub", dt, a, b) if alpha == 1 else xp.run("add_alpha", dt, a, b, dt.type(-alpha))
 
 
 @export("sub", "subtract")
@@ -245,12 +246,12 @@ def div(input, other, *, rounding_mode=None):
     return dispatch(DIV_ROUNDED, (input, other), {"rounding_mode": rounding_mode})
 
 
-def _div_rounded_forward(dt, a, b, rounding_mode):
+def _div_rounded_forward(xp, dt, a, b, rounding_mode):
     if dt.kind in "iu":
-        if np.any(np.asarray(b) == 0):
+        if np.any(np.asarray(xp.to_host(b)) == 0):
             raise RuntimeError("ZeroDivisionError")
-        return E.run("int_div_trunc" if rounding_mode == "trunc" else "int_div_floor", dt, a, b)
-    return E.run("div_trunc" if rounding_mode == "trunc" else "div_floor", dt, a, b)
+        return xp.run("int_div_trunc" if rounding_mode == "trunc" else "int_div_floor", dt, a, b)
+    return xp.run("div_trunc" if rounding_mode == "trunc" else "div_floor", dt, a, b)
 
 
 DIV_ROUNDED.forward = _div_rounded_forward
@@ -311,8 +312,8 @@ for _name, _aliases in [("eq", ()), ("ne", ("not_equal",)), ("lt", ("less",)), (
     export(_name, *_aliases)(_cmp_api(_name))
 
 
-def _where_forward(dt, c, a, b):
-    return E.run("where", dt, c, a, b)
+def _where_forward(xp, dt, c, a, b):
+    return xp.run("where", dt, c, a, b)
 
 
 WHERE.forward = _where_forward
@@ -361,7 +362,7 @@ def _masked_fill_scalar(input, mask, value):
     return dispatch(MASKED_FILL, (input, mask), {"value": value})
 
 
-MASKED_FILL = register(Op("masked_fill", lambda dt, x, m, value: E.run("where", dt, m, dt.type(value), x),
+MASKED_FILL = register(Op("masked_fill", lambda xp, dt, x, m, value: xp.run("where", dt, m, dt.type(value), x),
                           inputs=("self", "mask"), dtype="keep", broadcast=True, keep_inputs=(1,),
                           vjp=[(lambda g, s: g.masked_fill(s.mask, 0.0), ("mask",))],
                           fused=[("where", ("mask", "zero", "g"))], ref=lambda x, m, value: np.where(m, value, x),
@@ -405,3 +406,62 @@ def clamp_max(input, max):
 def remainder(input, other):
     """Python's modulo: the result has the sign of the divisor."""
     return input - div(input, other, rounding_mode="floor") * other
+
+
+# ---------------------------------------------------------------------- test metadata (see _table.py)
+def _div_rounded_ref(a, b, rounding_mode):
+    q = np.true_divide(a, b)
+    q = np.trunc(q) if rounding_mode == "trunc" else np.floor(q)
+    return q.astype(np.result_type(a, b)) if np.result_type(a, b).kind in "iu" else q
+
+
+def _pow_samples(rng, dtype):
+    ints = np.dtype(dtype).kind != "f"  # integers to negative powers are an error
+    x = _arr(rng, (2, 3), 0.5, 2.0, dtype)
+    return binary_samples(a=POS, b=(0.0, 2.0) if ints else (-2.0, 2.0))(rng, dtype) + \
+        [((x, 2), {}), ((x, 0), {}), ((x, 3.0), {}), ((2, _arr(rng, (3,), 0.0, 2.0, dtype)), {})]
+
+
+def _where_samples(rng, dtype):
+    c = lambda s: rng.random(s) > 0.5  # noqa: E731
+    A = lambda s: _arr(rng, s, -2.0, 2.0, dtype)  # noqa: E731
+    return [((c((2, 3)), A((2, 3)), A((2, 3))), {}), ((c(()), A(()), A(())), {}),
+            ((c((2, 1)), A((3,)), A((2, 3))), {}), ((c((3, 2)), _noncontig(rng, (3, 2), -2.0, 2.0, dtype), 1.5), {}),
+            ((c((3,)), 0.5, A((2, 3))), {})]
+
+
+def _clamp_ref(x, min=None, max=None):
+    if min is not None:
+        x = np.maximum(x, min)
+    return x if max is None else np.minimum(x, max)
+
+
+def _clamp_samples(rng, dtype):
+    A = lambda s, lo=-2.0, hi=2.0: _arr(rng, s, lo, hi, dtype)  # noqa: E731
+    return [((A((2, 3)), -0.5, 0.5), {}), ((A(()),), {"min": -0.5}), ((A((5,)),), {"max": 0.5}),
+            ((_noncontig(rng, (3, 2), -2.0, 2.0, dtype), -1, 1), {}),
+            ((A((2, 3)), A((3,), -2.0, 0.0), A((2, 1), 0.0, 2.0)), {}),
+            ((A((2, 3)),), {"min": A((2, 3), -1.0, 1.0), "max": 0.5}),
+            ((A((2, 3)), A((2, 3), 0.5, 2.0), A((2, 3), -2.0, 0.0)), {})]  # min > max: the result is max
+
+
+def _masked_fill_samples(rng, dtype):
+    A = lambda s: _arr(rng, s, -2.0, 2.0, dtype)  # noqa: E731
+    m = lambda s: rng.random(s) > 0.5  # noqa: E731
+    return [((A((2, 3)), m((2, 3))), {"value": 0.5}), ((A((2, 3)), m((3,))), {"value": -1}),
+            ((A(()), m(())), {"value": 2.0}), ((_noncontig(rng, (3, 2), -2.0, 2.0, dtype), m((3, 2))), {"value": 0})]
+
+
+def _alpha_samples(rng, dtype):
+    alpha = {"f": -0.5, "i": 2, "b": True}[np.dtype(dtype).kind]  # alpha must fit the tensors' kind
+    return binary_samples(scalar=None, alpha=alpha)(rng, dtype)
+
+
+GELU_TANH.call, GELU_TANH.samples = gelu, unary_samples(approximate="tanh")
+ADD.samples = SUB.samples = joined(binary_samples(), _alpha_samples)
+DIV_ROUNDED.call, DIV_ROUNDED.ref = div, _div_rounded_ref
+DIV_ROUNDED.samples = joined(binary_samples(b=POS, rounding_mode="trunc"), binary_samples(b=POS, rounding_mode="floor"))
+POW.samples = _pow_samples
+WHERE.samples = _where_samples
+CLAMP.ref, CLAMP.samples = _clamp_ref, _clamp_samples
+MASKED_FILL.samples = _masked_fill_samples

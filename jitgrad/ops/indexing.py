@@ -6,29 +6,32 @@ from .. import _dtype as D
 from .._op import Op, dispatch
 from .._tensor import Tensor
 from ..kernels import index as K
-from ._table import export, register
+from ._table import _arr, _noncontig, export, register
 
 
 def _idx_samples(rng, dtype):
-    x = rng.uniform(-1, 1, (4, 3)).astype(dtype)
-    return [((x,), {"key": (1,)}), ((x,), {"key": (slice(1, 3),)}), ((x,), {"key": (np.array([0, 2, 0]),)}),
-            ((x,), {"key": (x > 0,)})]
+    """Advanced indexing (the key's arrays become index tensors; repeated indices accumulate in backward)."""
+    x = _arr(rng, (4, 3), -1.0, 1.0, dtype)
+    i = lambda *v: np.array(v, dtype=np.int64)  # noqa: E731
+    return [((x, (i(0, 2, 0),)), {}), ((x, (x > 0,)), {}), ((x, (np.array([[0, 1], [3, 3]]),)), {}),
+            ((x, (slice(None), i(2, 0, 2))), {}), ((x, (i(0, 1), i(2, 2))), {}), ((x, (i(-1, 0), 1)), {}),
+            ((_noncontig(rng, (4, 3), -1.0, 1.0, dtype), (i(3, 3),)), {}), ((x, np.array([True, False, True, True])), {})]
 
 
-def _put_forward(dt, g, shape, key, accumulate):
-    out = np.zeros(shape, g.dtype)
+def _put_forward(xp, dt, g, shape, key, accumulate):
+    out = xp.zeros(shape, g.dtype)
     if accumulate:
-        K.index_add(out, key, g)
+        xp.index_add(out, key, g)
     else:
-        out[key] = g
+        xp.setitem(out, key, g)
     return out
 
 
-SELECT = register(Op("select", lambda dt, x, key: x[key], vjp=[(lambda g, s: index_put_zeros(g, s.self_shape, s.key, False), ())],
+SELECT = register(Op("select", lambda xp, dt, x, key: xp.getitem(x, key), vjp=[(lambda g, s: index_put_zeros(g, s.self_shape, s.key, False), ())],
                      dtype="keep", view=True, method=False, function=False, ref=None, samples=None, node="SelectBackward0"))
-SLICE = register(Op("slice", lambda dt, x, key: x[key], vjp=[(lambda g, s: index_put_zeros(g, s.self_shape, s.key, False), ())],
+SLICE = register(Op("slice", lambda xp, dt, x, key: xp.getitem(x, key), vjp=[(lambda g, s: index_put_zeros(g, s.self_shape, s.key, False), ())],
                     dtype="keep", view=True, method=False, function=False, ref=None, samples=None, node="SliceBackward0"))
-INDEX = register(Op("index", lambda dt, x, key: x[key], vjp=[(lambda g, s: index_put_zeros(g, s.self_shape, s.key, True), ())],
+INDEX = register(Op("index", lambda xp, dt, x, key: xp.getitem(x, key), vjp=[(lambda g, s: index_put_zeros(g, s.self_shape, s.key, True), ())],
                     dtype="keep", method=False, function=False, ref=None, samples=_idx_samples, node="IndexBackward0"))
 INDEX_PUT_ZEROS = register(Op("index_put_zeros", _put_forward, vjp=[(lambda g, s: g[s.key], ())], dtype="keep",
                               method=False, function=False, ref=None, samples=None, node="IndexPutBackward0"))
@@ -108,8 +111,8 @@ def getitem(self, key):
 
 
 # ---------------------------------------------------------------------- index_select, gather, scatter
-def _index_select_forward(dt, x, index, dim):
-    return np.take(x, index, axis=dim)
+def _index_select_forward(xp, dt, x, index, dim):
+    return xp.take(x, index, axis=dim)
 
 
 INDEX_SELECT = register(Op("index_select", _index_select_forward, inputs=("self", "index"),
@@ -117,13 +120,13 @@ INDEX_SELECT = register(Op("index_select", _index_select_forward, inputs=("self"
                                  ("index",))], dtype="keep", keep_inputs=(1,), method=False, function=False, ref=None, samples=None))
 
 
-def _gather_forward(dt, x, index, dim):
-    return np.take_along_axis(x, index, axis=dim)
+def _gather_forward(xp, dt, x, index, dim):
+    return xp.take_along_axis(x, index, axis=dim)
 
 
-def _scatter_add_forward(dt, x, index, src, dim):
-    out = x.copy()
-    K.scatter_add(out, dim, index, src)
+def _scatter_add_forward(xp, dt, x, index, src, dim):
+    out = xp.copy(x)
+    xp.scatter_add(out, dim, index, src)
     return out
 
 
@@ -204,3 +207,73 @@ def one_hot(tensor, num_classes=-1):
     out = np.zeros(x.shape + (num_classes,), np.int64)
     K.one_hot(x.reshape(-1), out.reshape(-1, num_classes))
     return Tensor._wrap(out)
+
+
+# ---------------------------------------------------------------------- test metadata (see _table.py)
+def _np_index_put_zeros(g, shape, key, accumulate):
+    out = np.zeros(shape, g.dtype)
+    if accumulate:
+        np.add.at(out, key, g)
+    else:
+        out[key] = g
+    return out
+
+
+def _np_gather(x, dim, index):
+    dim %= x.ndim
+    return np.take_along_axis(x[tuple(slice(0, n) if k != dim else slice(None) for k, n in enumerate(index.shape))],
+                              index, axis=dim)
+
+
+def _np_scatter_add(x, dim, index, src):
+    out = x.copy()
+    grid = list(np.ix_(*[np.arange(n) for n in index.shape]))
+    grid[dim] = index
+    np.add.at(out, tuple(grid), src[tuple(slice(0, n) for n in index.shape)])
+    return out
+
+
+def _basic_samples(*keys):
+    def samples(rng, dtype):
+        x = _arr(rng, (4, 3), -1.0, 1.0, dtype)
+        return [((x, k), {}) for k in keys] + [((_noncontig(rng, (4, 3), -1.0, 1.0, dtype), keys[0]), {})]
+    return samples
+
+
+def _put_samples(rng, dtype):
+    g = lambda *s: _arr(rng, s, -1.0, 1.0, dtype)  # noqa: E731
+    return [((g(3, 3),), {"shape": (4, 3), "key": (np.array([0, 2, 0]),), "accumulate": True}),
+            ((g(2, 3),), {"shape": (4, 3), "key": (slice(1, 3),), "accumulate": False}),
+            ((g(3),), {"shape": (4, 3), "key": (1,), "accumulate": False})]
+
+
+def _index_select_samples(rng, dtype):
+    x = _arr(rng, (4, 3), -1.0, 1.0, dtype)
+    return [((x, 0, np.array([0, 2, 0])), {}), ((x, 1, np.array([2])), {}), ((x, -1, np.array([1, -1])), {}),
+            ((x, 0, np.array(3)), {}), ((_noncontig(rng, (4, 3), -1.0, 1.0, dtype), 1, np.array([0, 0])), {})]
+
+
+def _gather_samples(rng, dtype):
+    x = _arr(rng, (3, 4), -1.0, 1.0, dtype)
+    idx = lambda hi, *s: rng.integers(0, hi, s)  # noqa: E731
+    return [((x, 1, idx(4, 3, 2)), {}), ((x, 0, idx(3, 2, 4)), {}), ((x, -1, idx(4, 2, 5)), {}),
+            ((_noncontig(rng, (3, 4), -1.0, 1.0, dtype), 1, idx(4, 3, 4)), {})]
+
+
+def _scatter_add_samples(rng, dtype):
+    A = lambda *s: _arr(rng, s, -1.0, 1.0, dtype)  # noqa: E731
+    idx = lambda hi, *s: rng.integers(0, hi, s)  # noqa: E731
+    return [((A(3, 4), 1, idx(4, 3, 2), A(3, 2)), {}), ((A(3, 4), 0, idx(3, 2, 4), A(2, 4)), {}),
+            ((A(3, 4), 1, idx(4, 2, 3), A(2, 3)), {}), ((_noncontig(rng, (3, 4), -1.0, 1.0, dtype), 0, idx(3, 3, 4), A(3, 4)), {})]
+
+
+SELECT.call = SLICE.call = INDEX.call = getitem
+SELECT.ref = SLICE.ref = INDEX.ref = lambda x, key: np.asarray(x[key])
+SELECT.samples = _basic_samples(1, (1, -1), (Ellipsis, 0), (None, 2, slice(0, 2)))
+SLICE.samples = _basic_samples((slice(1, 3),), (slice(None), slice(None, None, 2)), (None, slice(0, 1)), Ellipsis,
+                               (slice(-2, None), None))
+INDEX_PUT_ZEROS.call, INDEX_PUT_ZEROS.ref, INDEX_PUT_ZEROS.samples = index_put_zeros, _np_index_put_zeros, _put_samples
+INDEX_SELECT.ref = lambda x, dim, index: np.take(x, index.reshape(-1), axis=dim)
+INDEX_SELECT.samples = _index_select_samples
+GATHER.ref, GATHER.samples = _np_gather, _gather_samples
+SCATTER_ADD.ref, SCATTER_ADD.samples = _np_scatter_add, _scatter_add_samples

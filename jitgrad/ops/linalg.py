@@ -2,12 +2,16 @@
 import numpy as np
 
 from .._op import Op, dispatch
-from ._table import export, register
+from ._table import _arr, _noncontig, export, register
 
 
 def _samples(*shapes):
+    """One sample per pair of shapes, plus the first pair again with non-contiguous operands."""
     def samples(rng, dtype):
-        return [(tuple(rng.uniform(-1, 1, s).astype(dtype) for s in pair), {}) for pair in shapes]
+        out = [(tuple(_arr(rng, s, -1.0, 1.0, dtype) for s in pair), {}) for pair in shapes]
+        pair = shapes[0]
+        out.append((tuple(_noncontig(rng, s, -1.0, 1.0, dtype) for s in pair), {}))
+        return out
     return samples
 
 
@@ -17,24 +21,25 @@ def _linop(name, forward, vjps, samples, node=None):
                        bench={"sizes": [(16, 16, 16), (1024, 1024, 1024)]}))
 
 
-MM = _linop("mm", lambda dt, a, b: a @ b,
+MM = _linop("mm", lambda xp, dt, a, b: xp.matmul(a, b),
             [(lambda g, s: g.mm(s.other.t()), ("other",)), (lambda g, s: s.self.t().mm(g), ("self",))],
             _samples(((2, 3), (3, 4)), ((1, 5), (5, 1))))
-BMM = _linop("bmm", lambda dt, a, b: np.matmul(a, b),
+BMM = _linop("bmm", lambda xp, dt, a, b: xp.matmul(a, b),
              [(lambda g, s: g.bmm(s.other.mT), ("other",)), (lambda g, s: s.self.mT.bmm(g), ("self",))],
              _samples(((2, 2, 3), (2, 3, 4)),))
-MATMUL = _linop("matmul", lambda dt, a, b: np.matmul(a, b),
+MATMUL = _linop("matmul", lambda xp, dt, a, b: xp.matmul(a, b),
                 [(lambda g, s: (g @ s.other.mT).sum_to_size(s.self_shape), ("other",)),
                  (lambda g, s: (s.self.mT @ g).sum_to_size(s.other_shape), ("self",))],
-                _samples(((2, 2, 3), (3, 4)), ((3, 4), (2, 4, 2)), ((2, 1, 2, 3), (3, 3, 2))),
+                _samples(((2, 2, 3), (3, 4)), ((3, 4), (2, 4, 2)), ((2, 1, 2, 3), (3, 3, 2)), ((3,), (3,)),
+                         ((2, 3), (3,)), ((3,), (3, 2)), ((2, 3), (3, 4)), ((3,), (2, 3, 2)), ((2, 2, 3), (3,))),
                 node="UnsafeViewBackward0")
-MV = _linop("mv", lambda dt, a, b: a @ b,
+MV = _linop("mv", lambda xp, dt, a, b: xp.matmul(a, b),
             [(lambda g, s: g.outer(s.other), ("other",)), (lambda g, s: s.self.t().mv(g), ("self",))],
             _samples(((2, 3), (3,)),))
-DOT = _linop("dot", lambda dt, a, b: np.asarray(np.dot(a, b)),
+DOT = _linop("dot", lambda xp, dt, a, b: xp.matmul(a, b),
              [(lambda g, s: g * s.other, ("other",)), (lambda g, s: g * s.self, ("self",))],
              _samples(((3,), (3,)),))
-OUTER = _linop("outer", lambda dt, a, b: np.multiply.outer(a, b),
+OUTER = _linop("outer", lambda xp, dt, a, b: xp.outer(a, b),
                [(lambda g, s: g.mv(s.other), ("other",)), (lambda g, s: g.t().mv(s.self), ("self",))],
                _samples(((3,), (2,)),), node="OuterBackward0")
 for _op in (MM, BMM, MATMUL, MV, DOT, OUTER):

@@ -10,8 +10,7 @@ import numpy as np
 from .. import _dtype as D
 from .._op import Op, dispatch
 from .._tensor import Tensor
-from ..kernels import reduce as R
-from ._table import export, register, unary_samples
+from ._table import _arr, _noncontig, export, register, unary_samples
 from .elementwise import where
 
 
@@ -31,8 +30,8 @@ def _keep_shape(shape, dims):
     return tuple(1 if d in dims else s for d, s in enumerate(shape))
 
 
-def _restore(arr, shape, dims, keepdim):
-    return arr.reshape(_keep_shape(shape, dims)) if keepdim else arr
+def _restore(xp, arr, shape, dims, keepdim):
+    return xp.reshape(arr, _keep_shape(shape, dims)) if keepdim else arr
 
 
 def _unreduce(g, s):
@@ -52,20 +51,22 @@ def _count(s):
     return math.prod(s.self_shape[d] for d in s.dims) if s.dims else 1
 
 
+def _reduce_arr(xp, kind, x, dims):
+    """Reduce over dims (none: a copy, as PyTorch's reductions of 0-d tensors)."""
+    return xp.reduce(kind, x, dims) if dims else xp.copy(x)
+
+
 def _reduce_forward(kind):
-    def forward(dt, x, dims, keepdim):
-        if not dims:
-            out = x.copy()
-        else:
-            out = R.reduce(kind, x, dims)
-        return _restore(out, x.shape, dims, keepdim)
+    def forward(xp, dt, x, dims, keepdim):
+        return _restore(xp, _reduce_arr(xp, kind, x, dims), x.shape, dims, keepdim)
     return forward
 
 
-def _mean_forward(dt, x, dims, keepdim):
-    out = R.reduce("sum", x, dims) if dims else x.copy()
+def _mean_forward(xp, dt, x, dims, keepdim):
     n = math.prod(x.shape[d] for d in dims) if dims else 1
-    return _restore(np.divide(out, n, dtype=dt) if n else np.full(out.shape, np.nan, dt), x.shape, dims, keepdim)
+    out = xp.run("div", dt, _reduce_arr(xp, "sum", x, dims), dt.type(n)) if n else \
+        xp.full(tuple(s for d, s in enumerate(x.shape) if d not in dims), np.nan, dt)
+    return _restore(xp, out, x.shape, dims, keepdim)
 
 
 def _prod_grad(g, s):
@@ -83,13 +84,13 @@ def _extreme_grad(g, s):
     return _kept(g, s) * mask / mask.sum(s.dims, keepdim=True)
 
 
-def _var_forward(dt, x, dims, keepdim, correction):
+def _var_forward(xp, dt, x, dims, keepdim, correction):
+    """Two passes (mean, then squared deviations): stable where E[x^2] - E[x]^2 is not."""
     n = math.prod(x.shape[d] for d in dims) if dims else 1
-    mean = R.reduce("sum", x, dims).reshape(_keep_shape(x.shape, dims)) / n if dims else x
-    d = x - mean.astype(dt)
-    ss = R.reduce("sum", d * d, dims) if dims else d * d
-    out = np.divide(ss, max(n - correction, 0), dtype=dt) if n - correction > 0 else np.full(np.shape(ss), np.nan, dt)
-    return _restore(np.asarray(out, dt), x.shape, dims, keepdim)
+    mean = xp.reshape(xp.run("div", dt, _reduce_arr(xp, "sum", x, dims), dt.type(n)), _keep_shape(x.shape, dims))
+    ss = _reduce_arr(xp, "sum", xp.run("square", dt, xp.run("sub", dt, x, mean)), dims)
+    out = xp.run("div", dt, ss, dt.type(n - correction if n - correction > 0 else np.nan))
+    return _restore(xp, out, x.shape, dims, keepdim)
 
 
 def _var_grad(g, s):
@@ -104,21 +105,21 @@ def _std_grad(g, s):
     return _kept(g, s) * (x - mean) / ((_count(s) - s.correction) * _kept(s.result, s))
 
 
-def _norm_forward(dt, x, dims, keepdim, p):
-    a = np.abs(x)
+def _norm_forward(xp, dt, x, dims, keepdim, p):
+    a = xp.run("abs", dt, x)
     if p == 2:
-        out = np.sqrt(R.reduce("sum", x * x, dims)) if dims else a
+        out = xp.run("sqrt", dt, _reduce_arr(xp, "sum", xp.run("square", dt, x), dims))
     elif p == 1:
-        out = R.reduce("sum", a, dims) if dims else a
+        out = _reduce_arr(xp, "sum", a, dims)
     elif p == math.inf:
-        out = R.reduce("amax", a, dims) if dims else a
+        out = _reduce_arr(xp, "amax", a, dims)
     elif p == -math.inf:
-        out = R.reduce("amin", a, dims) if dims else a
+        out = _reduce_arr(xp, "amin", a, dims)
     elif p == 0:
-        out = R.reduce("sum", (x != 0).astype(dt), dims) if dims else (x != 0).astype(dt)
+        out = _reduce_arr(xp, "sum", xp.run("ne", dt, x, dt.type(0)), dims)
     else:
-        out = R.reduce("sum", a ** p, dims) ** (1.0 / p) if dims else a
-    return _restore(np.asarray(out, dt), x.shape, dims, keepdim)
+        out = xp.run("pow", dt, _reduce_arr(xp, "sum", xp.run("pow", dt, a, dt.type(p)), dims), dt.type(1.0 / p))
+    return _restore(xp, out, x.shape, dims, keepdim)
 
 
 def _norm_grad(g, s):
@@ -136,10 +137,8 @@ def _norm_grad(g, s):
     return (g * x * x.abs() ** (p - 2) / r ** (p - 1)).masked_fill(r == 0, 0.0)
 
 
-def _logsumexp_forward(dt, x, dims, keepdim):
-    if not dims:
-        return x.copy()
-    return _restore(R.reduce("logsumexp", np.ascontiguousarray(x), dims), x.shape, dims, keepdim)
+def _logsumexp_forward(xp, dt, x, dims, keepdim):
+    return _restore(xp, _reduce_arr(xp, "logsumexp", x, dims), x.shape, dims, keepdim)
 
 
 def _red(name, forward, vjp, needs, dtype="same", node=None, domain=(-2.0, 2.0), **kw):
@@ -161,26 +160,27 @@ MAX_ALL = _red("max_all", _reduce_forward("amax"), _extreme_grad, ("self", "resu
 MIN_ALL = _red("min_all", _reduce_forward("amin"), _extreme_grad, ("self", "result"), node="MinBackward1", ref=np.min)
 VAR = _red("var", _var_forward, _var_grad, ("self",), node="VarBackward0", ref=lambda x, ddof=1, axis=None: np.var(x, ddof=ddof, axis=axis))
 STD = _red("std", _var_forward, _std_grad, ("self", "result"), node="StdBackward0", ref=np.std)
-STD.forward = lambda dt, x, dims, keepdim, correction: np.sqrt(_var_forward(dt, x, dims, keepdim, correction))
+STD.forward = lambda xp, dt, x, dims, keepdim, correction: xp.run("sqrt", dt, _var_forward(xp, dt, x, dims, keepdim,
+                                                                                           correction))
 NORM = _red("norm", _norm_forward, _norm_grad, ("self", "result"), node="LinalgVectorNormBackward0",
             ref=np.linalg.norm)
 LOGSUMEXP = _red("logsumexp", _logsumexp_forward, lambda g, s: _kept(g, s) * (s.self - _kept(s.result, s)).exp(),
                  ("self", "result"), ref=None)
-ARGMAX = _red("argmax", lambda dt, x, dims, keepdim: _restore(R.reduce("argmax", x, dims), x.shape, dims, keepdim),
+ARGMAX = _red("argmax", lambda xp, dt, x, dims, keepdim: _restore(xp, xp.reduce("argmax", x, dims), x.shape, dims, keepdim),
               None, (), dtype="int64", differentiable=False, ref=np.argmax)
-ARGMIN = _red("argmin", lambda dt, x, dims, keepdim: _restore(R.reduce("argmin", x, dims), x.shape, dims, keepdim),
+ARGMIN = _red("argmin", lambda xp, dt, x, dims, keepdim: _restore(xp, xp.reduce("argmin", x, dims), x.shape, dims, keepdim),
               None, (), dtype="int64", differentiable=False, ref=np.argmin)
 
 
 def _max_dim_forward(kind):
     arg = "argmax" if kind == "amax" else "argmin"
 
-    def forward(dt, x, dims, keepdim):
+    def forward(xp, dt, x, dims, keepdim):
         if not dims:
-            return x.copy(), np.zeros(x.shape, np.int64)
-        idx = R.reduce(arg, x, dims)
-        vals = np.take_along_axis(x, np.expand_dims(idx, dims[0]), dims[0]).reshape(idx.shape)
-        return _restore(vals, x.shape, dims, keepdim), _restore(idx, x.shape, dims, keepdim)
+            return xp.copy(x), xp.zeros(x.shape, np.int64)
+        idx = xp.reduce(arg, x, dims)
+        vals = xp.reshape(xp.take_along_axis(x, xp.expand_dims(idx, dims[0]), dims[0]), idx.shape)
+        return _restore(xp, vals, x.shape, dims, keepdim), _restore(xp, idx, x.shape, dims, keepdim)
     return forward
 
 
@@ -200,10 +200,8 @@ MIN_DIM = register(Op("min_dim", _max_dim_forward("amin"), vjp=[(_max_dim_grad, 
                       node="MinBackward0", samples=unary_samples(), method=False, function=False, ref=None))
 
 
-def _cumsum_forward(dt, x, dim):
-    if x.ndim == 0:
-        return x.copy()
-    return R.scan("cumsum", x, dim)
+def _cumsum_forward(xp, dt, x, dim):
+    return xp.scan("cumsum", x, dim) if x.ndim else xp.copy(x)
 
 
 CUMSUM = register(Op("cumsum", _cumsum_forward, vjp=[(lambda g, s: g.flip(s.dim).cumsum(s.dim).flip(s.dim)
@@ -388,3 +386,92 @@ def sum_to_size(self, *size):
     dims = tuple(range(lead)) + tuple(lead + i for i, n in enumerate(shape) if n == 1 and self.shape[lead + i] != 1)
     out = sum(self, dims, keepdim=True) if dims else self
     return out.reshape(shape) if lead else out
+
+
+# ---------------------------------------------------------------------- test metadata (see _table.py)
+def _cases(*cases, lo=-2.0, hi=2.0):
+    """Samples from (shape, keywords) pairs; a shape given as a list makes a non-contiguous input."""
+    def samples(rng, dtype):
+        return [(((_noncontig if isinstance(shape, list) else _arr)(rng, tuple(shape), lo, hi, dtype),), dict(kw))
+                for shape, kw in cases]
+    return samples
+
+
+def _axis(x, dim):
+    return None if dim is None or x.ndim == 0 else dim
+
+
+def _np_reduce(fn):
+    """A NumPy reference taking jitgrad's (dim, keepdim) keywords."""
+    return lambda x, dim=None, keepdim=False: np.asarray(fn(x, axis=_axis(x, dim), keepdims=keepdim))
+
+
+def _np_var(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    return np.var(x, axis=_axis(x, dim), ddof=_correction(unbiased, correction), keepdims=keepdim)
+
+
+def _np_max_dim(fn, arg):
+    def ref(x, dim, keepdim=False):
+        if x.ndim == 0:
+            return x.copy(), np.zeros((), np.int64)
+        return fn(x, axis=dim, keepdims=keepdim), arg(x, axis=dim, keepdims=keepdim)
+    return ref
+
+
+def _np_norm(x, p="fro", dim=None, keepdim=False):
+    a, axis = np.abs(x), _axis(x, dim)
+    p = 2 if p == "fro" else p
+    if p == math.inf:
+        return np.amax(a, axis=axis, keepdims=keepdim)
+    if p == -math.inf:
+        return np.amin(a, axis=axis, keepdims=keepdim)
+    if p == 0:
+        return np.sum(a != 0, axis=axis, keepdims=keepdim).astype(x.dtype)
+    return np.sum(a ** p, axis=axis, keepdims=keepdim) ** (1.0 / p)
+
+
+def _np_logsumexp(x, dim, keepdim=False):
+    axis = _axis(x, dim)
+    m = np.amax(x, axis=axis, keepdims=True)
+    out = np.log(np.sum(np.exp(x - m), axis=axis, keepdims=True)) + m
+    return out if keepdim or axis is None else np.squeeze(out, axis=axis)
+
+
+_ALL = _cases(((), {}), ((5,), {}), ((2, 3), {}), ([3, 2], {}))
+_DIMS = _cases(((2, 3), {"dim": 1}), ((2, 3), {"dim": (0, 1)}), ((2, 3), {"dim": -1, "keepdim": True}),
+               ((), {"dim": 0}), ([3, 2], {"dim": 0}), ((2, 3, 2), {"dim": (0, 2)}))
+SUM.call = SUM_ALL.call = sum
+SUM.ref = SUM_ALL.ref = _np_reduce(np.sum)
+SUM.samples, SUM_ALL.samples = _DIMS, _ALL
+MEAN.call = MEAN_ALL.call = mean
+MEAN.ref = MEAN_ALL.ref = _np_reduce(np.mean)
+MEAN.samples, MEAN_ALL.samples = _DIMS, _ALL
+PROD.call, PROD.ref = prod, _np_reduce(np.prod)
+PROD.samples = _cases(((2, 3), {}), ((2, 3), {"dim": 1}), ((2, 3), {"dim": -1, "keepdim": True}), ((), {}),
+                      ([3, 2], {"dim": 0}), lo=-1.5, hi=1.5)
+AMAX.ref, AMIN.ref = _np_reduce(np.amax), _np_reduce(np.amin)
+AMAX.samples = AMIN.samples = _cases(((2, 3), {}), ((2, 3), {"dim": 1}), ((2, 3), {"dim": (0, 1), "keepdim": True}),
+                                     ((), {}), ([3, 2], {"dim": -1}))
+MAX_ALL.call, MAX_ALL.ref, MAX_ALL.samples = max, _np_reduce(np.amax), _ALL
+MIN_ALL.call, MIN_ALL.ref, MIN_ALL.samples = min, _np_reduce(np.amin), _ALL
+MAX_DIM.call, MAX_DIM.ref = max, _np_max_dim(np.amax, np.argmax)
+MIN_DIM.call, MIN_DIM.ref = min, _np_max_dim(np.amin, np.argmin)
+MAX_DIM.samples = MIN_DIM.samples = _cases(((2, 3), {"dim": 1}), ((2, 3), {"dim": 0, "keepdim": True}),
+                                           ((), {"dim": 0}), ([3, 2], {"dim": -1}))
+VAR.ref, STD.ref = _np_var, lambda *args, **kwargs: np.sqrt(_np_var(*args, **kwargs))
+VAR.samples = STD.samples = _cases(((2, 3), {}), ((2, 3), {"dim": 1}), ((2, 3), {"dim": 1, "correction": 0}),
+                                   ((2, 3), {"dim": (0, 1), "keepdim": True}), ((2, 3), {"dim": 0, "unbiased": False}),
+                                   ([3, 2], {"dim": 0}))
+NORM.ref = _np_norm
+NORM.samples = _cases(((2, 3), {}), ((5,), {"p": 1}), ((2, 3), {"p": math.inf, "dim": 1}),
+                      ((2, 3), {"p": 3, "dim": -1, "keepdim": True}), ((2, 3), {"p": -math.inf}),
+                      ((2, 3), {"p": 0, "dim": 1}), ([3, 2], {"p": 2, "dim": 0}), ((), {}))
+LOGSUMEXP.ref = _np_logsumexp
+LOGSUMEXP.samples = _cases(((2, 3), {"dim": 1}), ((2, 3), {"dim": (0, 1)}), ((2, 3), {"dim": -1, "keepdim": True}),
+                           ((), {"dim": 0}), ([3, 2], {"dim": 0}))
+ARGMAX.ref, ARGMIN.ref = _np_reduce(np.argmax), _np_reduce(np.argmin)
+ARGMAX.samples = ARGMIN.samples = _cases(((2, 3), {}), ((2, 3), {"dim": 1}), ((2, 3), {"dim": 0, "keepdim": True}),
+                                         ([3, 2], {"dim": -1}), ((), {}))
+CUMSUM.ref = lambda x, dim: np.cumsum(x, axis=_axis(x, dim)).reshape(x.shape)
+CUMSUM.samples = _cases(((2, 3), {"dim": 1}), ((2, 3), {"dim": 0}), ((5,), {"dim": -1}), ((), {"dim": 0}),
+                        ([3, 2], {"dim": 0}))

@@ -7,7 +7,7 @@ import numpy as np
 from .. import _dtype as D
 from .._op import Op, dispatch
 from .._tensor import Tensor
-from ._table import export, register, unary_samples
+from ._table import _arr, _noncontig, export, register, unary_samples
 
 
 def _shape_op(name, forward, vjp, node=None, view=True, needs=(), **kw):
@@ -15,11 +15,11 @@ def _shape_op(name, forward, vjp, node=None, view=True, needs=(), **kw):
                        samples=kw.pop("samples", unary_samples()), method=False, function=False, ref=None, **kw))
 
 
-def _reshape_forward(dt, x, shape):
-    return x.reshape(shape)
+def _reshape_forward(xp, dt, x, shape):
+    return xp.reshape(x, shape)
 
 
-def _view_forward(dt, x, shape):
+def _view_forward(xp, dt, x, shape):
     v = x.view()
     try:
         v.shape = shape
@@ -38,16 +38,16 @@ RESHAPE = _shape_op("reshape", _reshape_forward, _back_reshape, node="ViewBackwa
 SQUEEZE = _shape_op("squeeze", _reshape_forward, _back_reshape, node="SqueezeBackward0")
 SQUEEZE_DIM = _shape_op("squeeze_dim", _reshape_forward, _back_reshape, node="SqueezeBackward1")
 UNSQUEEZE = _shape_op("unsqueeze", _reshape_forward, _back_reshape, node="UnsqueezeBackward0")
-EXPAND = _shape_op("expand", lambda dt, x, shape: x.view() if x.shape == shape else np.broadcast_to(x, shape),
+EXPAND = _shape_op("expand", lambda xp, dt, x, shape: xp.reshape(x, shape) if x.shape == shape else xp.broadcast_to(x, shape),
                    lambda g, s: g.sum_to_size(s.self_shape), node="ExpandBackward0")
-TRANSPOSE = _shape_op("transpose", lambda dt, x, d0, d1: np.swapaxes(x, d0, d1),
+TRANSPOSE = _shape_op("transpose", lambda xp, dt, x, d0, d1: xp.swapaxes(x, d0, d1),
                       lambda g, s: g.transpose(s.d0, s.d1), node="TransposeBackward0")
-PERMUTE = _shape_op("permute", lambda dt, x, dims: np.transpose(x, dims),
+PERMUTE = _shape_op("permute", lambda xp, dt, x, dims: xp.transpose(x, dims),
                     lambda g, s: g.permute(tuple(np.argsort(s.dims))), node="PermuteBackward0")
-REPEAT = _shape_op("repeat", lambda dt, x, reps: np.tile(x, reps), lambda g, s: _repeat_grad(g, s), view=False)
-FLIP = _shape_op("flip", lambda dt, x, dims: np.flip(x, dims).copy(), lambda g, s: g.flip(s.dims), view=False)
-CLONE = _shape_op("clone", lambda dt, x: x.copy(), lambda g, s: g, view=False)
-CAST = _shape_op("cast", lambda dt, x, dtype: x.astype(dtype.np), lambda g, s: g, view=False,
+REPEAT = _shape_op("repeat", lambda xp, dt, x, reps: xp.tile(x, reps), lambda g, s: _repeat_grad(g, s), view=False)
+FLIP = _shape_op("flip", lambda xp, dt, x, dims: xp.flip(x, dims), lambda g, s: g.flip(s.dims), view=False)
+CLONE = _shape_op("clone", lambda xp, dt, x: xp.copy(x), lambda g, s: g, view=False)
+CAST = _shape_op("cast", lambda xp, dt, x, dtype: xp.astype(x, dtype.np), lambda g, s: g, view=False,
                  node="ToCopyBackward0")
 
 
@@ -62,8 +62,8 @@ def _repeat_grad(g, s):
     return g.sum(tuple(range(0, 2 * len(full), 2))).reshape(shape)
 
 
-def _cat_forward(dt, *arrays, dim):
-    return np.concatenate(arrays, axis=dim)
+def _cat_forward(xp, dt, *arrays, dim, offsets):
+    return xp.concatenate(arrays, axis=dim)
 
 
 def _cat_grad(g, s, i):
@@ -72,7 +72,7 @@ def _cat_grad(g, s, i):
 
 CAT = register(Op("cat", _cat_forward, inputs=None, vjp=[(_cat_grad, ())], dtype="promote", ref=np.concatenate,
                   method=False, function=False, node="CatBackward0", samples=None))
-STACK = register(Op("stack", lambda dt, *arrays, dim: np.stack(arrays, axis=dim), inputs=None,
+STACK = register(Op("stack", lambda xp, dt, *arrays, dim: xp.stack(arrays, axis=dim), inputs=None,
                     vjp=[(lambda g, s, i: g.select(s.dim, i), ())], dtype="promote", ref=np.stack, method=False,
                     function=False, node="StackBackward0", samples=None))
 
@@ -384,3 +384,56 @@ def _mT(self):
 
 Tensor.T = property(_T)
 Tensor.mT = property(_mT)
+
+
+# ---------------------------------------------------------------------- test metadata (see _table.py)
+def _cases(*cases):
+    """Samples from (shape, *other args) tuples; a shape given as a list makes a non-contiguous input."""
+    def samples(rng, dtype):
+        return [(((_noncontig if isinstance(c[0], list) else _arr)(rng, tuple(c[0]), -2.0, 2.0, dtype),) + c[1:], {})
+                for c in cases]
+    return samples
+
+
+def _np_squeeze(x, dim):
+    dims = {d % max(x.ndim, 1) for d in ((dim,) if isinstance(dim, int) else dim)}
+    return x.reshape([n for i, n in enumerate(x.shape) if not (i in dims and n == 1)])
+
+
+def _tensor_list_samples(rng, dtype):
+    A = lambda s: _arr(rng, s, -2.0, 2.0, dtype)  # noqa: E731
+    return [(([A((2, 3)), A((1, 3))],), {}), (([A((2, 3)), A((2, 1)), _noncontig(rng, (2, 2), -2.0, 2.0, dtype)], 1), {}),
+            (([A((3,)), A((3,))], -1), {})]
+
+
+def _stack_samples(rng, dtype):
+    A = lambda s: _arr(rng, s, -2.0, 2.0, dtype)  # noqa: E731
+    return [(([A((2, 3)), A((2, 3))],), {}), (([A((3,)), A((3,)), A((3,))], 1), {}),
+            (([A(()), A(())], 0), {}), (([A((2, 3)), _noncontig(rng, (2, 3), -2.0, 2.0, dtype)], -1), {})]
+
+
+VIEW.call, VIEW.ref = view, lambda x, shape: x.reshape(shape)
+VIEW.samples = _cases(((2, 3), (3, 2)), ((2, 3), (-1,)), ((), (1, 1)), ((4,), (2, -1)), ([3, 2], (3, 1, 2)))
+RESHAPE.call, RESHAPE.ref = reshape, lambda x, shape: x.reshape(shape)
+RESHAPE.samples = _cases(((2, 3), (3, 2)), ((2, 3), (-1,)), ((), (1,)), ([3, 2], (6,)), ([3, 2], (2, -1)))
+SQUEEZE.call, SQUEEZE.ref = squeeze, np.squeeze
+SQUEEZE.samples = _cases(((1, 3, 1),), ((),), ((2, 3),), ([3, 1],))
+SQUEEZE_DIM.call, SQUEEZE_DIM.ref = squeeze, _np_squeeze
+SQUEEZE_DIM.samples = _cases(((1, 3, 1), 0), ((1, 3, 1), -1), ((2, 3), 1), ((1, 3, 1), (0, 2)), ((), 0), ([3, 1], 1))
+UNSQUEEZE.call, UNSQUEEZE.ref = unsqueeze, np.expand_dims
+UNSQUEEZE.samples = _cases(((2, 3), 0), ((2, 3), -1), ((2, 3), 1), ((), 0), ([3, 2], 2))
+EXPAND.call, EXPAND.ref = expand, np.broadcast_to
+EXPAND.samples = _cases(((3, 1), (3, 4)), ((), (2, 2)), ((3,), (2, 3)), ((2, 1), (2, 2, 3)), ([1, 3], (2, 1, 3)))
+TRANSPOSE.call, TRANSPOSE.ref = transpose, np.swapaxes
+TRANSPOSE.samples = _cases(((2, 3), 0, 1), ((2, 3, 2), 0, 2), ((2, 3), -1, 0), ((2, 3), 1, 1), ([3, 2], 0, 1))
+PERMUTE.call, PERMUTE.ref = permute, np.transpose
+PERMUTE.samples = _cases(((2, 3), (1, 0)), ((2, 3, 2), (2, 0, 1)), ((2, 3, 2), (-1, 0, 1)), ((), ()), ([3, 2], (1, 0)))
+REPEAT.call, REPEAT.ref = repeat, np.tile
+REPEAT.samples = _cases(((2, 3), (2, 1)), ((3,), (2, 2)), ((), (3,)), ((2, 1), (1, 2, 3)), ([3, 2], (2, 2)))
+FLIP.call, FLIP.ref = flip, np.flip
+FLIP.samples = _cases(((2, 3), (0,)), ((2, 3), (0, 1)), ((2, 3, 2), (-1,)), ((5,), 0), ([3, 2], (1,)))
+CLONE.ref = np.copy
+CAST.call, CAST.ref = Tensor.to, lambda x, dtype: x.astype(dtype.np)
+CAST.samples = _cases(((2, 3), D.float32), ((2, 3), D.float64), ((5,), D.int64), ((), D.bool_), ([3, 2], D.int32))
+CAT.call, CAT.ref, CAT.samples = cat, lambda tensors, dim=0: np.concatenate(tensors, axis=dim), _tensor_list_samples
+STACK.call, STACK.ref, STACK.samples = stack, lambda tensors, dim=0: np.stack(tensors, axis=dim), _stack_samples

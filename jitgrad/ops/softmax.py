@@ -1,23 +1,25 @@
 """softmax and log_softmax along a dim (max-shifted; fused VJP kernels in kernels/reduce.py)."""
+import numpy as np
+
 from .._grad_mode import STATE
 from .._op import Op, dispatch
 from .._tensor import Tensor
-from ..kernels import reduce as R
+from .._device import backend
 from ._table import export, register, unary_samples
 
 
 def _fused(log):
     def vjp(g, s):
         y = s.result
-        return Tensor._wrap(R.softmax_vjp(g._data, y._data, s.dim, log))
+        return Tensor._wrap(backend(g._data).softmax_vjp(g._data, y._data, s.dim, log))
     return vjp
 
 
 def _forward(log):
-    def forward(dt, x, dim):
+    def forward(xp, dt, x, dim):
         if x.ndim == 0:
-            return x * 0 if log else x * 0 + 1
-        return R.softmax(x, dim, log)
+            return xp.full((), 0 if log else 1, dt)
+        return xp.softmax(x, dim, log)
     return forward
 
 
@@ -47,3 +49,15 @@ def _softmax_api(op):
 
 softmax = export("softmax")(_softmax_api(SOFTMAX))
 log_softmax = export("log_softmax")(_softmax_api(LOG_SOFTMAX))
+
+
+# ---------------------------------------------------------------------- test metadata (see _table.py)
+def _np_log_softmax(x, dim=None, dtype=None):
+    if x.ndim == 0:
+        return x * 0
+    x = x - x.max(axis=dim, keepdims=True)
+    return x - np.log(np.exp(x).sum(axis=dim, keepdims=True))
+
+
+SOFTMAX.ref = lambda x, dim=None, dtype=None: np.exp(_np_log_softmax(x, dim))
+LOG_SOFTMAX.ref = _np_log_softmax

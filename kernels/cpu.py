@@ -1,0 +1,67 @@
+"""The CPU array backend: the functions the op table's forwards call, for NumPy arrays.
+
+A backend is a module with these names (kernels/cuda/ is the CUDA twin): numba kernels for
+the math (elementwise ``run``, reductions, softmax, scatters) and NumPy for array plumbing
+(views, copies, concatenation) and for GEMM, which goes to BLAS.
+"""
+import numpy as np
+
+from .elementwise import run  # noqa: F401
+from .index import index_add, one_hot, scatter_add  # noqa: F401
+from .reduce import reduce, scan, softmax, softmax_vjp  # noqa: F401
+
+name = "cpu"
+ndarray = np.ndarray
+
+# array plumbing: NumPy's own functions, same signatures on every backend
+empty = np.empty
+zeros = np.zeros
+full = np.full
+reshape = np.reshape
+swapaxes = np.swapaxes
+transpose = np.transpose
+broadcast_to = np.broadcast_to
+expand_dims = np.expand_dims
+tile = np.tile
+concatenate = np.concatenate
+stack = np.stack
+take = np.take
+take_along_axis = np.take_along_axis
+may_share_memory = np.may_share_memory
+
+
+def matmul(a, b):
+    """GEMM in BLAS; 1-D x 1-D gives a 0-d array."""
+    return np.asarray(np.matmul(a, b))
+
+
+def outer(a, b):
+    return np.multiply.outer(a, b)
+
+
+def copy(x):
+    return x.copy()
+
+
+def astype(x, dtype):
+    return x.astype(dtype)
+
+
+def flip(x, dims):
+    return np.flip(x, dims).copy()
+
+
+def getitem(x, key):
+    return x[key]
+
+
+def setitem(x, key, value):
+    x[key] = value
+
+
+def to_host(x):
+    return x
+
+
+def from_host(x):
+    return x
