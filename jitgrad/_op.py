@@ -15,6 +15,7 @@ from ._dtype import FROM_NP
 from .autograd.graph import Node, SavedTensor, accumulate_node
 
 EMPTY = {}
+_MISSING = object()
 
 
 class Op:
@@ -119,11 +120,12 @@ class OpNode(Node):
                 gi = _run_fused(self, op.fused[i], g)
             else:
                 gi = op.vjp[i][0](g, self)
-            shape, dtype = self.input_meta[i]
             if gi is not None:
-                if gi.shape != shape:
+                shape, dtype = self.input_meta[i]
+                d = gi._data
+                if d.shape != shape:
                     gi = gi.sum_to_size(shape)
-                if gi.dtype is not dtype:
+                if d.dtype != dtype.np:
                     gi = gi.to(dtype)
             out.append(gi)
         return out
@@ -173,8 +175,12 @@ def _run_fused(node, spec, g):
         if n == "zero":
             args.append(dt.type(0))
             continue
-        v = getattr(node, n)
-        if isinstance(v, Tensor):
+        v = node.saved.get(n, _MISSING)
+        if v is _MISSING:
+            v = node.params[n]
+        if isinstance(v, SavedTensor):
+            args.append(v.unpack_data())
+        elif isinstance(v, Tensor):
             args.append(v._data)
         else:
             args.append(dt.type(v))

@@ -48,6 +48,13 @@ def _as_tuple(x):
     return tuple(x)
 
 
+CREATE_GRAPH_CYCLE_WARNING = (
+    "Using backward() with create_graph=True will create a reference cycle between the parameter and its gradient "
+    "which can cause a memory leak. We recommend using autograd.grad when creating the graph to avoid this. If you "
+    "have to use this function, make sure to reset the .grad fields of your parameters to None after use to break "
+    "the cycle and avoid the leak.")
+
+
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, grad_variables=None, inputs=None):
     """Compute the gradients of ``tensors`` and accumulate them in the leaves' ``.grad``."""
     tensors = _as_tuple(tensors)
@@ -56,10 +63,13 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
         raise RuntimeError("got %d tensors and %d gradients" % (len(tensors), len(grads)))
     inputs = _as_tuple(inputs)
     if inputs is not None and len(inputs) == 0:
-        raise RuntimeError("'inputs' argument to backward() cannot be empty.")
+        raise RuntimeError("`inputs` argument to `backward()` cannot be empty.")
     if retain_graph is None:
         retain_graph = create_graph
     roots = _root_grads(tensors, grads)
+    if create_graph:
+        import warnings
+        warnings.warn(CREATE_GRAPH_CYCLE_WARNING, UserWarning, stacklevel=3)
     if inputs is None:
         run(roots, retain_graph, create_graph)
         return
@@ -161,52 +171,72 @@ def run(roots, retain_graph, create_graph, targets=None, accumulate_leaves=True)
     ready = [(-n._seq, id(n), n) for n in {e[0] for e, _ in roots if e is not None} if deps[n] == 0]
     heapq.heapify(ready)
     captured = [None] * len(target_edges)
+    anomaly = STATE.anomaly
+    pop, push = heapq.heappop, heapq.heappush
     with set_grad_enabled(create_graph):
         while ready:
-            _, _, node = heapq.heappop(ready)
+            node = pop(ready)[2]
             grads = buffers.pop(node, None)
             if grads is None:
                 grads = [None] * _n_outputs(node)
-            grads = _pre_hooks(node, grads)
+            if node._tensor_hooks or node._pre_hooks or node._retain_hooks or node.__class__ is AccumulateGrad:
+                grads = _pre_hooks(node, grads)
             if capture:
                 for k in range(len(grads)):
                     for slot in capture.get((node, k), ()):
                         captured[slot] = grads[k]
-            runs = (needed is None or node in needed) and any(g is not None for g in grads)
-            if isinstance(node, AccumulateGrad) and not accumulate_leaves:
+            runs = needed is None or node in needed
+            if runs:
                 runs = False
+                for g in grads:
+                    if g is not None:
+                        runs = True
+                        break
+                if runs and not accumulate_leaves and node.__class__ is AccumulateGrad:
+                    runs = False
             outs = ()
             if runs:
-                try:
+                if anomaly:
+                    outs = _apply_with_anomaly(node, grads)
+                else:
                     outs = node.apply(grads)
-                except Exception as exc:
-                    if STATE.anomaly:
-                        from .anomaly import annotate
-                        annotate(exc, node)
-                    raise
-                if STATE.anomaly:
-                    from .anomaly import check_nan
-                    check_nan(node, outs)
                 if node._post_hooks:
                     for hook in list(node._post_hooks.values()):
-                        r = hook(outs, grads)
+                        r = hook(tuple(outs), tuple(grads))
                         if r is not None:
-                            outs = list(r)
+                            outs = _hook_values(hook, r, outs)
                 if not retain_graph:
                     node._release()
+            n_outs = len(outs)
             for k, nf in enumerate(node.next_functions):
                 if nf is None:
                     continue
                 m = nf[0]
-                if m not in deps:
+                left = deps.get(m)
+                if left is None:
                     continue
-                g = outs[k] if k < len(outs) else None
+                g = outs[k] if k < n_outs else None
                 if g is not None:
-                    _add(buffers, m, nf[1], g)
-                deps[m] -= 1
-                if deps[m] == 0:
-                    heapq.heappush(ready, (-m._seq, id(m), m))
+                    buf = buffers.get(m)
+                    if buf is None:
+                        buf = buffers[m] = [None] * _n_outputs(m)
+                    j = nf[1]
+                    buf[j] = g if buf[j] is None else buf[j] + g
+                deps[m] = left - 1
+                if left == 1:
+                    push(ready, (-m._seq, id(m), m))
     return captured
+
+
+def _apply_with_anomaly(node, grads):
+    from .anomaly import annotate, check_nan
+    try:
+        outs = node.apply(grads)
+    except Exception as exc:
+        annotate(exc, node)
+        raise
+    check_nan(node, outs)
+    return outs
 
 
 def _n_outputs(node):
@@ -230,7 +260,7 @@ def _pre_hooks(node, grads):
             for hook in list(hooks.values()):
                 r = hook(g)
                 if r is not None:
-                    g = r
+                    g = _hook_value(hook, r, g)
             grads = [g]
     elif node._tensor_hooks:
         grads = list(grads)
@@ -240,14 +270,35 @@ def _pre_hooks(node, grads):
                     continue
                 r = hook(grads[k])
                 if r is not None:
-                    grads[k] = r
+                    grads[k] = _hook_value(hook, r, grads[k])
     if node._pre_hooks:
         for hook in list(node._pre_hooks.values()):
             r = hook(tuple(grads))
             if r is not None:
-                grads = list(r)
+                grads = _hook_values(hook, r, grads)
     if node._retain_hooks:
         for k, hooks in node._retain_hooks.items():
             for hook in list(hooks.values()):
                 hook(grads[k])
     return grads
+
+
+def _hook_values(hook, new, old):
+    """The gradients a node hook returned in place of ``old``, checked as PyTorch does."""
+    if not isinstance(new, tuple):
+        raise TypeError("expected tuple, but hook returned '%s'" % type(new).__name__)
+    if len(new) != len(old):
+        raise RuntimeError("hook '%s' has returned an incorrect number of values (got %d, but expected %d)"
+                           % (getattr(hook, "__name__", hook), len(new), len(old)))
+    return [_hook_value(hook, n, o) for n, o in zip(new, old)]
+
+
+def _hook_value(hook, new, old):
+    """A hook may replace a gradient, but not change its size or dtype."""
+    if new is not None and old is not None:
+        if new.shape != old.shape:
+            raise RuntimeError("hook '%s' has changed the size of value" % getattr(hook, "__name__", hook))
+        if new.dtype is not old.dtype:
+            raise RuntimeError("hook '%s' has changed the type of value (was jitgrad.%s got jitgrad.%s)"
+                               % (getattr(hook, "__name__", hook), old.dtype.tensor_type, new.dtype.tensor_type))
+    return new

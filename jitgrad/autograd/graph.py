@@ -234,6 +234,13 @@ class SavedTensor:
             text += ", which is output %d of %s," % (self._output_nr, fn.name())
         return text
 
+    def unpack_data(self):
+        """The saved array itself (version-checked): what a fused VJP kernel needs, without a Tensor."""
+        if self._hooks is None and not self._freed and self._vc[0] == self._version:
+            d = self._data
+            return d if self._node is not None else d._data
+        return self.unpack()._data
+
     def unpack(self):
         if self._freed:
             raise RuntimeError(FREED_MESSAGE)
