@@ -39,22 +39,41 @@ CUDA0 = Device("cuda", 0)
 
 
 def backend(array):
-    """The kernel backend module (kernels.cpu or kernels.cuda) for an array."""
+    """The kernel backend module (kernels.cpu or kernels.cuda.backend) for an array."""
     if array.__class__ is np.ndarray:
         return cpu_backend
-    from .kernels import cuda
-    return cuda
+    return cuda_backend()
 
 
 def device_of(array):
     return CPU if array.__class__ is np.ndarray else CUDA0
 
 
+def cuda_available():
+    """True when numba-cuda is installed and finds a GPU (or runs its simulator)."""
+    try:
+        from numba import cuda
+    except ImportError:
+        return False
+    try:
+        return bool(cuda.is_available())
+    except Exception:
+        return False
+
+
+def cuda_backend():
+    from .kernels.cuda import backend as cuda
+    return cuda
+
+
 def to_device(d):
     """Resolve a device argument; CUDA is refused with a clear message where it cannot run."""
-    d = d if isinstance(d, Device) else Device(str(d))
+    d = d if isinstance(d, Device) else Device(str(d) if not isinstance(d, int) else "cuda:%d" % d)
     if d.type == "cuda":
-        raise RuntimeError("jitgrad was asked for device '%s', but CUDA tensors are not available in this build: "
-                           "no CUDA device was found (install the 'cuda' extra and run on a machine with an NVIDIA "
-                           "GPU)" % d)
+        if not cuda_available():
+            raise RuntimeError("jitgrad was asked for device '%s', but no CUDA device is available: install the "
+                               "'cuda' extra (numba-cuda) and run on a machine with an NVIDIA GPU and driver, or set "
+                               "NUMBA_ENABLE_CUDASIM=1 to use numba's CUDA simulator" % d)
+        if d.index not in (None, 0):
+            raise RuntimeError("CUDA error: invalid device ordinal (jitgrad uses one GPU, cuda:0)")
     return d

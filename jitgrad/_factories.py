@@ -6,7 +6,7 @@ import numbers
 import numpy as np
 
 from . import _dtype as D
-from ._device import to_device
+from ._device import cuda_backend, to_device
 from ._tensor import Tensor
 
 _rng = [np.random.default_rng()]
@@ -29,12 +29,12 @@ def generator():
 
 
 def _leaf(data, dtype, requires_grad, device=None):
-    if device is not None:
-        to_device(device)
     if dtype is not None:
         d = D.to_dtype(dtype)
         if data.dtype != d.np:
             data = data.astype(d.np)
+    if device is not None and to_device(device).type == "cuda":
+        data = cuda_backend().from_host(data)
     t = Tensor._wrap(data)
     if requires_grad:
         t.requires_grad_(True)

@@ -231,7 +231,7 @@ def dispatch(op, args, params=EMPTY):
 
 
 def backend_of_type(kind):
-    from .kernels import cuda
+    from .kernels.cuda import backend as cuda
     return cuda
 
 

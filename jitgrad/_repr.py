@@ -70,7 +70,7 @@ def format_array(a, indent):
 
 
 def tensor_repr(t, prefix="tensor("):
-    a = t._data
+    a = t._host()
     suffix = []
     if a.size == 0 and a.ndim != 1:
         body = "[]"

@@ -8,7 +8,7 @@ import warnings
 import numpy as np
 
 from . import _dtype as D
-from ._device import CPU, Device
+from ._device import CPU, Device, backend, device_of, to_device
 from ._grad_mode import STATE
 from .autograd import graph as G
 
@@ -74,7 +74,7 @@ class Tensor:
 
     @property
     def device(self):
-        return CPU
+        return CPU if self._data.__class__ is np.ndarray else device_of(self._data)
 
     @property
     def shape(self):
@@ -104,7 +104,23 @@ class Tensor:
 
     @property
     def is_cuda(self):
-        return False
+        return self._data.__class__ is not np.ndarray
+
+    @property
+    def __cuda_array_interface__(self):
+        """Zero-copy view for CUDA libraries (CuPy, PyTorch, numba kernels); CPU tensors have none."""
+        if self._data.__class__ is np.ndarray:
+            raise AttributeError("Can't get __cuda_array_interface__ on non-CUDA tensor type: %s. If CUDA data is "
+                                 "required use tensor.cuda() to copy tensor to device memory." % self.type())
+        if self._requires_grad:
+            raise RuntimeError("Can't get __cuda_array_interface__ on Variable that requires grad. If gradients "
+                               "aren't required, use var.detach() to get Variable that doesn't require grad.")
+        return self._data.__cuda_array_interface__
+
+    def _host(self):
+        """The data as a NumPy array (a copy from the device for CUDA tensors)."""
+        d = self._data
+        return d if d.__class__ is np.ndarray else backend(d).to_host(d)
 
     @property
     def is_leaf(self):
@@ -265,40 +281,37 @@ class Tensor:
     def _owned_copy(self):
         """A detached tensor whose array nobody else writes to (for .grad)."""
         d = self._data
-        if d.base is not None or not d.flags.writeable or not d.flags.c_contiguous:
-            d = np.array(d, order="C")
-        else:
-            d = d.copy()
-        return Tensor._wrap(d)
+        return Tensor._wrap(np.array(d, order="C") if d.__class__ is np.ndarray else backend(d).copy(d))
 
     def _accumulate_(self, other):
         """self += other in place (gradient accumulation; no autograd, no version check)."""
-        from .kernels import elementwise as E
-        o = other._data
-        if self._data.flags.c_contiguous and self._data.flags.writeable:
-            E.run("add", self._data.dtype, self._data, o.astype(self._data.dtype, copy=False), out=self._data)
-        else:
-            self._data = self._data + o
+        d, o = self._data, other._data
+        xp = backend(d)
+        xp.run("add", d.dtype, d, o if o.dtype == d.dtype else xp.astype(o, d.dtype), out=d)
         self._vc[0] += 1
 
     # ------------------------------------------------------------- conversion
     def numpy(self, *, force=False):
         if self._requires_grad and not force:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.")
+        if self._data.__class__ is not np.ndarray:
+            if not force:
+                raise TypeError("can't convert %s device type tensor to numpy. Use Tensor.cpu() to copy the tensor to "
+                                "host memory first." % self.device)
+            return self._host()
         return self._data
 
     def __array__(self, dtype=None, copy=None):
-        if self._requires_grad:
-            raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.")
-        return self._data if dtype is None else self._data.astype(dtype)
+        a = self.numpy()
+        return a if dtype is None else a.astype(dtype)
 
     def item(self):
         if self._data.size != 1:
             raise RuntimeError("a Tensor with %d elements cannot be converted to Scalar" % self._data.size)
-        return self._data.reshape(()).item()
+        return self._host().reshape(()).item()
 
     def tolist(self):
-        return self._data.tolist()
+        return self._host().tolist()
 
     def __float__(self):
         return float(self.item())
@@ -378,13 +391,16 @@ class Tensor:
                 device = a
             elif a is not None:
                 dtype = a
-        if device is not None:
-            from ._device import to_device
-            to_device(device)
-        if dtype is None or D.to_dtype(dtype) is self.dtype:
-            return self.clone() if copy else self
-        from .ops import cast
-        return cast(self, D.to_dtype(dtype))
+        t = self
+        if dtype is not None and D.to_dtype(dtype) is not self.dtype:
+            from .ops import cast
+            t = cast(t, D.to_dtype(dtype))
+        if device is not None and to_device(device) != t.device:
+            from .ops import move
+            t = move(t, to_device(device))
+        elif copy and t is self:
+            t = t.clone()
+        return t
 
     def type(self, dtype=None):
         if dtype is None:
@@ -410,12 +426,10 @@ class Tensor:
         return self.to(other.dtype)
 
     def cpu(self):
-        return self
+        return self.to("cpu")
 
-    def cuda(self, device=None):
-        from ._device import to_device
-        to_device("cuda" if device is None else device)
-        return self
+    def cuda(self, device=None, non_blocking=False):
+        return self.to("cuda" if device is None else device)
 
 
 def _rebuild(data, requires_grad):

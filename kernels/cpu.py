@@ -51,6 +51,10 @@ def flip(x, dims):
     return np.flip(x, dims).copy()
 
 
+def copyto(dst, src):
+    np.copyto(dst, src, casting="unsafe")
+
+
 def getitem(x, key):
     return x[key]
 

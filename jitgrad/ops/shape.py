@@ -437,3 +437,20 @@ CAST.call, CAST.ref = Tensor.to, lambda x, dtype: x.astype(dtype.np)
 CAST.samples = _cases(((2, 3), D.float32), ((2, 3), D.float64), ((5,), D.int64), ((), D.bool_), ([3, 2], D.int32))
 CAT.call, CAT.ref, CAT.samples = cat, lambda tensors, dim=0: np.concatenate(tensors, axis=dim), _tensor_list_samples
 STACK.call, STACK.ref, STACK.samples = stack, lambda tensors, dim=0: np.stack(tensors, axis=dim), _stack_samples
+
+
+# ---------------------------------------------------------------------- devices
+def _move_forward(xp, dt, x, device, source):
+    from .._device import backend, cuda_backend
+    from ..kernels import cpu
+    target = cpu if device.type == "cpu" else cuda_backend()
+    return target.from_host(xp.to_host(x))
+
+
+MOVE = register(Op("move", _move_forward, vjp=[(lambda g, s: move(g, s.source), ())], dtype="keep",
+                   node="ToCopyBackward0", method=False, function=False, ref=None, samples=None))
+
+
+def move(input, device):
+    """A copy of ``input`` on ``device`` (differentiable: the gradient goes back to the source device)."""
+    return dispatch(MOVE, (input,), {"device": device, "source": input.device})
