@@ -56,7 +56,9 @@ def copyto(dst, src):
 
 
 def getitem(x, key):
-    return x[key]
+    """x[key]; an all-integer key gives a 0-d view (as in PyTorch), not a NumPy scalar."""
+    r = x[key]
+    return r if r.__class__ is np.ndarray else x[key + (Ellipsis,)]
 
 
 def setitem(x, key, value):

@@ -238,6 +238,8 @@ def _scatter(dst, idx, src):
 
 def getitem(x, key):
     if _is_basic(key):
+        if Ellipsis not in key:
+            key = key + (Ellipsis,)  # all-integer keys give a 0-d view, not a scalar
         return _view(x, lambda s: s[key])
     idx = _flat_indices(x.shape, key)
     src = ascontiguous(x)
