@@ -6,10 +6,12 @@ import math
 
 import numpy as np
 
-from .._op import Op, dispatch
+from .. import _dtype as D
+from .._op import Op, _result_dtypes, dispatch
 from .._tensor import Tensor
 from ..kernels import elementwise as E
-from ._table import _arr, _noncontig, binary_samples, export, joined, register, unary_samples
+from ._table import (INTS, _arr, _noncontig, binary_samples, export, joined, no_kernel, register, rejects,
+                     unary_samples)
 
 
 def _ew(kernel, out=None):
@@ -24,7 +26,7 @@ def _ew(kernel, out=None):
 
 def _unary(name, vjp, needs, fused=None, *, dtype="float", ref, domain=(-2.0, 2.0), kernel=None,
            params=None, inplace=True, node=None, **kw):
-    op = register(Op(name, _ew(kernel or name), vjp=[(vjp, needs)] if vjp else [],
+    op = register(Op(name, _ew(kernel or name, np.bool_ if dtype == "bool" else None), vjp=[(vjp, needs)] if vjp else [],
                      fused=[fused] if fused else [], dtype=dtype, ref=ref, node=node,
                      samples=unary_samples(*domain, **(params or {})), broadcast=False,
                      bench={"sizes": [(16,), (1 << 22,)]}, **kw))
@@ -89,9 +91,16 @@ _SQRT1_2, _INV_SQRT_2PI = 1 / math.sqrt(2), 1 / math.sqrt(2 * math.pi)
 GELU = _unary("gelu", lambda g, s: g * (0.5 * (1 + (s.self * _SQRT1_2).erf())
                                         + s.self * _INV_SQRT_2PI * (-0.5 * s.self * s.self).exp()),
               ("self",), ("gelu_vjp", ("g", "self")), ref=lambda x: 0.5 * x * (1 + _np_erf(x / np.sqrt(2))))
-GELU_TANH = _unary("gelu_tanh", None, (), ("gelu_tanh_vjp", ("g", "self")), method=False, function=False,
+GELU_TANH = _unary("gelu_tanh", lambda g, s: _gelu_tanh_grad(g, s.self), ("self",), ("gelu_tanh_vjp", ("g", "self")), method=False, function=False,
                    node="GeluBackward0", ref=lambda x, approximate="tanh": 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3))),
                    differentiable=True, check_vjp=False, double_backward=False)
+
+
+def _gelu_tanh_grad(g, x):
+    t = ((x + 0.044715 * x * x * x) * math.sqrt(2 / math.pi)).tanh()
+    return g * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * math.sqrt(2 / math.pi) * (1 + 3 * 0.044715 * x * x))
+
+
 SILU = _unary("silu", lambda g, s: g * s.self.sigmoid() * (1 + s.self * (1 - s.self.sigmoid())), ("self",),
               ("silu_vjp", ("g", "self")), ref=lambda x: x / (1 + np.exp(-x)))
 SOFTPLUS = _unary("softplus", lambda g, s: where(s.self * s.beta > s.threshold, g, g * (s.self * s.beta).sigmoid()),
@@ -167,8 +176,9 @@ WHERE = register(Op("where", _ew("where"), inputs=("condition", "self", "other")
                     broadcast=True, ref=np.where, node="WhereBackward0", keep_inputs=(0,)))
 CLAMP = register(Op("clamp", _ew("clamp"), inputs=("self", "min", "max"), dtype="promote",
                     vjp=[(lambda g, s: g * ((s.self >= s.min) & (s.self <= s.max)), ("self", "min", "max")),
-                         (lambda g, s: g * (s.self < s.min), ("self", "min")),
-                         (lambda g, s: g * (s.self > s.max) * (s.min <= s.max), ("self", "min", "max"))],
+                         # min > max makes the result max: then only max gets the gradient
+                         (lambda g, s: g * ((s.self < s.min) & (s.min < s.max)), ("self", "min", "max")),
+                         (lambda g, s: g * ((s.self > s.max) | (s.max < s.min)), ("self", "min", "max"))],
                     fused=[("clamp_vjp", ("g", "self", "min", "max"))],
                     broadcast=True, ref=lambda x, lo, hi: np.minimum(np.maximum(x, lo), hi), node="ClampBackward1"))
 
@@ -205,6 +215,25 @@ for _op in (NEG, ABS, SIGN, EXP, EXPM1, LOG, LOG1P, SQRT, RSQRT, RECIPROCAL, SQU
 
 
 @export()
+def square(input):
+    """input * input; a bool tensor squares to int64, as in PyTorch."""
+    return dispatch(SQUARE, (input.long() if _is_bool(input) else input,))
+
+
+# input dtypes PyTorch has no kernel for (checked once per operand-type pattern, see Op.unsupported)
+NEG.unsupported = rejects(RuntimeError, "Negation, the `-` operator, on a bool tensor is not supported. If you are "
+                          "trying to invert a mask, use the `~` or `logical_not()` operator instead.", "bool")
+RELU.unsupported = rejects(RuntimeError, "Boolean inputs not supported for relu", "bool")
+ABS.unsupported, POW.unsupported, CLAMP.unsupported = no_kernel("abs_cpu", "bool"), no_kernel("pow", "bool"), \
+    no_kernel("clamp_cpu", "bool")
+for _op, _kernel in [(FLOOR, "floor_vml_cpu"), (CEIL, "ceil_vml_cpu"), (ROUND, "round_vml_cpu"), (TRUNC, "trunc_vml_cpu")]:
+    _op.unsupported = no_kernel(_kernel, "bool")
+for _op, _kernel in [(LEAKY_RELU, "leaky_relu_cpu"), (ELU, "elu_cpu"), (GELU, "GeluKernelImpl"),
+                     (GELU_TANH, "GeluKernelImpl"), (SILU, "silu_cpu"), (SOFTPLUS, "softplus_cpu")]:
+    _op.unsupported = no_kernel(_kernel, "bool", *INTS)
+
+
+@export()
 def gelu(input, approximate="none"):
     if approximate == "tanh":
         return dispatch(GELU_TANH, (input,))
@@ -215,7 +244,17 @@ def gelu(input, approximate="none"):
 
 @export()
 def add(input, other, *, alpha=1):
-    return dispatch(ADD, (input, other), {"alpha": alpha} if alpha != 1 else _ALPHA1)
+    return dispatch(ADD, (input, other), _ALPHA1 if alpha == 1 and alpha is not True else _alpha(input, other, alpha))
+
+
+def _alpha(input, other, alpha):
+    """add/sub params for alpha != 1, which must suit the result dtype as in PyTorch."""
+    t = _result_dtypes("promote", (input, other))[1]
+    if isinstance(alpha, bool) and t is not D.bool_:
+        raise RuntimeError("Boolean alpha only supported for Boolean results.")
+    if not t.is_floating_point and not isinstance(alpha, (int, np.integer)):
+        raise RuntimeError("For integral input tensors, argument alpha must not be a floating point number.")
+    return {"alpha": alpha}
 
 
 _ALPHA1 = {"alpha": 1}
@@ -225,10 +264,18 @@ SUB.forward = lambda xp, dt, a, b, alpha=1: xp.run("sub", dt, a, b) if alpha == 
 
 @export("sub", "subtract")
 def sub(input, other, *, alpha=1):
-    if isinstance(input, Tensor) and input.dtype.name == "bool" and isinstance(other, Tensor) and other.dtype.name == "bool":
+    a, b = _is_bool(input), _is_bool(other)
+    if a and b:
         raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or "
                            "`logical_xor()` operator instead.")
-    return dispatch(SUB, (input, other), {"alpha": alpha} if alpha != 1 else _ALPHA1)
+    if a or b:
+        raise RuntimeError("Subtraction, the `-` operator, with a bool tensor is not supported. If you are trying to "
+                           "invert a mask, use the `~` or `logical_not()` operator instead.")
+    return dispatch(SUB, (input, other), _ALPHA1 if alpha == 1 and alpha is not True else _alpha(input, other, alpha))
+
+
+def _is_bool(x):
+    return x.__class__ is bool or (isinstance(x, Tensor) and x._data.dtype == np.bool_)
 
 
 @export("mul", "multiply")
@@ -247,6 +294,8 @@ def div(input, other, *, rounding_mode=None):
 
 
 def _div_rounded_forward(xp, dt, a, b, rounding_mode):
+    if dt.kind == "b":
+        raise NotImplementedError("\"div_%s_cpu\" not implemented for 'Bool'" % rounding_mode)
     if dt.kind in "iu":
         if np.any(np.asarray(xp.to_host(b)) == 0):
             raise RuntimeError("ZeroDivisionError")
@@ -268,6 +317,9 @@ def floor_divide(input, other):
 def pow(input, exponent):
     if isinstance(input, Tensor) and not input.dtype.is_floating_point and isinstance(exponent, int) and exponent < 0:
         raise RuntimeError("Integers to negative integer powers are not allowed.")
+    if exponent.__class__ in (int, float) and exponent == 2 and isinstance(input, Tensor) and \
+            (exponent.__class__ is int or input.dtype.is_floating_point):
+        return dispatch(SQUARE, (input,))  # x ** 2: one multiply instead of a libm pow per element
     return dispatch(POW, (input, exponent))
 
 
@@ -423,7 +475,7 @@ def _pow_samples(rng, dtype):
 
 
 def _where_samples(rng, dtype):
-    c = lambda s: rng.random(s) > 0.5  # noqa: E731
+    c = lambda s: np.asarray(rng.random(s) > 0.5)  # noqa: E731
     A = lambda s: _arr(rng, s, -2.0, 2.0, dtype)  # noqa: E731
     return [((c((2, 3)), A((2, 3)), A((2, 3))), {}), ((c(()), A(()), A(())), {}),
             ((c((2, 1)), A((3,)), A((2, 3))), {}), ((c((3, 2)), _noncontig(rng, (3, 2), -2.0, 2.0, dtype), 1.5), {}),
@@ -441,13 +493,13 @@ def _clamp_samples(rng, dtype):
     return [((A((2, 3)), -0.5, 0.5), {}), ((A(()),), {"min": -0.5}), ((A((5,)),), {"max": 0.5}),
             ((_noncontig(rng, (3, 2), -2.0, 2.0, dtype), -1, 1), {}),
             ((A((2, 3)), A((3,), -2.0, 0.0), A((2, 1), 0.0, 2.0)), {}),
-            ((A((2, 3)),), {"min": A((2, 3), -1.0, 1.0), "max": 0.5}),
+            ((A((2, 3)),), {"min": A((2, 3), -1.0, 1.0), "max": A((3,), -1.0, 1.0)}),
             ((A((2, 3)), A((2, 3), 0.5, 2.0), A((2, 3), -2.0, 0.0)), {})]  # min > max: the result is max
 
 
 def _masked_fill_samples(rng, dtype):
     A = lambda s: _arr(rng, s, -2.0, 2.0, dtype)  # noqa: E731
-    m = lambda s: rng.random(s) > 0.5  # noqa: E731
+    m = lambda s: np.asarray(rng.random(s) > 0.5)  # noqa: E731
     return [((A((2, 3)), m((2, 3))), {"value": 0.5}), ((A((2, 3)), m((3,))), {"value": -1}),
             ((A(()), m(())), {"value": 2.0}), ((_noncontig(rng, (3, 2), -2.0, 2.0, dtype), m((3, 2))), {"value": 0})]
 
@@ -465,3 +517,8 @@ POW.samples = _pow_samples
 WHERE.samples = _where_samples
 CLAMP.ref, CLAMP.samples = _clamp_ref, _clamp_samples
 MASKED_FILL.samples = _masked_fill_samples
+for _name in ("eq", "ne", "lt", "le", "gt", "ge"):  # PyTorch takes a Python number as the second operand only
+    _table_op(_name).samples = joined(binary_samples(scalar=None), lambda rng, dt: [
+        ((_arr(rng, (2, 3), -2.0, 2.0, dt), 1), {}), ((_arr(rng, (3,), -2.0, 2.0, dt), 0.5), {})])
+for _name in ("logical_and", "logical_or", "logical_xor"):  # and no Python number at all
+    _table_op(_name).samples = binary_samples(scalar=None)
