@@ -1,0 +1,39 @@
+"""The CUDA array backend: the same function names as kernels/cpu.py, for numba device arrays.
+
+The math comes from the CUDA twins (elementwise, reduce, matmul, index: generated from the
+same scalar functions as the CPU loops where the op is elementwise); the array plumbing
+(views, copies, gathers) from array.py.
+"""
+import numpy as np
+
+from .array import (astype, broadcast_to, concatenate, copy, empty, expand_dims, flip, from_host,  # noqa: F401
+                    full, getitem, may_share_memory, reshape, setitem, stack, swapaxes, take, take_along_axis, tile,
+                    to_host, transpose, zeros)
+from .array import copy_into
+from .elementwise import run  # noqa: F401
+from .index import index_add, one_hot, scatter_add  # noqa: F401
+from .matmul import matmul as _matmul
+from .reduce import reduce, scan, softmax, softmax_vjp  # noqa: F401
+
+name = "cuda"
+
+
+def matmul(a, b):
+    """matmul with NumPy's rank rules (1-D operands become a row or a column)."""
+    if a.ndim == 1 and b.ndim == 1:
+        return reshape(_matmul(reshape(a, (1, a.shape[0])), reshape(b, (b.shape[0], 1))), ())
+    if a.ndim == 1:
+        return reshape(_matmul(reshape(a, (1, a.shape[0])), b), b.shape[:-2] + (b.shape[-1],))
+    if b.ndim == 1:
+        return reshape(_matmul(a, reshape(b, (b.shape[0], 1))), a.shape[:-1])
+    return _matmul(a, b)
+
+
+def outer(a, b):
+    return _matmul(reshape(a, (a.shape[0], 1)), reshape(b, (1, b.shape[0])))
+
+
+def copyto(dst, src):
+    if not hasattr(src, "copy_to_host"):
+        src = from_host(np.asarray(src, dtype=dst.dtype))
+    copy_into(dst, src)
