@@ -11,12 +11,16 @@ from ._dtype import (bool_ as bool, dtype, float32, float64, get_default_dtype, 
                      set_default_dtype)
 from ._factories import *  # noqa: F401,F403
 from ._factories import METHODS as _FACTORY_METHODS
+from ._jit_stats import jit_stats  # noqa: F401
 from ._grad_mode import (enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled,  # noqa: F401
                          no_grad, set_grad_enabled)
 from ._tensor import Size, Tensor  # noqa: F401
 from . import autograd  # noqa: F401
+from .autograd.anomaly import is_anomaly_check_nan_enabled, is_anomaly_enabled  # noqa: F401
+from .serialization import load, save  # noqa: F401
 from . import ops as _ops
 from .ops import FUNCTIONS as _FUNCTIONS
+from . import nn  # noqa: F401,E402
 
 float = float32
 double = float64

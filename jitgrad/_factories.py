@@ -53,9 +53,11 @@ def _check_ragged(data, dim=0):
             _check_ragged(item, dim + 1)
 
 
-def _infer_array(data):
+def _infer_array(data, narrow=True):
+    """A NumPy array of ``data``; Python floats become the default dtype unless ``narrow`` is False
+    (an explicit dtype follows, and float64 must not lose precision through float32 first)."""
     if isinstance(data, Tensor):
-        return data._data
+        return data._host()
     if isinstance(data, np.ndarray):
         if data.dtype.kind not in "biuf":
             raise TypeError("can't convert np.ndarray of type numpy.%s. The only supported types are: float64, "
@@ -70,7 +72,7 @@ def _infer_array(data):
         raise ValueError(str(e)) from None
     if arr.dtype == object or arr.dtype.kind not in "biuf":
         raise TypeError("Could not infer dtype of %s" % type(_first(data)).__name__)
-    if arr.dtype.kind == "f":
+    if arr.dtype.kind == "f" and narrow:
         arr = arr.astype(D.get_default_dtype().np)
     elif arr.dtype.kind in "iu":
         arr = arr.astype(np.int64)
@@ -101,7 +103,7 @@ def _tensors_to_lists(data):
 
 def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=False):
     """A new leaf tensor holding a copy of ``data`` (a number, nested sequence, array or tensor)."""
-    arr = _infer_array(data)
+    arr = _infer_array(data, narrow=dtype is None)
     arr = np.array(arr, dtype=D.to_dtype(dtype).np if dtype is not None else D.from_np(arr.dtype).np, copy=True)
     return _leaf(arr, None, requires_grad, device)
 

@@ -11,6 +11,7 @@ import numpy as np
 from ._device import backend
 from ._grad_mode import STATE, no_grad
 from ._tensor import Tensor
+from .autograd.anomaly import note_inplace
 from .autograd.graph import Node, SavedTensor, edge
 
 _CAST_NAMES = {"float32": "Float", "float64": "Double", "int64": "Long", "int32": "Int", "bool": "Bool"}
@@ -29,13 +30,14 @@ def check_inplace(t):
                            "https://github.com/pytorch/rfcs/pull/17 for more details.")
 
 
-def _write(t, value, chain=(), key=None):
+def _write(t, value, chain=(), key=None, op_name="__setitem__"):
     """Copy ``value``'s data into ``t`` (or into its region ``chain``/``key``), with PyTorch's checks."""
     src = value._data if isinstance(value, Tensor) else np.asarray(value)
     if isinstance(value, Tensor) and value.dtype.category > t.dtype.category:
         raise RuntimeError("result type %s can't be cast to the desired output type %s"
                            % (_CAST_NAMES[value.dtype.name], _CAST_NAMES[t.dtype.name]))
-    if not t._data.flags.writeable:
+    xp = backend(t._data)
+    if t._data.__class__ is np.ndarray and not t._data.flags.writeable:
         raise RuntimeError("unsupported operation: more than one element of the written-to tensor refers to a single "
                            "memory location. Please clone() the tensor before performing the operation.")
     dst = _region_array(t._data, chain, None)
@@ -43,18 +45,20 @@ def _write(t, value, chain=(), key=None):
         raise RuntimeError("output with shape [%s] doesn't match the broadcast shape [%s]"
                            % (", ".join(map(str, dst.shape)), ", ".join(map(str, np.broadcast_shapes(src.shape, dst.shape)))))
     try:
-        _assign(dst, key, src)
+        _assign(xp, dst, key, src)
     except ValueError as e:
         raise RuntimeError("shape mismatch: value tensor of shape [%s] cannot be broadcast to indexing result of shape "
                            "[%s]" % (", ".join(map(str, src.shape)), ", ".join(map(str, dst[key].shape)))) from e
     t._vc[0] += 1
+    if STATE.anomaly:
+        note_inplace(t, op_name)
 
 
-def _assign(dst, key, src):
+def _assign(xp, dst, key, src):
     if key is None:
-        np.copyto(dst, src, casting="unsafe")
+        xp.copyto(dst, src)
     else:
-        dst[key] = src
+        xp.setitem(dst, key, src)
 
 
 def _stand_in(t):
@@ -73,14 +77,14 @@ def inplace(self, fn, args, kwargs):
     if not record:
         with no_grad():
             r = fn(self, *args, **kwargs)
-        _write(self, r)
+        _write(self, r, op_name=fn.__name__ + "_")
         return self
     r = fn(_stand_in(self), *args, **kwargs)
     if self._base is not None:
-        copy_slices(self._base, self._view_chain, None, r)
+        copy_slices(self._base, self._view_chain, None, r, op_name=fn.__name__ + "_")
         _replay_view(self)
         return self
-    _write(self, r)
+    _write(self, r, op_name=fn.__name__ + "_")
     node = r.grad_fn
     self.grad_fn, self._output_nr, self._requires_grad = node, r._output_nr, True
     saved = getattr(node, "saved", None)
@@ -90,11 +94,17 @@ def inplace(self, fn, args, kwargs):
 
 
 def setitem(self, key, value):
-    from .ops.indexing import normalize_key
-    check_inplace(self)
+    from .ops.indexing import _is_basic, normalize_key
     key = normalize_key(self, key)
+    if STATE.grad_enabled and self.grad_fn is None and self._requires_grad and all(_is_basic(k) for k in key):
+        raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place operation.")
+    check_inplace(self)
     if not isinstance(value, Tensor):
+        if not isinstance(value, (bool, int, float, np.number, np.bool_)):
+            raise TypeError("can't assign a %s to a %s" % (type(value).__name__, self.type()))
         value = Tensor._wrap(np.asarray(value, dtype=self.dtype.np))
+    elif value.ndim:
+        value = _fit_value(self, key, value)
     if not (STATE.grad_enabled and (self._requires_grad or value._requires_grad)):
         _write(self, value, key=key)
         return
@@ -103,6 +113,19 @@ def setitem(self, key, value):
         _replay_view(self)
     else:
         copy_slices(self, (), key, value)
+
+
+def _fit_value(t, key, value):
+    """The value as PyTorch writes it into t[key]: leading size-1 dims the region lacks are dropped, and a
+    basic-index region takes it as ``value.expand(region)`` does (with expand's errors)."""
+    from .ops.indexing import _is_basic
+    region = np.broadcast_to(np.empty((), np.int8), t.shape)[key].shape  # no data is touched
+    while value.ndim > len(region) and value.shape[0] == 1:
+        value = value.squeeze(0)
+    if value.shape != region and all(_is_basic(k) for k in key):
+        with no_grad():
+            value.expand(region)
+    return value
 
 
 def _region_array(arr, chain, key):
@@ -133,8 +156,8 @@ class CopySlices(Node):
         g_base = g_value = None
         if self.next_functions[0] is not None:
             mask = np.ones(self.base_shape, dtype=g.dtype.np)
-            _assign(_region_array(mask, self.chain, None), self.key, 0)
-            g_base = g * Tensor._wrap(mask)
+            _assign(backend(mask), _region_array(mask, self.chain, None), self.key, 0)
+            g_base = g * Tensor._wrap(backend(g._data).from_host(mask))
         if self.next_functions[1] is not None:
             shape, dtype = self.value_meta
             g_value = _region_tensor(g, self.chain, self.key)
@@ -145,10 +168,10 @@ class CopySlices(Node):
         return [g_base, g_value]
 
 
-def copy_slices(base, chain, key, value):
+def copy_slices(base, chain, key, value, op_name="__setitem__"):
     """Write ``value`` into ``region(base)`` and record it as a CopySlices node on ``base``."""
     old = (base.grad_fn, base._output_nr) if base.grad_fn is not None else None
-    _write(base, value, chain, key)
+    _write(base, value, chain, key, op_name)
     node = CopySlices((old, edge(value) if value.dtype.is_floating_point else None))
     node.chain, node.key, node.base_shape = chain, key, base.shape
     node.value_meta = (value.shape, value.dtype)

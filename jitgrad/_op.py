@@ -20,6 +20,9 @@ _MISSING = object()
 
 class Op:
     """One entry of the op table (declarative; see jitgrad/ops/ for the entries)."""
+    # promoted input dtype name -> (exception class, message): the dtypes PyTorch has no kernel of this
+    # op for. Checked only when dispatch first sees an operand-type pattern (the hot path pays nothing).
+    unsupported = EMPTY
 
     def __init__(self, name, forward, *, inputs=("self",), vjp=(), fused=(), saves=None, dtype="promote",
                  ref=None, samples=None, node=None, n_outputs=1, differentiable=None, view=False,
@@ -58,7 +61,17 @@ class Op:
         return "Op(%r)" % self.name
 
 
-def _result_dtypes(rule, args):
+def _check_operands(op, args):
+    """PyTorch's TypeError for an operand that is neither a tensor nor a number (None: optional inputs only)."""
+    for i, a in enumerate(args):
+        if a is None and op.broadcast or not (a is None or isinstance(a, (Tensor, bool, int, float, np.number))):
+            name = op.inputs[i] if op.inputs and i < len(op.inputs) else "tensors"
+            name = "input" if name == "self" else name
+            raise TypeError("%s(): argument '%s' (position %d) must be Tensor, not %s"
+                            % (op.name, name, i + 1, type(a).__name__))
+
+
+def _result_dtypes(rule, args, unsupported=EMPTY):
     dims, zero_dims, scalars = [], [], []
     for a in args:
         if isinstance(a, Tensor):
@@ -68,6 +81,9 @@ def _result_dtypes(rule, args):
         elif a is not None:
             raise TypeError("expected a Tensor or a number, but got %s" % type(a).__name__)
     t = D.result_type(dims, zero_dims, scalars)
+    if t is not None and t.name in unsupported:
+        exc, msg = unsupported[t.name]
+        raise exc(msg)
     if rule == "float" and not t.is_floating_point:
         t = D.get_default_dtype()
     if rule == "bool":
@@ -212,7 +228,8 @@ def dispatch(op, args, params=EMPTY):
     key = tuple(key)
     r = op._dtypes.get(key)
     if r is None:
-        r = op._dtypes[key] = _result_dtypes(op.dtype_rule, args)
+        _check_operands(op, args)
+        r = op._dtypes[key] = _result_dtypes(op.dtype_rule, args, op.unsupported)
     cnp = r[0].np
     keep = op.keep_inputs
     arrays = []
@@ -301,7 +318,7 @@ def _save_plan(op, active):
             fused = op.fused[k]
             if isinstance(fused, tuple):
                 names += [n for n in fused[1] if n not in ("g", "zero")]
-            wanted += [n for n in names if n not in wanted]
+            wanted += [n for i, n in enumerate(names) if n not in wanted and n not in names[:i]]
         inputs = [] if op.variadic else [(n, op.inputs.index(n)) for n in wanted if n in op.inputs]
         plan = op._plans[active] = (inputs, "result" in wanted)
     return plan

@@ -6,19 +6,17 @@ from . import _dtype as D
 THRESHOLD, EDGE = 1000, 3
 
 
-def _float_formatter(values):
-    finite = values[np.isfinite(values)]
-    if finite.size == 0:
-        return lambda v: _special(v) or "%.4f" % v
-    absf = np.abs(finite)
-    nonzero = absf[absf > 0]
-    if np.all(finite == np.round(finite)):
-        if nonzero.size and (nonzero.max() >= 1e8):
-            return lambda v: _special(v) or "%.4e" % v
-        return lambda v: _special(v) or "%.0f." % v
-    if nonzero.size and (nonzero.max() / nonzero.min() > 1000.0 or nonzero.max() > 1e8 or nonzero.min() < 1e-4):
-        return lambda v: _special(v) or "%.4e" % v
-    return lambda v: _special(v) or "%.4f" % v
+def _float_format(values):
+    """PyTorch's choice for floats, made from the nonzero finite values shown: integer-valued ('1.'), fixed
+    ('1.5000') or scientific ('1.0000e+04', when they span more than 1000x, exceed 1e8 or go below 1e-4)."""
+    shown = values[np.isfinite(values) & (values != 0)]
+    if shown.size == 0:
+        return "%.0f."
+    mags = np.abs(shown)
+    lo, hi = mags.min(), mags.max()
+    if np.all(shown == np.ceil(shown)):
+        return "%.4e" if hi / lo > 1000.0 or hi > 1e8 else "%.0f."
+    return "%.4e" if hi / lo > 1000.0 or hi > 1e8 or lo < 1e-4 else "%.4f"
 
 
 def _special(v):
@@ -29,9 +27,13 @@ def _special(v):
     return None
 
 
-def _summarize(a):
-    """Indices to show along each dim when the tensor is too large to print whole."""
-    return a.size > THRESHOLD
+def _summarized(a):
+    """The values printed when ``a`` is summarized: the first and last EDGE entries along each long dim."""
+    for ax in range(a.ndim):
+        n = a.shape[ax]
+        if n > 2 * EDGE:
+            a = np.concatenate([a.take(range(EDGE), ax), a.take(range(n - EDGE, n), ax)], ax)
+    return a
 
 
 def _format(a, fmt, indent, summarize):
@@ -42,10 +44,8 @@ def _format(a, fmt, indent, summarize):
     if summarize and n > 2 * EDGE:
         idx = list(range(EDGE)) + [None] + list(range(n - EDGE, n))
     if a.ndim == 1:
-        parts = ["..." if i is None else fmt(a[i]) for i in idx]
-        width = max((len(p) for p in parts if p != "..."), default=0)
-        parts = [p if p == "..." else p.rjust(width) for p in parts]
-        per_line = max(1, (80 - indent) // (width + 2))
+        parts = [" ..." if i is None else fmt(a[i]) for i in idx]
+        per_line = max(1, (80 - indent) // (fmt.width + 2))
         lines = [", ".join(parts[i:i + per_line]) for i in range(0, len(parts), per_line)]
         return "[" + (",\n" + " " * (indent + 1)).join(lines) + "]"
     sep = "," + "\n" * (a.ndim - 1) + " " * (indent + 1)
@@ -54,18 +54,24 @@ def _format(a, fmt, indent, summarize):
 
 
 def format_array(a, indent):
-    summarize = _summarize(a)
+    """The body of a tensor's repr, and the element formatter (right-justified to a common width)."""
+    summarize = a.size > THRESHOLD
+    shown = (_summarized(a) if summarize else a).reshape(-1)
     if a.dtype == np.bool_:
-        fmt = lambda v: "True" if v else "False"  # noqa: E731
-        return _format(a, fmt, indent, summarize), fmt
-    if a.dtype.kind in "iu":
-        shown = a
-        width = max((len(str(v)) for v in shown.reshape(-1)), default=1)
-        fmt = lambda v: str(int(v)).rjust(width)  # noqa: E731
-        return _format(a, fmt, indent, summarize), fmt
-    base = _float_formatter(a.reshape(-1).astype(np.float64))
-    width = max((len(base(v)) for v in a.reshape(-1)), default=1)
-    fmt = lambda v: base(v).rjust(width)  # noqa: E731
+        base = lambda v: "True" if v else "False"  # noqa: E731
+        values = shown
+    elif a.dtype.kind in "iu":
+        base = lambda v: str(int(v))  # noqa: E731
+        values = shown
+    else:
+        shown = shown.astype(np.float64)
+        spec = _float_format(shown)
+        base = lambda v: _special(v) or spec % v  # noqa: E731
+        values = shown[np.isfinite(shown) & (shown != 0)]  # the width comes from these only, as in PyTorch
+
+    def fmt(v):
+        return base(v).rjust(fmt.width)
+    fmt.width = max((len(base(v)) for v in values), default=1)
     return _format(a, fmt, indent, summarize), fmt
 
 

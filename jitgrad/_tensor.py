@@ -184,7 +184,7 @@ class Tensor:
 
     @property
     def grad(self):
-        if self.grad_fn is not None and not self.retains_grad:
+        if self.grad_fn is not None and self._grad is None and not self.retains_grad:
             warnings.warn(NON_LEAF_GRAD_WARNING, UserWarning, stacklevel=2)
         return self._grad
 

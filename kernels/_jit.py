@@ -1,12 +1,56 @@
-"""How kernels are compiled: one decorator, so cache, error model and fastmath are set once."""
+"""How kernels are compiled: one decorator, so cache, error model and fastmath are set once.
+
+Every compilation of a kernel of this package is timed (numba's "numba:compile" event) and
+recorded in COMPILES, for jitgrad.jit_stats(); with JITGRAD_LOG_COMPILES=1 each kernel's
+compilation is also logged to stderr, one line each.
+"""
+import sys
+import threading
+import time
 import types
 
 from numba import njit
+from numba.core import event
 
 from . import config
 
 # Every compiled kernel, for jitgrad.jit_stats().
 DISPATCHERS = []
+
+# One (kernel name, signature, seconds, nesting depth) per compilation in this process. Scalar
+# functions compile nested inside the loops that inline them (depth > 0): their time is already
+# part of the enclosing loop's.
+COMPILES = []
+
+
+class _CompileRecorder(event.Listener):
+    """Times numba compilations of this package's functions (cache loads are not compilations)."""
+
+    def __init__(self):
+        self._local = threading.local()
+
+    def _stack(self):
+        stack = getattr(self._local, "stack", None)
+        if stack is None:
+            stack = self._local.stack = []
+        return stack
+
+    def on_start(self, ev):
+        self._stack().append(time.perf_counter())
+
+    def on_end(self, ev):
+        stack = self._stack()
+        seconds = time.perf_counter() - stack.pop()
+        fn = ev.data["dispatcher"].py_func
+        if not fn.__module__.startswith(__package__ + "."):
+            return  # someone else's @njit function
+        sig = "(%s)" % ", ".join(str(a) for a in ev.data["args"])
+        COMPILES.append((fn.__name__, sig, seconds, len(stack)))
+        if config.LOG_COMPILES and not stack:
+            print("jitgrad: compiled %s%s in %.3f s" % (fn.__name__, sig, seconds), file=sys.stderr, flush=True)
+
+
+event.register("numba:compile", _CompileRecorder())
 
 
 def compiled(fn, parallel=False, name=None):

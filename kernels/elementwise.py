@@ -87,7 +87,7 @@ def neg(x): return -x
 @scalar
 def abs_(x): return abs(x)
 @scalar
-def sign(x): return x if x != x else (x > 0) - (x < 0)
+def sign(x): return x if x != x else int(x > 0) - int(x < 0)
 @scalar
 def exp(x): return vexp(x)
 @scalar
@@ -115,7 +115,7 @@ def tanh(x): return vtanh(x)
 @scalar
 def sigmoid(x): return 1 / (1 + vexp(-x))
 @scalar
-def relu(x): return x if x > 0 else x * 0
+def relu(x): return x if x > 0 or x != x else 0  # not x * 0: that is -0. for x < 0 and nan for -inf
 @scalar
 def leaky_relu(x, slope): return x if x > 0 else x * slope
 @scalar
@@ -210,7 +210,7 @@ def clamp(x, lo, hi):
 # Each is one op's gradient formula for one input, fused into one pass. The op table holds the
 # same formula over tensor ops (for create_graph); the generated tests hold these to it.
 @scalar
-def abs_vjp(g, x): return g * ((x > 0) - (x < 0))
+def abs_vjp(g, x): return g * (int(x > 0) - int(x < 0))
 @scalar
 def exp_vjp(g, y): return g * y
 @scalar

@@ -9,8 +9,6 @@
 """
 import heapq
 
-import numpy as np
-
 from .._grad_mode import STATE, set_grad_enabled
 from .graph import AccumulateGrad, edge
 
@@ -31,7 +29,7 @@ def _root_grads(tensors, grad_tensors, what="grad"):
                 raise RuntimeError("grad can be implicitly created only for real scalar outputs but got " + t.dtype.name)
             g = ones_like(t)
         elif not isinstance(g, Tensor):
-            g = Tensor._wrap(np.asarray(g, dtype=t.dtype.np))
+            raise TypeError("gradients can be either Tensors or None, but got " + type(g).__name__)
         if g.shape != t.shape:
             raise RuntimeError("Mismatch in shape: grad_output[%d] has a shape of %r and output[%d] has a shape of %r."
                                % (i, g.shape, i, t.shape))
@@ -241,7 +239,7 @@ def _apply_with_anomaly(node, grads):
 
 def _n_outputs(node):
     op = getattr(node, "op", None)
-    return op.n_outputs if op is not None else 1
+    return op.n_outputs if op is not None else node.n_outputs
 
 
 def _add(buffers, node, k, g):

@@ -97,6 +97,8 @@ class _FunctionMeta(type):
     def __init__(cls, name, bases, attrs):
         backward_cls = type(name + "Backward", (BackwardCFunction,), {"_forward_cls": cls, "__slots__": ()})
         cls._backward_cls = backward_cls
+        forward = attrs.get("forward")
+        cls._legacy = forward is not None and not isinstance(forward, staticmethod)  # forward(self, ...)
         super().__init__(name, bases, attrs)
 
 
@@ -104,8 +106,10 @@ class Function(metaclass=_FunctionMeta):
     """Base class of custom differentiable operations."""
 
     def __init__(self, *args, **kwargs):
-        raise RuntimeError("Legacy autograd function with non-static forward method is deprecated. Please use new-style "
-                           "autograd function with static forward method.")
+        import warnings
+        warnings.warn("%s should not be instantiated. Methods on autograd functions are all static, so you should "
+                      "invoke them on the class itself. Instantiating an autograd function will raise an error in a "
+                      "future version of PyTorch." % self.__class__, DeprecationWarning, stacklevel=2)
 
     @staticmethod
     def forward(ctx, *args, **kwargs):
@@ -125,6 +129,9 @@ class Function(metaclass=_FunctionMeta):
     @classmethod
     def apply(cls, *args, **kwargs):
         from .._tensor import Tensor
+        if cls._legacy:
+            raise RuntimeError("Legacy autograd function with non-static forward method is deprecated. Please use "
+                               "new-style autograd function with static forward method.")
         ctx = cls._backward_cls()
         is_tensor = [isinstance(a, Tensor) for a in args]
         ctx.needs_input_grad = tuple(t and a._requires_grad for t, a in zip(is_tensor, args))
@@ -158,12 +165,15 @@ class Function(metaclass=_FunctionMeta):
             if id(o) in inputs and id(o) not in dirty:
                 o = o._alias()  # returning an input unchanged gives a new tensor object, as in PyTorch
             if id(o) in dirty:
+                if o.grad_fn is None and o._requires_grad:
+                    raise RuntimeError("a leaf Variable that requires grad has been used in an in-place operation.")
                 o._vc[0] += 1
             meta.append((o.shape, o.dtype))
             if id(o) not in non_diff and o.dtype.is_floating_point:
                 o.grad_fn, o._output_nr, o._requires_grad = ctx, k, True
             wrapped.append(o)
         ctx._out_meta = meta
+        ctx.n_outputs = len(outs)  # the engine keeps one gradient slot per output
         outputs_by_id = {id(o): k for k, o in enumerate(wrapped) if isinstance(o, Tensor)}
         saved = []
         for t in ctx.to_save:

@@ -168,7 +168,8 @@ class SavedTensor:
     used. An op's own output is saved as its bare array (no grad_fn: no reference cycle) and
     gets its node back, through a weak reference, when unpacked.
     """
-    __slots__ = ("_data", "_packed", "_hooks", "_vc", "_version", "_node", "_output_nr", "_saved_fn", "_freed")
+    __slots__ = ("_data", "_packed", "_hooks", "_vc", "_version", "_node", "_output_nr", "_saved_fn", "_freed",
+                 "_meta")
 
     def __init__(self, t, is_output=False, node=None):
         if t._inference and not STATE.inference:
@@ -210,12 +211,14 @@ class SavedTensor:
         if self._freed:
             raise RuntimeError(FREED_MESSAGE)
         if self._hooks is not None:
-            raise RuntimeError("SavedTensor hooks have already been set on this SavedTensor.")
+            raise RuntimeError("Calling register_hooks on a saved tensor whose hooks have already been set. Hint: only "
+                               "one pair of hooks is allowed at a time.")
         value = self._tensor()
         if self._node is not None:
             value = value.detach()
         self._hooks = (pack_hook, unpack_hook)
         self._packed = pack_hook(value)
+        self._meta = (value.shape, value.dtype)  # for the version error message: the value itself is packed
         self._data = None
 
     def describe(self):
@@ -223,6 +226,8 @@ class SavedTensor:
         t = self._data if self._data is not None and self._node is None else None
         if t is not None:
             shape, dtype = t.shape, t.dtype
+        elif self._data is None and self._hooks is not None:
+            shape, dtype = self._meta
         else:
             from .._dtype import FROM_NP
             arr = self._data if self._data is not None else None
@@ -263,6 +268,7 @@ class SavedTensor:
     def release(self):
         self._data = self._packed = None
         self._saved_fn = None
+        self._hooks = None  # the unpack hook may hold memory of its own (a checkpoint's recomputed values)
         self._freed = True
 
 
@@ -279,3 +285,26 @@ class saved_tensors_hooks:
 
     def __exit__(self, *exc):
         STATE.saved_tensors_hooks = STATE.saved_tensors_hooks[:-1]
+
+
+class save_on_cpu(saved_tensors_hooks):
+    """Context manager: tensors saved for backward inside it are kept in host memory. A device tensor
+    is copied to the CPU when saved and back to its device when backward reads it (its history
+    re-attached); a CPU tensor is already there and is kept as it is, as in PyTorch."""
+
+    def __init__(self, pin_memory=False, device_type="cuda"):
+        super().__init__(_pack_on_cpu, _unpack_from_cpu)
+
+
+def _pack_on_cpu(t):
+    if t.device.type == "cpu":
+        return None, t, None, 0
+    return t.device, t.detach().cpu(), t.grad_fn, t._output_nr
+
+
+def _unpack_from_cpu(packed):
+    device, t, grad_fn, output_nr = packed
+    if device is None:
+        return t
+    t = t.to(device)
+    return t._alias(grad_fn=grad_fn, output_nr=output_nr) if grad_fn is not None else t

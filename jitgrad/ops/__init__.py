@@ -1,9 +1,12 @@
 """The op table (one entry per op, grouped by kind) and what is generated from it:
 Tensor methods, operators, in-place variants and the ``jitgrad.*`` functions."""
+from .._grad_mode import STATE
+from .._op import broadcast_shapes
 from .._tensor import Tensor
 from . import elementwise, indexing, linalg, reduction, shape, softmax  # noqa: F401  (registers the entries)
+from . import conv, layers  # noqa: F401,E402  (nn ops: convolution, pooling, linear, embedding, pad)
 from ._table import FUNCTIONS, METHODS, OPS
-from .shape import cast  # noqa: F401
+from .shape import cast, move  # noqa: F401
 
 # Ops with an in-place form (name_): run out of place on a stand-in, then write back (see _inplace).
 INPLACE = ["add", "sub", "mul", "div", "pow", "clamp", "clamp_min", "clamp_max", "clip", "relu", "sigmoid", "tanh",
@@ -82,16 +85,24 @@ def _fill_(self, value):
                 raise RuntimeError("fill_ only supports 0-dimension value tensor but got tensor with %d dimensions."
                                    % v.ndim)
             return t * 0 + v
-        return full_like(t, v) if not t._requires_grad else t * 0 + v
+        # t * 0 links the result to t's history when recording; unrecorded, t may hold garbage (NaN * 0 is NaN)
+        return t * 0 + v if t._requires_grad and STATE.grad_enabled else full_like(t, v)
     return inplace(self, fill, (value,), {})
 
 
 def _copy_(self, src, non_blocking=False):
     from .._inplace import inplace
 
+    if not isinstance(src, Tensor):
+        raise TypeError("copy_(): argument 'other' (position 1) must be Tensor, not " + type(src).__name__)
+    shape = broadcast_shapes(tuple(self.shape), tuple(src.shape))  # PyTorch's messages for what can't broadcast
+    if shape != tuple(self.shape):
+        raise RuntimeError("output with shape [%s] doesn't match the broadcast shape [%s]"
+                           % (", ".join(map(str, self.shape)), ", ".join(map(str, shape))))
+
     def copy(t, s):
-        s = s if isinstance(s, Tensor) else Tensor._wrap(__import__("numpy").asarray(s))
-        return s.expand(t.shape).to(t.dtype) + t * 0 if t._requires_grad else s.expand(t.shape).to(t.dtype)
+        return s.expand(t.shape).to(t.dtype) + t * 0 if t._requires_grad and STATE.grad_enabled \
+            else s.expand(t.shape).to(t.dtype)
     return inplace(self, copy, (src,), {})
 
 

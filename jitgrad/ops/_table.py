@@ -8,6 +8,20 @@ METHODS = {}  # Tensor method name -> function(self, ...)
 FUNCTIONS = {}  # jitgrad.<name> -> function
 
 
+_TYPE_NAMES = {"bool": "Bool", "int32": "Int", "int64": "Long"}
+INTS = ("int32", "int64")
+
+
+def no_kernel(kernel, *dtypes):
+    """``Op.unsupported`` for input dtypes PyTorch has no kernel named ``kernel`` for."""
+    return rejects(NotImplementedError, "\"%s\" not implemented for '%%(type)s'" % kernel, *dtypes)
+
+
+def rejects(exc, message, *dtypes):
+    """``Op.unsupported``: ``exc(message)`` for these input dtypes (``%(type)s``: PyTorch's name, 'Long')."""
+    return {d: (exc, message % {"type": _TYPE_NAMES[d]}) for d in dtypes}
+
+
 def register(op):
     if op.name in OPS:
         raise ValueError("op %r defined twice" % op.name)
@@ -35,9 +49,11 @@ def export(*names, method=True, function=True):
 # non-contiguous (from_numpy).
 def _arr(rng, shape, lo, hi, dtype):
     if np.dtype(dtype).kind == "b":
-        return rng.random(shape) > 0.5
-    if np.dtype(dtype).kind in "iu":  # the integers inside the domain
-        return rng.integers(int(np.ceil(lo)), int(np.floor(hi)) + 1, size=shape).astype(dtype)
+        return np.asarray(rng.random(shape) > 0.5)
+    if np.dtype(dtype).kind in "iu":  # the integers inside the domain (or around it, if none is inside)
+        a, b = int(np.ceil(lo)), int(np.floor(hi))
+        a, b = (a, b) if a <= b else (int(np.floor(lo)), int(np.ceil(hi)))
+        return np.asarray(rng.integers(a, b + 1, size=shape), dtype=dtype)
     a = rng.uniform(lo, hi, size=shape)
     return np.asarray(a, dtype=dtype)
 

@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from .. import _dtype as D
-from .._op import Op, _result_dtypes, dispatch
+from .._op import Op, _result_dtypes, broadcast_shapes, dispatch
 from .._tensor import Tensor
 from ..kernels import elementwise as E
 from ._table import (INTS, _arr, _noncontig, binary_samples, export, joined, no_kernel, register, rejects,
@@ -55,7 +55,7 @@ POS = (0.5, 2.0)
 NEG = _unary("neg", lambda g, s: -g, (), dtype="same", ref=np.negative)
 ABS = _unary("abs", lambda g, s: g * _sign(s.self), ("self",), ("abs_vjp", ("g", "self")), dtype="same",
              ref=np.abs)
-SIGN = _unary("sign", _zero, (), dtype="same", ref=np.sign)
+SIGN = _unary("sign", _zero, (), dtype="same", ref=lambda x: x.copy() if x.dtype == bool else np.sign(x))
 EXP = _unary("exp", lambda g, s: g * s.result, ("result",), ("mul", ("g", "result")), ref=np.exp)
 EXPM1 = _unary("expm1", lambda g, s: g * (s.result + 1), ("result",), ("expm1_vjp", ("g", "result")),
                ref=np.expm1)
@@ -91,7 +91,8 @@ _SQRT1_2, _INV_SQRT_2PI = 1 / math.sqrt(2), 1 / math.sqrt(2 * math.pi)
 GELU = _unary("gelu", lambda g, s: g * (0.5 * (1 + (s.self * _SQRT1_2).erf())
                                         + s.self * _INV_SQRT_2PI * (-0.5 * s.self * s.self).exp()),
               ("self",), ("gelu_vjp", ("g", "self")), ref=lambda x: 0.5 * x * (1 + _np_erf(x / np.sqrt(2))))
-GELU_TANH = _unary("gelu_tanh", lambda g, s: _gelu_tanh_grad(g, s.self), ("self",), ("gelu_tanh_vjp", ("g", "self")), method=False, function=False,
+GELU_TANH = _unary("gelu_tanh", lambda g, s: _gelu_tanh_grad(g, s.self), ("self",), ("gelu_tanh_vjp", ("g", "self")),
+                   method=False, function=False,
                    node="GeluBackward0", ref=lambda x, approximate="tanh": 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3))),
                    differentiable=True, check_vjp=False, double_backward=False)
 
@@ -118,14 +119,14 @@ ISNAN = _unary("isnan", None, (), dtype="bool", ref=np.isnan, inplace=False)
 
 
 def _np_erf(x):
-    return np.vectorize(math.erf, otypes=[x.dtype])(x)
+    return np.vectorize(math.erf, otypes=[x.dtype if x.dtype.kind == "f" else np.float64])(x)
 
 
 ERF.ref = _np_erf
 
 # ---------------------------------------------------------------------- binary
 ADD = _binary("add", [(lambda g, s: g, ()), (lambda g, s: g * s.alpha if s.alpha != 1 else g, ())],
-              ref=lambda a, b, alpha=1: a + alpha * b)
+              ref=lambda a, b, alpha=1: a + b if alpha == 1 else a + alpha * b)  # bool + bool stays bool
 SUB = _binary("sub", [(lambda g, s: g, ()), (lambda g, s: -g * s.alpha, ())],
               ref=lambda a, b, alpha=1: a - alpha * b)
 MUL = _binary("mul", [(lambda g, s: g * s.other, ("other",)), (lambda g, s: g * s.self, ("self",))],
@@ -135,7 +136,7 @@ DIV = _binary("div", [(lambda g, s: g / s.other, ("other",)), (lambda g, s: -g *
               [("div", ("g", "other")), ("div_vjp_other", ("g", "self", "other"))], dtype="float",
               ref=np.true_divide, b=POS)
 DIV_ROUNDED = _binary("div_rounded", [(_zero, ()), (_zero, ())], ref=None, kernel="div_trunc", method=False,
-                      function=False, node="DivBackward0", b=POS)
+                      function=False, node="DivBackward2", b=POS)
 POW = _binary("pow", [(lambda g, s: _pow_grad_self(g, s.self, s.other), ("self", "other")),
                       (lambda g, s: _pow_grad_other(g, s.self, s.other, s.result), ("self", "other", "result"))],
               [("pow_vjp_self", ("g", "self", "other")), ("pow_vjp_other", ("g", "self", "other", "result"))],
@@ -319,7 +320,7 @@ def pow(input, exponent):
         raise RuntimeError("Integers to negative integer powers are not allowed.")
     if exponent.__class__ in (int, float) and exponent == 2 and isinstance(input, Tensor) and \
             (exponent.__class__ is int or input.dtype.is_floating_point):
-        return dispatch(SQUARE, (input,))  # x ** 2: one multiply instead of a libm pow per element
+        return square(input)  # x ** 2: one multiply instead of a libm pow per element
     return dispatch(POW, (input, exponent))
 
 
@@ -377,7 +378,7 @@ def where(condition, input=None, other=None):
         return condition.nonzero(as_tuple=True)
     if isinstance(condition, Tensor) and condition.dtype.name != "bool":
         raise RuntimeError("where expected condition to be a boolean tensor, but got a tensor with dtype "
-                           + condition.dtype.name.capitalize())
+                           + condition.dtype.tensor_type[:-len("Tensor")])
     return dispatch(WHERE, (condition, input, other))
 
 
@@ -389,11 +390,16 @@ def _where_method(self, condition, other):
     return where(condition, self, other) if condition.dtype.name == "bool" else where(self.bool(), condition, other)
 
 
+_C_TYPE_NAMES = {"int64": "long int", "int32": "int", "float32": "float", "float64": "double"}
+
+
 @export("masked_fill")
 def masked_fill(input, mask, value):
     if not isinstance(mask, Tensor) or mask.dtype.name != "bool":
+        if not isinstance(mask, Tensor):
+            raise TypeError("masked_fill(): argument 'mask' (position 1) must be Tensor, not " + type(mask).__name__)
         raise RuntimeError("masked_fill_ only supports boolean masks, but got mask with dtype "
-                           + (mask.dtype.name if isinstance(mask, Tensor) else type(mask).__name__))
+                           + _C_TYPE_NAMES[mask.dtype.name])
     if isinstance(value, Tensor) and value.ndim != 0:
         raise RuntimeError("masked_fill_ only supports a 0-dimensional value tensor, but got tensor with %d "
                            "dimension(s)." % value.ndim)
@@ -405,10 +411,8 @@ def masked_fill(input, mask, value):
 
 
 def _masked_fill_scalar(input, mask, value):
-    shape = np.broadcast_shapes(input.shape, mask.shape)
-    if shape != input.shape:
-        raise RuntimeError("The expanded size of the mask (%s) must match the existing size of the input"
-                           % list(mask.shape))
+    if mask.shape != input.shape:
+        broadcast_shapes(mask.shape, input.shape)  # PyTorch names the mask tensor a
     if not input.dtype.is_floating_point and isinstance(value, float):
         value = int(value)
     return dispatch(MASKED_FILL, (input, mask), {"value": value})
@@ -417,7 +421,7 @@ def _masked_fill_scalar(input, mask, value):
 MASKED_FILL = register(Op("masked_fill", lambda xp, dt, x, m, value: xp.run("where", dt, m, dt.type(value), x),
                           inputs=("self", "mask"), dtype="keep", broadcast=True, keep_inputs=(1,),
                           vjp=[(lambda g, s: g.masked_fill(s.mask, 0.0), ("mask",))],
-                          fused=[("where", ("mask", "zero", "g"))], ref=lambda x, m, value: np.where(m, value, x),
+                          fused=[("where", ("mask", "zero", "g"))], ref=lambda x, m, value: np.where(m, value, x).astype(x.dtype),
                           node="MaskedFillBackward0"))
 
 

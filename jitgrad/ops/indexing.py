@@ -62,6 +62,8 @@ def normalize_key(t, key):
                 raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
         elif isinstance(k, bool):
             k = np.asarray(k)
+        elif isinstance(k, slice) and k.step is not None and k.step <= 0:
+            raise ValueError("step must be greater than zero")
         elif not (_is_basic(k) or isinstance(k, np.ndarray)):
             raise IndexError("only integers, slices (`:`), ellipsis (`...`), None and long or byte Variables are valid "
                              "indices (got %s)" % type(k).__name__)
@@ -71,6 +73,9 @@ def normalize_key(t, key):
     n_explicit = sum(1 for k in out if k is not None and k is not Ellipsis and not (isinstance(k, np.ndarray) and k.dtype == bool))
     n_explicit += sum(k.ndim for k in out if isinstance(k, np.ndarray) and k.dtype == bool)
     if n_explicit > t.ndim:
+        if t.ndim == 0:
+            raise IndexError("invalid index of a 0-dim tensor. Use `tensor.item()` in Python or `tensor.item<T>()` in "
+                             "C++ to convert a 0-dim tensor to a number")
         raise IndexError("too many indices for tensor of dimension %d" % t.ndim)
     for k in out:
         if k is None:
@@ -138,9 +143,16 @@ SCATTER_ADD = register(Op("scatter_add", _scatter_add_forward, inputs=("self", "
                           dtype="keep", keep_inputs=(1,), method=False, function=False, ref=None, samples=None))
 
 
+_INDEX_DTYPE_ERRORS = {"index_select": "index_select(): Expected dtype int32 or int64 for index",
+                       "gather": "gather(): Expected dtype int32/int64 for index",
+                       "scatter_add": "scatter(): Expected dtype int32/int64 for index"}
+
+
 def _check_index(index, name):
-    if not isinstance(index, Tensor) or index.dtype.name not in ("int64", "int32"):
-        raise RuntimeError("%s(): Expected dtype int64 for index" % name)
+    if not isinstance(index, Tensor):
+        raise TypeError("%s(): argument 'index' (position 3) must be Tensor, not %s" % (name, type(index).__name__))
+    if index.dtype.name not in ("int64", "int32"):
+        raise RuntimeError(_INDEX_DTYPE_ERRORS[name])
 
 
 @export()
@@ -151,7 +163,7 @@ def index_select(input, dim, index):
     d = input._wrap_dim(dim) if input.ndim else 0
     n = input.shape[d] if input.ndim else 1
     idx = index._data.reshape(-1)
-    if idx.size and (idx.max() >= n or idx.min() < -n):
+    if idx.size and (idx.max() >= n or idx.min() < 0):
         raise IndexError("index out of range in self")
     return dispatch(INDEX_SELECT, (input, Tensor._wrap(idx.astype(np.int64, copy=False))), {"dim": d})
 
@@ -191,6 +203,15 @@ def scatter_add(input, dim, index, src):
 def scatter_into_zeros(shape, dim, index, src):
     from .._factories import zeros
     return scatter_add(zeros(shape, dtype=src.dtype), dim, index, src)
+
+
+@export()
+def nonzero(input, *, as_tuple=False):
+    """Indices of the nonzero elements: an (n, ndim) int64 tensor, or a tuple of one index tensor per dim."""
+    idx = np.nonzero(input._host().reshape(-1) if input.ndim == 0 else input._host())
+    if as_tuple:
+        return tuple(Tensor._wrap(i.astype(np.int64)) for i in idx)
+    return Tensor._wrap(np.stack(idx, 1).astype(np.int64) if input.ndim else np.zeros((len(idx[0]), 0), np.int64))
 
 
 @export(method=False)
@@ -249,7 +270,7 @@ def _put_samples(rng, dtype):
 
 def _index_select_samples(rng, dtype):
     x = _arr(rng, (4, 3), -1.0, 1.0, dtype)
-    return [((x, 0, np.array([0, 2, 0])), {}), ((x, 1, np.array([2])), {}), ((x, -1, np.array([1, -1])), {}),
+    return [((x, 0, np.array([0, 2, 0])), {}), ((x, 1, np.array([2])), {}), ((x, -1, np.array([1, 2])), {}),
             ((x, 0, np.array(3)), {}), ((_noncontig(rng, (4, 3), -1.0, 1.0, dtype), 1, np.array([0, 0])), {})]
 
 

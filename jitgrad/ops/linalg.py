@@ -2,7 +2,7 @@
 import numpy as np
 
 from .._op import Op, dispatch
-from ._table import _arr, _noncontig, export, register
+from ._table import _arr, _noncontig, export, no_kernel, register
 
 
 def _samples(*shapes):
@@ -44,6 +44,8 @@ OUTER = _linop("outer", lambda xp, dt, a, b: xp.outer(a, b),
                _samples(((3,), (2,)),), node="OuterBackward0")
 for _op in (MM, BMM, MATMUL, MV, DOT, OUTER):
     _op.ref = np.matmul if _op.name not in ("dot", "outer") else (np.dot if _op.name == "dot" else np.outer)
+for _op, _kernel in [(MM, "addmm_impl_cpu_"), (BMM, "bmm"), (MATMUL, "bmm"), (MV, "addmv_impl_cpu"), (DOT, "dot")]:
+    _op.unsupported = no_kernel(_kernel, "bool")  # PyTorch has no bool GEMM
 
 
 _NAMES = {"float32": "float", "float64": "double", "int64": "long", "int32": "int", "bool": "bool"}

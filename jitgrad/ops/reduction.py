@@ -4,13 +4,14 @@ Each takes ``dim`` (None, an int or a tuple) and ``keepdim``. Forward kernels ar
 kernels/reduce.py; backward formulas re-expand the gradient with ``_unreduce``.
 """
 import math
+import warnings
 
 import numpy as np
 
 from .. import _dtype as D
 from .._op import Op, dispatch
 from .._tensor import Tensor
-from ._table import _arr, _noncontig, export, register, unary_samples
+from ._table import INTS, _arr, _noncontig, export, register, rejects, unary_samples
 from .elementwise import where
 
 
@@ -19,8 +20,10 @@ def normalize_dims(t, dim):
     nd = t.ndim
     if dim is None:
         return tuple(range(nd))
-    dims = (dim,) if isinstance(dim, (int, np.integer)) else tuple(dim)
-    out = sorted({t._wrap_dim(d) for d in dims}) if nd else []
+    dims = (dim,) if isinstance(dim, (int, np.integer)) else tuple(dim) if isinstance(dim, (tuple, list)) else None
+    if dims is None:
+        raise TypeError("argument 'dim' must be int or tuple of ints, not " + type(dim).__name__)
+    out = sorted({t._wrap_dim(d) for d in dims})  # checks the range, also of a 0-d tensor's dims
     if nd and len(out) != len(dims):
         raise RuntimeError("dim %d appears multiple times in the list of dims" % dims[0])
     return tuple(out) if nd else ()
@@ -74,7 +77,7 @@ def _prod_grad(g, s):
     zeros = x == 0
     nz = zeros.sum(dims, keepdim=True)
     safe = x.masked_fill(zeros, 1.0)
-    p_nz = safe.prod(dims, keepdim=True)
+    p_nz = _reduce(PROD, PROD, safe, dims, True)  # the table op: the public prod() takes one int dim only
     grad = where(nz == 0, p_nz / safe, where(zeros & (nz == 1), p_nz, 0.0))
     return _unreduce(g, s) * grad
 
@@ -102,7 +105,8 @@ def _var_grad(g, s):
 def _std_grad(g, s):
     x = s.self
     mean = x.mean(s.dims, keepdim=True) if s.dims else x
-    return _kept(g, s) * (x - mean) / ((_count(s) - s.correction) * _kept(s.result, s))
+    r = _kept(s.result, s)
+    return (_kept(g, s) * (x - mean) / ((_count(s) - s.correction) * r)).masked_fill(r == 0, 0.0)  # 0 where std is 0
 
 
 def _norm_forward(xp, dt, x, dims, keepdim, p):
@@ -249,21 +253,29 @@ def prod(input, dim=None, keepdim=False, *, dtype=None):
 
 
 def _check_nonempty(input, dims, name):
-    if input.numel() == 0:
-        raise IndexError("%s(): Expected reduction dim to be specified for input.numel() == 0. Specify the reduction "
-                         "dim with the 'dim' argument." % name)
+    """max-like reductions have no identity: reducing a dim of size 0 is an error."""
+    for d in dims:
+        if input.shape[d] == 0:
+            raise IndexError("%s(): Expected reduction dim %d to have non-zero size." % (name, d))
+
+
+def _amax_like(op, name, input, dim, keepdim):
+    if dim == () and input.numel() == 0:
+        raise RuntimeError("%s(): Expected reduction dim to be specified for input.numel() == 0. Specify the "
+                           "reduction dim with the 'dim' argument." % name)
+    dims = normalize_dims(input, None if dim == () else dim)
+    _check_nonempty(input, dims, name)
+    return dispatch(op, (input,), {"dims": dims, "keepdim": keepdim})
 
 
 @export()
 def amax(input, dim=(), keepdim=False):
-    _check_nonempty(input, dim, "amax")
-    return _reduce(AMAX, None, input, None if dim == () else dim, keepdim)
+    return _amax_like(AMAX, "amax", input, dim, keepdim)
 
 
 @export()
 def amin(input, dim=(), keepdim=False):
-    _check_nonempty(input, dim, "amin")
-    return _reduce(AMIN, None, input, None if dim == () else dim, keepdim)
+    return _amax_like(AMIN, "amin", input, dim, keepdim)
 
 
 class _ValuesIndices(tuple):
@@ -293,6 +305,7 @@ def _extreme(op_all, op_dim, name, input, dim, keepdim, other):
                                "reduction dim with the 'dim' argument." % name)
         return dispatch(op_all, (input,), {"dims": tuple(range(input.ndim)), "keepdim": False})
     d = (input._wrap_dim(dim),) if input.ndim else ()
+    _check_nonempty(input, d, name)
     values, indices = dispatch(op_dim, (input,), {"dims": d, "keepdim": keepdim})
     if op_dim.name in ("max_dim", "min_dim") and values.grad_fn is not None:
         values.grad_fn.saved["indices"] = indices
@@ -316,6 +329,7 @@ def argmax(input, dim=None, keepdim=False):
     if dim is None:
         return dispatch(ARGMAX, (input.reshape(-1),), {"dims": (0,), "keepdim": False}) if input.numel() else \
             _empty_arg_error("argmax")
+    _check_nonempty(input, normalize_dims(input, dim), "argmax")
     return _reduce(ARGMAX, None, input, dim, keepdim)
 
 
@@ -324,11 +338,12 @@ def argmin(input, dim=None, keepdim=False):
     if dim is None:
         return dispatch(ARGMIN, (input.reshape(-1),), {"dims": (0,), "keepdim": False}) if input.numel() else \
             _empty_arg_error("argmin")
+    _check_nonempty(input, normalize_dims(input, dim), "argmin")
     return _reduce(ARGMIN, None, input, dim, keepdim)
 
 
 def _empty_arg_error(name):
-    raise RuntimeError("%s(): Expected reduction dim to be specified for input.numel() == 0." % name)
+    raise IndexError("%s(): Expected reduction dim to be specified for input.numel() == 0." % name)
 
 
 def _correction(unbiased, correction):
@@ -341,14 +356,25 @@ def _correction(unbiased, correction):
 def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     if isinstance(unbiased, bool) is False and unbiased is not None and dim is None:
         dim, unbiased = unbiased, None
-    return _reduce(VAR, None, input, dim, keepdim, {"correction": _correction(unbiased, correction)})
+    correction = _correction(unbiased, correction)
+    _check_dof("var", input, dim, correction)
+    return _reduce(VAR, None, input, dim, keepdim, {"correction": correction})
 
 
 @export()
 def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     if isinstance(unbiased, bool) is False and unbiased is not None and dim is None:
         dim, unbiased = unbiased, None
-    return _reduce(STD, None, input, dim, keepdim, {"correction": _correction(unbiased, correction)})
+    correction = _correction(unbiased, correction)
+    _check_dof("std", input, dim, correction)
+    return _reduce(STD, None, input, dim, keepdim, {"correction": correction})
+
+
+def _check_dof(name, input, dim, correction):
+    n = math.prod(input.shape[d] for d in normalize_dims(input, dim))
+    if n - correction <= 0:
+        warnings.warn("%s(): degrees of freedom is <= 0. Correction should be strictly less than the reduction factor "
+                      "(input numel divided by output numel)." % name, UserWarning, stacklevel=3)
 
 
 @export()
@@ -386,6 +412,15 @@ def sum_to_size(self, *size):
     dims = tuple(range(lead)) + tuple(lead + i for i, n in enumerate(shape) if n == 1 and self.shape[lead + i] != 1)
     out = sum(self, dims, keepdim=True) if dims else self
     return out.reshape(shape) if lead else out
+
+
+# input dtypes PyTorch rejects (see Op.unsupported)
+ARGMAX.unsupported = rejects(RuntimeError, "argmax(): does not support bool input", "bool")
+ARGMIN.unsupported = rejects(RuntimeError, "argmin(): does not support bool input", "bool")
+VAR.unsupported = STD.unsupported = rejects(RuntimeError, "std and var only support floating point and complex dtypes",
+                                            "bool", *INTS)
+NORM.unsupported = rejects(RuntimeError, "linalg.vector_norm: Expected a floating point or complex tensor as input. "
+                           "Got %(type)s", "bool", *INTS)
 
 
 # ---------------------------------------------------------------------- test metadata (see _table.py)

@@ -1,6 +1,7 @@
 """Shape ops: views (view, reshape, squeeze, unsqueeze, expand, transpose, permute, narrow) share the
 input's storage and version counter; cat, stack, repeat, flip, clone and casts copy."""
 import math
+import warnings
 
 import numpy as np
 
@@ -89,11 +90,15 @@ def infer_shape(shape, numel):
     neg = [i for i, s in enumerate(shape) if s == -1]
     if len(neg) > 1:
         raise RuntimeError("only one dimension can be inferred")
-    for s in shape:
+    for i, s in enumerate(shape):
         if s < -1:
-            raise RuntimeError("invalid shape dimension %d" % s)
+            raise RuntimeError("invalid shape dimension %d at index %d of shape [%s]"
+                               % (s, i, ", ".join(map(str, shape))))
     known = math.prod(s for s in shape if s != -1)
     if neg:
+        if known == 0 and numel == 0:
+            raise RuntimeError("cannot reshape tensor of 0 elements into shape [%s] because the unspecified "
+                               "dimension size -1 can be any value and is ambiguous" % ", ".join(map(str, shape)))
         if known == 0 or numel % known:
             raise RuntimeError("shape '[%s]' is invalid for input of size %d" % (", ".join(map(str, shape)), numel))
         shape[neg[0]] = numel // known
@@ -139,6 +144,9 @@ def flatten(input, start_dim=0, end_dim=-1):
 def unflatten(input, dim, sizes):
     d = input._wrap_dim(dim)
     shape = input.shape
+    if -1 not in sizes and math.prod(sizes) != shape[d]:
+        raise RuntimeError("unflatten: Provided sizes [%s] don't multiply up to the size of dim %d (%d) in the input "
+                           "tensor" % (", ".join(map(str, sizes)), d, shape[d]))
     sizes = infer_shape(tuple(sizes), shape[d])
     return reshape(input, shape[:d] + sizes + shape[d + 1:])
 
@@ -246,7 +254,10 @@ def movedim(input, source, destination):
 @export()
 def flip(input, dims):
     dims = (dims,) if isinstance(dims, int) else tuple(dims)
-    return dispatch(FLIP, (input,), {"dims": tuple(input._wrap_dim(d) for d in dims)})
+    wrapped = tuple(input._wrap_dim(d) for d in dims)
+    if len(set(wrapped)) != len(wrapped):
+        raise RuntimeError("dim %d appears multiple times in the list of dims" % wrapped[0])
+    return dispatch(FLIP, (input,), {"dims": wrapped})
 
 
 @export()
@@ -289,18 +300,20 @@ def cast(input, dtype):
 
 def _check_cat(tensors, dim, name):
     if not isinstance(tensors, (list, tuple)):
-        raise TypeError("%s(): argument 'tensors' must be tuple of Tensors, not %s" % (name, type(tensors).__name__))
+        raise TypeError("%s(): argument 'tensors' (position 1) must be tuple of Tensors, not %s"
+                        % (name, type(tensors).__name__))
     if not tensors:
+        if name == "cat":
+            raise ValueError("torch.cat(): expected a non-empty list of Tensors")
         raise RuntimeError("%s expects a non-empty TensorList" % name)
-    for t in tensors:
+    for i, t in enumerate(tensors):
         if not isinstance(t, Tensor):
-            raise TypeError("expected Tensor as element %d in argument 0, but got %s"
-                            % (list(tensors).index(t), type(t).__name__))
+            raise TypeError("expected Tensor as element %d in argument 0, but got %s" % (i, type(t).__name__))
 
 
 @export(method=False)
 def cat(tensors, dim=0):
-    _check_cat(tensors, dim, "torch.cat")
+    _check_cat(tensors, dim, "cat")
     ref = next((t for t in tensors if t.ndim), tensors[0])
     if ref.ndim == 0:
         raise RuntimeError("zero-dimensional tensor (at position 0) cannot be concatenated")
@@ -365,6 +378,8 @@ def chunk(input, chunks, dim=0):
 
 @export()
 def unbind(input, dim=0):
+    if input.ndim == 0:
+        raise IndexError("Dimension specified as %d but tensor has no dimensions" % dim)
     d = input._wrap_dim(dim)
     return tuple(select(input, d, i) for i in range(input.shape[d]))
 
@@ -375,6 +390,13 @@ def _same_view(t):
 
 
 def _T(self):
+    if self.ndim != 2:
+        warnings.warn("Tensor.T is deprecated on 0-D tensors. This function is the identity in these cases."
+                      if self.ndim == 0 else
+                      "The use of `x.T` on tensors of dimension other than 2 to reverse their shape is deprecated and "
+                      "it will throw an error in a future release. Consider `x.mT` to transpose batches of matrices "
+                      "or `x.permute(*torch.arange(x.ndim - 1, -1, -1))` to reverse the dimensions of a tensor.",
+                      UserWarning, stacklevel=2)
     return self.permute(tuple(range(self.ndim - 1, -1, -1))) if self.ndim > 1 else _same_view(self)
 
 
@@ -431,7 +453,7 @@ PERMUTE.samples = _cases(((2, 3), (1, 0)), ((2, 3, 2), (2, 0, 1)), ((2, 3, 2), (
 REPEAT.call, REPEAT.ref = repeat, np.tile
 REPEAT.samples = _cases(((2, 3), (2, 1)), ((3,), (2, 2)), ((), (3,)), ((2, 1), (1, 2, 3)), ([3, 2], (2, 2)))
 FLIP.call, FLIP.ref = flip, np.flip
-FLIP.samples = _cases(((2, 3), (0,)), ((2, 3), (0, 1)), ((2, 3, 2), (-1,)), ((5,), 0), ([3, 2], (1,)))
+FLIP.samples = _cases(((2, 3), (0,)), ((2, 3), (0, 1)), ((2, 3, 2), (-1,)), ((5,), (0,)), ([3, 2], (1,)))
 CLONE.ref = np.copy
 CAST.call, CAST.ref = Tensor.to, lambda x, dtype: x.astype(dtype.np)
 CAST.samples = _cases(((2, 3), D.float32), ((2, 3), D.float64), ((5,), D.int64), ((), D.bool_), ([3, 2], D.int32))

@@ -1,11 +1,10 @@
 """softmax and log_softmax along a dim (max-shifted; fused VJP kernels in kernels/reduce.py)."""
 import numpy as np
 
-from .._grad_mode import STATE
 from .._op import Op, dispatch
 from .._tensor import Tensor
 from .._device import backend
-from ._table import export, register, unary_samples
+from ._table import INTS, export, no_kernel, register, unary_samples
 
 
 def _fused(log):
@@ -41,14 +40,15 @@ def _softmax_api(op):
         if dim is None:
             dim = 0 if input.ndim in (0, 1, 3) else 1
         d = input._wrap_dim(dim) if input.ndim else 0
-        x = input if input.dtype.is_floating_point else input.float()
-        return dispatch(op, (x if x._data.flags.c_contiguous or not STATE.grad_enabled else x,), {"dim": d})
+        return dispatch(op, (input,), {"dim": d})
     fn.__name__ = op.name
     return fn
 
 
 softmax = export("softmax")(_softmax_api(SOFTMAX))
 log_softmax = export("log_softmax")(_softmax_api(LOG_SOFTMAX))
+SOFTMAX.unsupported = no_kernel("softmax_lastdim_kernel_impl", "bool", *INTS)  # pass dtype= to convert first
+LOG_SOFTMAX.unsupported = no_kernel("log_softmax_lastdim_kernel_impl", "bool", *INTS)
 
 
 # ---------------------------------------------------------------------- test metadata (see _table.py)

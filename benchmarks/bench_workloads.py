@@ -1,0 +1,88 @@
+"""asv benchmarks of whole workloads (see workloads.py), their compile cost and peak memory.
+
+time_*: one forward+backward (+ optimizer step) after a warm-up call that compiles the kernels.
+track_*: seconds for a fresh process to reach its first result, with an empty numba cache
+(everything compiles) and with a warm one (kernels load from disk).
+peakmem_*: peak resident memory of a training step.
+"""
+import shutil
+import tempfile
+
+from . import coldstart
+from .workloads import WORKLOADS, library
+
+
+class _Workload:
+    """Builds the workload named by ``name`` (skipped when jitgrad lacks a layer it needs)."""
+    name = None
+
+    def setup(self, *params):
+        import jitgrad
+        self.step = WORKLOADS[self.name](jitgrad)  # NotImplementedError: asv skips the benchmark
+        self.step()  # compile (or load from the cache) before timing
+
+    def time_step(self, *params):
+        self.step()
+
+
+class Chain100(_Workload):
+    """100 small ops on 16 elements, fwd+bwd: the per-op overhead."""
+    name = "chain100"
+
+
+class Elementwise4M(_Workload):
+    """sum(tanh(x*w+b)**2 * sigmoid(x)) on 4M float32 elements, fwd+bwd."""
+    name = "elementwise_4m"
+
+
+class MLPStep(_Workload):
+    """MLP 784-512-256-10 training step, batch 256, SGD momentum."""
+    name = "mlp_step"
+
+    def peakmem_step(self):
+        self.step()
+
+
+class CNNStep(_Workload):
+    """Two conv+relu+maxpool blocks (16, 32 channels) + linear on 64x1x28x28, training step."""
+    name = "cnn_step"
+
+    def peakmem_step(self):
+        self.step()
+
+
+class Reduction(_Workload):
+    """sum / mean / max over axis 1 of 4096x4096 float32, fwd+bwd."""
+    params = ["sum", "mean", "max"]
+    param_names = ["kind"]
+
+    def setup(self, kind):
+        self.name = "reduction_" + kind
+        super().setup(kind)
+
+
+class Matmul(_Workload):
+    """1024x1024 @ 1024x1024 float32, fwd+bwd."""
+    name = "matmul_1024"
+
+
+class CompileCost:
+    """Seconds from a fresh process's start to its first result (import, build, first step)."""
+    params = (["chain100", "elementwise_4m", "mlp_step"], ["empty", "warm"])
+    param_names = ["workload", "numba_cache"]
+    unit = "seconds"
+    timeout = 900  # an empty cache compiles every kernel the workload meets
+    number = 1
+    repeat = 1
+
+    def setup(self, workload, cache):
+        library("jitgrad")
+        self.cache_dir = tempfile.mkdtemp(prefix="jitgrad-numba-cache-")
+        if cache == "warm":
+            coldstart.first_step_seconds(workload, cache_dir=self.cache_dir)
+
+    def teardown(self, workload, cache):
+        shutil.rmtree(self.cache_dir, ignore_errors=True)
+
+    def track_first_result(self, workload, cache):
+        return coldstart.first_step_seconds(workload, cache_dir=self.cache_dir)

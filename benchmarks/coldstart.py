@@ -1,0 +1,36 @@
+"""Cold start: a fresh process imports a library and runs the first step of a workload.
+
+    python benchmarks/coldstart.py mlp_step jitgrad
+    python benchmarks/coldstart.py mlp_step torch
+
+The caller times the whole process (interpreter start, import, building the workload, first
+step); ``first_step_seconds`` runs it in a subprocess and returns that wall time. With jitgrad
+the first step compiles its kernels, or loads them from numba's on-disk cache (NUMBA_CACHE_DIR
+picks the cache: an empty directory gives a cold cache).
+"""
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def first_step_seconds(workload, lib="jitgrad", cache_dir=None):
+    """Wall time of a fresh ``python coldstart.py workload lib`` (with NUMBA_CACHE_DIR=cache_dir if given)."""
+    env = dict(os.environ)
+    if cache_dir is not None:
+        env["NUMBA_CACHE_DIR"] = cache_dir
+    start = time.perf_counter()
+    subprocess.run([sys.executable, os.path.join(HERE, "coldstart.py"), workload, lib], env=env, check=True)
+    return time.perf_counter() - start
+
+
+def main(workload, lib):
+    sys.path.insert(0, HERE)
+    import workloads
+    workloads.WORKLOADS[workload](workloads.library(lib))()
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:3])

@@ -1,0 +1,181 @@
+"""The benchmark workloads, written once against PyTorch's API.
+
+jitgrad has PyTorch's API, so the same code builds each workload on ``jitgrad`` (the asv suite,
+compare.py) and on ``torch`` (compare.py). A builder takes the library module and returns a
+``step()`` closure that runs one forward and backward pass (and, for the training steps, the
+optimizer update). Inputs come from NumPy with a fixed seed, so both libraries see the same data.
+"""
+import numpy as np
+
+SEED = 0
+
+
+def _f32(rng, *shape):
+    return rng.standard_normal(shape, dtype=np.float32)
+
+
+def _leaf(lib, array):
+    return lib.from_numpy(array).requires_grad_()
+
+
+def _clear(*tensors):
+    for t in tensors:
+        t.grad = None
+
+
+def chain100(lib):
+    """Per-op overhead: 100 small ops (mul, add, tanh, sigmoid x 25) on 16 elements, then backward."""
+    rng = np.random.default_rng(SEED)
+    x, w, b = (_leaf(lib, _f32(rng, 16)) for _ in range(3))
+
+    def step():
+        _clear(x, w, b)
+        y = x
+        for _ in range(25):
+            y = (y * w + b).tanh().sigmoid()
+        y.sum().backward()
+    return step
+
+
+def elementwise_4m(lib):
+    """A fused-looking elementwise chain: sum(tanh(x*w+b)**2 * sigmoid(x)) on 4M elements, fwd+bwd."""
+    rng = np.random.default_rng(SEED)
+    x, w, b = (_leaf(lib, _f32(rng, 1 << 22)) for _ in range(3))
+
+    def step():
+        _clear(x, w, b)
+        ((x * w + b).tanh() ** 2 * x.sigmoid()).sum().backward()
+    return step
+
+
+def reduction(kind):
+    """sum / mean / max over axis 1 of a 4096x4096 float32 matrix, fwd+bwd."""
+    def build(lib):
+        rng = np.random.default_rng(SEED)
+        x = _leaf(lib, _f32(rng, 4096, 4096))
+        g = lib.ones(4096)
+        reduce = {"sum": lambda: x.sum(1), "mean": lambda: x.mean(1), "max": lambda: x.max(1)[0]}[kind]
+
+        def step():
+            _clear(x)
+            reduce().backward(g)
+        return step
+    build.__name__ = build.__qualname__ = "reduction_" + kind
+    build.__doc__ = "%s over axis 1 of 4096x4096, fwd+bwd" % kind
+    return build
+
+
+def matmul_1024(lib):
+    """1024x1024 @ 1024x1024 float32, fwd+bwd."""
+    rng = np.random.default_rng(SEED)
+    a, b = _leaf(lib, _f32(rng, 1024, 1024)), _leaf(lib, _f32(rng, 1024, 1024))
+    g = lib.ones(1024, 1024)
+
+    def step():
+        _clear(a, b)
+        (a @ b).backward(g)
+    return step
+
+
+def has_nn(lib, *names):
+    """Whether ``lib.nn`` / ``lib.optim`` import and have the layers ``names`` (jitgrad grows them)."""
+    try:
+        import importlib
+        nn = importlib.import_module(lib.__name__ + ".nn")
+        optim = importlib.import_module(lib.__name__ + ".optim")
+    except ImportError:
+        return False
+    return all(hasattr(nn, n) for n in names + ("Sequential", "Linear", "ReLU")) and hasattr(optim, "SGD") \
+        and hasattr(nn, "functional") and hasattr(nn.functional, "cross_entropy")
+
+
+def _training_step(lib, model, x, y):
+    opt = lib.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    cross_entropy = lib.nn.functional.cross_entropy
+
+    def step():
+        opt.zero_grad()
+        loss = cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+    return step
+
+
+def mlp_step(lib):
+    """One training step of an MLP 784-512-256-10, batch 256, cross-entropy, SGD with momentum 0.9."""
+    rng = np.random.default_rng(SEED)
+    x = lib.from_numpy(_f32(rng, 256, 784))
+    labels = rng.integers(0, 10, 256)
+    y = lib.from_numpy(labels)
+    lib.manual_seed(SEED)
+    if not has_nn(library("jitgrad")):  # both libraries run the plain version until jitgrad has nn/optim
+        return _mlp_step_plain(lib, rng, x, labels)
+    nn = lib.nn
+    model = nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 256), nn.ReLU(), nn.Linear(256, 10))
+    return _training_step(lib, model, x, y)
+
+
+def _mlp_step_plain(lib, rng, x, labels):
+    """The same MLP step with plain tensors and a hand-written SGD-momentum update
+    (for a jitgrad without nn/optim)."""
+    sizes = [(784, 512), (512, 256), (256, 10)]
+    params = []
+    for n_in, n_out in sizes:
+        bound = 1 / np.sqrt(n_in)
+        params.append(_leaf(lib, rng.uniform(-bound, bound, (n_out, n_in)).astype(np.float32)))
+        params.append(_leaf(lib, rng.uniform(-bound, bound, n_out).astype(np.float32)))
+    bufs = [lib.zeros(p.shape) for p in params]
+    onehot = lib.from_numpy(np.eye(10, dtype=np.float32)[labels])
+
+    def step():
+        h = x
+        for i in range(0, len(params), 2):
+            h = h @ params[i].t() + params[i + 1]
+            if i + 2 < len(params):
+                h = h.relu()
+        loss = -(h.log_softmax(1) * onehot).sum() / x.shape[0]
+        _clear(*params)
+        loss.backward()
+        with lib.no_grad():
+            for p, buf in zip(params, bufs):
+                buf.mul_(0.9).add_(p.grad)
+                p.sub_(buf * 0.01)
+        return loss
+    return step
+
+
+def cnn_step(lib):
+    """One training step of a small CNN on 64x1x28x28: two (3x3 conv, ReLU, 2x2 max-pool) blocks
+    with 16 and 32 channels, then a linear layer; cross-entropy, SGD with momentum 0.9."""
+    if not has_nn(lib, "Conv2d", "MaxPool2d", "Flatten"):
+        raise NotImplementedError("%s.nn has no Conv2d/MaxPool2d/Flatten yet" % lib.__name__)
+    rng = np.random.default_rng(SEED)
+    x = lib.from_numpy(_f32(rng, 64, 1, 28, 28))
+    y = lib.from_numpy(rng.integers(0, 10, 64))
+    lib.manual_seed(SEED)
+    nn = lib.nn
+    model = nn.Sequential(nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                          nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                          nn.Flatten(), nn.Linear(32 * 7 * 7, 10))
+    return _training_step(lib, model, x, y)
+
+
+# name -> builder, in the order the comparison table lists them
+WORKLOADS = {f.__name__: f for f in (chain100, elementwise_4m, mlp_step, cnn_step, reduction("sum"),
+                                     reduction("mean"), reduction("max"), matmul_1024)}
+
+# The speed bar of issue 7: the largest acceptable jitgrad/PyTorch-CPU median ratio per workload.
+BAR = {"chain100": 1.5, "elementwise_4m": 1.0, "mlp_step": 1.1, "cnn_step": 1.5, "reduction_sum": 1.0,
+       "reduction_mean": 1.0, "reduction_max": 1.0, "matmul_1024": 1.1}
+COLD_START_BAR = 2.0  # seconds, a fresh process with a warm cache to its first MLP step
+
+
+def library(name):
+    """Import ``jitgrad`` or ``torch`` (PyTorch limited to 2 threads, like the 2-core bar machine)."""
+    if name == "torch":
+        import torch
+        torch.set_num_threads(2)
+        return torch
+    import jitgrad
+    return jitgrad

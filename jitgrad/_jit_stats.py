@@ -1,0 +1,39 @@
+"""jit_stats(): what numba compilation has cost this process so far.
+
+Kernels compile on first use for each argument signature (dtype, layout, serial or parallel
+build) and are then cached on disk, so a later process loads them instead of compiling. The
+counts come from the compile listener in kernels/_jit.py and from numba's per-dispatcher
+cache statistics.
+"""
+from .kernels import _jit
+
+
+def jit_stats(per_kernel=False):
+    """Compilation counters of this process, as a dict:
+
+    - ``kernels_compiled``: kernel signatures compiled here (a cache miss, or no cache);
+    - ``compile_seconds``: wall time spent compiling them (scalar functions inlined into a
+      kernel count in that kernel's time);
+    - ``cache_hits`` / ``cache_misses``: signatures loaded from numba's on-disk cache, and
+      signatures that were not found there;
+    - ``per_kernel`` (with ``per_kernel=True``): ``(name, signature, seconds)`` per compilation,
+      slowest first.
+
+    Set JITGRAD_LOG_COMPILES=1 to see each compilation as it happens, and run
+    ``python -m jitgrad.precompile`` once to fill the cache ahead of time.
+    """
+    top = [c for c in _jit.COMPILES if c[3] == 0]
+    hits = misses = 0
+    for d in _jit.DISPATCHERS:
+        stats = d.stats
+        hits += sum(stats.cache_hits.values())
+        misses += sum(stats.cache_misses.values())
+    out = {
+        "kernels_compiled": len(top),
+        "compile_seconds": sum(c[2] for c in top),
+        "cache_hits": hits,
+        "cache_misses": misses,
+    }
+    if per_kernel:
+        out["per_kernel"] = sorted(((n, s, t) for n, s, t, _ in top), key=lambda c: -c[2])
+    return out

@@ -1,0 +1,186 @@
+"""nn.functional: the stateless forms of the layers. Convolution, pooling, linear, embedding and
+pad are op-table entries (jitgrad/ops/conv.py, layers.py); normalisation, dropout and the
+losses (_loss_functions.py) are composed from table ops, so their gradients of any order follow."""
+import warnings
+
+import numpy as np
+
+from .._factories import generator
+from .._grad_mode import no_grad
+from .._tensor import Tensor
+from ..ops import softmax as _S
+from ..ops.conv import (adaptive_avg_pool2d, avg_pool2d, conv1d, conv2d, conv_transpose1d,  # noqa: F401
+                        conv_transpose2d, max_pool2d)
+from ..ops.indexing import one_hot  # noqa: F401
+from ..ops.layers import embedding, linear, pad  # noqa: F401
+from ._loss_functions import (binary_cross_entropy, binary_cross_entropy_with_logits, cross_entropy,  # noqa: F401
+                              huber_loss, kl_div, l1_loss, mse_loss, nll_loss, smooth_l1_loss)
+
+
+# ---------------------------------------------------------------------- activations
+def relu(input, inplace=False):
+    return input.relu_() if inplace else input.relu()
+
+
+def relu_(input):
+    return input.relu_()
+
+
+def leaky_relu(input, negative_slope=0.01, inplace=False):
+    return input.leaky_relu_(negative_slope) if inplace else input.leaky_relu(negative_slope)
+
+
+def elu(input, alpha=1.0, inplace=False):
+    return input.elu_(alpha) if inplace else input.elu(alpha)
+
+
+def silu(input, inplace=False):
+    return input.silu_() if inplace else input.silu()
+
+
+def gelu(input, approximate="none"):
+    return input.gelu(approximate=approximate)
+
+
+def softplus(input, beta=1.0, threshold=20.0):
+    return input.softplus(beta, threshold)
+
+
+def tanh(input):
+    return input.tanh()
+
+
+def sigmoid(input):
+    return input.sigmoid()
+
+
+def _implicit_dim(name, input, dim):
+    if dim is None:
+        warnings.warn("Implicit dimension choice for %s has been deprecated. Change the call to include dim=X as an "
+                      "argument." % name, UserWarning, stacklevel=3)
+    return dim
+
+
+def softmax(input, dim=None, _stacklevel=3, dtype=None):
+    return _S.softmax(input, _implicit_dim("softmax", input, dim), dtype=dtype)
+
+
+def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
+    return _S.log_softmax(input, _implicit_dim("log_softmax", input, dim), dtype=dtype)
+
+
+# ---------------------------------------------------------------------- linear layers
+def bilinear(input1, input2, weight, bias=None):
+    """y[..., o] = input1[..., i] * weight[o, i, j] * input2[..., j] + bias[o]."""
+    if input1.shape[-1] != weight.shape[1]:
+        raise RuntimeError("bilinear(): input1 size does not match weight size: got %d but expected %d"
+                           % (input1.shape[-1], weight.shape[1]))
+    if input2.shape[-1] != weight.shape[2]:
+        raise RuntimeError("bilinear(): input2 size does not match weight size: got %d but expected %d"
+                           % (input2.shape[-1], weight.shape[2]))
+    for d in range(input1.ndim - 1):
+        if input1.shape[d] != input2.shape[d]:
+            raise RuntimeError("bilinear(): input batch dimensions do not match at dim %d: got %d and %d"
+                               % (d, input1.shape[d], input2.shape[d]))
+    O, I1, I2 = weight.shape
+    t = input1.matmul(weight.permute(1, 0, 2).reshape(I1, O * I2))  # (..., O*I2)
+    out = (t.reshape(tuple(t.shape[:-1]) + (O, I2)) * input2.unsqueeze(-2)).sum(-1)
+    return out if bias is None else out + bias
+
+
+# ---------------------------------------------------------------------- dropout
+def dropout(input, p=0.5, training=True, inplace=False):
+    """Zero each element with probability p and scale the rest by 1/(1-p) (identity when not training)."""
+    if p < 0.0 or p > 1.0:
+        raise ValueError("dropout probability has to be between 0 and 1, but got %s" % p)
+    if not training or p == 0.0:
+        return input
+    keep = generator().random(input.shape) >= p
+    scale = Tensor._wrap((keep * (1.0 / (1.0 - p)) if p < 1.0 else np.zeros(input.shape)).astype(input.dtype.np))
+    return input.mul_(scale) if inplace else input * scale
+
+
+# ---------------------------------------------------------------------- normalisation
+def _check_affine(name, t, n):
+    if t is not None and t.numel() != n:
+        raise RuntimeError("%s should contain %d elements not %d" % (name, n, t.numel()))
+
+
+def _normalize(x, dims, eps):
+    """(x - mean) / sqrt(var + eps) over ``dims`` (biased variance), and the statistics."""
+    mean = x.mean(dims, keepdim=True)
+    xc = x - mean
+    var = (xc * xc).mean(dims, keepdim=True)
+    return xc * (var + eps).rsqrt(), mean, var
+
+
+def _affine(y, weight, bias, shape):
+    if weight is not None:
+        y = y * weight.reshape(shape)
+    if bias is not None:
+        y = y + bias.reshape(shape)
+    return y
+
+
+def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5):
+    """Normalise each channel (dim 1) over the batch and spatial dims; in training, update the running stats."""
+    C = input.shape[1] if input.ndim > 1 else 0
+    for name, t in (("running_mean", running_mean), ("running_var", running_var), ("weight", weight),
+                    ("bias", bias)):
+        _check_affine(name, t, C)
+    shape = (1, C) + (1,) * (input.ndim - 2)
+    dims = (0,) + tuple(range(2, input.ndim))
+    if training:
+        n = input.numel() // C
+        if n == 1:
+            raise ValueError("Expected more than 1 value per channel when training, got input size %r" % (input.shape,))
+        y, mean, var = _normalize(input, dims, eps)
+        if running_mean is not None:
+            with no_grad():
+                running_mean.mul_(1 - momentum).add_(mean.reshape(-1) * momentum)
+        if running_var is not None:
+            with no_grad():
+                running_var.mul_(1 - momentum).add_(var.reshape(-1) * (momentum * n / (n - 1)))
+    else:
+        if running_mean is None or running_var is None:
+            raise RuntimeError("running_%s must be defined in evaluation mode" % ("mean" if running_mean is None
+                                                                               else "var"))
+        y = (input - running_mean.reshape(shape)) * (running_var.reshape(shape) + eps).rsqrt()
+    return _affine(y, weight, bias, shape)
+
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """Normalise over the last len(normalized_shape) dims."""
+    ns = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    k = len(ns)
+    if tuple(input.shape[input.ndim - k:]) != ns or input.ndim < k:
+        raise RuntimeError("Given normalized_shape=[%s], expected input with shape [*, %s], but got input of size[%s]"
+                           % (", ".join(map(str, ns)), ", ".join(map(str, ns)), ", ".join(map(str, input.shape))))
+    for name, t in (("weight", weight), ("bias", bias)):
+        if t is not None and tuple(t.shape) != ns:
+            raise RuntimeError("Expected %s to be of same shape as normalized_shape, but got %s of shape [%s] and "
+                               "normalized_shape = [%s]" % (name, name, ", ".join(map(str, t.shape)),
+                                                           ", ".join(map(str, ns))))
+    y, _, _ = _normalize(input, tuple(range(input.ndim - k, input.ndim)), eps)
+    return _affine(y, weight, bias, ns)
+
+
+def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
+    """Normalise each of num_groups groups of channels (with their spatial dims) per sample."""
+    if input.ndim < 2:
+        raise RuntimeError("Expected at least 2 dimensions for input tensor but received %d" % input.ndim)
+    N, C = input.shape[:2]
+    if C % num_groups:
+        raise RuntimeError("Expected number of channels in input to be divisible by num_groups, but got input of "
+                           "shape [%s] and num_groups=%d" % (", ".join(map(str, input.shape)), num_groups))
+    for name, t in (("weight", weight), ("bias", bias)):
+        _check_affine(name, t, C)
+    y, _, _ = _normalize(input.reshape(N, num_groups, -1), (2,), eps)
+    return _affine(y.reshape(input.shape), weight, bias, (1, C) + (1,) * (input.ndim - 2))
+
+
+__all__ = ["adaptive_avg_pool2d", "avg_pool2d", "batch_norm", "bilinear", "binary_cross_entropy",
+           "binary_cross_entropy_with_logits", "conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d",
+           "cross_entropy", "dropout", "elu", "embedding", "gelu", "group_norm", "huber_loss", "kl_div", "l1_loss",
+           "layer_norm", "leaky_relu", "linear", "log_softmax", "max_pool2d", "mse_loss", "nll_loss", "one_hot", "pad",
+           "relu", "relu_", "sigmoid", "silu", "smooth_l1_loss", "softmax", "softplus", "tanh"]

@@ -1,0 +1,126 @@
+"""Parameter initialisation (PyTorch's nn.init): each function fills a tensor in place, under
+no_grad, from jitgrad's random generator (``jitgrad.manual_seed`` makes it reproducible)."""
+import math
+
+import numpy as np
+
+from .._factories import generator
+from .._grad_mode import no_grad
+from .._tensor import Tensor
+
+
+def _fill(tensor, values):
+    """Write ``values`` (a NumPy array or number) into ``tensor`` in place, without recording it."""
+    with no_grad():
+        src = values if isinstance(values, Tensor) else Tensor._wrap(np.asarray(values, dtype=tensor.dtype.np))
+        tensor.copy_(src)
+    return tensor
+
+
+def _rng(gen):
+    return gen if gen is not None else generator()
+
+
+def calculate_gain(nonlinearity, param=None):
+    """The recommended gain for an activation (the scale of kaiming/xavier init)."""
+    linear = ["linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d"]
+    if nonlinearity in linear or nonlinearity == "sigmoid":
+        return 1
+    if nonlinearity == "tanh":
+        return 5.0 / 3
+    if nonlinearity == "relu":
+        return math.sqrt(2.0)
+    if nonlinearity == "leaky_relu":
+        if param is None:
+            slope = 0.01
+        elif not isinstance(param, bool) and isinstance(param, (int, float)):
+            slope = param
+        else:
+            raise ValueError("negative_slope %s not a valid number" % param)
+        return math.sqrt(2.0 / (1 + slope ** 2))
+    if nonlinearity == "selu":
+        return 3.0 / 4
+    raise ValueError("Unsupported nonlinearity %s" % nonlinearity)
+
+
+def _calculate_fan_in_and_fan_out(tensor):
+    if tensor.ndim < 2:
+        raise ValueError("Fan in and fan out can not be computed for tensor with fewer than 2 dimensions")
+    receptive = math.prod(tensor.shape[2:]) if tensor.ndim > 2 else 1
+    return tensor.shape[1] * receptive, tensor.shape[0] * receptive
+
+
+def _calculate_correct_fan(tensor, mode):
+    mode = mode.lower()
+    if mode not in ("fan_in", "fan_out"):
+        raise ValueError("Mode %s not supported, please use one of fan_in, fan_out" % mode)
+    fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
+    return fan_in if mode == "fan_in" else fan_out
+
+
+def uniform_(tensor, a=0.0, b=1.0, generator=None):
+    return _fill(tensor, _rng(generator).uniform(a, b, tensor.shape))
+
+
+def normal_(tensor, mean=0.0, std=1.0, generator=None):
+    return _fill(tensor, _rng(generator).normal(mean, std, tensor.shape))
+
+
+def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
+    """Normal(mean, std) truncated to [a, b] (by rejection: out-of-range draws are drawn again)."""
+    cdf = lambda x: (1.0 + math.erf((x - mean) / (std * math.sqrt(2.0)))) / 2.0  # noqa: E731
+    if cdf(b) - cdf(a) < 1e-6:
+        raise ValueError("trunc_normal_: [a, b] = [%g, %g] holds almost none of N(%g, %g^2)" % (a, b, mean, std))
+    rng = _rng(generator)
+    out = rng.normal(mean, std, tensor.shape)
+    bad = (out < a) | (out > b)
+    while bad.any():
+        out[bad] = rng.normal(mean, std, int(bad.sum()))
+        bad = (out < a) | (out > b)
+    return _fill(tensor, out)
+
+
+def constant_(tensor, val):
+    with no_grad():
+        tensor.fill_(val)
+    return tensor
+
+
+def ones_(tensor):
+    return constant_(tensor, 1.0)
+
+
+def zeros_(tensor):
+    return constant_(tensor, 0.0)
+
+
+def eye_(tensor):
+    if tensor.ndim != 2:
+        raise ValueError("Only tensors with 2 dimensions are supported")
+    return _fill(tensor, np.eye(*tensor.shape))
+
+
+def xavier_uniform_(tensor, gain=1.0, generator=None):
+    fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
+    a = math.sqrt(3.0) * gain * math.sqrt(2.0 / float(fan_in + fan_out))
+    return uniform_(tensor, -a, a, generator)
+
+
+def xavier_normal_(tensor, gain=1.0, generator=None):
+    fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
+    return normal_(tensor, 0.0, gain * math.sqrt(2.0 / float(fan_in + fan_out)), generator)
+
+
+def kaiming_uniform_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
+    if 0 in tensor.shape:
+        return tensor
+    std = calculate_gain(nonlinearity, a) / math.sqrt(_calculate_correct_fan(tensor, mode))
+    bound = math.sqrt(3.0) * std
+    return uniform_(tensor, -bound, bound, generator)
+
+
+def kaiming_normal_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
+    if 0 in tensor.shape:
+        return tensor
+    std = calculate_gain(nonlinearity, a) / math.sqrt(_calculate_correct_fan(tensor, mode))
+    return normal_(tensor, 0.0, std, generator)

@@ -1,0 +1,18 @@
+"""The layers of jitgrad.nn."""
+from .activation import ELU, GELU, LeakyReLU, LogSoftmax, ReLU, SiLU, Sigmoid, Softmax, Softplus, Tanh  # noqa: F401
+from .container import ModuleDict, ModuleList, Sequential  # noqa: F401
+from .conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d  # noqa: F401
+from .dropout import Dropout  # noqa: F401
+from .flatten import Flatten, Unflatten  # noqa: F401
+from .linear import Bilinear, Identity, Linear  # noqa: F401
+from .loss import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, KLDivLoss, L1Loss, MSELoss,  # noqa: F401
+                   NLLLoss, SmoothL1Loss)
+from .normalization import BatchNorm1d, BatchNorm2d, GroupNorm, LayerNorm  # noqa: F401
+from .pooling import AdaptiveAvgPool2d, AvgPool2d, MaxPool2d  # noqa: F401
+from .sparse import Embedding  # noqa: F401
+
+__all__ = ["AdaptiveAvgPool2d", "AvgPool2d", "BCELoss", "BCEWithLogitsLoss", "BatchNorm1d", "BatchNorm2d", "Bilinear",
+           "Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d", "CrossEntropyLoss", "Dropout", "ELU", "Embedding",
+           "Flatten", "GELU", "GroupNorm", "HuberLoss", "Identity", "KLDivLoss", "L1Loss", "LayerNorm", "LeakyReLU",
+           "Linear", "LogSoftmax", "MSELoss", "MaxPool2d", "ModuleDict", "ModuleList", "NLLLoss", "ReLU", "Sequential",
+           "SiLU", "Sigmoid", "SmoothL1Loss", "Softmax", "Softplus", "Tanh", "Unflatten"]

@@ -1,0 +1,618 @@
+"""Convolution and pooling ops (kernels in kernels/conv.py).
+
+Convolution is three ops that are each other's VJPs, so gradients of any order are ordinary
+graph nodes: with ``P`` the geometry of a convolution (stride, top/left padding, dilation,
+groups, input and output image sizes, kernel size),
+
+    conv2d(x, w)            x-grad: conv_transpose2d(g, w)   w-grad: conv2d_weight(x, g)
+    conv_transpose2d(y, w)  y-grad: conv2d(g, w)             w-grad: conv2d_weight(g, y)
+    conv2d_weight(x, y)     x-grad: conv_transpose2d(y, g)   y-grad: conv2d(x, g)
+
+(all with the same ``P``). 1-d convolutions are the same ops on arrays with a height of 1.
+Average pooling (plain and adaptive) is a sum over explicit windows, and its backward is the
+adjoint op; max pooling saves the argmax indices and its backward scatters into them.
+"""
+import math
+
+import numpy as np
+
+from .._op import Op, dispatch
+from .._tensor import Tensor
+from ..kernels import conv as KC
+from ._table import _arr, export, register
+
+
+def _kernels(xp):
+    if xp.name != "cpu":
+        raise NotImplementedError("convolution and pooling kernels are not implemented for %s tensors" % xp.name)
+    return KC
+
+
+def _to4(a, nd):
+    """A 1-d (N, C, L) array as the 2-d (N, C, 1, L) the kernels take."""
+    return a if nd == 2 or a is None else a[:, :, None, :]
+
+
+def _from4(a, nd):
+    return a if nd == 2 else a[:, :, 0, :]
+
+
+# ---------------------------------------------------------------------- convolution entries
+def _conv_forward(xp, dt, x, w, b, stride, padding, dilation, groups, in_hw, out_hw, k_hw, nd):
+    out = _kernels(xp).conv2d(_to4(x, nd), _to4(w, nd), b, stride, padding, dilation, groups, out_hw)
+    return _from4(out, nd)
+
+
+def _conv_t_forward(xp, dt, y, w, b, stride, padding, dilation, groups, in_hw, out_hw, k_hw, nd):
+    out = _kernels(xp).conv2d_input_grad(_to4(y, nd), _to4(w, nd), b, stride, padding, dilation, groups, in_hw)
+    return _from4(out, nd)
+
+
+def _conv_w_forward(xp, dt, x, y, stride, padding, dilation, groups, in_hw, out_hw, k_hw, nd):
+    out = _kernels(xp).conv2d_weight_grad(_to4(x, nd), _to4(y, nd), stride, padding, dilation, groups, k_hw)
+    return _from4(out, nd)
+
+
+def _bias_grad(g, s):
+    return g.sum((0, 2, 3) if s.nd == 2 else (0, 2))
+
+
+def _conv_op(name, forward, inputs, vjp, node):
+    # (no op-level bench sizes: convolutions are timed in benchmarks/ as part of a CNN step)
+    return register(Op(name, forward, inputs=inputs, vjp=vjp, dtype="promote", node=node, method=False,
+                       function=False))
+
+
+CONV = _conv_op("conv2d", _conv_forward, ("self", "weight", "bias"),
+                [(lambda g, s: dispatch(CONV_T, (g, s.weight, None), s.params), ("weight",)),
+                 (lambda g, s: dispatch(CONV_W, (s.self, g), s.params), ("self",)),
+                 (_bias_grad, ())], "ConvolutionBackward0")
+CONV_T = _conv_op("conv_transpose2d", _conv_t_forward, ("self", "weight", "bias"),
+                  [(lambda g, s: dispatch(CONV, (g, s.weight, None), s.params), ("weight",)),
+                   (lambda g, s: dispatch(CONV_W, (g, s.self), s.params), ("self",)),
+                   (_bias_grad, ())], "ConvolutionBackward0")
+CONV_W = _conv_op("conv2d_weight", _conv_w_forward, ("self", "grad_output"),
+                  [(lambda g, s: dispatch(CONV_T, (s.grad_output, g, None), s.params), ("grad_output",)),
+                   (lambda g, s: dispatch(CONV, (s.self, g, None), s.params), ("self",))],
+                  "ConvolutionBackwardWeight0")
+
+
+# ---------------------------------------------------------------------- pooling entries
+def _max_pool_forward(xp, dt, x, kernel_size, stride, padding, dilation, out_hw):
+    return _kernels(xp).max_pool2d(x, kernel_size, stride, padding, dilation, out_hw)
+
+
+def _max_pool_grad(g, s):
+    return dispatch(MAX_POOL_BWD, (g[0],), {"indices": s.indices, "in_hw": s.self_shape[2:]})
+
+
+def _avg_forward(xp, dt, x, windows, in_hw):
+    return _kernels(xp).window_avg(x, windows)
+
+
+def _avg_backward_forward(xp, dt, g, windows, in_hw):
+    return _kernels(xp).window_avg_backward(g, windows, in_hw)
+
+
+MAX_POOL = register(Op("max_pool2d", _max_pool_forward, vjp=[(_max_pool_grad, ())], n_outputs=2, dtype="keep",
+                       node="MaxPool2DWithIndicesBackward0", method=False, function=False,
+                       bench={"sizes": [(2, 3, 8, 8), (64, 16, 28, 28)]}))
+MAX_POOL_BWD = register(Op("max_pool2d_backward",
+                           lambda xp, dt, g, indices, in_hw: _kernels(xp).max_pool2d_backward(g, indices._data, in_hw),
+                           vjp=[(lambda g, s: g.flatten(2).gather(2, s.indices.flatten(2)).reshape(s.indices.shape),
+                                 ())], dtype="keep", node="MaxPool2DWithIndicesBackwardBackward0", method=False,
+                           function=False))
+AVG_POOL = register(Op("avg_pool2d", _avg_forward, vjp=[(lambda g, s: dispatch(AVG_POOL_BWD, (g,), s.params), ())],
+                       dtype="keep", node="AvgPool2DBackward0", method=False, function=False,
+                       bench={"sizes": [(2, 3, 8, 8), (64, 16, 28, 28)]}))
+ADAPTIVE_AVG_POOL = register(Op("adaptive_avg_pool2d", _avg_forward,
+                                vjp=[(lambda g, s: dispatch(AVG_POOL_BWD, (g,), s.params), ())], dtype="keep",
+                                node="AdaptiveAvgPool2DBackward0", method=False, function=False))
+AVG_POOL_BWD = register(Op("avg_pool2d_backward", _avg_backward_forward,
+                           vjp=[(lambda g, s: dispatch(AVG_POOL, (g,), s.params), ())], dtype="keep",
+                           node="AvgPool2DBackwardBackward0", method=False, function=False))
+
+
+# ---------------------------------------------------------------------- argument checks
+def _dims(shape):
+    return ", ".join(map(str, shape))
+
+
+def _ntuple(v, n, name, what):
+    """int or sequence -> n-tuple of ints, with PyTorch's message for a wrong length."""
+    t = tuple(v) if isinstance(v, (tuple, list)) else (v,)
+    if len(t) == 1:
+        t = t * n
+    if len(t) != n:
+        raise RuntimeError("expected %s to be a single integer value or a list of %d values to match the %s "
+                           "dimensions, but got %s=[%s]" % (name, n, what, name, _dims(t)))
+    return tuple(int(x) for x in t)
+
+
+def _check_types(input, weight, bias):
+    if not isinstance(input, Tensor) or not isinstance(weight, Tensor):
+        bad = input if not isinstance(input, Tensor) else weight
+        raise TypeError("conv(): argument '%s' must be Tensor, not %s"
+                        % ("input" if bad is input else "weight", type(bad).__name__))
+    if bias is not None and bias.dtype is not input.dtype:
+        raise RuntimeError("Input type (%s) and bias type (%s) should be the same"
+                           % (_scalar_name(input), _scalar_name(bias)))
+    if weight.dtype is not input.dtype:
+        raise RuntimeError("Input type (%s) and weight type (%s) should be the same"
+                           % (input.type(), weight.type()))
+
+
+_TYPE_NAMES = {"float32": "Float", "float64": "Double", "int64": "Long", "int32": "Int", "bool": "Bool"}
+
+
+def _no_kernel(input, kernel, kinds="b"):
+    """PyTorch's error for a dtype it has no kernel for (bool: kinds 'b'; integers too: 'biu')."""
+    if input.dtype.np.kind in kinds:
+        raise NotImplementedError("\"%s\" not implemented for '%s'" % (kernel, _TYPE_NAMES[input.dtype.name]))
+
+
+def _scalar_name(t):
+    return {"float32": "float", "float64": "double", "int64": "long", "int32": "int", "bool": "bool"}[t.dtype.name]
+
+
+def _geometry(nd, stride, padding, dilation, groups, in_size, k, out_size):
+    """Op params for an nd-convolution (1-d convolutions run as 2-d ones with a height of 1)."""
+    lift = (lambda t: t) if nd == 2 else (lambda t, one=1: (one,) + tuple(t))
+    return {"stride": lift(stride), "padding": (lambda t: t if nd == 2 else (0,) + tuple(t))(padding),
+            "dilation": lift(dilation), "groups": groups, "in_hw": lift(in_size), "out_hw": lift(out_size),
+            "k_hw": lift(k), "nd": nd}
+
+
+def _conv_padding(padding, nd, stride, dilation, k):
+    """(top/left pads, bottom/right pads) from an int, a tuple or 'same'/'valid'."""
+    if isinstance(padding, str):
+        if padding == "valid":
+            return (0,) * nd, (0,) * nd
+        if padding != "same":
+            raise RuntimeError("Invalid padding string: '%s'" % padding)
+        if any(s != 1 for s in stride):
+            raise RuntimeError("padding='same' is not supported for strided convolutions")
+        total = [d * (kk - 1) for d, kk in zip(dilation, k)]
+        left = tuple(t // 2 for t in total)
+        return left, tuple(t - lo for t, lo in zip(total, left))
+    p = _ntuple(padding, nd, "padding", "convolution")
+    if any(x < 0 for x in p):
+        raise RuntimeError("negative padding is not supported")
+    return p, p
+
+
+def _batched(input, nd, name):
+    if input.ndim not in (nd + 1, nd + 2):
+        raise RuntimeError("Expected %dD (unbatched) or %dD (batched) input to %s, but got input of size: [%s]"
+                           % (nd + 1, nd + 2, name, _dims(input.shape)))
+    return input.unsqueeze(0) if input.ndim == nd + 1 else input
+
+
+def _check_weight(input, weight, nd, groups):
+    if weight.ndim != nd + 2:
+        raise RuntimeError("Expected %d-dimensional weight for %d-dimensional input [%s], but got %d-dimensional "
+                           "weight of size [%s] instead" % (nd + 2, nd + 2, _dims(input.shape), weight.ndim,
+                                                            _dims(weight.shape)))
+    if groups <= 0:
+        raise RuntimeError("non-positive groups is not supported")
+    if weight.shape[0] % groups:
+        raise RuntimeError("Given groups=%d, expected weight to be divisible by %d at dimension 0, but got weight of "
+                           "size [[%s]] instead" % (groups, groups, _dims(weight.shape)))
+
+
+def _check_bias(bias, weight, n, transposed=False):
+    if bias is not None and (bias.ndim != 1 or bias.shape[0] != n):
+        raise RuntimeError("Given %sweight of size [%s], expected bias to be 1-dimensional with %d elements, but got "
+                           "bias of size [%s] instead" % ("transposed=1, " if transposed else "", _dims(weight.shape),
+                                                          n, _dims(bias.shape)))
+
+
+def _convnd(nd, input, weight, bias, stride, padding, dilation, groups):
+    name = "conv%dd" % nd
+    _check_types(input, weight, bias)
+    _no_kernel(input, "slow_conv2d_cpu")
+    unbatched = input.ndim == nd + 1
+    x = _batched(input, nd, name)
+    _check_weight(x, weight, nd, groups)
+    stride = _ntuple(stride, nd, "stride", "convolution")
+    dilation = _ntuple(dilation, nd, "dilation", "convolution")
+    if any(s <= 0 for s in stride):
+        raise RuntimeError("non-positive stride is not supported")
+    if any(d <= 0 for d in dilation):
+        raise RuntimeError("non-positive dilation is not supported")
+    k = tuple(weight.shape[2:])
+    lo, hi = _conv_padding(padding, nd, stride, dilation, k)
+    C = x.shape[1]
+    if C != weight.shape[1] * groups:
+        raise RuntimeError("Given groups=%d, weight of size [%s], expected input[%s] to have %d channels, but got %d "
+                           "channels instead" % (groups, _dims(weight.shape), _dims(x.shape), weight.shape[1] * groups,
+                                                 C))
+    _check_bias(bias, weight, weight.shape[0])
+    size = tuple(x.shape[2:])
+    padded = tuple(n + a + b for n, a, b in zip(size, lo, hi))
+    dk = tuple(d * (kk - 1) + 1 for d, kk in zip(dilation, k))
+    if any(p < kk for p, kk in zip(padded, dk)):
+        raise RuntimeError("Calculated padded input size per channel: (%s). Kernel size: (%s). Kernel size can't be "
+                           "greater than actual input size" % (" x ".join(map(str, padded)), " x ".join(map(str, dk))))
+    out = tuple((p - kk) // s + 1 for p, kk, s in zip(padded, dk, stride))
+    y = dispatch(CONV, (x, weight, bias), _geometry(nd, stride, lo, dilation, groups, size, k, out))
+    return y.squeeze(0) if unbatched else y
+
+
+def _conv_transposend(nd, input, weight, bias, stride, padding, output_padding, groups, dilation):
+    name = "conv_transpose%dd" % nd
+    if isinstance(padding, str):
+        raise TypeError("%s(): argument 'padding' must be tuple of ints, not str" % name)
+    _check_types(input, weight, bias)
+    _no_kernel(input, "slow_conv_transpose2d_out_cpu")
+    unbatched = input.ndim == nd + 1
+    y = _batched(input, nd, name)
+    _check_weight(y, weight, nd, groups)
+    stride = _ntuple(stride, nd, "stride", "convolution")
+    dilation = _ntuple(dilation, nd, "dilation", "convolution")
+    padding = _ntuple(padding, nd, "padding", "convolution")
+    output_padding = _ntuple(output_padding, nd, "output_padding", "convolution")
+    if any(s <= 0 for s in stride):
+        raise RuntimeError("non-positive stride is not supported")
+    if any(d <= 0 for d in dilation):
+        raise RuntimeError("non-positive dilation is not supported")
+    if any(p < 0 for p in padding):
+        raise RuntimeError("negative padding is not supported")
+    if any(not 0 <= op < max(s, d) for op, s, d in zip(output_padding, stride, dilation)):
+        hw = ("height", "width") if nd == 2 else ("width",)
+        raise RuntimeError("output padding must be smaller than either stride or dilation, but got " + " ".join(
+            ["output_padding_%s: %d" % (n, v) for n, v in zip(hw, output_padding)]
+            + ["stride_%s: %d" % (n, v) for n, v in zip(hw, stride)]
+            + ["dilation_%s: %d" % (n, v) for n, v in zip(hw, dilation)]))
+    if y.shape[1] != weight.shape[0]:
+        raise RuntimeError("Given transposed=1, weight of size [%s], expected input[%s] to have %d channels, but got "
+                           "%d channels instead" % (_dims(weight.shape), _dims(y.shape), weight.shape[0], y.shape[1]))
+    _check_bias(bias, weight, weight.shape[1] * groups, transposed=True)
+    size = tuple(y.shape[2:])
+    k = tuple(weight.shape[2:])
+    out = tuple((n - 1) * s - 2 * p + d * (kk - 1) + op + 1
+                for n, s, p, d, kk, op in zip(size, stride, padding, dilation, k, output_padding))
+    if any(o <= 0 for o in out):
+        raise RuntimeError("Given input size per channel: (%s). Calculated output size per channel: (%s). Output size "
+                           "is too small" % (" x ".join(map(str, size)), " x ".join(map(str, out))))
+    # the geometry of the convolution whose adjoint this is: its image is our output
+    x = dispatch(CONV_T, (y, weight, bias), _geometry(nd, stride, padding, dilation, groups, out, k, size))
+    return x.squeeze(0) if unbatched else x
+
+
+@export("conv2d", method=False)
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    return _convnd(2, input, weight, bias, stride, padding, dilation, groups)
+
+
+@export("conv1d", method=False)
+def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    return _convnd(1, input, weight, bias, stride, padding, dilation, groups)
+
+
+@export("conv_transpose2d", method=False)
+def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    return _conv_transposend(2, input, weight, bias, stride, padding, output_padding, groups, dilation)
+
+
+@export("conv_transpose1d", method=False)
+def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    return _conv_transposend(1, input, weight, bias, stride, padding, output_padding, groups, dilation)
+
+
+def conv2d_weight(input, weight_size, grad_output, stride=1, padding=0, dilation=1, groups=1):
+    """The gradient of conv2d with respect to its weight (``torch.nn.grad.conv2d_weight``)."""
+    nd = len(weight_size) - 2
+    stride, dilation = _ntuple(stride, nd, "stride", "convolution"), _ntuple(dilation, nd, "dilation", "convolution")
+    padding = _ntuple(padding, nd, "padding", "convolution")
+    expected = (grad_output.shape[0], weight_size[0]) + tuple(
+        (n + 2 * p - d * (k - 1) - 1) // s + 1
+        for n, p, d, k, s in zip(input.shape[2:], padding, dilation, weight_size[2:], stride))
+    if tuple(grad_output.shape) != expected or input.shape[1] != weight_size[1] * groups:
+        raise RuntimeError("conv%dd_weight: grad_output of size [%s] does not match input [%s] and weight size [%s]"
+                           % (nd, _dims(grad_output.shape), _dims(input.shape), _dims(weight_size)))
+    return dispatch(CONV_W, (input, grad_output),
+                    _geometry(nd, stride, padding, dilation, groups, tuple(input.shape[2:]), tuple(weight_size[2:]),
+                              tuple(grad_output.shape[2:])))
+
+
+# ---------------------------------------------------------------------- pooling API
+def _pool_tuple(v, name, what, allow_none=False):
+    if allow_none and (v is None or (isinstance(v, (tuple, list)) and len(v) == 0)):
+        return None
+    t = tuple(v) if isinstance(v, (tuple, list)) else (v,)
+    if len(t) not in (1, 2):
+        raise RuntimeError("%s: %s" % (name, what))
+    return tuple(int(x) for x in (t * 2 if len(t) == 1 else t))
+
+
+def _pool_out(size, k, s, p, d, ceil_mode):
+    """PyTorch's pooling_output_shape."""
+    out = (size + 2 * p - d * (k - 1) - 1 + (s - 1 if ceil_mode else 0)) // s + 1
+    if ceil_mode and (out - 1) * s >= size + p:
+        out -= 1
+    return out
+
+
+def _pool_args(name, input, kernel_size, stride, padding, dilation, ceil_mode):
+    if not isinstance(input, Tensor):
+        raise TypeError("%s(): argument 'input' must be Tensor, not %s" % (name, type(input).__name__))
+    k = _pool_tuple(kernel_size, name, "kernel_size must either be a single int, or a tuple of two ints")
+    s = _pool_tuple(stride, name, "stride must either be omitted, a single int, or a tuple of two ints",
+                    allow_none=True) or k
+    p = _pool_tuple(padding, name, "padding must either be a single int, or a tuple of two ints")
+    d = _pool_tuple(dilation, name, "dilation must be either a single int, or a tuple of two ints")
+    if input.ndim not in (3, 4) or any(n == 0 for n in input.shape[-3:]):
+        raise RuntimeError("non-empty 3D or 4D (batch mode) tensor expected for input")
+    if any(x == 0 for x in s):
+        raise RuntimeError("stride should not be zero")
+    if any(x <= 0 for x in k):
+        raise RuntimeError("kernel size should be greater than zero, but got kH: %d kW: %d" % k)
+    if any(x <= 0 for x in d):
+        raise RuntimeError("dilation should be greater than zero, but got dilationH: %d dilationW: %d" % d)
+    for i in range(2):
+        if p[i] > ((k[i] - 1) * d[i] + 1) // 2:
+            raise RuntimeError("pad should be at most half of effective kernel size, but got pad=%d, kernel_size=%d "
+                               "and dilation=%d" % (p[i], k[i], d[i]))
+    hw = tuple(input.shape[-2:])
+    out = tuple(_pool_out(hw[i], k[i], s[i], p[i], d[i], ceil_mode) for i in range(2))
+    if any(o < 1 for o in out):
+        c = input.shape[-3]
+        raise RuntimeError("Given input size: (%dx%dx%d). Calculated output size: (%dx%dx%d). Output size is too small"
+                           % ((c,) + hw + (c,) + out))
+    return k, s, p, d, out
+
+
+@export("max_pool2d", method=False)
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    k, s, p, d, out = _pool_args("max_pool2d", input, kernel_size, stride, padding, dilation, ceil_mode)
+    _no_kernel(input, "max_pool2d")
+    unbatched = input.ndim == 3
+    x = input.unsqueeze(0) if unbatched else input
+    values, indices = dispatch(MAX_POOL, (x,), {"kernel_size": k, "stride": s, "padding": p, "dilation": d,
+                                                "out_hw": out})
+    if values.grad_fn is not None:
+        values.grad_fn.saved["indices"] = indices
+    if unbatched:
+        values, indices = values.squeeze(0), indices.squeeze(0)
+    return (values, indices) if return_indices else values
+
+
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    k, s, p, _, out = _pool_args("avg_pool2d", input, kernel_size, stride, padding, 1, ceil_mode)
+    _no_kernel(input, "avg_pool2d")
+    if divisor_override is not None and divisor_override == 0:
+        raise RuntimeError("divisor must be not zero")
+    unbatched = input.ndim == 3
+    x = input.unsqueeze(0) if unbatched else input
+    hw = tuple(x.shape[2:])
+    windows = KC.avg_pool_windows(hw, k, s, p, out, count_include_pad, divisor_override)
+    y = dispatch(AVG_POOL, (x,), {"windows": windows, "in_hw": hw})
+    return y.squeeze(0) if unbatched else y
+
+
+def adaptive_avg_pool2d(input, output_size):
+    if not isinstance(input, Tensor):
+        raise TypeError("adaptive_avg_pool2d(): argument 'input' must be Tensor, not %s" % type(input).__name__)
+    if input.ndim not in (3, 4):
+        raise RuntimeError("adaptive_avg_pool2d(): Expected 3D or 4D tensor, but got [%s]" % _dims(input.shape))
+    size = tuple(output_size) if isinstance(output_size, (tuple, list)) else (output_size, output_size)
+    if len(size) != 2:
+        raise RuntimeError("adaptive_avg_pool2d: output_size must be 2")
+    _no_kernel(input, "adaptive_avg_pool2d", "biu")
+    hw = tuple(input.shape[-2:])
+    out = tuple(hw[i] if size[i] is None else int(size[i]) for i in range(2))
+    if any(o < 0 for o in out):
+        raise RuntimeError("adaptive_avg_pool2d: elements of output_size must be greater than or equal to 0 but "
+                           "received {%d, %d}" % out)
+    unbatched = input.ndim == 3
+    x = input.unsqueeze(0) if unbatched else input
+    y = dispatch(ADAPTIVE_AVG_POOL, (x,), {"windows": KC.adaptive_windows(hw, out), "in_hw": hw})
+    return y.squeeze(0) if unbatched else y
+
+
+# ---------------------------------------------------------------------- test metadata (see _table.py)
+def _np_conv2d(x, w, b=None, stride=1, padding=0, dilation=1, groups=1):
+    """Direct convolution with NumPy (sliding windows), the reference for the kernels."""
+    nd = x.ndim - 2
+    s = _ntuple(stride, nd, "stride", "convolution")
+    d = _ntuple(dilation, nd, "dilation", "convolution")
+    k = w.shape[2:]
+    lo, hi = _conv_padding(padding, nd, s, d, k)
+    xp = np.pad(x, [(0, 0), (0, 0)] + list(zip(lo, hi)))
+    N, C = x.shape[:2]
+    O, Cg = w.shape[:2]
+    dk = [di * (kk - 1) + 1 for di, kk in zip(d, k)]
+    win = np.lib.stride_tricks.sliding_window_view(xp, dk, axis=tuple(range(2, 2 + nd)))
+    win = win[(Ellipsis,) + tuple(slice(None, None, di) for di in d)]  # dilation
+    win = win[(slice(None), slice(None)) + tuple(slice(None, None, si) for si in s)]  # stride
+    out = np.concatenate([np.einsum("nc...k,ock->no..." if nd == 1 else "nc...kl,ockl->no...",
+                                    win[:, gi * Cg:(gi + 1) * Cg], w[gi * (O // groups):(gi + 1) * (O // groups)])
+                          for gi in range(groups)], axis=1)
+    return out if b is None else out + b.reshape((1, O) + (1,) * nd)
+
+
+def _np_max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    """Window by window: the max and the flat h*W+w index of its first occurrence."""
+    k = _pool_tuple(kernel_size, "", "")
+    s = _pool_tuple(stride, "", "", allow_none=True) or k
+    p, d = _pool_tuple(padding, "", ""), _pool_tuple(dilation, "", "")
+    N, C, H, W = x.shape
+    out = [_pool_out((H, W)[i], k[i], s[i], p[i], d[i], ceil_mode) for i in range(2)]
+    big = [max((H, W)[i] + 2 * p[i], (out[i] - 1) * s[i] + d[i] * (k[i] - 1) + 1) for i in range(2)]
+    xp = np.full((N, C) + tuple(big), -np.inf, x.dtype)
+    xp[:, :, p[0]:p[0] + H, p[1]:p[1] + W] = x
+    pos = np.full(big, -1, np.int64)
+    pos[p[0]:p[0] + H, p[1]:p[1] + W] = np.arange(H * W).reshape(H, W)
+    vals = np.empty((N, C) + tuple(out), x.dtype)
+    idx = np.empty((N, C) + tuple(out), np.int64)
+    for i in range(out[0]):
+        for j in range(out[1]):
+            rows = slice(i * s[0], i * s[0] + d[0] * (k[0] - 1) + 1, d[0])
+            cols = slice(j * s[1], j * s[1] + d[1] * (k[1] - 1) + 1, d[1])
+            win = xp[:, :, rows, cols].reshape(N, C, -1)
+            a = win.argmax(axis=2)
+            vals[:, :, i, j] = np.take_along_axis(win, a[..., None], 2)[..., 0]
+            idx[:, :, i, j] = pos[rows, cols].reshape(-1)[a]
+    return (vals, idx) if return_indices else vals
+
+
+def _np_avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+                   divisor_override=None):
+    k = _pool_tuple(kernel_size, "", "")
+    s = _pool_tuple(stride, "", "", allow_none=True) or k
+    p = _pool_tuple(padding, "", "")
+    H, W = x.shape[2:]
+    out = [_pool_out(n, k[i], s[i], p[i], 1, ceil_mode) for i, n in enumerate((H, W))]
+    res = np.zeros(x.shape[:2] + tuple(out), x.dtype)
+    for i in range(out[0]):
+        for j in range(out[1]):
+            h0, w0 = i * s[0] - p[0], j * s[1] - p[1]
+            h1, w1 = min(h0 + k[0], H + p[0]), min(w0 + k[1], W + p[1])
+            area = (h1 - h0) * (w1 - w0)
+            h0, w0, h1, w1 = max(h0, 0), max(w0, 0), min(h1, H), min(w1, W)
+            div = divisor_override or (area if count_include_pad else (h1 - h0) * (w1 - w0))
+            res[:, :, i, j] = x[:, :, h0:h1, w0:w1].sum(axis=(2, 3)) / div
+    return res
+
+
+def _np_adaptive_avg_pool2d(x, output_size):
+    size = tuple(output_size) if isinstance(output_size, (tuple, list)) else (output_size,) * 2
+    H, W = x.shape[2:]
+    size = tuple(n if o is None else o for n, o in zip((H, W), size))
+    res = np.zeros(x.shape[:2] + size, x.dtype)
+    for i in range(size[0]):
+        for j in range(size[1]):
+            h0, h1 = i * H // size[0], math.ceil((i + 1) * H / size[0])
+            w0, w1 = j * W // size[1], math.ceil((j + 1) * W / size[1])
+            res[:, :, i, j] = x[:, :, h0:h1, w0:w1].mean(axis=(2, 3))
+    return res
+
+
+def _conv_samples(rng, dtype):
+    A = lambda *s: _arr(rng, s, -1.0, 1.0, dtype)  # noqa: E731
+    return [((A(2, 3, 5, 5), A(4, 3, 3, 3), A(4)), {}),
+            ((A(1, 4, 6, 5), A(2, 2, 2, 3), None), {"stride": (2, 1), "padding": 1, "dilation": (1, 2), "groups": 2}),
+            ((A(1, 2, 4, 4), A(3, 2, 2, 2), A(3)), {"padding": "same"}),
+            ((A(3, 2, 4, 4), A(2, 2, 1, 1), None), {})]
+
+
+def _conv_t_samples(rng, dtype):
+    A = lambda *s: _arr(rng, s, -1.0, 1.0, dtype)  # noqa: E731
+    return [((A(2, 3, 3, 3), A(3, 2, 3, 3), A(2)), {}),
+            ((A(1, 4, 3, 2), A(4, 1, 2, 3), None), {"stride": 2, "padding": 1, "output_padding": 1, "groups": 2}),
+            ((A(1, 2, 3, 3), A(2, 2, 2, 2), A(2)), {"dilation": 2})]
+
+
+def _np_conv_transpose2d(y, w, b=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    """Scatter form of conv_transpose2d: each input pixel adds a weighted kernel into the output."""
+    s, p, op, d = (_ntuple(v, 2, "", "") for v in (stride, padding, output_padding, dilation))
+    N, Ci, H, W = y.shape
+    Cog, kh, kw = w.shape[1:]
+    Co = Cog * groups
+    Ho = (H - 1) * s[0] - 2 * p[0] + d[0] * (kh - 1) + op[0] + 1
+    Wo = (W - 1) * s[1] - 2 * p[1] + d[1] * (kw - 1) + op[1] + 1
+    full = np.zeros((N, Co, Ho + 2 * p[0] + s[0] * 2, Wo + 2 * p[1] + s[1] * 2), y.dtype)
+    cig = Ci // groups
+    for gi in range(groups):
+        yy = y[:, gi * cig:(gi + 1) * cig]
+        ww = w[gi * cig:(gi + 1) * cig]
+        for i in range(kh):
+            for j in range(kw):
+                contrib = np.einsum("nchw,co->nohw", yy, ww[:, :, i, j])
+                full[:, gi * Cog:(gi + 1) * Cog, i * d[0]:i * d[0] + (H - 1) * s[0] + 1:s[0],
+                     j * d[1]:j * d[1] + (W - 1) * s[1] + 1:s[1]] += contrib
+    out = full[:, :, p[0]:p[0] + Ho, p[1]:p[1] + Wo]
+    return out if b is None else out + b.reshape(1, Co, 1, 1)
+
+
+def _pool_samples(extra, **common):
+    def samples(rng, dtype):
+        A = lambda *s: _arr(rng, s, -1.0, 1.0, dtype)  # noqa: E731
+        out = [((A(2, 3, 4, 4), 2), {}), ((A(1, 2, 5, 5), 3), dict({"stride": 2, "padding": 1}, **extra)),
+               ((A(1, 1, 5, 4), (2, 3)), {"stride": (1, 2), "ceil_mode": True}), ((A(2, 4, 4), 2), {})]
+        return [(args, dict(kw, **common)) for args, kw in out]
+    return samples
+
+
+def _conv_w_samples(rng, dtype):
+    A = lambda *s: _arr(rng, s, -1.0, 1.0, dtype)  # noqa: E731
+    return [((A(2, 3, 5, 5), (4, 3, 3, 3), A(2, 4, 3, 3)), {}),
+            ((A(1, 4, 5, 5), (2, 2, 2, 2), A(1, 2, 3, 3)), {"stride": 2, "padding": 1, "groups": 2})]
+
+
+def _np_conv2d_weight(x, weight_size, g, stride=1, padding=0, dilation=1, groups=1):
+    """By linearity: entry (o, c, i, j) is <conv2d(x, e_ocij), g>."""
+    out = np.zeros(weight_size, x.dtype)
+    for idx in np.ndindex(*weight_size):
+        e = np.zeros(weight_size, x.dtype)
+        e[idx] = 1
+        out[idx] = (_np_conv2d(x, e, None, stride, padding, dilation, groups) * g).sum()
+    return out
+
+
+def _max_pool_bwd_call(g, x, kernel_size):
+    """max_pool2d_backward applied to g for the argmax positions of max_pool2d(x, kernel_size)."""
+    _, idx = max_pool2d(x.detach(), kernel_size, return_indices=True)
+    return dispatch(MAX_POOL_BWD, (g,), {"indices": idx, "in_hw": tuple(x.shape[2:])})
+
+
+def _np_max_pool_bwd(g, x, kernel_size):
+    k = kernel_size
+    N, C, H, W = x.shape
+    out = np.zeros_like(x)
+    for n, c, i, j in np.ndindex(*g.shape):
+        win = x[n, c, i * k:i * k + k, j * k:j * k + k]
+        a, b = np.unravel_index(np.argmax(win), win.shape)
+        out[n, c, i * k + a, j * k + b] += g[n, c, i, j]
+    return out
+
+
+def _avg_pool_bwd_call(g, in_hw, kernel_size):
+    windows = KC.avg_pool_windows(in_hw, (kernel_size,) * 2, (kernel_size,) * 2, (0, 0),
+                                  tuple(n // kernel_size for n in in_hw), True, None)
+    return dispatch(AVG_POOL_BWD, (g,), {"windows": windows, "in_hw": in_hw})
+
+
+def _np_avg_pool_bwd(g, in_hw, kernel_size):
+    return np.repeat(np.repeat(g, kernel_size, 2), kernel_size, 3) / kernel_size ** 2
+
+
+CONV.call, CONV.ref, CONV.samples = conv2d, _np_conv2d, _conv_samples
+CONV_T.call, CONV_T.ref, CONV_T.samples = conv_transpose2d, _np_conv_transpose2d, _conv_t_samples
+CONV_W.call, CONV_W.ref, CONV_W.samples = conv2d_weight, _np_conv2d_weight, _conv_w_samples
+def _unbatched_ok(ref):
+    """A pooling reference that also takes an unbatched (C, H, W) input."""
+    def fn(x, *args, **kwargs):
+        if x.ndim == 4:
+            return ref(x, *args, **kwargs)
+        out = ref(x[None], *args, **kwargs)
+        return tuple(o[0] for o in out) if isinstance(out, tuple) else out[0]
+    return fn
+
+
+MAX_POOL.call, MAX_POOL.ref = max_pool2d, _unbatched_ok(_np_max_pool2d)
+MAX_POOL.samples = _pool_samples({"dilation": 1}, return_indices=True)  # two outputs, like the op
+AVG_POOL.call, AVG_POOL.ref = avg_pool2d, _unbatched_ok(_np_avg_pool2d)
+AVG_POOL.samples = _pool_samples({"count_include_pad": False})
+ADAPTIVE_AVG_POOL.call, ADAPTIVE_AVG_POOL.ref = adaptive_avg_pool2d, _unbatched_ok(_np_adaptive_avg_pool2d)
+ADAPTIVE_AVG_POOL.samples = lambda rng, dtype: [((_arr(rng, s, -1.0, 1.0, dtype), o), {})
+                                                for s, o in [((2, 3, 5, 5), 2), ((1, 2, 5, 7), (3, 2)), ((2, 4, 4), 1),
+                                                             ((1, 1, 3, 4), (None, 3))]]
+MAX_POOL_BWD.call, MAX_POOL_BWD.ref = _max_pool_bwd_call, _np_max_pool_bwd
+MAX_POOL_BWD.samples = lambda rng, dtype: [((_arr(rng, (2, 3, 2, 2), -1.0, 1.0, dtype),
+                                             rng.permutation(2 * 3 * 4 * 4).reshape(2, 3, 4, 4).astype(dtype), 2), {})]
+AVG_POOL_BWD.call, AVG_POOL_BWD.ref = _avg_pool_bwd_call, _np_avg_pool_bwd
+AVG_POOL_BWD.samples = lambda rng, dtype: [((_arr(rng, (2, 3, 2, 2), -1.0, 1.0, dtype), (4, 4), 2), {})]
+
+
+def _float_only(samples):
+    """Samples for floating dtypes only (integer/bool behaviour is tested in tests/test_nn_layers.py)."""
+    def fn(rng, dtype):
+        return samples(rng, dtype) if np.dtype(dtype).kind == "f" else []
+    return fn
+
+
+for _op in (CONV, CONV_T, CONV_W, MAX_POOL, AVG_POOL, ADAPTIVE_AVG_POOL, MAX_POOL_BWD, AVG_POOL_BWD):
+    _op.samples = _float_only(_op.samples)

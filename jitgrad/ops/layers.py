@@ -1,0 +1,214 @@
+"""Layer primitives with their own entries: linear (one GEMM + bias, one node), embedding (a row
+gather whose backward accumulates repeated rows and skips padding_idx) and constant padding."""
+import math
+
+import numpy as np
+
+from .._grad_mode import no_grad
+from .._op import Op, dispatch
+from .._tensor import Tensor
+from ._table import _arr, export, register
+from .indexing import index_put_zeros
+
+
+# ---------------------------------------------------------------------- linear
+def _linear_forward(xp, dt, x, w, b):
+    out = xp.matmul(x.reshape(-1, x.shape[-1]), w.T)
+    if b is not None:
+        out += b
+    return out.reshape(x.shape[:-1] + (w.shape[0],))
+
+
+def _linear_weight_grad(g, s):
+    x = s.self
+    return g.reshape(-1, g.shape[-1]).t().mm(x.reshape(-1, x.shape[-1]))
+
+
+LINEAR = register(Op("linear", _linear_forward, inputs=("self", "weight", "bias"),
+                     vjp=[(lambda g, s: g.matmul(s.weight), ("weight",)), (_linear_weight_grad, ("self",)),
+                          (lambda g, s: g.reshape(-1, g.shape[-1]).sum(0), ())],
+                     dtype="promote", node="AddmmBackward0", method=False, function=False))
+
+
+@export("linear", method=False)
+def linear(input, weight, bias=None):
+    """input @ weight.T + bias, over any leading dims of input."""
+    if weight.ndim != 2:
+        out = input.matmul(weight.t())
+        return out if bias is None else out + bias
+    n = input.shape[-1] if input.ndim else 1
+    if input.ndim == 0 or n != weight.shape[1]:
+        rows = math.prod(input.shape[:-1]) if input.ndim > 1 else 1
+        raise RuntimeError("mat1 and mat2 shapes cannot be multiplied (%dx%d and %dx%d)"
+                           % (rows, n, weight.shape[1], weight.shape[0]))
+    if input.dtype.name == "bool":
+        raise NotImplementedError("\"addmm_impl_cpu_\" not implemented for 'Bool'")
+    if input.dtype is not weight.dtype:
+        raise RuntimeError("expected m1 and m2 to have the same dtype, but got: %s != %s"
+                           % (_scalar_name(input), _scalar_name(weight)))
+    if bias is not None:
+        if bias.dtype is not input.dtype:
+            raise RuntimeError("expected bias and input to have the same dtype, but got: %s != %s"
+                               % (_scalar_name(bias), _scalar_name(input)))
+        if tuple(bias.shape) != (weight.shape[0],):
+            bias = bias.expand(weight.shape[0])  # a broadcastable bias, or expand's error
+    return dispatch(LINEAR, (input, weight, bias))
+
+
+def _scalar_name(t):
+    return {"float32": "float", "float64": "double", "int64": "long", "int32": "int", "bool": "bool"}[t.dtype.name]
+
+
+# ---------------------------------------------------------------------- embedding
+def _embedding_grad(g, s):
+    idx = s.indices
+    if s.padding_idx is not None:
+        g = g.masked_fill((idx == s.padding_idx).unsqueeze(-1), 0.0)
+    if s.scale_grad_by_freq:
+        counts = np.bincount(idx._data.reshape(-1), minlength=s.weight_shape[0])
+        g = g / Tensor._wrap(counts[idx._data][..., None].astype(g.dtype.np))
+    return index_put_zeros(g.reshape(-1, s.weight_shape[1]), s.weight_shape, (idx._data.reshape(-1),), True)
+
+
+EMBEDDING = register(Op("embedding", lambda xp, dt, w, idx, padding_idx, scale_grad_by_freq: xp.take(w, idx, axis=0),
+                        inputs=("weight", "indices"), vjp=[(_embedding_grad, ("indices",))], dtype="keep",
+                        keep_inputs=(1,), method=False, function=False))
+
+
+def _renorm_rows(weight, idx, max_norm, norm_type):
+    """embedding's max_norm: rows looked up with a larger norm are scaled down in place (no grad)."""
+    rows = Tensor._wrap(np.unique(idx._data))
+    with no_grad():
+        w = weight[rows]
+        norms = w.norm(norm_type, dim=1, keepdim=True)
+        scale = (max_norm / (norms + 1e-7)).clamp(max=1.0)
+        weight[rows] = w * scale
+
+
+@export("embedding", method=False)
+def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False, sparse=False):
+    if not isinstance(input, Tensor) or input.dtype.name not in ("int64", "int32"):
+        raise RuntimeError("Expected tensor for argument #1 'indices' to have one of the following scalar types: "
+                           "Long, Int; but got %s instead (while checking arguments for embedding)"
+                           % (input.type() if isinstance(input, Tensor) else type(input).__name__))
+    if sparse:
+        raise NotImplementedError("sparse gradients are not supported: use sparse=False")
+    n = weight.shape[0]
+    idx = input._data
+    if idx.size and (idx.min() < 0 or idx.max() >= n):
+        raise IndexError("index out of range in self")
+    if padding_idx is not None:
+        if not -n <= padding_idx < n:
+            raise AssertionError("Padding_idx must be within num_embeddings")
+        padding_idx = padding_idx + n if padding_idx < 0 else padding_idx
+    if max_norm is not None:
+        _renorm_rows(weight, input, max_norm, norm_type)
+    return dispatch(EMBEDDING, (weight, input.long()), {"padding_idx": padding_idx,
+                                                       "scale_grad_by_freq": scale_grad_by_freq})
+
+
+# ---------------------------------------------------------------------- constant padding
+def _pad_forward(xp, dt, x, shape, src, dst, value):
+    out = xp.full(shape, value, x.dtype)
+    xp.setitem(out, dst, xp.getitem(x, src))
+    return out
+
+
+def _pad_grad(g, s):
+    inner = g[s.dst]
+    if inner.shape == s.self_shape:
+        return inner
+    return index_put_zeros(inner, s.self_shape, s.src, False)  # negative pads cropped the input
+
+
+PAD = register(Op("constant_pad_nd", _pad_forward, vjp=[(_pad_grad, ())], dtype="keep", method=False,
+                  function=False, node="ConstantPadNdBackward0"))
+
+
+def pad(input, pad, mode="constant", value=None):
+    """Pad the last len(pad)//2 dims: pad = (left, right) of the last dim, then of the one before..."""
+    if len(pad) % 2:
+        raise RuntimeError("Padding length must be divisible by 2")
+    if len(pad) // 2 > input.ndim:
+        raise RuntimeError("Padding length should be less than or equal to two times the input dimension but got "
+                           "padding length %d and input of dimension %d" % (len(pad), input.ndim))
+    if mode != "constant":
+        raise NotImplementedError("pad: only mode='constant' is implemented, got mode='%s'" % mode)
+    shape, src, dst = list(input.shape), [slice(None)] * input.ndim, [slice(None)] * input.ndim
+    for k in range(len(pad) // 2):
+        d = input.ndim - 1 - k
+        lo, hi = int(pad[2 * k]), int(pad[2 * k + 1])
+        n = shape[d] + lo + hi
+        if n < 0:
+            raise RuntimeError("The input size %d, plus negative padding %d and %d resulted in a negative output size, "
+                               "which is invalid. Check dimension %d of your input." % (shape[d], lo, hi, d))
+        src[d] = slice(max(-lo, 0), shape[d] - max(-hi, 0))
+        dst[d] = slice(max(lo, 0), n - max(hi, 0))
+        shape[d] = n
+    value = 0 if value is None else value
+    if not input.dtype.is_floating_point:
+        value = int(value)
+    return dispatch(PAD, (input,), {"shape": tuple(shape), "src": tuple(src), "dst": tuple(dst), "value": value})
+
+
+# ---------------------------------------------------------------------- test metadata (see _table.py)
+def _np_pad(x, pad, mode="constant", value=None):
+    widths = [(0, 0)] * x.ndim
+    for k in range(len(pad) // 2):
+        widths[x.ndim - 1 - k] = (pad[2 * k], pad[2 * k + 1])
+    crop = tuple(slice(max(-a, 0), x.shape[d] - max(-b, 0)) for d, (a, b) in enumerate(widths))
+    return np.pad(x[crop], [(max(a, 0), max(b, 0)) for a, b in widths], constant_values=value or 0)
+
+
+def _linear_samples(rng, dtype):
+    A = lambda *s: _arr(rng, s, -1.0, 1.0, dtype)  # noqa: E731
+    return [((A(4, 3), A(2, 3), A(2)), {}), ((A(2, 2, 3), A(5, 3), None), {}), ((A(3), A(2, 3), A(2)), {}),
+            ((A(3, 4).T, A(2, 3), A(2)), {})]
+
+
+LINEAR.call = linear
+LINEAR.samples = lambda rng, dtype: _linear_samples(rng, dtype) if np.dtype(dtype).kind == "f" else []
+LINEAR.ref = lambda x, w, b=None: x @ w.T + (0 if b is None else b)
+EMBEDDING.call = embedding
+EMBEDDING.ref = lambda input, weight, padding_idx=None, **kw: weight[input]
+# (padding_idx is left out: its row's gradient is zero by definition, which finite differences don't see;
+# tests/test_nn_layers.py covers it)
+EMBEDDING.samples = lambda rng, dtype: [((np.array([[0, 2], [3, 2]]), _arr(rng, (4, 3), -1.0, 1.0, dtype)), {}),
+                                        ((np.array([1, 0, 1]), _arr(rng, (3, 2), -1.0, 1.0, dtype)),
+                                         {"scale_grad_by_freq": False})]
+PAD.call, PAD.ref = pad, _np_pad
+PAD.samples = lambda rng, dtype: [((_arr(rng, s, -1.0, 1.0, dtype), p), kw) for s, p, kw in [
+    ((2, 3), (1, 2), {}), ((2, 3, 4), (1, 0, 2, 1), {"value": 1.5}), ((3, 4), (-1, 2, 1, -1), {}), ((4,), (0, 0), {})]]
+
+
+# ---------------------------------------------------------------------- binary cross entropy
+def _bce_forward(xp, dt, x, t):
+    """-(t log x + (1 - t) log(1 - x)), each log clamped at -100 as PyTorch does (x = 0 or 1 stays finite)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.asarray(-(t * np.maximum(np.log(x), -100) + (1 - t) * np.maximum(np.log1p(-x), -100)))
+
+
+# The VJPs are PyTorch's: the input's divides by max(x (1 - x), 1e-12) so saturated probabilities
+# (a sigmoid that rounded to 1.0) give a large finite gradient instead of 0 * inf.
+BCE = register(Op("binary_cross_entropy", _bce_forward, inputs=("self", "target"),
+                  vjp=[(lambda g, s: g * (s.self - s.target) / ((1 - s.self) * s.self).clamp_min(1e-12),
+                        ("self", "target")),
+                       (lambda g, s: g * ((1 - s.self).log() - s.self.log()), ("self",))],
+                  dtype="promote", node="BinaryCrossEntropyBackward0", method=False, function=False))
+
+
+def binary_cross_entropy_elementwise(input, target):
+    """The unreduced, unweighted binary cross entropy of probabilities ``input`` (checked to lie in [0, 1])."""
+    if not input.dtype.is_floating_point:
+        raise NotImplementedError("\"binary_cross_entropy\" not implemented for '%s'"
+                                  % {"int64": "Long", "int32": "Int", "bool": "Bool"}[input.dtype.name])
+    x = input._data
+    if x.size and not (x.min() >= 0 and x.max() <= 1):
+        raise RuntimeError("all elements of input should be between 0 and 1")
+    return dispatch(BCE, (input, target))
+
+
+BCE.call = binary_cross_entropy_elementwise
+BCE.ref = lambda x, t: -(t * np.maximum(np.log(x), -100) + (1 - t) * np.maximum(np.log(1 - x), -100))
+BCE.samples = lambda rng, dtype: [] if np.dtype(dtype).kind != "f" else [
+    ((_arr(rng, s, 0.05, 0.95, dtype), _arr(rng, s, 0.0, 1.0, dtype)), {}) for s in [(), (4,), (2, 3)]]

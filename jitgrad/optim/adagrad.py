@@ -1,0 +1,49 @@
+"""Adagrad with learning-rate decay, weight decay and maximize."""
+from ..kernels import optim as K
+from .._tensor import Tensor
+from .optimizer import Optimizer, advance, flat, new_state, scalar, step_state
+
+
+class Adagrad(Optimizer):
+    """Adagrad, PyTorch's update (t counts this parameter's steps)::
+
+        g = -grad if maximize else grad;  g += weight_decay * p
+        s += g * g;  p -= lr / (1 + (t - 1) * lr_decay) * g / (sqrt(s) + eps)
+    """
+    _param_shaped_state = ("sum",)
+
+    def __init__(self, params, lr=1e-2, lr_decay=0, weight_decay=0, initial_accumulator_value=0, eps=1e-10, *,
+                 maximize=False):
+        if isinstance(lr, Tensor) and lr.numel() != 1:
+            raise ValueError("Tensor lr must be 1-element")
+        if not 0.0 <= lr:
+            raise ValueError(f"Invalid learning rate: {lr}")
+        if not 0.0 <= lr_decay:
+            raise ValueError(f"Invalid lr_decay value: {lr_decay}")
+        if not 0.0 <= weight_decay:
+            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        if not 0.0 <= initial_accumulator_value:
+            raise ValueError(f"Invalid initial_accumulator_value value: {initial_accumulator_value}")
+        if not 0.0 <= eps:
+            raise ValueError(f"Invalid epsilon value: {eps}")
+        defaults = dict(lr=lr, lr_decay=lr_decay, eps=eps, weight_decay=weight_decay,
+                        initial_accumulator_value=initial_accumulator_value, maximize=maximize)
+        super().__init__(params, defaults)
+        # PyTorch creates Adagrad's state up front (the accumulator starts at initial_accumulator_value).
+        for group in self.param_groups:
+            for p in group["params"]:
+                self._init_state(p, group)
+
+    def _init_state(self, p, group):
+        state = self.state[p]
+        state["step"] = step_state()
+        state["sum"] = new_state(p, fill=group["initial_accumulator_value"])
+
+    def _update(self, p, param, grad, group):
+        state = self.state[p]
+        if "sum" not in state:  # a group added after construction
+            self._init_state(p, group)
+        step = advance(state["step"])
+        clr = float(scalar(group["lr"])) / (1 + (step - 1) * group["lr_decay"])
+        K.update("adagrad", param, grad, flat(state["sum"]), clr, float(group["eps"]), float(group["weight_decay"]),
+                 bool(group["maximize"]))

@@ -1,0 +1,63 @@
+"""Adam and AdamW (decoupled weight decay), with amsgrad and maximize."""
+from ..kernels import optim as K
+from .._tensor import Tensor
+from .optimizer import Optimizer, advance, flat, new_state, scalar, step_state, unused
+
+
+class Adam(Optimizer):
+    """Adam, PyTorch's update (t counts this parameter's steps)::
+
+        g = -grad if maximize else grad
+        p *= 1 - lr * weight_decay  (decoupled)   or   g += weight_decay * p
+        m = lerp(m, g, 1 - beta1);  v = beta2 * v + (1 - beta2) * g * g;  v_max = max(v_max, v) (amsgrad)
+        p -= lr / (1 - beta1^t) * m / (sqrt(v or v_max) / sqrt(1 - beta2^t) + eps)
+    """
+    _param_shaped_state = ("exp_avg", "exp_avg_sq", "max_exp_avg_sq")
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, amsgrad=False, *, maximize=False,
+                 decoupled_weight_decay=False):
+        if isinstance(lr, Tensor) and lr.numel() != 1:
+            raise ValueError("Tensor lr must be 1-element")
+        if not 0.0 <= lr:
+            raise ValueError(f"Invalid learning rate: {lr}")
+        if not 0.0 <= eps:
+            raise ValueError(f"Invalid epsilon value: {eps}")
+        if not 0.0 <= betas[0] < 1.0:
+            raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
+        if not 0.0 <= betas[1] < 1.0:
+            raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
+        if not 0.0 <= weight_decay:
+            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        if not (all(isinstance(b, float) for b in betas) or all(isinstance(b, Tensor) for b in betas)):
+            raise ValueError("betas must be either both floats or both Tensors")
+        betas = tuple(float(scalar(b)) for b in betas)
+        defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad, maximize=maximize,
+                        decoupled_weight_decay=decoupled_weight_decay)
+        super().__init__(params, defaults)
+
+    def _update(self, p, param, grad, group):
+        state = self.state[p]
+        if len(state) == 0:
+            state["step"] = step_state()
+            state["exp_avg"] = new_state(p)
+            state["exp_avg_sq"] = new_state(p)
+            if group["amsgrad"]:
+                state["max_exp_avg_sq"] = new_state(p)
+        amsgrad = bool(group["amsgrad"])
+        if amsgrad and "max_exp_avg_sq" not in state:
+            state["max_exp_avg_sq"] = new_state(p)
+        step = advance(state["step"])
+        beta1, beta2 = (float(scalar(b)) for b in group["betas"])
+        K.update("adam", param, grad, flat(state["exp_avg"]), flat(state["exp_avg_sq"]),
+                 flat(state["max_exp_avg_sq"]) if amsgrad else unused(param),
+                 float(scalar(group["lr"])), beta1, beta2, float(group["eps"]), float(group["weight_decay"]),
+                 bool(group["decoupled_weight_decay"]), amsgrad, bool(group["maximize"]),
+                 1 - beta1 ** step, (1 - beta2 ** step) ** 0.5)
+
+
+class AdamW(Adam):
+    """Adam with decoupled weight decay: ``p *= 1 - lr * weight_decay`` before the Adam step."""
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False, *,
+                 maximize=False):
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize, decoupled_weight_decay=True)

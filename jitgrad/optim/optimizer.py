@@ -1,0 +1,256 @@
+"""Optimizer: parameter groups, per-parameter state, state dicts; subclasses supply one fused update.
+
+A subclass implements ``_update(p, param, grad, group)``: ``param`` and ``grad`` are flat
+C-contiguous arrays of the parameter's dtype (``param`` writes through to the parameter) and
+the update runs one kernel of ``kernels/optim.py`` over them. The base class does the rest as
+``torch.optim.Optimizer`` does: groups with defaults filled in, the non-leaf and duplicate checks,
+``zero_grad``, ``state_dict``/``load_state_dict`` in PyTorch's layout, ``step(closure)``.
+"""
+import copy
+import itertools
+import warnings
+from collections import defaultdict
+
+import numpy as np
+
+from .._grad_mode import enable_grad, no_grad
+from .._tensor import Tensor
+
+
+class _RequiredParameter:
+    """Marks a hyper-parameter every group must give (``lr`` of a custom optimizer, say)."""
+
+    def __repr__(self):
+        return "<required parameter>"
+
+
+required = _RequiredParameter()
+
+
+def typename(obj):
+    """``torch.typename``: 'jitgrad.FloatTensor' for tensors, the qualified type name otherwise."""
+    if isinstance(obj, Tensor):
+        return obj.type()
+    cls = type(obj)
+    module = getattr(cls, "__module__", "") or ""
+    return cls.__qualname__ if module in ("", "builtins") else module + "." + cls.__qualname__
+
+
+def scalar(value):
+    """A hyper-parameter as a Python float (PyTorch allows a one-element tensor for lr)."""
+    return value.item() if isinstance(value, Tensor) else value
+
+
+def new_state(p, fill=0):
+    """A state buffer shaped and typed like parameter ``p`` (C-contiguous); ``fill=None`` leaves it empty."""
+    if fill is None:
+        return Tensor._wrap(np.empty(p._data.shape, dtype=p._data.dtype))
+    return Tensor._wrap(np.full(p._data.shape, fill, dtype=p._data.dtype))
+
+
+def step_state():
+    """The step counter PyTorch keeps per parameter: a 0-d float32 tensor."""
+    return Tensor._wrap(np.zeros((), dtype=np.float32))
+
+
+def advance(step):
+    """step += 1 in place; returns the new count."""
+    step._data += 1
+    step._vc[0] += 1
+    return float(step._data)
+
+
+def flat(t):
+    """The flat array of a contiguous state tensor (a view: writes go to the tensor)."""
+    return t._data.reshape(-1)
+
+
+def unused(param):
+    """The stand-in for a state buffer an option leaves unused: an empty array of the kernel's dtype."""
+    return param[:0]
+
+
+class Optimizer:
+    # State entries shaped like the parameter (checked when a state dict is loaded).
+    _param_shaped_state = ()
+
+    def __init__(self, params, defaults):
+        self.defaults = defaults
+        if isinstance(params, Tensor):
+            raise TypeError("params argument given to the optimizer should be an iterable of Tensors or dicts, "
+                            "but got " + typename(params))
+        self.state = defaultdict(dict)
+        self.param_groups = []
+        param_groups = list(params)
+        if len(param_groups) == 0:
+            raise ValueError("optimizer got an empty parameter list")
+        if not isinstance(param_groups[0], dict):
+            param_groups = [{"params": param_groups}]
+        for param_group in param_groups:
+            self.add_param_group(param_group)
+
+    def __repr__(self):
+        s = self.__class__.__name__ + " ("
+        for i, group in enumerate(self.param_groups):
+            s += "\nParameter Group %d\n" % i
+            for key in sorted(group.keys()):
+                if key != "params":
+                    s += "    %s: %s\n" % (key, group[key])
+        return s + ")"
+
+    def __getstate__(self):
+        return {"defaults": self.defaults, "state": self.state, "param_groups": self.param_groups}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+
+    # ------------------------------------------------------------- groups
+    def add_param_group(self, param_group):
+        if not isinstance(param_group, dict):
+            raise TypeError("param_group must be a dict, but got %s" % type(param_group))
+        params = param_group["params"]
+        if isinstance(params, Tensor):
+            params = [params]
+        elif isinstance(params, set):
+            raise TypeError("optimizer parameters need to be organized in ordered collections, but the ordering of "
+                            "tensors in sets will change between runs. Please use a list instead.")
+        else:
+            params = list(params)
+        names = [p[0] for p in params if isinstance(p, tuple)]
+        params = [p[1] if isinstance(p, tuple) else p for p in params]
+        param_group["params"] = params
+        if names:
+            if len(names) != len(params):
+                raise ValueError("all optimizer params should be with/without names. Some param names are missing")
+            param_group["param_names"] = names
+
+        for p in params:
+            if not isinstance(p, Tensor):
+                raise TypeError("optimizer can only optimize Tensors, but one of the params is " + typename(p))
+            if not (p.is_leaf or p.retains_grad):
+                raise ValueError("can't optimize a non-leaf Tensor")
+
+        for name, default in self.defaults.items():
+            if default is required and name not in param_group:
+                raise ValueError("parameter group didn't specify a value of required optimization parameter " + name)
+            param_group.setdefault(name, default)
+
+        ids = [id(p) for p in params]
+        if len(ids) != len(set(ids)):
+            warnings.warn("optimizer contains a parameter group with duplicate parameters; in future, this will cause "
+                          "an error; see github.com/pytorch/pytorch/issues/40967 for more information", stacklevel=3)
+        seen = set()
+        for group in self.param_groups:
+            seen.update(id(p) for p in group["params"])
+            if ("param_names" in param_group) != ("param_names" in group):
+                raise ValueError("all optimizer param groups should be with/without names. cannot add param group %s "
+                                 "to the optimizer" % ("with names" if "param_names" in param_group else "without names"))
+        if not seen.isdisjoint(ids):
+            raise ValueError("some parameters appear in more than one parameter group")
+        self.param_groups.append(param_group)
+
+    # ------------------------------------------------------------- gradients and steps
+    def zero_grad(self, set_to_none=True):
+        for group in self.param_groups:
+            for p in group["params"]:
+                g = p._grad
+                if g is None:
+                    continue
+                if set_to_none:
+                    p._grad = None
+                else:
+                    if g.grad_fn is not None:
+                        g.detach_()
+                    else:
+                        g.requires_grad_(False)
+                    g.zero_()
+
+    def step(self, closure=None):
+        """Update every parameter that has a gradient; ``closure`` re-evaluates the loss (returned)."""
+        loss = None
+        if closure is not None:
+            with enable_grad():
+                loss = closure()
+        with no_grad():
+            for group in self.param_groups:
+                for p in group["params"]:
+                    if p._grad is not None:
+                        self._step_param(p, group)
+        return loss
+
+    def _step_param(self, p, group):
+        data = p._data
+        if not np.issubdtype(data.dtype, np.floating):
+            raise TypeError("%s can only update floating point parameters, but got a parameter of dtype %s"
+                            % (type(self).__name__, p.dtype))
+        grad = p._grad._data
+        if grad.shape != data.shape:  # .grad's setter checks this; guard the kernel against direct writes
+            raise RuntimeError("the gradient of a parameter of shape %s has shape %s"
+                               % (list(data.shape), list(grad.shape)))
+        grad = np.asarray(grad, dtype=data.dtype, order="C").reshape(-1)
+        if data.flags.c_contiguous and data.flags.writeable:
+            self._update(p, data.reshape(-1), grad, group)
+        else:  # a strided parameter: update a contiguous copy, then write it back
+            work = np.array(data, order="C")
+            self._update(p, work.reshape(-1), grad, group)
+            data[...] = work
+        p._vc[0] += 1
+
+    def _update(self, p, param, grad, group):
+        raise NotImplementedError
+
+    # ------------------------------------------------------------- state dicts
+    def state_dict(self):
+        """{'state': {index: {...}}, 'param_groups': [{..., 'params': [indices]}]}, as PyTorch lays it out."""
+        index = {}
+        start = 0
+        groups = []
+        for group in self.param_groups:
+            packed = {k: v for k, v in group.items() if k != "params"}
+            for i, p in enumerate(group["params"], start):
+                index.setdefault(id(p), i)
+            packed["params"] = [index[id(p)] for p in group["params"]]
+            start += len(packed["params"])
+            groups.append(packed)
+        state = {(index[id(k)] if isinstance(k, Tensor) else k): v for k, v in self.state.items()}
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict):
+        groups = self.param_groups
+        saved_groups = copy.deepcopy(state_dict["param_groups"])
+        if len(groups) != len(saved_groups):
+            raise ValueError("loaded state dict has a different number of parameter groups")
+        if any(len(g["params"]) != len(s["params"]) for g, s in zip(groups, saved_groups)):
+            raise ValueError("loaded state dict contains a parameter group that doesn't match the size of "
+                             "optimizer's group")
+        id_map = dict(zip(itertools.chain.from_iterable(g["params"] for g in saved_groups),
+                          itertools.chain.from_iterable(g["params"] for g in groups)))
+        state = defaultdict(dict)
+        for k, v in state_dict["state"].items():
+            if k in id_map:
+                param = id_map[k]
+                state[param] = {key: self._cast_state(param, key, value) for key, value in v.items()}
+            else:
+                state[k] = v
+        for group, saved in zip(groups, saved_groups):
+            saved["params"] = group["params"]
+            if "param_names" in group and "param_names" not in saved:
+                saved["param_names"] = group["param_names"]
+        self.__setstate__({"state": state, "param_groups": saved_groups})
+
+    def _cast_state(self, param, key, value):
+        """A loaded state entry ready for the kernels: param dtype (except 'step'), contiguous, right shape."""
+        if key == "step":
+            if not isinstance(value, Tensor):  # older files keep the step as a number
+                value = Tensor._wrap(np.array(value, dtype=np.float32))
+            return value
+        if not isinstance(value, Tensor):
+            return value
+        if key in self._param_shaped_state and value.shape != param.shape:
+            raise ValueError("loaded state dict has '%s' of shape %s for a parameter of shape %s"
+                             % (key, list(value.shape), list(param.shape)))
+        if param.is_floating_point():
+            data = value._data
+            if data.dtype != param._data.dtype or not data.flags.c_contiguous or not data.flags.writeable:
+                value = Tensor._wrap(np.array(data, dtype=param._data.dtype, order="C"))
+        return value

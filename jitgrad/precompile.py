@@ -1,0 +1,162 @@
+"""Compile and cache the op table's kernels ahead of time.
+
+    python -m jitgrad.precompile                      # every op, float32 and float64
+    python -m jitgrad.precompile --ops add,mul,relu   # a few ops
+    python -m jitgrad.precompile --serial-only        # skip the multi-threaded builds
+
+Kernels compile for each argument signature they meet (dtype, memory layout, serial or
+parallel build). This runs every op's sample inputs forward and backward, once as they are
+(serial builds) and once with the parallel threshold at zero (the parallel builds that large
+tensors use), so that numba's on-disk cache holds them and later processes only load them.
+The helpers that turn a table sample into a call are shared with the op benchmarks.
+"""
+import argparse
+import sys
+import time
+
+import numpy as np
+
+from . import _dtype as D
+from ._jit_stats import jit_stats
+from ._op import dispatch
+from ._tensor import Tensor
+from .kernels import config
+from .ops import FUNCTIONS, METHODS, OPS
+
+DTYPES = ("float32", "float64")
+
+
+def op_callable(op):
+    """The public function an op's samples are applied to (``op.call``, else jitgrad.<name> or
+    Tensor.<name>); ops with neither are called through dispatch with the sample's kwargs as params."""
+    fn = getattr(op, "call", None) or FUNCTIONS.get(op.name) or METHODS.get(op.name)
+    if fn is not None:
+        return fn
+    return lambda *args, **params: dispatch(op, args, params)
+
+
+def to_tensors(value, requires_grad):
+    """NumPy arrays (also inside tuples and lists) -> tensors; float ones require grad if asked."""
+    if isinstance(value, np.ndarray):
+        t = Tensor._wrap(value.copy() if not value.flags.writeable else value)
+        if requires_grad and value.dtype.kind == "f":
+            t.requires_grad_()
+        return t
+    if isinstance(value, (tuple, list)):
+        return type(value)(to_tensors(v, requires_grad) for v in value)
+    return value
+
+
+def leaves(value):
+    """The tensors that require grad in a converted sample (args or kwargs)."""
+    if isinstance(value, Tensor):
+        return [value] if value.requires_grad else []
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, (tuple, list)):
+        return [t for v in value for t in leaves(v)]
+    return []
+
+
+def differentiable_outputs(out):
+    """The outputs of a call that backward can start from, with a gradient of ones for each."""
+    outs = out if isinstance(out, (tuple, list)) else (out,)
+    outs = [o for o in outs if isinstance(o, Tensor) and o.requires_grad]
+    return outs, [Tensor._wrap(np.ones(o.shape, o.dtype.np)) for o in outs]
+
+
+def run_sample(op, args, kwargs, backward=True):
+    """Run one table sample through the op's public call, then backward from its outputs."""
+    from .autograd.engine import backward as run_backward
+    grad = backward and op.differentiable
+    args, kwargs = to_tensors(args, grad), {k: to_tensors(v, grad) for k, v in kwargs.items()}
+    out = op_callable(op)(*args, **kwargs)
+    if grad:
+        outs, grads = differentiable_outputs(out)
+        if outs:
+            run_backward(outs, grads)
+    return out
+
+
+def precompile_op(op, dtypes=DTYPES, parallel=True):
+    """Run the samples of ``op`` in each dtype (serial, then parallel builds). Returns the errors."""
+    errors = []
+    thresholds = (config.PARALLEL_THRESHOLD, 0) if parallel else (config.PARALLEL_THRESHOLD,)
+    saved = config.PARALLEL_THRESHOLD
+    try:
+        for threshold in thresholds:
+            config.PARALLEL_THRESHOLD = threshold
+            for dtype in dtypes:
+                rng = np.random.default_rng(0)
+                for args, kwargs in op.samples(rng, np.dtype(dtype)):
+                    try:
+                        with np.errstate(all="ignore"):
+                            run_sample(op, args, kwargs)
+                    except Exception as e:  # noqa: BLE001  (reported, and the other samples still run)
+                        errors.append("%s %s: %s: %s" % (op.name, dtype, type(e).__name__, e))
+    finally:
+        config.PARALLEL_THRESHOLD = saved
+    return errors
+
+
+def precompile(ops=None, dtypes=DTYPES, parallel=True, out=sys.stdout):
+    """Precompile the kernels of ``ops`` (names; default: the whole table); print one line per op."""
+    from ._grad_mode import enable_grad
+    names = list(OPS) if ops is None else list(ops)
+    unknown = [n for n in names if n not in OPS]
+    if unknown:
+        raise ValueError("unknown op(s): %s" % ", ".join(unknown))
+    before = jit_stats()
+    start = time.perf_counter()
+    errors, skipped = [], []
+    with enable_grad():
+        for name in names:
+            op = OPS[name]
+            if op.samples is None:
+                skipped.append(name)
+                continue
+            s0, t0 = jit_stats(), time.perf_counter()
+            errs = precompile_op(op, dtypes, parallel)
+            s1 = jit_stats()
+            print("%-14s compiled %3d  loaded %3d  %6.2f s%s" % (
+                name, s1["kernels_compiled"] - s0["kernels_compiled"], s1["cache_hits"] - s0["cache_hits"],
+                time.perf_counter() - t0, "  (%d sample(s) failed)" % len(errs) if errs else ""), file=out)
+            errors += errs
+    after = jit_stats()
+    print("precompiled %d op(s) for %s%s: %d kernel signature(s) compiled in %.1f s, %d loaded from the cache, "
+          "%.1f s in all" % (len(names) - len(skipped), "/".join(dtypes), "" if parallel else " (serial builds only)",
+                             after["kernels_compiled"] - before["kernels_compiled"],
+                             after["compile_seconds"] - before["compile_seconds"],
+                             after["cache_hits"] - before["cache_hits"], time.perf_counter() - start), file=out)
+    if skipped:
+        print("no samples to run (skipped): " + ", ".join(skipped), file=out)
+    for e in dict.fromkeys(errors):
+        n = errors.count(e)
+        print("failed: %s%s" % (e, " (%d samples)" % n if n > 1 else ""), file=out)
+    return {"ops": len(names) - len(skipped), "skipped": skipped, "errors": errors,
+            "compiled": after["kernels_compiled"] - before["kernels_compiled"]}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m jitgrad.precompile", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--ops", help="comma-separated op names (default: every op of the table)")
+    parser.add_argument("--dtypes", default=",".join(DTYPES), help="comma-separated dtypes (default: %(default)s)")
+    parser.add_argument("--serial-only", action="store_true", help="skip the parallel (multi-threaded) builds")
+    parser.add_argument("--list", action="store_true", help="list the op names and exit")
+    a = parser.parse_args(argv)
+    if a.list:
+        print(" ".join(OPS))
+        return 0
+    dtypes = tuple(d.strip() for d in a.dtypes.split(",") if d.strip())
+    bad = [d for d in dtypes if d not in (t.name for t in D.ALL)]
+    if bad:
+        parser.error("unknown dtype(s): %s (choose from %s)" % (", ".join(bad), ", ".join(t.name for t in D.ALL)))
+    try:
+        result = precompile(a.ops.split(",") if a.ops else None, dtypes, not a.serial_only)
+    except ValueError as e:
+        parser.error(str(e))
+    return 1 if result["errors"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,360 @@
+"""jitgrad.save / jitgrad.load: weight files that never execute code when read.
+
+A file is a fixed preamble, a JSON header and the raw bytes of every tensor::
+
+    b"\\x93JITGRAD"  format version (uint32 LE)  header length (uint64 LE)  header (UTF-8 JSON)
+    padding to 64 bytes, then each tensor's little-endian C-order bytes, each at a 64-byte aligned offset
+
+The header holds the object tree -- dicts (any hashable keys of the types below), lists, tuples,
+strings, numbers, booleans, None and tensors -- and, per tensor, its dtype, shape, offset,
+size and CRC-32. Loading parses JSON and copies bytes into arrays of an allow-listed dtype;
+it never unpickles. Every offset, size and checksum is validated, so a truncated, corrupt or
+foreign file raises an error naming the file. ``save`` writes a temporary file in the target
+directory and renames it over the target, so a failed or interrupted save leaves any old file
+intact.
+"""
+import collections
+import json
+import numbers
+import os
+import struct
+import sys
+import tempfile
+import zlib
+
+import numpy as np
+
+from ._tensor import Tensor
+
+MAGIC = b"\x93JITGRAD"
+VERSION = 1
+_PREAMBLE = struct.Struct("<8sIQ")  # magic, format version, header length
+_ALIGN = 64
+# dtype name in the file -> little-endian NumPy dtype; nothing else is ever read.
+_DTYPES = {"bool": np.dtype("|b1"), "int32": np.dtype("<i4"), "int64": np.dtype("<i8"),
+           "float32": np.dtype("<f4"), "float64": np.dtype("<f8")}
+_DTYPE_NAMES = {v.newbyteorder("="): k for k, v in _DTYPES.items()}
+_SCALARS = (str, bool, int, float, type(None))
+
+
+def _align(n):
+    return -(-n // _ALIGN) * _ALIGN
+
+
+# ---------------------------------------------------------------- save
+class _Encoder:
+    """Turns an object tree into a JSON-ready tree plus the list of arrays to write."""
+
+    def __init__(self):
+        self.arrays = []   # contiguous little-endian arrays, in file order
+        self.tensors = []  # their header entries
+        self._index = {}   # id(tensor) -> index: a tensor saved twice is stored once
+        self._keep = []    # keeps saved tensors alive, so their ids stay unique while encoding
+        self._active = set()
+
+    def encode(self, obj, where="obj"):
+        if isinstance(obj, Tensor):
+            return {"t": "tensor", "i": self._tensor(obj, where)}
+        if isinstance(obj, np.generic) and not isinstance(obj, (np.void, np.object_)):
+            obj = obj.item()
+        if isinstance(obj, _SCALARS):
+            if isinstance(obj, bool):
+                return bool(obj)
+            if isinstance(obj, numbers.Integral):
+                return int(obj)
+            if isinstance(obj, float):
+                return float(obj)
+            return obj if obj is None else str(obj)
+        if isinstance(obj, (dict, list, tuple)):
+            if id(obj) in self._active:
+                raise ValueError("jitgrad.save: %s contains itself; recursive structures can't be saved" % where)
+            self._active.add(id(obj))
+            try:
+                return self._container(obj, where)
+            finally:
+                self._active.discard(id(obj))
+        raise TypeError("jitgrad.save can't save %s of type %s (supported: Tensor, dict, list, tuple, str, int, float, "
+                        "bool, None)" % (where, type(obj).__qualname__))
+
+    def _container(self, obj, where):
+        if isinstance(obj, dict):
+            tag = "counter" if isinstance(obj, collections.Counter) else \
+                "odict" if isinstance(obj, collections.OrderedDict) else "dict"
+            items = []
+            for k, v in obj.items():
+                key = self._key(k, where)
+                items.append([key, self.encode(v, "%s[%r]" % (where, k))])
+            return {"t": tag, "items": items}
+        tag = "list" if isinstance(obj, list) else "tuple"
+        return {"t": tag, "items": [self.encode(v, "%s[%d]" % (where, i)) for i, v in enumerate(obj)]}
+
+    def _key(self, k, where):
+        if isinstance(k, tuple):
+            return {"t": "tuple", "items": [self._key(x, where) for x in k]}
+        if isinstance(k, np.generic):
+            k = k.item()
+        if not isinstance(k, _SCALARS):
+            raise TypeError("jitgrad.save can't save a dict key of type %s in %s" % (type(k).__qualname__, where))
+        return self.encode(k, where)
+
+    def _tensor(self, t, where):
+        i = self._index.get(id(t))
+        if i is not None:
+            return i
+        data = t._data
+        name = _DTYPE_NAMES.get(data.dtype.newbyteorder("="))
+        if name is None:
+            raise TypeError("jitgrad.save can't save %s: unsupported dtype %s" % (where, data.dtype))
+        arr = np.asarray(data, dtype=_DTYPES[name], order="C")
+        entry = {"dtype": name, "shape": list(arr.shape), "nbytes": arr.nbytes,
+                 "crc32": zlib.crc32(_bytes(arr)), "requires_grad": bool(t.requires_grad)}
+        nn = sys.modules.get("jitgrad.nn")  # no Parameter exists before jitgrad.nn is imported
+        if nn is not None and isinstance(t, nn.Parameter):
+            entry["parameter"] = True
+        i = self._index[id(t)] = len(self.arrays)
+        self._keep.append(t)
+        self.arrays.append(arr)
+        self.tensors.append(entry)
+        return i
+
+
+def _bytes(arr):
+    """The bytes of a contiguous array, without a copy."""
+    return memoryview(arr.reshape(-1)).cast("B") if arr.size else b""
+
+
+def _serialize(obj):
+    """(header bytes, arrays): everything is checked before any file is touched."""
+    enc = _Encoder()
+    tree = enc.encode(obj)
+    offset = 0
+    for entry in enc.tensors:
+        entry["offset"] = offset
+        offset = _align(offset + entry["nbytes"])
+    header = {"format": "jitgrad", "tree": tree, "tensors": enc.tensors, "data_size": offset}
+    return json.dumps(header, separators=(",", ":")).encode("utf-8"), enc.arrays, enc.tensors
+
+
+def _write(f, header, arrays, entries):
+    f.write(_PREAMBLE.pack(MAGIC, VERSION, len(header)))
+    f.write(header)
+    pos = _PREAMBLE.size + len(header)
+    data_start = _align(pos)
+    f.write(b"\0" * (data_start - pos))
+    pos = 0
+    for arr, entry in zip(arrays, entries):
+        f.write(b"\0" * (entry["offset"] - pos))
+        f.write(_bytes(arr))
+        pos = entry["offset"] + entry["nbytes"]
+    data_size = _align(pos) if entries else 0
+    f.write(b"\0" * (data_size - pos))
+
+
+def _file_mode(path):
+    """Permissions for the new file: the old file's, else the usual default under the current umask."""
+    try:
+        return os.stat(path).st_mode & 0o7777
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
+def save(obj, f):
+    """Save ``obj`` (nested dicts, lists and tuples of tensors, numbers, strings, booleans and None) to ``f``.
+
+    ``f`` is a path (written atomically: a temporary file in the same directory, then renamed over
+    ``f``) or a binary file object opened for writing.
+    """
+    header, arrays, entries = _serialize(obj)
+    if hasattr(f, "write"):
+        _write(f, header, arrays, entries)
+        return
+    path = os.fspath(f)
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            _write(out, header, arrays, entries)
+            out.flush()
+            os.fsync(out.fileno())
+        os.chmod(tmp, _file_mode(path))
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    try:  # make the rename itself durable
+        dir_fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(dir_fd)
+    except OSError:
+        pass
+    finally:
+        os.close(dir_fd)
+
+
+# ---------------------------------------------------------------- load
+class _Corrupt(Exception):
+    """Raised inside the reader; load() turns it into a RuntimeError naming the file."""
+
+
+def _check(cond, what):
+    if not cond:
+        raise _Corrupt(what)
+
+
+def _is_int(x):
+    return isinstance(x, int) and not isinstance(x, bool) and x >= 0
+
+
+def _foreign(head):
+    if head.startswith(b"PK\x03\x04"):
+        return "is a zip archive (PyTorch's torch.save format?), not a jitgrad file; jitgrad.load never unpickles"
+    if head[:1] == b"\x80":
+        return "is a pickle, not a jitgrad file; jitgrad.load never unpickles"
+    return "is not a jitgrad file (bad magic header)"
+
+
+class _Reader:
+    def __init__(self, f, size):
+        self.f, self.size, self.base = f, size, f.tell()  # a file object may hold the data after other bytes
+
+    def read(self):
+        head = self.f.read(_PREAMBLE.size)
+        _check(head, "is empty")
+        if len(head) < _PREAMBLE.size or not head.startswith(MAGIC):
+            if len(head) < _PREAMBLE.size and MAGIC.startswith(head[:len(MAGIC)]):
+                raise _Corrupt("is truncated (%d bytes)" % len(head))
+            raise _Corrupt(_foreign(head))
+        _, version, header_len = _PREAMBLE.unpack(head)
+        _check(version == VERSION, "has format version %d; this jitgrad reads version %d" % (version, VERSION))
+        _check(_PREAMBLE.size + header_len <= self.size, "is truncated (header runs past the end of the file)")
+        try:
+            header = json.loads(self.f.read(header_len).decode("utf-8"))
+        except (ValueError, RecursionError) as e:
+            raise _Corrupt("has a corrupt header (%s)" % e) from None
+        _check(isinstance(header, dict) and header.get("format") == "jitgrad", "has a corrupt header")
+        tensors, data_size = header.get("tensors"), header.get("data_size")
+        _check(isinstance(tensors, list) and _is_int(data_size), "has a corrupt header")
+        data_start = _align(_PREAMBLE.size + header_len)
+        _check(data_start + data_size <= self.size, "is truncated (expected %d bytes, found %d)"
+               % (data_start + data_size, self.size))
+        _check(data_start + data_size == self.size, "has %d unexpected bytes at its end"
+               % (self.size - data_start - data_size))
+        self.entries = [self._entry(e, data_size) for e in tensors]
+        self.data_start = data_start
+        self.loaded = {}
+        try:
+            return self._decode(header.get("tree"))
+        except RecursionError:
+            raise _Corrupt("has a corrupt header (nested too deeply)") from None
+
+    @staticmethod
+    def _entry(e, data_size):
+        _check(isinstance(e, dict), "has a corrupt tensor entry")
+        dtype = _DTYPES.get(e.get("dtype"))
+        _check(dtype is not None, "has a tensor of unknown dtype %r" % (e.get("dtype"),))
+        shape, offset, nbytes = e.get("shape"), e.get("offset"), e.get("nbytes")
+        _check(isinstance(shape, list) and all(_is_int(s) for s in shape), "has a tensor with a corrupt shape")
+        _check(_is_int(offset) and _is_int(nbytes) and _is_int(e.get("crc32")), "has a corrupt tensor entry")
+        _check(nbytes == int(np.prod(shape, dtype=object)) * dtype.itemsize,
+               "has a tensor whose size does not match its shape %s" % shape)
+        _check(offset + nbytes <= data_size, "has a tensor that points outside the file")
+        _check(isinstance(e.get("requires_grad"), bool), "has a corrupt tensor entry")
+        return dtype, tuple(shape), offset, nbytes, e["crc32"], e["requires_grad"], e.get("parameter") is True
+
+    def _tensor(self, i):
+        _check(_is_int(i) and i < len(self.entries), "refers to a tensor that is not in the file")
+        if i in self.loaded:
+            return self.loaded[i]
+        dtype, shape, offset, nbytes, crc, requires_grad, parameter = self.entries[i]
+        arr = np.empty(shape, dtype=dtype)
+        if nbytes:
+            self.f.seek(self.base + self.data_start + offset)
+            got = self.f.readinto(_bytes(arr))
+            _check(got == nbytes, "is truncated")
+        _check(zlib.crc32(_bytes(arr)) == crc, "is corrupt (checksum mismatch in tensor %d)" % i)
+        if dtype == np.bool_:
+            _check(bool((arr.view(np.uint8) <= 1).all()), "is corrupt (invalid boolean values)")
+        arr = arr.astype(dtype.newbyteorder("="), copy=False)
+        _check(not requires_grad or dtype.kind == "f", "has an integer tensor that requires grad")
+        if parameter:
+            from .nn import Parameter
+            t = Parameter(Tensor._wrap(arr), requires_grad=requires_grad)
+        else:
+            t = Tensor._wrap(arr, requires_grad)
+        self.loaded[i] = t
+        return t
+
+    def _decode(self, node):
+        if node is None or isinstance(node, (str, bool, int, float)):
+            return node
+        _check(isinstance(node, dict) and isinstance(node.get("items", []), list), "has a corrupt object tree")
+        tag, items = node.get("t"), node.get("items", [])
+        if tag == "tensor":
+            return self._tensor(node.get("i"))
+        if tag in ("list", "tuple"):
+            values = [self._decode(v) for v in items]
+            return values if tag == "list" else tuple(values)
+        if tag in ("dict", "odict", "counter"):
+            out = {"dict": dict, "odict": collections.OrderedDict, "counter": collections.Counter}[tag]()
+            for item in items:
+                _check(isinstance(item, list) and len(item) == 2, "has a corrupt object tree")
+                key = self._decode(item[0])
+                _check(isinstance(key, (str, bool, int, float, tuple, type(None))), "has an invalid dict key")
+                try:
+                    out[key] = self._decode(item[1])
+                except TypeError:  # a tuple key holding something unhashable
+                    raise _Corrupt("has an invalid dict key") from None
+            return out
+        raise _Corrupt("has an unknown object tag %r" % (tag,))
+
+
+def load(f, map_location=None, weights_only=True):
+    """Load an object saved with :func:`save` from a path or a binary file object.
+
+    Loading never executes code (``weights_only`` is accepted for PyTorch compatibility; it is
+    always in effect). ``map_location`` moves the loaded tensors to a device.
+    """
+    if hasattr(f, "read"):
+        name = getattr(f, "name", None) or repr(f)
+        if not f.seekable():
+            raise RuntimeError("jitgrad.load: %r is not seekable" % (name,))
+        start = f.tell()
+        f.seek(0, os.SEEK_END)
+        size = f.tell() - start
+        f.seek(start)
+        obj = _load_from(f, size, name)
+    else:
+        path = os.fspath(f)
+        name = path
+        with open(path, "rb") as fh:
+            obj = _load_from(fh, os.fstat(fh.fileno()).st_size, name)
+    if map_location is not None:
+        obj = _map(obj, map_location)
+    return obj
+
+
+def _load_from(f, size, name):
+    try:
+        return _Reader(f, size).read()
+    except _Corrupt as e:
+        raise RuntimeError("jitgrad.load: %r %s" % (name, e)) from None
+
+
+def _map(obj, location):
+    if isinstance(obj, Tensor):
+        return obj.to(location)
+    if isinstance(obj, dict):
+        out = type(obj)()
+        for k, v in obj.items():
+            out[k] = _map(v, location)
+        return out
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_map(v, location) for v in obj)
+    return obj

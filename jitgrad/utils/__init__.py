@@ -1,0 +1,2 @@
+"""jitgrad.utils: activation checkpointing (``jitgrad.utils.checkpoint``)."""
+from . import checkpoint  # noqa: F401

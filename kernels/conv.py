@@ -1,0 +1,272 @@
+"""Convolution and pooling kernels over NCHW arrays.
+
+Convolution is im2col + one BLAS GEMM per group: ``cols[C*kh*kw, N*oh*ow]`` holds, for every
+output pixel, the input values its kernel window sees (zero where the window hangs over the
+padding). The three products of a convolution are then
+
+    forward       out[g]  = W[g] @ cols[g]
+    input grad    cols[g] = W[g].T @ gout[g]   then col2im adds the columns back into the image
+    weight grad   gW[g]   = gout[g] @ cols[g].T
+
+Geometry is always explicit (stride, top/left padding, dilation, and both image sizes), so
+asymmetric padding ('same' with an even kernel) and conv_transpose's output_padding need no
+special cases. Pooling kernels loop directly over (N*C) planes.
+"""
+import math
+
+import numpy as np
+from numba import prange
+
+from . import config
+from ._jit import twins
+
+
+# ---------------------------------------------------------------- im2col / col2im
+def _im2col(x, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, cols):
+    N, C, H, W = x.shape
+    L = oh * ow
+    for row in prange(C * kh * kw):
+        c = row // (kh * kw)
+        ki = (row // kw) % kh
+        kj = row % kw
+        for n in range(N):
+            base = n * L
+            for i in range(oh):
+                h = i * sh - ph + ki * dh
+                o = base + i * ow
+                if h < 0 or h >= H:
+                    for j in range(ow):
+                        cols[row, o + j] = 0
+                    continue
+                for j in range(ow):
+                    w = j * sw - pw + kj * dw
+                    cols[row, o + j] = x[n, c, h, w] if 0 <= w < W else 0
+
+
+def _col2im(cols, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, x):
+    """x[n, c] += the columns of ``cols`` folded back (x starts at zero; planes are independent)."""
+    N, C, H, W = x.shape
+    L = oh * ow
+    for t in prange(N * C):
+        n, c = t // C, t % C
+        for ki in range(kh):
+            for kj in range(kw):
+                row = (c * kh + ki) * kw + kj
+                for i in range(oh):
+                    h = i * sh - ph + ki * dh
+                    if h < 0 or h >= H:
+                        continue
+                    o = n * L + i * ow
+                    for j in range(ow):
+                        w = j * sw - pw + kj * dw
+                        if 0 <= w < W:
+                            x[n, c, h, w] += cols[row, o + j]
+
+
+# ---------------------------------------------------------------- pooling
+def _max_pool(x, kh, kw, sh, sw, ph, pw, dh, dw, out, idx):
+    """Max over each window (NaN wins, as in PyTorch); idx is the flat h*W+w of the max."""
+    N, C, H, W = x.shape
+    oh, ow = out.shape[2], out.shape[3]
+    for t in prange(N * C):
+        n, c = t // C, t % C
+        for i in range(oh):
+            h0 = i * sh - ph
+            for j in range(ow):
+                w0 = j * sw - pw
+                best = -math.inf
+                bi = -1
+                for ki in range(kh):
+                    h = h0 + ki * dh
+                    if h < 0 or h >= H:
+                        continue
+                    for kj in range(kw):
+                        w = w0 + kj * dw
+                        if w < 0 or w >= W:
+                            continue
+                        v = x[n, c, h, w]
+                        if bi < 0 or v > best or v != v:
+                            best = v
+                            bi = h * W + w
+                out[n, c, i, j] = best
+                idx[n, c, i, j] = bi
+
+
+def _max_pool_backward(g, idx, gx):
+    """gx[n, c, idx] += g (gx is (N, C, H*W), zero on entry)."""
+    N, C, L = g.shape
+    for t in prange(N * C):
+        n, c = t // C, t % C
+        for k in range(L):
+            gx[n, c, idx[n, c, k]] += g[n, c, k]
+
+
+def _window_avg(x, hs, he, ws, we, div, out):
+    """out[n, c, i, j] = sum of x[n, c, hs[i]:he[i], ws[j]:we[j]] / div[i, j]."""
+    N, C = x.shape[0], x.shape[1]
+    oh, ow = out.shape[2], out.shape[3]
+    for t in prange(N * C):
+        n, c = t // C, t % C
+        for i in range(oh):
+            for j in range(ow):
+                s = 0.0
+                for h in range(hs[i], he[i]):
+                    for w in range(ws[j], we[j]):
+                        s += x[n, c, h, w]
+                out[n, c, i, j] = s / div[i, j]
+
+
+def _window_avg_backward(g, hs, he, ws, we, div, gx):
+    """The adjoint of _window_avg: each window gets g / div added (gx is zero on entry)."""
+    N, C = g.shape[0], g.shape[1]
+    oh, ow = g.shape[2], g.shape[3]
+    for t in prange(N * C):
+        n, c = t // C, t % C
+        for i in range(oh):
+            for j in range(ow):
+                v = g[n, c, i, j] / div[i, j]
+                for h in range(hs[i], he[i]):
+                    for w in range(ws[j], we[j]):
+                        gx[n, c, h, w] += v
+
+
+_KERNELS = {f.__name__[1:]: twins(f) for f in (_im2col, _col2im, _max_pool, _max_pool_backward, _window_avg,
+                                               _window_avg_backward)}
+
+
+def kernel(name, size):
+    """The serial or parallel build of kernel ``name`` for work on ``size`` elements."""
+    return _KERNELS[name][size >= config.PARALLEL_THRESHOLD]
+
+
+# ---------------------------------------------------------------- convolution
+def im2col(x, k, stride, padding, dilation, out_hw):
+    N, C = x.shape[:2]
+    oh, ow = out_hw
+    cols = np.empty((C * k[0] * k[1], N * oh * ow), x.dtype)
+    kernel("im2col", cols.size)(np.ascontiguousarray(x), k[0], k[1], stride[0], stride[1], padding[0], padding[1],
+                                dilation[0], dilation[1], oh, ow, cols)
+    return cols
+
+
+def col2im(cols, shape, k, stride, padding, dilation, out_hw):
+    x = np.zeros(shape, cols.dtype)
+    kernel("col2im", cols.size)(cols, k[0], k[1], stride[0], stride[1], padding[0], padding[1], dilation[0],
+                                dilation[1], out_hw[0], out_hw[1], x)
+    return x
+
+
+def _grouped(a, groups):
+    """(rows, cols) -> (groups, rows // groups, cols)."""
+    return a.reshape(groups, a.shape[0] // groups, a.shape[1])
+
+
+def _gemm(a, b):
+    """Batched over groups; a single group is a plain 2-D GEMM."""
+    return (a[0] @ b[0])[None] if a.shape[0] == 1 else np.matmul(a, b)
+
+
+def _channels_first(g):
+    """(N, O, oh, ow) -> contiguous (O, N*oh*ow), the GEMM layout of an output gradient."""
+    N, O = g.shape[:2]
+    return np.ascontiguousarray(g.transpose(1, 0, 2, 3)).reshape(O, -1)
+
+
+def conv2d(x, w, b, stride, padding, dilation, groups, out_hw):
+    """out[N, O, oh, ow] of a convolution of x[N, C, H, W] with w[O, C/groups, kh, kw] (+ b[O])."""
+    N = x.shape[0]
+    O = w.shape[0]
+    k = w.shape[2:]
+    cols = im2col(x, k, stride, padding, dilation, out_hw)
+    out = _gemm(_grouped(w.reshape(O, -1), groups), _grouped(cols, groups))
+    out = out.reshape(O, N, out_hw[0], out_hw[1]).transpose(1, 0, 2, 3)
+    if b is not None:
+        out = out + b.reshape(1, O, 1, 1)
+    return np.ascontiguousarray(out)
+
+
+def conv2d_input_grad(g, w, b, stride, padding, dilation, groups, in_hw):
+    """The adjoint of conv2d in its input (= conv_transpose2d): g[N, O, oh, ow] -> [N, C, H, W] (+ b[C])."""
+    N, O = g.shape[:2]
+    C = w.shape[1] * groups
+    k = w.shape[2:]
+    wt = _grouped(w.reshape(O, -1), groups).transpose(0, 2, 1)
+    cols = _gemm(wt, _grouped(_channels_first(g), groups)).reshape(C * k[0] * k[1], -1)
+    out = col2im(np.ascontiguousarray(cols), (N, C) + tuple(in_hw), k, stride, padding, dilation, g.shape[2:])
+    if b is not None:
+        out += b.reshape(1, C, 1, 1)
+    return out
+
+
+def conv2d_weight_grad(x, g, stride, padding, dilation, groups, k):
+    """The adjoint of conv2d in its weight: x[N, C, H, W], g[N, O, oh, ow] -> [O, C/groups, kh, kw]."""
+    C = x.shape[1]
+    O = g.shape[1]
+    cols = im2col(x, k, stride, padding, dilation, g.shape[2:])
+    gw = _gemm(_grouped(_channels_first(g), groups), _grouped(cols, groups).transpose(0, 2, 1))
+    return gw.reshape(O, C // groups, k[0], k[1])
+
+
+# ---------------------------------------------------------------- pooling wrappers
+def max_pool2d(x, k, stride, padding, dilation, out_hw):
+    """(values, flat h*W+w indices of the maxima) of x[N, C, H, W]."""
+    N, C = x.shape[:2]
+    out = np.empty((N, C) + tuple(out_hw), x.dtype)
+    idx = np.empty((N, C) + tuple(out_hw), np.int64)
+    kernel("max_pool", x.size)(np.ascontiguousarray(x), k[0], k[1], stride[0], stride[1], padding[0], padding[1],
+                               dilation[0], dilation[1], out, idx)
+    return out, idx
+
+
+def max_pool2d_backward(g, idx, in_hw):
+    """Gradient of max_pool2d: g[N, C, oh, ow] sent to the positions ``idx`` of the maxima."""
+    N, C = g.shape[:2]
+    gx = np.zeros((N, C, in_hw[0] * in_hw[1]), g.dtype)
+    kernel("max_pool_backward", g.size)(np.ascontiguousarray(g).reshape(N, C, -1),
+                                        np.ascontiguousarray(idx).reshape(N, C, -1), gx)
+    return gx.reshape(N, C, in_hw[0], in_hw[1])
+
+
+def window_avg(x, windows):
+    """Average pooling over explicit windows: ``windows`` = (hs, he, ws, we, div) (see pool_windows)."""
+    hs, he, ws, we, div = windows
+    N, C = x.shape[:2]
+    out = np.empty((N, C, len(hs), len(ws)), x.dtype)
+    kernel("window_avg", x.size)(np.ascontiguousarray(x), hs, he, ws, we, div.astype(x.dtype), out)
+    return out
+
+
+def window_avg_backward(g, windows, in_hw):
+    hs, he, ws, we, div = windows
+    N, C = g.shape[:2]
+    gx = np.zeros((N, C) + tuple(in_hw), g.dtype)
+    kernel("window_avg_backward", gx.size)(np.ascontiguousarray(g), hs, he, ws, we, div.astype(g.dtype), gx)
+    return gx
+
+
+def avg_pool_windows(in_hw, k, stride, padding, out_hw, count_include_pad, divisor_override):
+    """Windows of avg_pool2d: clipped to the input, divisor per PyTorch's rule."""
+    spans = []
+    for d in range(2):
+        start = np.arange(out_hw[d], dtype=np.int64) * stride[d] - padding[d]
+        end = np.minimum(start + k[d], in_hw[d] + padding[d])
+        size = end - start  # window within the padded input
+        spans.append((np.maximum(start, 0), np.minimum(end, in_hw[d]), size))
+    (hs, he, ph), (ws, we, pw) = spans
+    if divisor_override:
+        div = np.full((len(hs), len(ws)), float(divisor_override))
+    elif count_include_pad:
+        div = np.outer(ph, pw).astype(np.float64)
+    else:
+        div = np.outer(he - hs, we - ws).astype(np.float64)
+    return hs, he, ws, we, div
+
+
+def adaptive_windows(in_hw, out_hw):
+    """Windows of adaptive_avg_pool2d: [floor(i*H/oh), ceil((i+1)*H/oh))."""
+    spans = []
+    for d in range(2):
+        i = np.arange(out_hw[d], dtype=np.int64)
+        spans.append(((i * in_hw[d]) // out_hw[d], -((-(i + 1) * in_hw[d]) // out_hw[d])))
+    (hs, he), (ws, we) = spans
+    return hs, he, ws, we, np.outer(he - hs, we - ws).astype(np.float64)

@@ -1,0 +1,161 @@
+"""CUDA twins of kernels/elementwise.py: grid-stride kernels generated from the same scalar functions.
+
+``run(fn, out_dtype, *args, out=None)`` has the CPU signature and meaning, on device arrays. Each
+scalar function of ``kernels.elementwise.SCALARS`` is compiled, from its unchanged Python source,
+as a CUDA device function, and one kernel is generated per pattern of arguments. An argument is
+passed to the kernel in one of four forms:
+
+    'a'    C-contiguous with the output's shape: a flat view, read at i;
+    's'    a scalar: a kernel argument;
+    'o'    an array of one element broadcast to the output: read at 0 (its value never visits
+           the host, unlike the CPU path, which passes it as a scalar);
+    'dN'   anything else (broadcast or strided, N dims): the array itself, read at the output
+           coordinates of its trailing N dims (a size-1 dim reads index 0).
+
+Broadcast operands are never materialised, and strided ones are not copied first.
+"""
+import hashlib
+import inspect
+import math
+import types
+
+import numpy as np
+from numba import cuda
+
+from .. import elementwise as cpu
+from . import _launch as L
+
+_numpy_on_cuda = None
+
+
+def _numpy_for_device():
+    """``np`` as the scalar functions see it on a GPU: numba-cuda lacks the rounding ufuncs, so
+    floor/ceil/trunc come from math (whose CUDA versions keep the float type, as NumPy's do) and
+    rint from libdevice; every other name is NumPy's."""
+    global _numpy_on_cuda
+    if _numpy_on_cuda is None:
+        from numba import types as nt
+        from numba.cuda import libdevice
+        from numba.cuda.extending import overload
+
+        def rint(x):
+            return np.rint(x)
+
+        @overload(rint)
+        def _rint(x):
+            if x == nt.float32:
+                return lambda x: libdevice.rintf(x)
+            return lambda x: libdevice.rint(x)  # float64; integers convert, as np.rint's do
+
+        shim = types.ModuleType("numpy_on_cuda")
+        shim.floor, shim.ceil, shim.trunc, shim.rint = math.floor, math.ceil, math.trunc, rint
+        shim.__getattr__ = lambda name: getattr(np, name)
+        _numpy_on_cuda = shim
+    return _numpy_on_cuda
+
+
+_device_fns = {}
+
+
+def device_function(name):
+    """Scalar function ``name`` of kernels.elementwise compiled as a CUDA device function."""
+    f = _device_fns.get(name)
+    if f is None:
+        py = cpu.SCALARS[name].py_func
+        if not L.SIM:  # the simulator runs the Python source as it is
+            py = L.function_with_globals(py, np=_numpy_for_device())
+        f = _device_fns[name] = L.device_jit(py)
+    return f
+
+
+# ---------------------------------------------------------------- kernel generation
+_KERNEL = """
+def {name}({params}out{shape}):
+    for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
+{coords}        out[i] = {fn}({call})
+"""
+
+def coords_source(ndim, indent=" " * 8):
+    """Source computing the coordinates c0..c{ndim-1} of flat index i over the C-order ``shape``."""
+    lines = ["r = i"]
+    for d in range(ndim - 1, 0, -1):
+        lines += ["c%d = r %% shape[%d]" % (d, d), "r //= shape[%d]" % d]
+    lines.append("c0 = r")
+    return "".join(indent + line + "\n" for line in lines)
+
+
+def _read(k, p, ndim):
+    if p == "a":
+        return "x%d[i]" % k
+    if p == "s":
+        return "x%d" % k
+    if p == "o":
+        return "x%d[0]" % k
+    d = int(p[1:])  # trailing dims of the output; a size-1 dim of the operand reads index 0
+    return "x%d[%s]" % (k, ", ".join("min(c%d, x%d.shape[%d] - 1)" % (ndim - d + j, k, j) for j in range(d)))
+
+
+def _define(template, name, scalar=None, **fields):
+    """Generate a kernel. Its name carries a hash of its source and of the scalar function it
+    inlines, so numba's on-disk cache (keyed on this file) never serves a stale build."""
+    text = template.format(name=name, **fields) + (inspect.getsource(cpu.SCALARS[scalar].py_func) if scalar else "")
+    unique = "%s_%s" % (name, hashlib.sha1(text.encode()).hexdigest()[:10])
+    return L.define(template.format(name=unique, **fields), globals(), __file__, unique)
+
+
+_kernels = {}
+
+
+def _kernel(fn, pattern, ndim):
+    key = (fn, pattern, ndim)
+    k = _kernels.get(key)
+    if k is None:
+        globals()["_device_" + fn] = device_function(fn)
+        strided = ndim > 0
+        k = _kernels[key] = _define(
+            _KERNEL, "_ew_%s_%s%s" % (fn, "_".join(pattern), "_n%d" % ndim if strided else ""), scalar=fn,
+            params="".join("x%d, " % j for j in range(len(pattern))), shape=", shape" if strided else "",
+            coords=coords_source(ndim) if strided else "", fn="_device_" + fn,
+            call=", ".join(_read(j, p, ndim) for j, p in enumerate(pattern)))
+    return k
+
+
+# ---------------------------------------------------------------- entry points
+def run(fn, out_dtype, *args, out=None):
+    """Apply scalar function ``fn`` elementwise over ``args`` with NumPy broadcasting.
+
+    ``args`` are device arrays (any strides) or NumPy scalars already in the dtype to compute in.
+    ``out`` may be given (in-place ops, fills): C-contiguous, with the broadcast shape of the
+    arguments or a shape they broadcast to. Returns the output array; the launch is asynchronous.
+    """
+    shape = np.broadcast_shapes(*[tuple(a.shape) for a in args if L.is_array(a)])
+    if out is None:
+        out = L.empty(shape, out_dtype)
+    elif tuple(out.shape) != shape:
+        if np.broadcast_shapes(shape, tuple(out.shape)) != tuple(out.shape):
+            raise ValueError("output of shape %s cannot hold the broadcast shape %s" % (tuple(out.shape), shape))
+        shape = tuple(out.shape)
+    size = math.prod(shape)
+    if size == 0:
+        return out
+    kargs, pattern = [], []
+    for a in args:
+        if not L.is_array(a):
+            pattern.append("s")
+        elif a.size == 1:
+            a = a.reshape(1)
+            pattern.append("o")
+        elif tuple(a.shape) == shape and L.is_c_contiguous(a):
+            a = a.reshape(size)
+            pattern.append("a")
+        else:
+            pattern.append("d%d" % a.ndim)
+        kargs.append(a)
+    pattern = tuple(pattern)
+    strided = any(p[0] == "d" for p in pattern)
+    kargs.append(out.reshape(size))
+    if strided:
+        kargs.append(shape)
+    L.launch(_kernel(fn, pattern, len(shape) if strided else 0), L.blocks_for(size), L.THREADS, *kargs)
+    return out
+

@@ -1,0 +1,130 @@
+"""GEMM on the device: a tiled shared-memory kernel, with NumPy's matmul semantics around it.
+
+A block of TX x TY threads computes a BM x BN tile of the output (BM = TY * RM, BN = TX * RN):
+each step stages a BM x BK slab of ``a`` and a BK x BN slab of ``b`` in shared memory, and every
+thread accumulates its RM x RN outputs in registers (they are generated as separate variables,
+numba does not keep a local array in registers). Thread (tx, ty) owns rows ty + TY * i and
+columns tx + TX * j, so the shared-memory reads of a warp are broadcasts or consecutive, and its
+global stores coalesce. blockIdx.z walks the batch; an operand with a batch of one (or none)
+is shared by every batch entry without being copied. Accumulation is in the operands' dtype.
+"""
+import hashlib
+import math
+
+import numpy as np
+from numba import cuda
+
+from . import _launch as L
+from .array import broadcast_to, expand_dims, reshape
+
+_GEMM = """
+def {name}(a, b, out, zero):
+    tx = cuda.threadIdx.x
+    ty = cuda.threadIdx.y
+    tid = ty * {tx} + tx
+    Z, M, N = out.shape
+    K = a.shape[{a_k}]
+    m0 = cuda.blockIdx.y * {bm}
+    n0 = cuda.blockIdx.x * {bn}
+    As = cuda.shared.array(({bk}, {bm}), out.dtype)
+    Bs = cuda.shared.array(({bk}, {bn}), out.dtype)
+    for z in range(cuda.blockIdx.z, Z, cuda.gridDim.z):
+        za = min(z, {a_batch} - 1)
+        zb = min(z, {b_batch} - 1)
+{init}
+        for k0 in range(0, K, {bk}):
+            for e in range(tid, {bm} * {bk}, {threads}):
+                i = e // {bk}
+                k = e % {bk}
+                As[k, i] = a[{a_index}] if m0 + i < M and k0 + k < K else zero
+            for e in range(tid, {bk} * {bn}, {threads}):
+                k = e // {bn}
+                j = e % {bn}
+                Bs[k, j] = b[{b_index}] if k0 + k < K and n0 + j < N else zero
+            cuda.syncthreads()
+            for k in range({bk}):
+{loads}
+{fmas}
+            cuda.syncthreads()
+{stores}
+"""
+
+
+def _lines(lines, indent):
+    return "\n".join(" " * indent + line for line in lines)
+
+
+def _gemm_source(name, a_ndim, b_ndim, tile):
+    tx, ty, rm, rn, bk = tile
+    rows, cols = range(rm), range(rn)
+    return _GEMM.format(
+        name=name, tx=tx, bm=ty * rm, bn=tx * rn, bk=bk, threads=tx * ty, a_k=a_ndim - 1,
+        a_batch="a.shape[0]" if a_ndim == 3 else "1", b_batch="b.shape[0]" if b_ndim == 3 else "1",
+        a_index=("za, " if a_ndim == 3 else "") + "m0 + i, k0 + k",
+        b_index=("zb, " if b_ndim == 3 else "") + "k0 + k, n0 + j",
+        init=_lines(["acc%d_%d = zero" % (i, j) for i in rows for j in cols], 8),
+        loads=_lines(["a%d = As[k, ty + %d]" % (i, ty * i) for i in rows]
+                     + ["b%d = Bs[k, tx + %d]" % (j, tx * j) for j in cols], 16),
+        fmas=_lines(["acc%d_%d += a%d * b%d" % (i, j, i, j) for i in rows for j in cols], 16),
+        stores=_lines(sum((["if m0 + ty + %d < M and n0 + tx + %d < N:" % (ty * i, tx * j),
+                            "    out[z, m0 + ty + %d, n0 + tx + %d] = acc%d_%d" % (ty * i, tx * j, i, j)]
+                           for i in rows for j in cols), []), 8))
+
+
+_kernels = {}
+
+
+def _kernel(a_ndim, b_ndim):
+    tile = L.MATMUL_TILE
+    key = (a_ndim, b_ndim, tile)
+    k = _kernels.get(key)
+    if k is None:
+        name = "_gemm_a%d_b%d_%s" % (a_ndim, b_ndim, "x".join(map(str, tile)))
+        unique = "%s_%s" % (name, hashlib.sha1(_gemm_source(name, a_ndim, b_ndim, tile).encode()).hexdigest()[:10])
+        k = _kernels[key] = L.define(_gemm_source(unique, a_ndim, b_ndim, tile), globals(), __file__, unique)
+    return k
+
+
+def gemm(a, b, out):
+    """out[z] = a[z] @ b[z] for 2-D or 3-D ``a`` and ``b`` (a 2-D operand, or a batch of one, is
+    shared by every z) into the C-contiguous 3-D ``out`` of shape (Z, M, N). Any strides."""
+    Z, M, N = out.shape
+    if out.size == 0:
+        return out
+    tx, ty, rm, rn, _ = L.MATMUL_TILE
+    grid = (-(-N // (tx * rn)), -(-M // (ty * rm)), min(Z, 65535))
+    L.launch(_kernel(a.ndim, b.ndim), grid, (tx, ty), a, b, out, out.dtype.type(0))
+    return out
+
+
+def matmul(a, b):
+    """``np.matmul`` on device arrays: 1-D operands gain (then lose) a dim, batch dims broadcast."""
+    if a.ndim == 0 or b.ndim == 0:
+        raise ValueError("matmul: both operands need at least one dimension")
+    if a.dtype != b.dtype:
+        raise TypeError("matmul: operands must have the same dtype, got %s and %s" % (a.dtype, b.dtype))
+    a2 = expand_dims(a, 0) if a.ndim == 1 else a
+    b2 = expand_dims(b, 1) if b.ndim == 1 else b
+    (M, K), (K2, N) = a2.shape[-2:], b2.shape[-2:]
+    if K != K2:
+        raise ValueError("matmul: mismatch in its core dimension: %s @ %s" % (tuple(a.shape), tuple(b.shape)))
+    batch = np.broadcast_shapes(tuple(a2.shape[:-2]), tuple(b2.shape[:-2]))
+    out = L.empty(batch + (M, N), a.dtype)
+    gemm(_operand(a2, batch), _operand(b2, batch), out.reshape(math.prod(batch), M, N))
+    if a.ndim == 1 or b.ndim == 1:
+        out = out.reshape(batch + ((M,) if a.ndim > 1 else ()) + ((N,) if b.ndim > 1 else ()))
+    return out
+
+
+def _operand(x, batch):
+    """``x`` (..., rows, cols) as a gemm operand: as it is when 2-D or 3-D with the batch (or a
+    batch of one); else 3-D over the flattened batch (a copy when its batch dims broadcast)."""
+    own = tuple(x.shape[:-2])
+    if x.ndim == 2 or (x.ndim == 3 and own in (batch, (1,))):
+        return x
+    mat = tuple(x.shape[-2:])
+    if math.prod(own) == 1:
+        return reshape(x, mat)
+    if own != batch:
+        x = broadcast_to(x, batch + mat)
+    return reshape(x, (math.prod(batch),) + mat)

@@ -1,0 +1,200 @@
+"""A caching device-memory pool, plugged into numba-cuda through its External Memory Management
+(EMM) interface: repeated allocations of a size reuse freed blocks instead of calling cudaMalloc,
+so a training step allocates nothing from the driver once its sizes have been seen.
+
+Two parts. ``BlockPool`` is the bookkeeping, independent of CUDA (the raw allocate and free
+functions are given to it). ``CachingMemoryManager`` is the EMM plugin that numba's device
+arrays allocate through; it exists where numba-cuda drives a real GPU (the simulator has no
+device memory and no EMM, so there the statistics stay at zero).
+
+A freed block goes back to the pool, not to the driver. Reusing it is safe in stream order: all
+kernels run on the default stream, so a block released while a queued kernel still reads it is
+only handed out to work queued after that kernel.
+
+``install()`` must run before numba creates its CUDA context; setting the environment variable
+NUMBA_CUDA_MEMORY_MANAGER=jitgrad.kernels.cuda.memory does the same.
+"""
+import threading
+import weakref
+
+from . import _launch as L
+
+SMALL_BLOCK = 1 << 20  # up to 1 MiB, sizes round up to 512 bytes; above, to 1/8 of their power of two
+
+
+class OutOfMemoryError(MemoryError):
+    pass
+
+
+class BlockPool:
+    """Free lists of device blocks by rounded size, and byte counters."""
+
+    def __init__(self, raw_alloc, raw_free):
+        self._raw_alloc, self._raw_free = raw_alloc, raw_free
+        self._cached = {}  # block size -> handles of free blocks
+        self._lock = threading.RLock()  # finalizers may release blocks from the garbage collector
+        self.generation = 0  # bumped by forget(): releases of older blocks are ignored
+        self.allocated = 0  # bytes in blocks handed out
+        self.reserved = 0  # bytes held from the driver: handed out + cached
+        self.peak_allocated = 0
+        self.driver_allocs = 0
+        self.reuses = 0
+
+    @staticmethod
+    def block_size(nbytes):
+        if nbytes <= SMALL_BLOCK:
+            step = 512
+        else:
+            step = 1 << ((nbytes - 1).bit_length() - 4)  # at most 12.5% rounding waste
+        return max(step, -(-nbytes // step) * step)
+
+    def acquire(self, nbytes):
+        """A block of at least ``nbytes``: (handle, block size). On a driver out-of-memory error
+        the cache is emptied and the allocation retried once."""
+        size = self.block_size(nbytes)
+        with self._lock:
+            blocks = self._cached.get(size)
+            if blocks:
+                handle = blocks.pop()
+                self.reuses += 1
+            else:
+                try:
+                    handle = self._raw_alloc(size)
+                except MemoryError:
+                    self.empty_cache()
+                    handle = self._raw_alloc(size)
+                self.reserved += size
+                self.driver_allocs += 1
+            self.allocated += size
+            self.peak_allocated = max(self.peak_allocated, self.allocated)
+        return handle, size
+
+    def release(self, handle, size, generation):
+        with self._lock:
+            if generation != self.generation:
+                return
+            self.allocated -= size
+            self._cached.setdefault(size, []).append(handle)
+
+    def empty_cache(self):
+        """Return every cached (free) block to the driver; blocks in use are untouched."""
+        with self._lock:
+            cached, self._cached = self._cached, {}
+            for size, handles in cached.items():
+                for handle in handles:
+                    self._raw_free(handle)
+                    self.reserved -= size
+
+    def forget(self):
+        """Drop all bookkeeping without freeing: the context that owned the blocks is gone."""
+        with self._lock:
+            self._cached = {}
+            self.generation += 1
+            self.allocated = self.reserved = 0
+
+    @property
+    def cached(self):
+        return self.reserved - self.allocated
+
+    def stats(self):
+        return {"allocated_bytes": self.allocated, "reserved_bytes": self.reserved, "cached_bytes": self.cached,
+                "peak_allocated_bytes": self.peak_allocated, "driver_allocs": self.driver_allocs,
+                "reuses": self.reuses}
+
+
+if not L.SIM:
+    from numba import cuda
+    from numba.cuda import GetIpcHandleMixin, HostOnlyCUDAMemoryManager, MemoryInfo
+    from numba.cuda.cudadrv.driver import AutoFreePointer, CudaAPIError, binding, driver
+
+    class CachingMemoryManager(GetIpcHandleMixin, HostOnlyCUDAMemoryManager):
+        """numba-cuda EMM plugin: device allocations come from (and return to) a ``BlockPool``."""
+
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.pool = BlockPool(self._driver_alloc, self._driver_free)
+
+        @staticmethod
+        def _driver_alloc(size):
+            try:
+                return driver.cuMemAlloc(size)
+            except CudaAPIError as e:
+                if e.code == binding.CUresult.CUDA_ERROR_OUT_OF_MEMORY:
+                    raise OutOfMemoryError("CUDA out of memory. Tried to allocate %.2f MiB" % (size / 2**20)) from e
+                raise
+
+        @staticmethod
+        def _driver_free(handle):
+            driver.cuMemFree(handle)
+
+        def initialize(self):
+            # host (pinned/mapped) deallocations are queued as numba's own manager does
+            self.deallocations.memory_capacity = self.get_memory_info().total
+
+        def memalloc(self, size):
+            handle, block = self.pool.acquire(size)
+            key, allocations, pool, generation = int(handle), self.allocations, self.pool, self.pool.generation
+
+            def release():  # must not reference the pointer object it finalizes
+                allocations.pop(key, None)
+                pool.release(handle, block, generation)
+
+            # The pointer lives while device arrays (or views of them) refer to it, as numba's own.
+            mem = AutoFreePointer(weakref.proxy(self.context), handle, size, finalizer=release)
+            self.allocations[key] = mem
+            return mem.own()
+
+        def get_memory_info(self):
+            free, total = driver.cuMemGetInfo()
+            return MemoryInfo(free=free, total=total)
+
+        def reset(self):
+            super().reset()
+            self.pool.forget()
+
+        @property
+        def interface_version(self):
+            return 1
+
+    _numba_memory_manager = CachingMemoryManager  # for NUMBA_CUDA_MEMORY_MANAGER
+
+
+def install():
+    """Route numba's device allocations through the caching pool (before the CUDA context exists)."""
+    if not L.SIM:
+        cuda.set_memory_manager(CachingMemoryManager)
+
+
+def _pool():
+    """The current context's pool; None under the simulator."""
+    if L.SIM:
+        return None
+    manager = cuda.current_context().memory_manager
+    if not isinstance(manager, CachingMemoryManager):
+        raise RuntimeError("jitgrad's caching allocator is not installed: call kernels.cuda.memory.install() before "
+                           "the first CUDA allocation")
+    return manager.pool
+
+
+def memory_stats():
+    """The pool's counters (bytes allocated/reserved/cached, peak, driver allocations, reuses);
+    all zero under the simulator, which has no device memory."""
+    pool = _pool()
+    return (pool or BlockPool(None, None)).stats()
+
+
+def memory_allocated():
+    """Bytes of device memory held by live arrays (rounded to the pool's block sizes)."""
+    return memory_stats()["allocated_bytes"]
+
+
+def memory_reserved():
+    """Bytes held from the driver: in use plus cached."""
+    return memory_stats()["reserved_bytes"]
+
+
+def empty_cache():
+    """Give the cached free blocks back to the driver."""
+    pool = _pool()
+    if pool is not None:
+        pool.empty_cache()

@@ -1,0 +1,422 @@
+"""CUDA twins of kernels/reduce.py: block-parallel reductions, cumsum and softmax over (A, R, B).
+
+As on the CPU, every kernel reads a 3-D view ``x[A, R, B]`` and reduces (or scans) its middle
+axis R. A block of (tb, tr) threads owns one row ``a`` and a tile of ``tb`` neighbouring columns
+``b``: tb = 1 when B == 1, so the whole block walks one contiguous row; up to REDUCE_TILE
+otherwise, so loads coalesce across b. The block's tr thread rows stride through R and meet in a
+shared-memory tree. When A * B blocks are too few to fill the GPU, R is also split across blocks
+(blockIdx.y): each writes a partial state and a second launch folds the partials.
+
+A reduction kind is a fold over a two-part state (v, w): (value, unused) for sum/prod/amax/amin,
+(value, index) for argmax/argmin, (running max, sum of exp(x - max)) for logsumexp. An element x
+at position r enters as the state (x, r), or (x, 1) for logsumexp. One template generates the
+kernels of every kind. Sums and products of float32 accumulate in float64, as on the CPU.
+"""
+import hashlib
+import math
+
+import numpy as np
+from numba import cuda, float64, int64
+
+from . import _launch as L
+from .array import ascontiguous, transpose
+from ..reduce import _acc_dtype
+
+THREADS = L.THREADS  # shared-memory size of every block (a compile-time constant of the kernels)
+
+# ---------------------------------------------------------------- folds: (v, w) + (v2, w2)
+def _sum_fold(v, w, v2, w2):
+    return v + v2, w
+
+
+def _prod_fold(v, w, v2, w2):
+    return v * v2, w
+
+
+def _amax_fold(v, w, v2, w2):
+    """The larger value; a NaN wins and stays."""
+    if v == v and (v2 > v or v2 != v2):
+        return v2, w
+    return v, w
+
+
+def _amin_fold(v, w, v2, w2):
+    if v == v and (v2 < v or v2 != v2):
+        return v2, w
+    return v, w
+
+
+def _argmax_fold(v, k, v2, k2):
+    """(value, index) of the maximum, the first on ties; a NaN counts as the maximum."""
+    if v2 != v2:
+        if v != v and k < k2:
+            return v, k
+        return v2, k2
+    if v != v or v > v2 or (v == v2 and k < k2):
+        return v, k
+    return v2, k2
+
+
+def _argmin_fold(v, k, v2, k2):
+    if v2 != v2:
+        if v != v and k < k2:
+            return v, k
+        return v2, k2
+    if v != v or v < v2 or (v == v2 and k < k2):
+        return v, k
+    return v2, k2
+
+
+def _lse_fold(m, s, m2, s2):
+    """Merge (max, sum of exp(x - max)) pairs. A NaN element never becomes the max: it turns the
+    sum into NaN. Infinite maxima are resolved by ``_lse_final``, as the CPU kernel does."""
+    if m2 > m:
+        m, s, m2, s2 = m2, s2, m, s
+    if m2 == -math.inf:  # contributes nothing, but a NaN sum stays NaN
+        return m, s + s2 * 0.0
+    if m2 == m:
+        return m, s + s2
+    return m, s + s2 * math.exp(m2 - m)
+
+
+def _value(v, w):
+    return v
+
+
+def _index(v, w):
+    return w
+
+
+def _lse_final(m, s):
+    if m == math.inf or m == -math.inf:
+        return m
+    return m + math.log(s)
+
+
+for _f in (_sum_fold, _prod_fold, _amax_fold, _amin_fold, _argmax_fold, _argmin_fold, _lse_fold, _value, _index,
+           _lse_final):
+    globals()[_f.__name__] = L.device_jit(_f)
+
+
+def _acc(dtype, kind):
+    return np.dtype(_acc_dtype(dtype, kind))
+
+
+def _lowest(dtype):
+    return -np.inf if dtype.kind == "f" else (False if dtype.kind == "b" else np.iinfo(dtype).min)
+
+
+def _highest(dtype):
+    return np.inf if dtype.kind == "f" else (True if dtype.kind == "b" else np.iinfo(dtype).max)
+
+
+_FIRST = np.iinfo(np.int64).max  # index of the empty argmax/argmin state: any element comes first
+
+# kind -> (fold, w of an element at position r, final, initial state (v0, w0) for x's dtype)
+KINDS = {
+    "sum": ("_sum_fold", "r", "_value", lambda dt: (_acc(dt, "sum").type(0), np.int64(0))),
+    "prod": ("_prod_fold", "r", "_value", lambda dt: (_acc(dt, "prod").type(1), np.int64(0))),
+    "amax": ("_amax_fold", "r", "_value", lambda dt: (dt.type(_lowest(dt)), np.int64(0))),
+    "amin": ("_amin_fold", "r", "_value", lambda dt: (dt.type(_highest(dt)), np.int64(0))),
+    "argmax": ("_argmax_fold", "r", "_index", lambda dt: (dt.type(_lowest(dt)), np.int64(_FIRST))),
+    "argmin": ("_argmin_fold", "r", "_index", lambda dt: (dt.type(_highest(dt)), np.int64(_FIRST))),
+    "logsumexp": ("_lse_fold", "1.0", "_lse_final", lambda dt: (dt.type(-np.inf), np.float64(0))),
+}
+
+# ---------------------------------------------------------------- kernel templates
+# src: x[A, R, B] (first pass, src_w unused) or partial states (src, src_w)[A, chunks, B] (second
+# pass). With one chunk (gridDim.y == 1) the block writes the result, else its partial state.
+_REDUCE = """
+def {name}(src, src_w, pv, pw, out, v0, w0):
+    tb = cuda.blockDim.x
+    tr = cuda.blockDim.y
+    tx = cuda.threadIdx.x
+    ty = cuda.threadIdx.y
+    t = ty * tb + tx
+    A, R, B = src.shape
+    nchunk = cuda.gridDim.y
+    chunk = cuda.blockIdx.y
+    r0 = R * chunk // nchunk
+    r1 = R * (chunk + 1) // nchunk
+    shv = cuda.shared.array(THREADS, pv.dtype)
+    shw = cuda.shared.array(THREADS, pw.dtype)
+    ntile = (B + tb - 1) // tb
+    for task in range(cuda.blockIdx.x, A * ntile, cuda.gridDim.x):
+        a = task // ntile
+        b = task % ntile * tb + tx
+        v = v0
+        w = w0
+        if b < B:
+            for r in range(r0 + ty, r1, tr):
+                v, w = {fold}(v, w, src[a, r, b], {element_w})
+        shv[t] = v
+        shw[t] = w
+        cuda.syncthreads()
+        h = tr // 2
+        while h > 0:
+            if ty < h:
+                v, w = {fold}(shv[t], shw[t], shv[t + h * tb], shw[t + h * tb])
+                shv[t] = v
+                shw[t] = w
+            cuda.syncthreads()
+            h //= 2
+        if ty == 0 and b < B:
+            if nchunk == 1:
+                out[a, b] = {final}(shv[tx], shw[tx])
+            else:
+                pv[a, chunk, b] = shv[tx]
+                pw[a, chunk, b] = shw[tx]
+        cuda.syncthreads()
+"""
+
+# Inclusive scan: the block walks R in segments of tr rows; each segment is a Hillis-Steele scan
+# in shared memory, offset by the carried total of the segments before it.
+_SCAN = """
+def {name}(x, out):
+    tb = cuda.blockDim.x
+    tr = cuda.blockDim.y
+    tx = cuda.threadIdx.x
+    ty = cuda.threadIdx.y
+    t = ty * tb + tx
+    A, R, B = x.shape
+    sh = cuda.shared.array(THREADS, {acc})
+    ntile = (B + tb - 1) // tb
+    for task in range(cuda.blockIdx.x, A * ntile, cuda.gridDim.x):
+        a = task // ntile
+        b = task % ntile * tb + tx
+        carry = {acc}(0)
+        for r0 in range(0, R, tr):
+            r = r0 + ty
+            v = {acc}(0)
+            if b < B and r < R:
+                v = x[a, r, b]
+            sh[t] = v
+            cuda.syncthreads()
+            k = 1
+            while k < tr:
+                add = sh[t - k * tb] if ty >= k else {acc}(0)
+                cuda.syncthreads()
+                sh[t] += add
+                cuda.syncthreads()
+                k *= 2
+            if b < B and r < R:
+                out[a, r, b] = sh[t] + carry
+            carry += sh[(tr - 1) * tb + tx]
+            cuda.syncthreads()
+"""
+
+_kernels = {}
+
+
+def _kernel(template, name, **fields):
+    k = _kernels.get(name)
+    if k is None:
+        text = template.format(name=name, **fields)
+        unique = "%s_%s" % (name, hashlib.sha1(text.encode()).hexdigest()[:10])
+        k = _kernels[name] = L.define(template.format(name=unique, **fields), globals(), __file__, unique)
+    return k
+
+
+def _reduce_kernel(kind, partials):
+    fold, element_w, final, _ = KINDS[kind]
+    return _kernel(_REDUCE, "_reduce_%s_%s" % (kind, "partials" if partials else "x"), fold=fold, final=final,
+                   element_w="src_w[a, r, b]" if partials else element_w)
+
+
+def _scan_kernel(acc):
+    return _kernel(_SCAN, "_cumsum_" + acc, acc=acc)
+
+
+# ---------------------------------------------------------------- block-wide helpers (softmax)
+def _block_sum(sh, v, tx, ty, tb, tr):
+    """Sum of ``v`` over the tr threads of column tx, returned to each of them."""
+    t = ty * tb + tx
+    sh[t] = v
+    cuda.syncthreads()
+    h = tr // 2
+    while h > 0:
+        if ty < h:
+            sh[t] += sh[t + h * tb]
+        cuda.syncthreads()
+        h //= 2
+    total = sh[tx]
+    cuda.syncthreads()
+    return total
+
+
+def _block_max(sh, v, tx, ty, tb, tr):
+    """NaN-propagating max of ``v`` over the tr threads of column tx, returned to each of them."""
+    t = ty * tb + tx
+    sh[t] = v
+    cuda.syncthreads()
+    h = tr // 2
+    while h > 0:
+        if ty < h:
+            sh[t] = _amax_fold(sh[t], 0, sh[t + h * tb], 0)[0]
+        cuda.syncthreads()
+        h //= 2
+    top = sh[tx]
+    cuda.syncthreads()
+    return top
+
+
+_block_sum = L.device_jit(_block_sum)
+_block_max = L.device_jit(_block_max)
+
+
+@L.jit
+def _softmax(x, out, log):
+    """softmax (log=False) or log_softmax (log=True) along R, max-shifted, in float64 like the CPU kernel."""
+    tb = cuda.blockDim.x
+    tr = cuda.blockDim.y
+    tx = cuda.threadIdx.x
+    ty = cuda.threadIdx.y
+    sh = cuda.shared.array(THREADS, float64)
+    A, R, B = x.shape
+    ntile = (B + tb - 1) // tb
+    for task in range(cuda.blockIdx.x, A * ntile, cuda.gridDim.x):
+        a = task // ntile
+        b = task % ntile * tb + tx
+        inside = b < B
+        m = -math.inf
+        if inside:
+            for r in range(ty, R, tr):
+                m = _amax_fold(m, 0, float64(x[a, r, b]), 0)[0]
+        m = _block_max(sh, m, tx, ty, tb, tr)
+        if m == -math.inf:
+            m = 0.0
+        s = 0.0
+        if inside:
+            for r in range(ty, R, tr):
+                s += math.exp(x[a, r, b] - m)
+        s = _block_sum(sh, s, tx, ty, tb, tr)
+        if inside:
+            if log:
+                lse = m + (math.log(s) if s > 0 else -math.inf)  # (math.log(0) raises in the simulator)
+                for r in range(ty, R, tr):
+                    out[a, r, b] = x[a, r, b] - lse
+            else:
+                for r in range(ty, R, tr):
+                    out[a, r, b] = math.exp(x[a, r, b] - m) / s
+
+
+@L.jit
+def _softmax_vjp(g, y, out, log):
+    """VJP of softmax: y * (g - sum(g * y)); of log_softmax: g - exp(y) * sum(g)."""
+    tb = cuda.blockDim.x
+    tr = cuda.blockDim.y
+    tx = cuda.threadIdx.x
+    ty = cuda.threadIdx.y
+    sh = cuda.shared.array(THREADS, float64)
+    A, R, B = g.shape
+    ntile = (B + tb - 1) // tb
+    for task in range(cuda.blockIdx.x, A * ntile, cuda.gridDim.x):
+        a = task // ntile
+        b = task % ntile * tb + tx
+        inside = b < B
+        s = 0.0
+        if inside:
+            for r in range(ty, R, tr):
+                s += g[a, r, b] if log else g[a, r, b] * y[a, r, b]
+        s = _block_sum(sh, s, tx, ty, tb, tr)
+        if inside:
+            for r in range(ty, R, tr):
+                if log:
+                    out[a, r, b] = g[a, r, b] - math.exp(y[a, r, b]) * s
+                else:
+                    out[a, r, b] = y[a, r, b] * (g[a, r, b] - s)
+
+
+# ---------------------------------------------------------------- launch planning
+def _block_shape(B):
+    """(tb, tr): a tile of tb columns (the next power of two >= B, capped) and tr rows of threads."""
+    tb = min(L.REDUCE_TILE, 1 << (B - 1).bit_length())
+    return tb, L.THREADS // tb
+
+
+def _rows_grid(A, B, tb):
+    tasks = A * -(-B // tb)
+    return tasks, min(tasks, L.max_blocks())
+
+
+def _fold(kind, x3, out):
+    """Reduce x3[A, R, B] over R into out[A, B], splitting R across blocks when rows are too few."""
+    A, R, B = x3.shape
+    v0, w0 = KINDS[kind][3](x3.dtype)
+    tb, tr = _block_shape(B)
+    tasks, blocks = _rows_grid(A, B, tb)
+    chunks = max(1, min(-(-R // (tr * L.REDUCE_MIN_PER_THREAD)), -(-L.reduce_blocks() // tasks), 65535))
+    pv = L.empty((A, chunks, B) if chunks > 1 else (1, 1, 1), v0.dtype)
+    pw = L.empty(pv.shape, w0.dtype)
+    L.launch(_reduce_kernel(kind, False), (blocks, chunks), (tb, tr), x3, pw, pv, pw, out, v0, w0)
+    if chunks > 1:
+        L.launch(_reduce_kernel(kind, True), (blocks, 1), (tb, tr), pv, pw, pv, pw, out, v0, w0)
+
+
+def _row_launch(kernel, shape, *args):
+    """Launch a block-per-(row, column tile) kernel over the (A, R, B) ``shape``."""
+    A, R, B = shape
+    tb, tr = _block_shape(B)
+    L.launch(kernel, _rows_grid(A, B, tb)[1], (tb, tr), *args)
+
+
+# ---------------------------------------------------------------- entry points (CPU signatures)
+def reduce_layout(x, dims):
+    """View (or copy) device array ``x`` as C-contiguous (A, R, B) with the axes ``dims`` (sorted,
+    non-empty) in R."""
+    shape = tuple(x.shape)
+    if dims == tuple(range(dims[0], dims[-1] + 1)):
+        x = x if L.is_c_contiguous(x) else ascontiguous(x)
+        return x.reshape(math.prod(shape[:dims[0]]), math.prod(shape[dims[0]:dims[-1] + 1]),
+                         math.prod(shape[dims[-1] + 1:]))
+    keep = [d for d in range(len(shape)) if d not in dims]
+    xt = ascontiguous(transpose(x, keep + list(dims)))
+    return xt.reshape(math.prod([shape[d] for d in keep]), math.prod([shape[d] for d in dims]), 1)
+
+
+def _result_dtype(kind, dtype):
+    if kind in ("argmax", "argmin"):
+        return np.dtype(np.int64)
+    if kind in ("sum", "prod"):
+        return dtype if dtype.kind == "f" else np.dtype(np.int64)
+    return dtype
+
+
+def reduce(kind, x, dims):
+    """Reduce ``x`` over ``dims`` with kind in sum/prod/amax/amin/argmax/argmin/logsumexp.
+
+    Returns a device array of ``x.shape`` without ``dims`` (the caller restores keepdim).
+    """
+    out_shape = tuple(s for d, s in enumerate(x.shape) if d not in dims)
+    out = L.empty(out_shape, _result_dtype(kind, x.dtype))
+    if out.size:
+        x3 = reduce_layout(x, dims)
+        _fold(kind, x3, out.reshape(x3.shape[0], x3.shape[2]))
+    return out
+
+
+def scan(kind, x, dim):
+    """cumsum of ``x`` along ``dim`` (accumulated in the reduction's dtype)."""
+    if kind != "cumsum":
+        raise ValueError("unknown scan kind: %s" % kind)
+    out = L.empty(tuple(x.shape), _result_dtype("sum", x.dtype))
+    if out.size:
+        x3 = reduce_layout(x, (dim,))
+        _row_launch(_scan_kernel(_acc(x.dtype, "sum").name), x3.shape, x3, out.reshape(x3.shape))
+    return out
+
+
+def softmax(x, dim, log):
+    out = L.empty(tuple(x.shape), x.dtype)
+    if out.size:
+        x3 = reduce_layout(x, (dim,))
+        _row_launch(_softmax, x3.shape, x3, out.reshape(x3.shape), log)
+    return out
+
+
+def softmax_vjp(g, y, dim, log):
+    out = L.empty(tuple(g.shape), g.dtype)
+    if out.size:
+        g3, y3 = reduce_layout(g, (dim,)), reduce_layout(y, (dim,))
+        _row_launch(_softmax_vjp, g3.shape, g3, y3, out.reshape(g3.shape), log)
+    return out
