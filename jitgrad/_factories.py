@@ -37,18 +37,22 @@ def _leaf(data, dtype, requires_grad, device=None):
         data = cuda_backend().from_host(data)
     t = Tensor._wrap(data)
     if requires_grad:
-        t.requires_grad_(True)
+        t._set_requires_grad(True, "Only Tensors of floating point and complex dtype can require gradients")
     return t
 
 
 def _check_ragged(data, dim=0):
-    """PyTorch's message for nested sequences of unequal lengths."""
+    """PyTorch's errors for nested sequences of unequal lengths or depths."""
     if isinstance(data, (list, tuple)) and data:
         first = data[0]
         n = len(first) if isinstance(first, (list, tuple)) else None
         for item in data:
             m = len(item) if isinstance(item, (list, tuple)) else None
-            if (n is None) != (m is None) or (n is not None and m != n):
+            if n is not None and m is None:
+                raise TypeError("not a sequence")
+            if n is None and m is not None:
+                raise TypeError("'%s' object cannot be interpreted as an integer" % type(item).__name__)
+            if m != n:
                 raise ValueError("expected sequence of length %s at dim %d (got %s)" % (n, dim + 1, m))
             _check_ragged(item, dim + 1)
 
@@ -71,7 +75,9 @@ def _infer_array(data, narrow=True):
     except ValueError as e:
         raise ValueError(str(e)) from None
     if arr.dtype == object or arr.dtype.kind not in "biuf":
-        raise TypeError("Could not infer dtype of %s" % type(_first(data)).__name__)
+        if isinstance(_first(data), str):
+            raise ValueError("too many dimensions 'str'")
+        raise RuntimeError("Could not infer dtype of %s" % type(_first(data)).__name__)
     if arr.dtype.kind == "f" and narrow:
         arr = arr.astype(D.get_default_dtype().np)
     elif arr.dtype.kind in "iu":
@@ -130,13 +136,15 @@ def from_numpy(ndarray):
     return Tensor._wrap(ndarray)
 
 
-def _size(size):
+def _size(size, name="zeros"):
+    if not size:
+        raise TypeError('%s() missing 1 required positional arguments: "size"' % name)
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         size = tuple(size[0])
     for s in size:
         if not isinstance(s, (numbers.Integral, np.integer)) or isinstance(s, bool):
-            raise TypeError("%s(): argument 'size' must be tuple of ints, but found element of type %s"
-                            % ("zeros", type(s).__name__))
+            raise TypeError("%s(): argument 'size' (position 1) must be tuple of ints, not %s"
+                            % (name, type(s).__name__))
         if s < 0:
             raise RuntimeError("Trying to create tensor with negative dimension %d: [%s]"
                                % (s, ", ".join(map(str, size))))
@@ -152,21 +160,23 @@ def zeros(*size, dtype=None, device=None, requires_grad=False, out=None):
 
 
 def ones(*size, dtype=None, device=None, requires_grad=False, out=None):
-    return _leaf(np.ones(_size(size), _dt(dtype).np), None, requires_grad, device)
+    return _leaf(np.ones(_size(size, "ones"), _dt(dtype).np), None, requires_grad, device)
 
 
 def empty(*size, dtype=None, device=None, requires_grad=False, memory_format=None, out=None):
-    return _leaf(np.empty(_size(size), _dt(dtype).np), None, requires_grad, device)
+    return _leaf(np.empty(_size(size, "empty"), _dt(dtype).np), None, requires_grad, device)
 
 
 def full(size, fill_value, *, dtype=None, device=None, requires_grad=False):
     if dtype is None:
         dtype = D.scalar_dtype(fill_value)
-    return _leaf(np.full(_size((size,)), fill_value, _dt(dtype).np), None, requires_grad, device)
+    if not isinstance(size, (tuple, list)):
+        raise TypeError("full(): argument 'size' (position 1) must be tuple of ints, not " + type(size).__name__)
+    return _leaf(np.full(_size((size,), "full"), fill_value, _dt(dtype).np), None, requires_grad, device)
 
 
 def _like(fn, input, dtype, device, requires_grad, *args):
-    return fn(input.shape, *args, dtype=dtype or input.dtype, device=device, requires_grad=requires_grad)
+    return fn(input.shape, *args, dtype=dtype or input.dtype, device=device or input.device, requires_grad=requires_grad)
 
 
 def zeros_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):
@@ -182,7 +192,8 @@ def empty_like(input, *, dtype=None, device=None, requires_grad=False, memory_fo
 
 
 def full_like(input, fill_value, *, dtype=None, device=None, requires_grad=False, memory_format=None):
-    return full(input.shape, fill_value, dtype=dtype or input.dtype, device=device, requires_grad=requires_grad)
+    return full(input.shape, fill_value, dtype=dtype or input.dtype, device=device or input.device,
+                requires_grad=requires_grad)
 
 
 def rand_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):
@@ -205,7 +216,7 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=Fa
     if step == 0:
         raise RuntimeError("step must be nonzero")
     if (end - start) / step < 0:
-        raise RuntimeError("upper bound and larger bound inconsistent with step sign")
+        raise RuntimeError("upper bound and lower bound inconsistent with step sign")
     vals = (start, end, step)
     if dtype is None:
         is_float = any(isinstance(v, float) or (isinstance(v, Tensor) and v.dtype.is_floating_point) for v in vals)
@@ -231,15 +242,20 @@ def eye(n, m=None, *, dtype=None, device=None, requires_grad=False):
     return _leaf(np.eye(n, n if m is None else m, dtype=_dt(dtype).np), None, requires_grad, device)
 
 
+def _float_only(d, kernel):
+    if not d.is_floating_point:
+        raise NotImplementedError("\"%s\" not implemented for '%s'" % (kernel, d.tensor_type[:-len("Tensor")]))
+    return d
+
+
 def rand(*size, generator=None, dtype=None, device=None, requires_grad=False):
-    d = _dt(dtype)
-    return _leaf(_rng[0].random(_size(size), dtype=d.np if d.is_floating_point else np.float64), d, requires_grad, device)
+    d = _float_only(_dt(dtype), "check_uniform_bounds")
+    return _leaf(_rng[0].random(_size(size, "rand"), dtype=d.np), None, requires_grad, device)
 
 
 def randn(*size, generator=None, dtype=None, device=None, requires_grad=False):
-    d = _dt(dtype)
-    return _leaf(_rng[0].standard_normal(_size(size), dtype=d.np if d.is_floating_point else np.float64), d,
-                 requires_grad, device)
+    d = _float_only(_dt(dtype), "normal_kernel_cpu")
+    return _leaf(_rng[0].standard_normal(_size(size, "randn"), dtype=d.np), None, requires_grad, device)
 
 
 def randint(low=0, high=None, size=None, *, generator=None, dtype=None, device=None, requires_grad=False):

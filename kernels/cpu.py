@@ -51,6 +51,16 @@ def flip(x, dims):
     return np.flip(x, dims).copy()
 
 
+def view(x, shape):
+    """x with ``shape`` sharing its memory, or None where the strides don't allow it."""
+    v = x.view()
+    try:
+        v.shape = shape
+    except AttributeError:
+        return None
+    return v
+
+
 def copyto(dst, src):
     np.copyto(dst, src, casting="unsafe")
 

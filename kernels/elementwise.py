@@ -201,6 +201,10 @@ def logical_xor(a, b): return bool(a) != bool(b)
 @scalar
 def where(c, a, b): return a if c else b
 @scalar
+def binary_cross_entropy(x, t):
+    # each log clamped at -100 as PyTorch does, so x = 0 or 1 gives a finite loss
+    return -(t * max(np.log(x), -100.0) + (1 - t) * max(np.log1p(-x), -100.0))
+@scalar
 def clamp(x, lo, hi):
     t = lo if x < lo else x
     return hi if t > hi else t

@@ -3,6 +3,7 @@ scatter_add, one_hot. Backward of an advanced index accumulates repeated indices
 import numpy as np
 
 from .. import _dtype as D
+from .._device import backend
 from .._op import Op, dispatch
 from .._tensor import Tensor
 from ..kernels import index as K
@@ -162,10 +163,10 @@ def index_select(input, dim, index):
         raise IndexError("index_select(): Index is supposed to be a vector")
     d = input._wrap_dim(dim) if input.ndim else 0
     n = input.shape[d] if input.ndim else 1
-    idx = index._data.reshape(-1)
+    idx = index._host().reshape(-1)  # bounds are checked on the host, before any kernel runs
     if idx.size and (idx.max() >= n or idx.min() < 0):
         raise IndexError("index out of range in self")
-    return dispatch(INDEX_SELECT, (input, Tensor._wrap(idx.astype(np.int64, copy=False))), {"dim": d})
+    return dispatch(INDEX_SELECT, (input, index.reshape(-1).long()), {"dim": d})
 
 
 def _check_gather(input, dim, index, name):
@@ -178,7 +179,7 @@ def _check_gather(input, dim, index, name):
             raise RuntimeError("Size does not match at dimension %d expected index [%s] to be no larger than self [%s] "
                                "apart from dimension %d" % (k, ", ".join(map(str, index.shape)),
                                                             ", ".join(map(str, input.shape)), d))
-    idx = index._data
+    idx = index._host()
     n = input.shape[d]
     if idx.size and (idx.max() >= n or idx.min() < 0):
         raise RuntimeError("index %d is out of bounds for dimension %d with size %d"
@@ -202,31 +203,34 @@ def scatter_add(input, dim, index, src):
 
 def scatter_into_zeros(shape, dim, index, src):
     from .._factories import zeros
-    return scatter_add(zeros(shape, dtype=src.dtype), dim, index, src)
+    return scatter_add(zeros(shape, dtype=src.dtype, device=src.device), dim, index, src)
 
 
 @export()
 def nonzero(input, *, as_tuple=False):
     """Indices of the nonzero elements: an (n, ndim) int64 tensor, or a tuple of one index tensor per dim."""
     idx = np.nonzero(input._host().reshape(-1) if input.ndim == 0 else input._host())
+    to = backend(input._data).from_host
     if as_tuple:
-        return tuple(Tensor._wrap(i.astype(np.int64)) for i in idx)
-    return Tensor._wrap(np.stack(idx, 1).astype(np.int64) if input.ndim else np.zeros((len(idx[0]), 0), np.int64))
+        return tuple(Tensor._wrap(to(i.astype(np.int64))) for i in idx)
+    return Tensor._wrap(to(np.stack(idx, 1).astype(np.int64) if input.ndim else np.zeros((len(idx[0]), 0), np.int64)))
 
 
 @export(method=False)
 def one_hot(tensor, num_classes=-1):
     if not isinstance(tensor, Tensor) or tensor.dtype is not D.int64:
         raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
-    x = tensor._data
+    x = tensor._host()
     if x.size and x.min() < 0:
         raise RuntimeError("Class values must be non-negative.")
     if num_classes == -1:
         num_classes = int(x.max()) + 1 if x.size else 0
     elif x.size and x.max() >= num_classes:
         raise RuntimeError("Class values must be smaller than num_classes.")
-    out = np.zeros(x.shape + (num_classes,), np.int64)
-    K.one_hot(x.reshape(-1), out.reshape(-1, num_classes))
+    xp = backend(tensor._data)
+    out = xp.zeros(x.shape + (num_classes,), np.int64)
+    if x.size:
+        xp.one_hot(xp.reshape(tensor._data, (-1,)), xp.reshape(out, (-1, num_classes)))
     return Tensor._wrap(out)
 
 

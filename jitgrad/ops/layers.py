@@ -13,10 +13,11 @@ from .indexing import index_put_zeros
 
 # ---------------------------------------------------------------------- linear
 def _linear_forward(xp, dt, x, w, b):
-    out = xp.matmul(x.reshape(-1, x.shape[-1]), w.T)
+    shape = tuple(x.shape)
+    out = xp.matmul(xp.reshape(x, (-1, shape[-1])), xp.swapaxes(w, 0, 1))
     if b is not None:
-        out += b
-    return out.reshape(x.shape[:-1] + (w.shape[0],))
+        out = xp.run("add", dt, out, b, out=out)
+    return xp.reshape(out, shape[:-1] + (w.shape[0],))
 
 
 def _linear_weight_grad(g, s):
@@ -184,8 +185,7 @@ PAD.samples = lambda rng, dtype: [((_arr(rng, s, -1.0, 1.0, dtype), p), kw) for 
 # ---------------------------------------------------------------------- binary cross entropy
 def _bce_forward(xp, dt, x, t):
     """-(t log x + (1 - t) log(1 - x)), each log clamped at -100 as PyTorch does (x = 0 or 1 stays finite)."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.asarray(-(t * np.maximum(np.log(x), -100) + (1 - t) * np.maximum(np.log1p(-x), -100)))
+    return xp.run("binary_cross_entropy", dt, x, t)
 
 
 # The VJPs are PyTorch's: the input's divides by max(x (1 - x), 1e-12) so saturated probabilities

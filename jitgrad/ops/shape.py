@@ -6,6 +6,7 @@ import warnings
 import numpy as np
 
 from .. import _dtype as D
+from .._device import CPU
 from .._op import Op, dispatch
 from .._tensor import Tensor
 from ._table import _arr, _noncontig, export, register, unary_samples
@@ -21,12 +22,10 @@ def _reshape_forward(xp, dt, x, shape):
 
 
 def _view_forward(xp, dt, x, shape):
-    v = x.view()
-    try:
-        v.shape = shape
-    except AttributeError:
+    v = xp.view(x, shape)
+    if v is None:
         raise RuntimeError("view size is not compatible with input tensor's size and stride (at least one dimension "
-                           "spans across two contiguous subspaces). Use .reshape(...) instead.") from None
+                           "spans across two contiguous subspaces). Use .reshape(...) instead.")
     return v
 
 
@@ -83,6 +82,12 @@ def _sizes(args):
     if len(args) == 1 and isinstance(args[0], (tuple, list)):
         args = tuple(args[0])
     return tuple(int(a) for a in args)
+
+
+def _check_ints(fn, name, value):
+    """PyTorch's TypeError for a dims/sizes argument that is neither an int nor a sequence of ints."""
+    if not isinstance(value, (int, np.integer, tuple, list)) or isinstance(value, bool):
+        raise TypeError("%s(): argument '%s' must be tuple of ints, not %s" % (fn, name, type(value).__name__))
 
 
 def infer_shape(shape, numel):
@@ -156,6 +161,7 @@ def squeeze(input, dim=None):
     shape = input.shape
     if dim is None:
         return dispatch(SQUEEZE, (input,), {"shape": tuple(s for s in shape if s != 1)})
+    _check_ints("squeeze", "dim", dim)
     dims = {input._wrap_dim(d) for d in ((dim,) if isinstance(dim, int) else dim)} if input.ndim else set()
     return dispatch(SQUEEZE_DIM, (input,), {"shape": tuple(s for i, s in enumerate(shape)
                                                           if not (i in dims and s == 1))})
@@ -253,8 +259,9 @@ def movedim(input, source, destination):
 
 @export()
 def flip(input, dims):
+    _check_ints("flip", "dims", dims)
     dims = (dims,) if isinstance(dims, int) else tuple(dims)
-    wrapped = tuple(input._wrap_dim(d) for d in dims)
+    wrapped = tuple(input._wrap_dim(d) for d in dims) if input.ndim else ()  # a 0-d tensor flips to itself
     if len(set(wrapped)) != len(wrapped):
         raise RuntimeError("dim %d appears multiple times in the list of dims" % wrapped[0])
     return dispatch(FLIP, (input,), {"dims": wrapped})
@@ -318,7 +325,7 @@ def cat(tensors, dim=0):
     if ref.ndim == 0:
         raise RuntimeError("zero-dimensional tensor (at position 0) cannot be concatenated")
     d = ref._wrap_dim(dim)
-    parts = [t for t in tensors if not (t.ndim == 1 and t.numel() == 0)]
+    parts = [t for t in tensors if not (t.ndim == 1 and t.numel() == 0)] or list(tensors)
     for i, t in enumerate(parts):
         if t.ndim != ref.ndim:
             raise RuntimeError("Tensors must have same number of dimensions: got %d and %d" % (ref.ndim, t.ndim))
@@ -349,6 +356,7 @@ def stack(tensors, dim=0):
 
 @export()
 def split(tensor, split_size_or_sections, dim=0):
+    _check_ints("split", "split_size", split_size_or_sections)
     d = tensor._wrap_dim(dim)
     n = tensor.shape[d]
     if isinstance(split_size_or_sections, int):
@@ -476,3 +484,10 @@ MOVE = register(Op("move", _move_forward, vjp=[(lambda g, s: move(g, s.source), 
 def move(input, device):
     """A copy of ``input`` on ``device`` (differentiable: the gradient goes back to the source device)."""
     return dispatch(MOVE, (input,), {"device": device, "source": input.device})
+
+
+def _move_samples(rng, dtype):
+    return [(args + (CPU,), kwargs) for args, kwargs in _cases(((2, 3),), ((),), ([3, 2],))(rng, dtype)]
+
+
+MOVE.call, MOVE.ref, MOVE.samples = move, lambda x, device: x.copy(), _move_samples  # CPU to CPU: a copy

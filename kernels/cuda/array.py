@@ -125,7 +125,8 @@ def zeros(shape, dtype):
 
 
 def from_host(a):
-    return cuda.to_device(np.ascontiguousarray(a))
+    a = np.asarray(a)
+    return cuda.to_device(a if a.flags.c_contiguous else a.copy())  # (ascontiguousarray makes 0-d 1-d)
 
 
 def to_host(x):
@@ -156,6 +157,18 @@ def reshape(x, shape):
     shape = tuple(shape)
     v = _view(x, lambda a: a.reshape(shape))
     return v if v is not None else _view(ascontiguous(x), lambda a: a.reshape(shape))
+
+
+def view(x, shape):
+    """x with ``shape`` sharing its memory, or None where the strides don't allow it."""
+    def numpy_view(a):
+        v = a.view()
+        try:
+            v.shape = tuple(shape)
+        except AttributeError:
+            return np.empty(0)  # not a view of the shadow: _view returns None
+        return v
+    return _view(x, numpy_view) if math.prod(shape) else reshape(x, shape)
 
 
 def swapaxes(x, a, b):
@@ -255,6 +268,8 @@ def setitem(x, key, value):
     if not is_device_array(value):
         value = from_host(np.asarray(value, dtype=x.dtype))
     if _is_basic(key):
+        if Ellipsis not in key:
+            key = key + (Ellipsis,)
         copy_into(_view(x, lambda s: s[key]), value)
         return
     if not x.is_c_contiguous():

@@ -8,7 +8,7 @@ import numpy as np
 
 from .array import (astype, broadcast_to, concatenate, copy, empty, expand_dims, flip, from_host,  # noqa: F401
                     full, getitem, may_share_memory, reshape, setitem, stack, swapaxes, take, take_along_axis, tile,
-                    to_host, transpose, zeros)
+                    to_host, transpose, view, zeros)
 from .array import copy_into
 from .elementwise import run  # noqa: F401
 from .index import index_add, one_hot, scatter_add  # noqa: F401

@@ -1,0 +1,105 @@
+"""Every op of the table on device='cuda' against the same op on the CPU: forward values and input
+gradients, generated from the op table's samples (as tests/test_ops.py), plus a training step.
+
+numba swaps in its CUDA simulator only if NUMBA_ENABLE_CUDASIM=1 is set before numba.cuda is first
+imported, so without a GPU these checks run in a child pytest process with the simulator on (tiny
+sizes); set JITGRAD_CUDA_TESTS=gpu on a machine with a GPU to run them on it for real.
+"""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import jitgrad as jg
+from jitgrad.ops import OPS
+from test_ops import build, call_of, outputs, samples_of
+
+IN_CHILD = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" or os.environ.get("JITGRAD_CUDA_TESTS") == "gpu"
+
+# Ops whose kernels have no CUDA twin yet, and the reason (the op raises a clear error on cuda).
+CPU_ONLY = {}
+
+
+def _leaves(args, kwargs, device):
+    inputs = []
+
+    def leaf(a):
+        t = jg.tensor(a, dtype=jg.float64 if a.dtype.kind == "f" else None, device=device)
+        if a.dtype.kind == "f":
+            t.requires_grad_()
+            inputs.append(t)
+        return t
+    targs, tkwargs = build(args, kwargs, leaf)
+    return targs, tkwargs, inputs
+
+
+def _run(op, args, kwargs, device, seed):
+    targs, tkwargs, inputs = _leaves(args, kwargs, device)
+    outs = outputs(call_of(op)(*targs, **tkwargs))
+    values = [o.detach().cpu().numpy() for o in outs]
+    diff = [o for o in outs if o.requires_grad]
+    grads = []
+    if diff and inputs:
+        rng = np.random.default_rng(seed)
+        gouts = [jg.tensor(rng.standard_normal(o.shape), dtype=o.dtype, device=device) for o in diff]
+        gs = jg.autograd.grad(diff, inputs, gouts, allow_unused=True)
+        grads = [None if g is None else g.cpu().numpy() for g in gs]
+    return values, grads
+
+
+def _cases():
+    for name, op in sorted(OPS.items()):
+        for k, _ in enumerate(samples_of(op, np.float64)):
+            yield pytest.param(name, k, id="%s-%d" % (name, k))
+
+
+@pytest.mark.skipif(not IN_CHILD, reason="runs in the child process of test_cuda_ops_in_simulator")
+@pytest.mark.parametrize("name,k", list(_cases()))
+def test_op_on_cuda_matches_cpu(name, k):
+    op = OPS[name]
+    args, kwargs = samples_of(op, np.float64)[k]
+    if name in CPU_ONLY:
+        with pytest.raises((RuntimeError, NotImplementedError), match="CUDA|cuda"):
+            _run(op, args, kwargs, "cuda", k)
+        return
+    cpu_values, cpu_grads = _run(op, args, kwargs, "cpu", k)
+    cuda_values, cuda_grads = _run(op, args, kwargs, "cuda", k)
+    for c, g in zip(cpu_values, cuda_values):
+        np.testing.assert_allclose(g, c, rtol=1e-9, atol=1e-12)
+    assert len(cpu_grads) == len(cuda_grads)
+    for c, g in zip(cpu_grads, cuda_grads):
+        assert (c is None) == (g is None)
+        if c is not None:
+            np.testing.assert_allclose(g, c, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.skipif(not IN_CHILD, reason="runs in the child process of test_cuda_ops_in_simulator")
+def test_mlp_training_step_on_cuda_equals_cpu():
+    def step(device):
+        jg.manual_seed(0)
+        model = jg.nn.Sequential(jg.nn.Linear(6, 5), jg.nn.ReLU(), jg.nn.Linear(5, 3)).double().to(device)
+        opt = jg.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        x = jg.tensor(np.linspace(-1, 1, 24).reshape(4, 6), dtype=jg.float64, device=device)
+        y = jg.tensor([0, 2, 1, 2], device=device)
+        for _ in range(2):
+            opt.zero_grad()
+            loss = jg.nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+        return loss.item(), [p.detach().cpu().numpy() for p in model.parameters()]
+    loss_cpu, params_cpu = step("cpu")
+    loss_cuda, params_cuda = step("cuda")
+    assert loss_cuda == pytest.approx(loss_cpu, rel=1e-10)
+    for a, b in zip(params_cpu, params_cuda):
+        np.testing.assert_allclose(b, a, rtol=1e-9, atol=1e-12)
+    assert all(p.device == jg.device("cuda:0") for p in [jg.zeros(1, device="cuda")])
+
+
+@pytest.mark.skipif(IN_CHILD, reason="this is the parent: the child runs the checks")
+def test_cuda_ops_in_simulator():
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", __file__],
+                       capture_output=True, text=True, env=env, cwd=os.path.dirname(os.path.dirname(__file__)))
+    assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-3000:]
