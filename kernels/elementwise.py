@@ -203,7 +203,9 @@ def where(c, a, b): return a if c else b
 @scalar
 def binary_cross_entropy(x, t):
     # each log clamped at -100 as PyTorch does, so x = 0 or 1 gives a finite loss
-    return -(t * max(np.log(x), -100.0) + (1 - t) * max(np.log1p(-x), -100.0))
+    lx = max(math.log(x), -100.0) if x > 0 else -100.0
+    l1x = max(math.log1p(-x), -100.0) if x < 1 else -100.0
+    return -(t * lx + (1 - t) * l1x)
 @scalar
 def clamp(x, lo, hi):
     t = lo if x < lo else x

@@ -14,7 +14,6 @@ passed to the kernel in one of four forms:
 
 Broadcast operands are never materialised, and strided ones are not copied first.
 """
-import hashlib
 import inspect
 import math
 import types
@@ -63,7 +62,7 @@ def device_function(name):
     if f is None:
         py = cpu.SCALARS[name].py_func
         if not L.SIM:  # the simulator runs the Python source as it is
-            py = L.function_with_globals(py, np=_numpy_for_device())
+            py = L.function_with_globals(py, np=_numpy_for_device(), **cpu.DEVICE_MATH)
         f = _device_fns[name] = L.device_jit(py)
     return f
 
@@ -74,6 +73,7 @@ def {name}({params}out{shape}):
     for i in range(cuda.grid(1), out.size, cuda.gridsize(1)):
 {coords}        out[i] = {fn}({call})
 """
+
 
 def coords_source(ndim, indent=" " * 8):
     """Source computing the coordinates c0..c{ndim-1} of flat index i over the C-order ``shape``."""
@@ -95,14 +95,6 @@ def _read(k, p, ndim):
     return "x%d[%s]" % (k, ", ".join("min(c%d, x%d.shape[%d] - 1)" % (ndim - d + j, k, j) for j in range(d)))
 
 
-def _define(template, name, scalar=None, **fields):
-    """Generate a kernel. Its name carries a hash of its source and of the scalar function it
-    inlines, so numba's on-disk cache (keyed on this file) never serves a stale build."""
-    text = template.format(name=name, **fields) + (inspect.getsource(cpu.SCALARS[scalar].py_func) if scalar else "")
-    unique = "%s_%s" % (name, hashlib.sha1(text.encode()).hexdigest()[:10])
-    return L.define(template.format(name=unique, **fields), globals(), __file__, unique)
-
-
 _kernels = {}
 
 
@@ -112,8 +104,9 @@ def _kernel(fn, pattern, ndim):
     if k is None:
         globals()["_device_" + fn] = device_function(fn)
         strided = ndim > 0
-        k = _kernels[key] = _define(
-            _KERNEL, "_ew_%s_%s%s" % (fn, "_".join(pattern), "_n%d" % ndim if strided else ""), scalar=fn,
+        k = _kernels[key] = L.generate(
+            _KERNEL, "_ew_%s_%s%s" % (fn, "_".join(pattern), "_n%d" % ndim if strided else ""), globals(), __file__,
+            salt=inspect.getsource(cpu.SCALARS[fn].py_func),
             params="".join("x%d, " % j for j in range(len(pattern))), shape=", shape" if strided else "",
             coords=coords_source(ndim) if strided else "", fn="_device_" + fn,
             call=", ".join(_read(j, p, ndim) for j, p in enumerate(pattern)))
