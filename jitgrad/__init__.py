@@ -21,6 +21,8 @@ from .serialization import load, save  # noqa: F401
 from . import ops as _ops
 from .ops import FUNCTIONS as _FUNCTIONS
 from . import nn  # noqa: F401,E402
+from . import optim  # noqa: F401,E402
+from . import cuda  # noqa: F401,E402
 
 float = float32
 double = float64

@@ -49,12 +49,20 @@ def device_of(array):
     return CPU if array.__class__ is np.ndarray else CUDA0
 
 
+_pool_installed = False
+
+
 def cuda_available():
     """True when numba-cuda is installed and finds a GPU (or runs its simulator)."""
+    global _pool_installed
     try:
         from numba import cuda
     except ImportError:
         return False
+    if not _pool_installed:  # before numba creates the CUDA context
+        from .kernels.cuda import memory
+        memory.install()
+        _pool_installed = True
     try:
         return bool(cuda.is_available())
     except Exception:
