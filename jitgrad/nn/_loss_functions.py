@@ -4,6 +4,7 @@ import warnings
 
 import numpy as np
 
+from .._factories import ones, tensor
 from .._tensor import Tensor
 from ..ops.elementwise import where
 from ..ops import softmax as _S
@@ -114,7 +115,7 @@ def _class_dim_shape(weight, ndim):
 def _picked(logp, target, weight, ignore_index):
     """Per-element -logp[target] * w and the weights w (zero where target == ignore_index)."""
     C = logp.shape[1] if logp.ndim > 1 else logp.shape[0]
-    t = target._data
+    t = target._host()  # targets are checked on the host, before any kernel runs
     ignored = t == ignore_index
     bad = (t < 0) | (t >= C)
     bad &= ~ignored
@@ -128,9 +129,9 @@ def _picked(logp, target, weight, ignore_index):
     if weight is None and not has_ignored:
         w = None
     else:
-        w = weight[tgt] if weight is not None else Tensor._wrap(np.ones(tgt.shape, loss.dtype.np))
+        w = weight[tgt] if weight is not None else ones(tgt.shape, dtype=loss.dtype, device=loss.device)
         if has_ignored:
-            w = w.masked_fill(Tensor._wrap(ignored.reshape(w.shape)), 0.0)
+            w = w.masked_fill(tensor(ignored.reshape(w.shape), device=loss.device), 0.0)
         loss = loss * w
     if logp.ndim == 1:
         loss = loss.squeeze(0)
@@ -181,9 +182,9 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     # PyTorch's label smoothing: mix in the (weighted) mean of -log p over all classes
     lw = logp if weight is None else logp * _class_dim_shape(weight, input.ndim)
     smooth = -lw.sum(class_dim)
-    ignored = target._data == ignore_index
+    ignored = target._host() == ignore_index
     if ignored.any():
-        smooth = smooth.masked_fill(Tensor._wrap(ignored), 0.0)
+        smooth = smooth.masked_fill(tensor(ignored, device=smooth.device), 0.0)
     if reduction == "mean":
         smooth = smooth.sum() / (w.sum() if w is not None else smooth.numel())
     else:
