@@ -105,6 +105,11 @@ def table(results, cold):
     return "\n".join(lines)
 
 
+def _load():
+    """The 1-minute load average: other processes on the machine skew the timings of both libraries."""
+    return "%.1f" % os.getloadavg()[0] if hasattr(os, "getloadavg") else "n/a"
+
+
 def machine(libs):
     import numba
     import numpy
@@ -132,6 +137,7 @@ def main(argv=None):
         libs["torch"] = workloads.library("torch")
     except ImportError:
         print("PyTorch is not installed: showing jitgrad's times only", file=sys.stderr)
+    load_start = _load()
     results = {}
     for name in names:
         print("timing %s ..." % name, file=sys.stderr, flush=True)
@@ -141,8 +147,8 @@ def main(argv=None):
         print("timing cold start ...", file=sys.stderr, flush=True)
         cold = measure_cold_start(libs, max(3, a.repeats // 2))
     command = " ".join(["python benchmarks/compare.py"] + list(argv if argv is not None else sys.argv[1:]))
-    text = "Machine: %s\n\nMedians of %d alternating samples, from `%s`:\n\n%s\n" % (
-        machine(libs), a.repeats, command, table(results, cold))
+    text = "Machine: %s\n\nMedians of %d alternating samples, from `%s` (load average %s at the start, %s " \
+           "at the end):\n\n%s\n" % (machine(libs), a.repeats, command, load_start, _load(), table(results, cold))
     print(text)
     if a.output:
         with open(a.output, "w") as f:

@@ -53,6 +53,9 @@ def set_default_dtype(d):
     if d not in (float32, float64):
         raise TypeError("only floating-point types are supported as the default type")
     _default_float[0] = d
+    from .ops import OPS
+    for op in OPS.values():  # cached result dtypes of ops may involve the default float dtype
+        op._dtypes.clear()
 
 
 def from_np(np_dtype):

@@ -104,13 +104,10 @@ def broadcast_shapes(*shapes):
             if n != out[i]:
                 if out[i] == 1:
                     out[i] = n
-                elif n != 1:
-                    a, b = shapes[0], shapes[1] if len(shapes) > 1 else s
-                    da = a[i - (nd - len(a))] if i >= nd - len(a) else 1
-                    db = b[i - (nd - len(b))] if i >= nd - len(b) else 1
+                elif n != 1:  # as PyTorch: tensor a is the shape broadcast so far, tensor b the next operand
                     raise RuntimeError(
                         "The size of tensor a (%d) must match the size of tensor b (%d) at non-singleton "
-                        "dimension %d" % (da, db, i))
+                        "dimension %d" % (out[i], n, i))
     return tuple(out)
 
 
@@ -169,6 +166,8 @@ class OpNode(Node):
             inputs = object.__getattribute__(self, "op").inputs
             if key[:-6] in inputs:
                 return object.__getattribute__(self, "input_meta")[inputs.index(key[:-6])][0]
+        if key != name and _may_save(object.__getattribute__(self, "op"), key):
+            return None  # PyTorch: a saved attribute of an input that needed no gradient this time is None
         raise AttributeError("'%s' object has no attribute '%s'" % (type(self).__name__, name))
 
     def _release(self):
@@ -303,6 +302,12 @@ def _mark_view(view, src, op, params):
         base = src._base
         view._base = src if base is None else base
         view._view_chain = src._view_chain + ((op, params),)
+
+
+def _may_save(op, name):
+    """Whether ``op`` saves ``name`` for some pattern of inputs requiring grad."""
+    inputs, result = _save_plan(op, (True,) * (1 if op.variadic else len(op.inputs)))
+    return name == "result" and result or any(n == name for n, _ in inputs)
 
 
 def _save_plan(op, active):

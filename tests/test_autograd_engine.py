@@ -194,6 +194,16 @@ def test_non_leaf_grad_warning():
         assert x.grad.tolist() == [8.0, 16.0]
 
 
+def test_non_leaf_grad_filled_by_backward_inputs_does_not_warn():
+    x = leaf([1.0, 2.0])
+    h = x * 2
+    (h ** 2).sum().backward(inputs=[h])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert h.grad.tolist() == [4.0, 8.0]
+    assert x.grad is None
+
+
 def test_retain_grad_accumulates_and_is_idempotent():
     x = leaf([1.0, 2.0])
     y = x * 2

@@ -180,3 +180,23 @@ def test_context_fn_wraps_forward_and_recomputation():
     y = checkpoint(lambda a: a.exp(), x, use_reentrant=False, context_fn=lambda: (Ctx("forward"), Ctx("recompute")))
     y.sum().backward()
     assert log == ["forward", "recompute"]
+
+
+def test_nested_checkpoints():
+    calls = []
+
+    def inner(a):
+        calls.append("inner")
+        return a.sin() * a
+
+    def outer(a):
+        calls.append("outer")
+        return checkpoint(inner, a.exp(), use_reentrant=False).tanh()
+    x = jg.tensor([0.3, 0.7], dtype=jg.float64, requires_grad=True)
+    checkpoint(outer, x, use_reentrant=False).sum().backward()
+    # forward: outer, inner; backward: outer again (its recomputation runs inner's forward too), then inner's own
+    assert calls == ["outer", "inner", "outer", "inner", "inner"]
+    ref = jg.tensor([0.3, 0.7], dtype=jg.float64, requires_grad=True)
+    e = ref.exp()
+    (e.sin() * e).tanh().sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), ref.grad.numpy(), rtol=1e-12)

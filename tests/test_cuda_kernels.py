@@ -6,6 +6,7 @@ set, and the parent test reports the child's outcome. Run the whole suite with
 NUMBA_ENABLE_CUDASIM=1 and the checks run in-process; set JITGRAD_CUDA_TESTS=gpu on a machine with
 a GPU and they run there for real.
 """
+import itertools
 import os
 import subprocess
 import sys
@@ -204,14 +205,20 @@ else:
             x = _reduce_input(kind, dtype, shape, rng)
             close(host(R.reduce(kind, dev(x), dims)), CR.reduce(kind, x, dims), dtype)
 
-    def test_long_reduction_splits_across_blocks_and_merges(rng):
-        x = rng.standard_normal(400)
-        x[[17, 250]] = x.max() + 1  # a tie: argmax keeps the first
-        A, R_, B = 1, 400, 1
-        tb, tr = R._block_shape(B)
-        assert -(-R_ // (tr * L.REDUCE_MIN_PER_THREAD)) > 1  # more than one chunk
+    def test_long_reduction_splits_across_blocks_and_merges(rng, monkeypatch):
+        n = 4 * L.THREADS * L.REDUCE_MIN_PER_THREAD + 17  # long enough for 4 chunks of R
+        x = rng.standard_normal(n)
+        x[[17, n - 5]] = x.max() + 1  # a tie: argmax keeps the first
+        grids, launch = [], L.launch
+
+        def recording_launch(kernel, grid, block, *args):
+            grids.append(grid)
+            launch(kernel, grid, block, *args)
+        monkeypatch.setattr(L, "launch", recording_launch)
         for kind in KINDS:
+            grids.clear()
             close(host(R.reduce(kind, dev(x), (0,))), CR.reduce(kind, x, (0,)), np.float64)
+            assert len(grids) == 2 and grids[0][1] > 1 and grids[1][1] == 1  # chunks of R, then their merge
         assert host(R.reduce("argmax", dev(x), (0,)))[()] == 17
 
     def test_reduce_special_values(rng):
@@ -288,10 +295,11 @@ else:
             MM.matmul(dev(np.ones((2, 3))), dev(np.ones((3, 2), np.float32)))
 
     # ------------------------------------------------------------------ index kernels
-    INDEX_CASES = [((5, 3), (np.array([0, 2, 0, -1]),), (4, 3)), ((5, 3), (np.array([0, 2, 0, -1]),), (3,)),
-                   ((5,), (np.array([0, 2, 0, 4]),), (4,)), ((5, 3), (np.array([0, 2, 0]), np.array([1, 1, 1])), (3,)),
-                   ((5, 3), (slice(None), np.array([1, 1])), (5, 2)), ((5, 3), (np.arange(15).reshape(5, 3) % 2 == 0,), (8,)),
-                   ((4, 3, 2), (Ellipsis, np.array([0, 0]), None), (4, 3, 2, 1)), ((), (None,), (1,)), ((5, 3), (1,), (3,))]
+    INDEX_CASES = [  # (out shape, key, values shape)
+        ((5, 3), (np.array([0, 2, 0, -1]),), (4, 3)), ((5, 3), (np.array([0, 2, 0, -1]),), (3,)),
+        ((5,), (np.array([0, 2, 0, 4]),), (4,)), ((5, 3), (np.array([0, 2, 0]), np.array([1, 1, 1])), (3,)),
+        ((5, 3), (slice(None), np.array([1, 1])), (5, 2)), ((5, 3), (np.arange(15).reshape(5, 3) % 2 == 0,), (8,)),
+        ((4, 3, 2), (Ellipsis, np.array([0, 0]), None), (4, 3, 2, 1)), ((), (None,), (1,)), ((5, 3), (1,), (3,))]
 
     @pytest.mark.parametrize("case", range(len(INDEX_CASES)))
     def test_index_add_matches_cpu(case, rng):
@@ -311,8 +319,9 @@ else:
         with pytest.raises(TypeError, match="supports float32"):
             I.index_add(dev(np.zeros(3, np.float16)), (np.array([0]),), dev(np.ones(1, np.float16)))
 
-    @pytest.mark.parametrize("case", [((4, 5), (3, 5), 0), ((4, 5), (4, 2), 1), ((3, 4, 5), (2, 4, 3), 1), ((6,), (4,), 0)],
-                             ids=str)
+    SCATTER_CASES = [((4, 5), (3, 5), 0), ((4, 5), (4, 2), 1), ((3, 4, 5), (2, 4, 3), 1), ((6,), (4,), 0)]
+
+    @pytest.mark.parametrize("case", SCATTER_CASES, ids=str)
     def test_scatter_add_matches_cpu(case, rng):
         shape, ishape, dim = case
         x = rng.standard_normal(shape).astype(np.float32)
@@ -406,7 +415,7 @@ else:
     def test_reduce_sweep_over_shapes(dtype, rng):
         for shape in [(1,), (17,), (2, 33), (33, 2), (3, 4, 5), (2, 3, 4, 5)]:
             for r in range(1, len(shape) + 1):
-                for dims in __import__("itertools").combinations(range(len(shape)), r):
+                for dims in itertools.combinations(range(len(shape)), r):
                     for kind in KINDS:
                         if kind == "logsumexp" and np.dtype(dtype).kind != "f":
                             continue

@@ -191,6 +191,10 @@ def test_saved_tensor_attributes():
     z = x * x
     z.sum().backward(retain_graph=True)
     assert z.grad_fn._saved_self is x  # retained
+    w = x * jg.tensor([1.0, 3.0])  # the constant needs no gradient, so x (its factor) is not saved
+    assert w.grad_fn._saved_self is None and w.grad_fn._saved_other.tolist() == [1.0, 3.0]
+    with pytest.raises(AttributeError, match="'MulBackward0' object has no attribute '_saved_result'"):
+        w.grad_fn._saved_result
 
 
 def test_raw_saved_tensor_register_hooks():

@@ -1,5 +1,10 @@
 """jitgrad.optim against NumPy reimplementations of PyTorch's update equations, and the Optimizer API."""
+import copy
+import json
 import math
+import os
+import subprocess
+import sys
 import warnings
 
 import numpy as np
@@ -99,7 +104,7 @@ def problem(dtype, rng):
     def loss(params=params):
         total = 0
         for p, c, b in zip(params, C, B):
-            c, b = jg.tensor(c, dtype=dtype), jg.tensor(b, dtype=dtype)
+            c, b = jg.tensor(c, dtype=dtype, device=p.device), jg.tensor(b, dtype=dtype, device=p.device)
             total = total + ((c * p * p) / 2 + b * p + 0.1 * p * p * p).sum()
         return total
 
@@ -144,13 +149,14 @@ def test_matches_reference_float32(cls, ref, kw, rng):
 
 @pytest.mark.parametrize("cls, ref, kw", [CASES[3], CASES[5]], ids=["SGD", "Adam"])
 def test_parallel_kernels_match(cls, ref, kw, rng, monkeypatch):
-    monkeypatch.setattr(config, "PARALLEL_THRESHOLD", 1)  # run the prange build on small arrays
     params, loss, P, grad = problem(jg.float64, rng)
     opt = cls(params, **kw)
     for _ in range(3):
         opt.zero_grad()
         loss().backward()
-        opt.step()
+        with monkeypatch.context() as m:
+            m.setattr(config, "PARALLEL_THRESHOLD", 1)  # the optimizer's prange build, on small arrays
+            opt.step()
     for p, r in zip(params, run_reference(ref, kw, P, grad, 3)):
         np.testing.assert_allclose(p.detach().numpy(), r, rtol=1e-12, atol=1e-12)
 
@@ -241,6 +247,28 @@ def test_strided_parameter_is_updated_in_place():
     expected = np.arange(12.0).reshape(3, 4).T - 0.5 * np.arange(12.0).reshape(4, 3)
     np.testing.assert_allclose(w.detach().numpy(), expected)
     np.testing.assert_allclose(base.numpy(), expected.T)  # the storage it shares was written
+
+
+def test_strided_gradient():
+    w = jg.zeros(2, 3, requires_grad=True)
+    w.grad = jg.arange(6.0).reshape(3, 2).t()  # a transposed (non-contiguous) gradient
+    optim.Adagrad([w], lr=1.0).step()
+    g = np.arange(6.0).reshape(3, 2).T
+    np.testing.assert_allclose(w.detach().numpy(), -g / (np.sqrt(g * g) + 1e-10), rtol=1e-6)
+
+
+def test_custom_optimizer_with_required_hyperparameter():
+    from jitgrad.optim.optimizer import required
+
+    class Plain(optim.Optimizer):
+        def __init__(self, params, lr=required):
+            super().__init__(params, dict(lr=lr))
+
+    w = jg.ones(1, requires_grad=True)
+    with pytest.raises(ValueError, match="^parameter group didn't specify a value of required optimization "
+                                         "parameter lr$"):
+        Plain([w])
+    assert Plain([{"params": [w], "lr": 0.5}]).param_groups[0]["lr"] == 0.5
 
 
 def test_retained_grad_non_leaf_allowed_and_non_leaf_rejected():
@@ -407,3 +435,102 @@ def test_load_state_dict_keeps_step_counting():
         warnings.simplefilter("error")
         opt.step()
     assert opt.state[w]["step"].item() == 5
+
+
+# ---------------------------------------------------------------- CUDA twins (kernels/cuda/optim.py)
+# Without a GPU the device checks run in a child pytest with numba's CUDA simulator (it must be switched
+# on before numba.cuda is imported); JITGRAD_CUDA_TESTS=gpu runs them on a real GPU.
+CUDA_CHILD = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" or os.environ.get("JITGRAD_CUDA_TESTS") == "gpu"
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not CUDA_CHILD, reason="runs on a GPU, or in the simulator child of test_cuda_in_simulator")
+@pytest.mark.parametrize("cls, ref, kw", [CASES[3], CASES[1], CASES[5], CASES[9], CASES[11], CASES[10], CASES[14]],
+                         ids=["SGD-nesterov", "SGD", "Adam", "AdamW", "RMSprop-centered", "RMSprop", "Adagrad"])
+def test_cuda_matches_reference(cls, ref, kw, rng):
+    params, loss, P, grad = problem(jg.float64, rng)
+    params = [p.detach().to("cuda").requires_grad_() for p in params]
+    opt = cls(params, **kw)
+    for _ in range(3):
+        opt.zero_grad()
+        loss(params).backward()
+        opt.step()
+    for p, r in zip(params, run_reference(ref, kw, P, grad, 3)):
+        assert p.device == jg.device("cuda:0")
+        np.testing.assert_allclose(p.detach().cpu().numpy(), r, rtol=1e-12, atol=1e-12)
+    for key, value in opt.state[params[0]].items():
+        assert value.device == (jg.device("cpu") if key == "step" else jg.device("cuda:0"))  # as in PyTorch
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not CUDA_CHILD, reason="runs on a GPU, or in the simulator child of test_cuda_in_simulator")
+def test_cuda_loads_a_cpu_state_dict():
+    w = jg.ones(3, requires_grad=True)
+    opt = optim.Adam([w], lr=0.1)
+    w.sum().backward()
+    opt.step()
+    wc = w.detach().to("cuda").requires_grad_()
+    opt_c = optim.Adam([wc], lr=0.1)
+    opt_c.load_state_dict(copy.deepcopy(opt.state_dict()))  # a checkpoint (load_state_dict shares, as PyTorch's)
+    assert opt_c.state[wc]["exp_avg"].device == jg.device("cuda:0")
+    for o, p in ((opt, w), (opt_c, wc)):
+        p.grad = jg.ones(3, device=p.device)
+        o.step()
+    np.testing.assert_allclose(wc.detach().cpu().numpy(), w.detach().numpy(), rtol=1e-6)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(CUDA_CHILD, reason="this is the parent: the child runs the checks")
+def test_cuda_in_simulator():
+    pytest.importorskip("numba_cuda")
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-k", "cuda", __file__],
+                       capture_output=True, text=True, env=env, cwd=os.path.dirname(os.path.dirname(__file__)))
+    assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-3000:]
+    assert " passed" in r.stdout
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(CUDA_CHILD, reason="compiles for a GPU without the simulator")
+def test_cuda_kernels_compile_to_ptx():
+    """Each update kernel, as its launch would type it (both float widths), compiled for an H100 (cc 9.0)."""
+    pytest.importorskip("numba_cuda")
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    r = subprocess.run([sys.executable, __file__, "ptx"], capture_output=True, text=True, env=env, timeout=900)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-6000:]
+    compiled = json.loads(r.stdout.strip().splitlines()[-1])
+    assert sorted(compiled) == sorted("%s-%s" % (k, dt) for k in ("_sgd", "_adam", "_rmsprop", "_adagrad")
+                                      for dt in ("float32", "float64"))
+
+
+def _compile_ptx():
+    """(The subprocess of test_cuda_kernels_compile_to_ptx.) Record the launches, compile each to PTX."""
+    import types
+
+    from numba import cuda, typeof
+    if not cuda.is_available():  # no device: pin device-function compilation to the sweep's target
+        import numba.cuda.dispatcher as dispatcher
+        dispatcher.get_current_device = lambda: types.SimpleNamespace(compute_capability=(9, 0))
+    from jitgrad.kernels.cuda import _launch as L
+    from jitgrad.kernels.cuda import optim as O
+
+    launched = {}
+    L.launch = lambda kernel, grid, block, *args: launched.setdefault(
+        (kernel.py_func.__name__, tuple(typeof(a) for a in args)), kernel)
+    L.MAX_BLOCKS = 132 * L.BLOCKS_PER_SM
+    for dt in (np.float32, np.float64):
+        def a(n=4):
+            return np.zeros(n, dt)
+        O.update("sgd", a(), a(), a(), 0.1, 0.9, 0.0, 0.0, True, False, True)
+        O.update("adam", a(), a(), a(), a(), a(0), 0.1, 0.9, 0.99, 1e-8, 0.0, False, False, False, 0.1, 0.2)
+        O.update("rmsprop", a(), a(), a(), a(), a(), 0.1, 0.9, 1e-8, 0.0, 0.9, True, False)
+        O.update("adagrad", a(), a(), a(), 0.1, 1e-10, 0.0, False)
+    done = []
+    for (name, sig), kernel in launched.items():
+        cuda.compile_ptx(kernel.py_func, sig, cc=(9, 0))
+        done.append("%s-%s" % (name, sig[0].dtype))
+    print(json.dumps(done))
+
+
+if __name__ == "__main__" and sys.argv[1:] == ["ptx"]:
+    _compile_ptx()

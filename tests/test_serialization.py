@@ -277,3 +277,16 @@ def test_layout_is_documented(tmp_path):
     t = header["tensors"][0]
     start = -(-(20 + hlen) // 64) * 64 + t["offset"]
     assert np.frombuffer(raw[start:start + t["nbytes"]], "<f4").tolist() == [1.0, 2.0]
+
+
+def test_module_state_dict_and_parameters(tmp_path):
+    nn = pytest.importorskip("jitgrad.nn")
+    model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+    out = roundtrip({"model": model.state_dict(), "p": model[0].weight}, tmp_path)
+    fresh = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+    fresh.load_state_dict(out["model"])
+    x = jg.randn(5, 3)
+    with jg.no_grad():
+        np.testing.assert_array_equal(fresh(x).numpy(), model(x).numpy())
+    assert isinstance(out["p"], nn.Parameter) and out["p"].requires_grad
+    assert not out["model"]["0.weight"].requires_grad

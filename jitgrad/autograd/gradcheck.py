@@ -104,10 +104,16 @@ def _check_inputs(inputs):
             warnings.warn("Input #%d requires gradient and is not a double precision floating point or complex. This "
                           "check will likely fail if all the inputs are not of double precision floating point or "
                           "complex. " % i, stacklevel=3)
-        if any(st == 0 and n > 1 for st, n in zip(x._data.strides, x._data.shape)) or not x._data.flags.writeable:
+        if x.device.type != "cpu":
+            raise NotImplementedError("gradcheck perturbs its inputs in host memory: pass CPU tensors (input %d is on "
+                                      "%s)" % (i, x.device))
+        if any(st == 0 and n > 1 for st, n in zip(x._data.strides, x._data.shape)):
             raise RuntimeError("The %dth input has a dimension with stride 0. gradcheck only supports inputs that are "
                                "non-overlapping to be able to compute the numerical gradients correctly. You should "
                                "call .contiguous on the input before passing it to gradcheck." % i)
+        if not x._data.flags.writeable:
+            raise RuntimeError("The %dth input is read-only: gradcheck perturbs its inputs in place. Pass a writable "
+                               "copy (clone()) instead." % i)
         any_diff = True
     if not any_diff:
         raise ValueError("gradcheck expects at least one input tensor to require gradient, but none of them have "
@@ -116,7 +122,7 @@ def _check_inputs(inputs):
 
 # ------------------------------------------------------------------ numerical side
 def _evaluate(fn, inputs):
-    """float64 copies of every tensor output of ``fn(*inputs)`` (non-tensor outputs are skipped)."""
+    """The tensor outputs of ``fn(*inputs)`` (other outputs are skipped)."""
     return [o for o in _as_tuple(fn(*inputs)) if _is_tensor(o)]
 
 

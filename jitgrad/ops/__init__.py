@@ -38,7 +38,7 @@ def _operators():
         "__mul__": e.mul, "__rmul__": _swap(e.mul), "__truediv__": e.div, "__rtruediv__": _swap(e.div),
         "__floordiv__": e.floor_divide, "__rfloordiv__": _swap(e.floor_divide), "__mod__": e.remainder,
         "__rmod__": _swap(e.remainder), "__pow__": e.pow, "__rpow__": _swap(e.pow),
-        "__matmul__": linalg.matmul, "__rmatmul__": _swap(linalg.matmul),
+        "__matmul__": _tensor_operand(linalg.matmul), "__rmatmul__": _tensor_operand(_swap(linalg.matmul)),
         "__neg__": METHODS["neg"], "__abs__": METHODS["abs"],
         "__pos__": lambda self: self, "__invert__": _invert,
         "__eq__": METHODS["eq"], "__ne__": METHODS["ne"], "__lt__": METHODS["lt"], "__le__": METHODS["le"],
@@ -49,6 +49,13 @@ def _operators():
         "__itruediv__": METHODS_INPLACE["div_"], "__ipow__": METHODS_INPLACE["pow_"],
     }
     return ops
+
+
+def _tensor_operand(fn):
+    """An operator taking tensors only: anything else gets Python's TypeError (unsupported operand type(s))."""
+    def method(self, other):
+        return fn(self, other) if isinstance(other, Tensor) else NotImplemented
+    return method
 
 
 def _invert(self):

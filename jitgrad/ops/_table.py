@@ -1,7 +1,11 @@
 """The op table: every Op entry, by name, and the helpers the entry files share."""
+import functools
+import inspect
+
 import numpy as np
 
 from .._op import Op
+from .._tensor import Tensor
 
 OPS = {}  # name -> Op: the single registry that tests and benchmarks are generated from
 METHODS = {}  # Tensor method name -> function(self, ...)
@@ -32,13 +36,38 @@ def register(op):
 def export(*names, method=True, function=True):
     """Decorator: publish an API function as jitgrad.<name> and/or Tensor.<name>."""
     def deco(fn):
+        public = _typed(fn) if function else fn
         for n in names or (fn.__name__,):
             if function:
-                FUNCTIONS[n] = fn
+                FUNCTIONS[n] = public
             if method:
                 METHODS[n] = fn
         return fn
     return deco
+
+
+_TENSOR_PARAMS = ("input", "tensor", "other", "mat2", "vec", "vec2", "index", "src", "mask", "condition")
+
+
+def _typed(fn):
+    """jitgrad.<fn> with PyTorch's TypeError, not an AttributeError, when a tensor argument is something else (the
+    check runs only on the error path: a normal call pays one frame)."""
+    params = list(inspect.signature(fn).parameters)
+    if not any(p in _TENSOR_PARAMS for p in params):
+        return fn
+
+    @functools.wraps(fn)
+    def typed(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except AttributeError:
+            for i, p in enumerate(params):
+                x = args[i] if i < len(args) else kwargs.get(p, fn)
+                if p in _TENSOR_PARAMS and x is not fn and not isinstance(x, Tensor):
+                    raise TypeError("%s(): argument '%s' (position %d) must be Tensor, not %s"
+                                    % (fn.__name__, p, i + 1, type(x).__name__)) from None
+            raise
+    return typed
 
 
 # ------------------------------------------------------------------ sample inputs

@@ -23,34 +23,33 @@ from ._table import _arr, export, register
 
 
 def _kernels(xp):
-    if xp.name != "cpu":
-        raise NotImplementedError("convolution and pooling kernels are not implemented for %s tensors" % xp.name)
-    return KC
+    """The backend's conv kernels (kernels/conv.py or kernels/cuda/conv.py)."""
+    return xp.conv
 
 
-def _to4(a, nd):
+def _to4(xp, a, nd):
     """A 1-d (N, C, L) array as the 2-d (N, C, 1, L) the kernels take."""
-    return a if nd == 2 or a is None else a[:, :, None, :]
+    return a if nd == 2 or a is None else xp.expand_dims(a, 2)
 
 
-def _from4(a, nd):
-    return a if nd == 2 else a[:, :, 0, :]
+def _from4(xp, a, nd):
+    return a if nd == 2 else xp.reshape(a, a.shape[:2] + a.shape[3:])
 
 
 # ---------------------------------------------------------------------- convolution entries
 def _conv_forward(xp, dt, x, w, b, stride, padding, dilation, groups, in_hw, out_hw, k_hw, nd):
-    out = _kernels(xp).conv2d(_to4(x, nd), _to4(w, nd), b, stride, padding, dilation, groups, out_hw)
-    return _from4(out, nd)
+    out = _kernels(xp).conv2d(_to4(xp, x, nd), _to4(xp, w, nd), b, stride, padding, dilation, groups, out_hw)
+    return _from4(xp, out, nd)
 
 
 def _conv_t_forward(xp, dt, y, w, b, stride, padding, dilation, groups, in_hw, out_hw, k_hw, nd):
-    out = _kernels(xp).conv2d_input_grad(_to4(y, nd), _to4(w, nd), b, stride, padding, dilation, groups, in_hw)
-    return _from4(out, nd)
+    out = _kernels(xp).conv2d_input_grad(_to4(xp, y, nd), _to4(xp, w, nd), b, stride, padding, dilation, groups, in_hw)
+    return _from4(xp, out, nd)
 
 
 def _conv_w_forward(xp, dt, x, y, stride, padding, dilation, groups, in_hw, out_hw, k_hw, nd):
-    out = _kernels(xp).conv2d_weight_grad(_to4(x, nd), _to4(y, nd), stride, padding, dilation, groups, k_hw)
-    return _from4(out, nd)
+    out = _kernels(xp).conv2d_weight_grad(_to4(xp, x, nd), _to4(xp, y, nd), stride, padding, dilation, groups, k_hw)
+    return _from4(xp, out, nd)
 
 
 def _bias_grad(g, s):

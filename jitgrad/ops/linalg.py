@@ -40,8 +40,9 @@ DOT = _linop("dot", lambda xp, dt, a, b: xp.matmul(a, b),
              [(lambda g, s: g * s.other, ("other",)), (lambda g, s: g * s.self, ("self",))],
              _samples(((3,), (3,)),))
 OUTER = _linop("outer", lambda xp, dt, a, b: xp.outer(a, b),
-               [(lambda g, s: g.mv(s.other), ("other",)), (lambda g, s: g.t().mv(s.self), ("self",))],
-               _samples(((3,), (2,)),), node="OuterBackward0")
+               # mul-and-sum, not mv: outer promotes mixed dtypes (it is a broadcast multiply in PyTorch)
+               [(lambda g, s: (g * s.other).sum(1), ("other",)), (lambda g, s: (g * s.self.unsqueeze(1)).sum(0), ("self",))],
+               _samples(((3,), (2,)),), node="MulBackward0")
 for _op in (MM, BMM, MATMUL, MV, DOT, OUTER):
     _op.ref = np.matmul if _op.name not in ("dot", "outer") else (np.dot if _op.name == "dot" else np.outer)
 for _op, _kernel in [(MM, "addmm_impl_cpu_"), (BMM, "bmm"), (MATMUL, "bmm"), (MV, "addmv_impl_cpu"), (DOT, "dot")]:
@@ -81,7 +82,9 @@ def bmm(input, mat2):
 
 @export()
 def mv(input, vec):
-    if input.ndim != 2 or vec.ndim != 1 or input.shape[1] != vec.shape[0]:
+    if input.ndim != 2 or vec.ndim != 1:
+        raise RuntimeError("vector + matrix @ vector expected, got 1, %d, %d" % (input.ndim, vec.ndim))
+    if input.shape[1] != vec.shape[0]:
         raise RuntimeError("size mismatch, got input (%d), mat (%s), vec (%s)" % (
             input.shape[0] if input.ndim else 0, "x".join(map(str, input.shape)), "x".join(map(str, vec.shape))))
     _same_dtype(input, vec)
@@ -96,15 +99,17 @@ def dot(input, other):
         raise RuntimeError("inconsistent tensor size, expected tensor [%d] and src [%d] to have the same number of "
                            "elements, but got %d and %d elements respectively"
                            % (input.shape[0], other.shape[0], input.shape[0], other.shape[0]))
-    _same_dtype(input, other, "both vectors")
+    if input.dtype is not other.dtype:
+        raise RuntimeError("dot : expected both vectors to have same dtype, but found %s and %s"
+                           % (input.dtype.tensor_type[:-6], other.dtype.tensor_type[:-6]))
     return dispatch(DOT, (input, other))
 
 
 @export("outer", "ger")
 def outer(input, vec2):
-    if input.ndim != 1 or vec2.ndim != 1:
-        raise RuntimeError("outer: Expected 1-D argument self, but got %d-D" % input.ndim)
-    _same_dtype(input, vec2)
+    for name, t in (("self", input), ("vec2", vec2)):
+        if t.ndim != 1:
+            raise RuntimeError("outer: Expected 1-D argument %s, but got %d-D" % (name, t.ndim))
     return dispatch(OUTER, (input, vec2))
 
 
@@ -124,13 +129,18 @@ def matmul(input, other):
     # batched: 1-D operands become a row/column, batch dims broadcast
     x = input.unsqueeze(0) if a == 1 else input
     y = other.unsqueeze(-1) if b == 1 else other
-    if x.shape[-1] != y.shape[-2]:
-        raise RuntimeError("Expected size for first two dimensions of batch2 tensor to be: [%d, %d] but got: [%d, %d]."
-                           % (int(np.prod(x.shape[:-2])), x.shape[-1], int(np.prod(y.shape[:-2])), y.shape[-2])
-                           if x.ndim == y.ndim == 3 else
-                           "mat1 and mat2 shapes cannot be multiplied (%dx%d and %dx%d)"
-                           % (int(np.prod(x.shape[:-1])), x.shape[-1], y.shape[-2], y.shape[-1]))
     from .._op import broadcast_shapes
+    if x.shape[-1] != y.shape[-2]:  # PyTorch's message of the kernel it would run: folded mv or mm, else bmm
+        rows = int(np.prod(x.shape[:-1]))
+        if a >= 3 and b == 1:
+            raise RuntimeError("size mismatch, got input (%d), mat (%dx%d), vec (%d)" % (rows, rows, x.shape[-1],
+                                                                                    y.shape[-2]))
+        if a >= 3 and b == 2:
+            raise RuntimeError("mat1 and mat2 shapes cannot be multiplied (%dx%d and %dx%d)"
+                               % (rows, x.shape[-1], y.shape[-2], y.shape[-1]))
+        batch = int(np.prod(broadcast_shapes(tuple(x.shape[:-2]), tuple(y.shape[:-2]))))
+        raise RuntimeError("Expected size for first two dimensions of batch2 tensor to be: [%d, %d] but got: [%d, %d]."
+                           % (batch, x.shape[-1], batch, y.shape[-2]))
     broadcast_shapes(tuple(x.shape[:-2]), tuple(y.shape[:-2]))
     _same_dtype(x, y)
     out = dispatch(MATMUL, (x, y))

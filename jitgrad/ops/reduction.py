@@ -16,9 +16,9 @@ from .elementwise import where
 
 
 def normalize_dims(t, dim):
-    """Sorted tuple of non-negative dims; None means all."""
+    """Sorted tuple of non-negative dims; None or an empty tuple means all (as in PyTorch)."""
     nd = t.ndim
-    if dim is None:
+    if dim is None or (isinstance(dim, (tuple, list)) and not dim):
         return tuple(range(nd))
     dims = (dim,) if isinstance(dim, (int, np.integer)) else tuple(dim) if isinstance(dim, (tuple, list)) else None
     if dims is None:

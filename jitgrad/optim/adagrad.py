@@ -1,7 +1,6 @@
 """Adagrad with learning-rate decay, weight decay and maximize."""
-from ..kernels import optim as K
 from .._tensor import Tensor
-from .optimizer import Optimizer, advance, flat, new_state, scalar, step_state
+from .optimizer import Optimizer, advance, as_float, flat, fused_update, new_state, step_state
 
 
 class Adagrad(Optimizer):
@@ -44,6 +43,6 @@ class Adagrad(Optimizer):
         if "sum" not in state:  # a group added after construction
             self._init_state(p, group)
         step = advance(state["step"])
-        clr = float(scalar(group["lr"])) / (1 + (step - 1) * group["lr_decay"])
-        K.update("adagrad", param, grad, flat(state["sum"]), clr, float(group["eps"]), float(group["weight_decay"]),
-                 bool(group["maximize"]))
+        clr = as_float(group["lr"]) / (1 + (step - 1) * group["lr_decay"])
+        fused_update("adagrad", param, grad, flat(state["sum"]), clr, float(group["eps"]),
+                     float(group["weight_decay"]), bool(group["maximize"]))

@@ -1,7 +1,6 @@
 """Adam and AdamW (decoupled weight decay), with amsgrad and maximize."""
-from ..kernels import optim as K
 from .._tensor import Tensor
-from .optimizer import Optimizer, advance, flat, new_state, scalar, step_state, unused
+from .optimizer import Optimizer, advance, as_float, flat, fused_update, new_state, step_state, unused
 
 
 class Adam(Optimizer):
@@ -30,7 +29,7 @@ class Adam(Optimizer):
             raise ValueError(f"Invalid weight_decay value: {weight_decay}")
         if not (all(isinstance(b, float) for b in betas) or all(isinstance(b, Tensor) for b in betas)):
             raise ValueError("betas must be either both floats or both Tensors")
-        betas = tuple(float(scalar(b)) for b in betas)
+        betas = tuple(as_float(b) for b in betas)
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad, maximize=maximize,
                         decoupled_weight_decay=decoupled_weight_decay)
         super().__init__(params, defaults)
@@ -47,12 +46,12 @@ class Adam(Optimizer):
         if amsgrad and "max_exp_avg_sq" not in state:
             state["max_exp_avg_sq"] = new_state(p)
         step = advance(state["step"])
-        beta1, beta2 = (float(scalar(b)) for b in group["betas"])
-        K.update("adam", param, grad, flat(state["exp_avg"]), flat(state["exp_avg_sq"]),
-                 flat(state["max_exp_avg_sq"]) if amsgrad else unused(param),
-                 float(scalar(group["lr"])), beta1, beta2, float(group["eps"]), float(group["weight_decay"]),
-                 bool(group["decoupled_weight_decay"]), amsgrad, bool(group["maximize"]),
-                 1 - beta1 ** step, (1 - beta2 ** step) ** 0.5)
+        beta1, beta2 = (as_float(b) for b in group["betas"])
+        fused_update("adam", param, grad, flat(state["exp_avg"]), flat(state["exp_avg_sq"]),
+                     flat(state["max_exp_avg_sq"]) if amsgrad else unused(param),
+                     as_float(group["lr"]), beta1, beta2, float(group["eps"]), float(group["weight_decay"]),
+                     bool(group["decoupled_weight_decay"]), amsgrad, bool(group["maximize"]),
+                     1 - beta1 ** step, (1 - beta2 ** step) ** 0.5)
 
 
 class AdamW(Adam):

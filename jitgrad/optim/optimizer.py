@@ -13,8 +13,10 @@ from collections import defaultdict
 
 import numpy as np
 
+from .._device import backend
 from .._grad_mode import enable_grad, no_grad
 from .._tensor import Tensor
+from ..kernels import optim as cpu_kernels
 
 
 class _RequiredParameter:
@@ -36,20 +38,22 @@ def typename(obj):
     return cls.__qualname__ if module in ("", "builtins") else module + "." + cls.__qualname__
 
 
-def scalar(value):
-    """A hyper-parameter as a Python float (PyTorch allows a one-element tensor for lr)."""
-    return value.item() if isinstance(value, Tensor) else value
+def as_float(value):
+    """A hyper-parameter as a Python float (PyTorch allows a one-element tensor for lr and betas)."""
+    return float(value.item() if isinstance(value, Tensor) else value)
 
 
 def new_state(p, fill=0):
-    """A state buffer shaped and typed like parameter ``p`` (C-contiguous); ``fill=None`` leaves it empty."""
+    """A state buffer shaped and typed like parameter ``p``, on its device; ``fill=None`` leaves it empty."""
+    data = p._data
+    B = backend(data)
     if fill is None:
-        return Tensor._wrap(np.empty(p._data.shape, dtype=p._data.dtype))
-    return Tensor._wrap(np.full(p._data.shape, fill, dtype=p._data.dtype))
+        return Tensor._wrap(B.empty(data.shape, data.dtype))
+    return Tensor._wrap(B.full(data.shape, fill, data.dtype))
 
 
 def step_state():
-    """The step counter PyTorch keeps per parameter: a 0-d float32 tensor."""
+    """The step counter PyTorch keeps per parameter: a 0-d float32 tensor on the CPU."""
     return Tensor._wrap(np.zeros((), dtype=np.float32))
 
 
@@ -61,13 +65,26 @@ def advance(step):
 
 
 def flat(t):
-    """The flat array of a contiguous state tensor (a view: writes go to the tensor)."""
-    return t._data.reshape(-1)
+    """The flat array of a C-contiguous state tensor (a view: writes go to the tensor)."""
+    return backend(t._data).reshape(t._data, (t._data.size,))
 
 
 def unused(param):
     """The stand-in for a state buffer an option leaves unused: an empty array of the kernel's dtype."""
     return param[:0]
+
+
+def fused_update(kernel, param, *args):
+    """Run ``kernel`` of kernels/optim.py over flat array ``param`` (and state), or its CUDA twin."""
+    if param.__class__ is np.ndarray:
+        cpu_kernels.update(kernel, param, *args)
+    else:
+        from ..kernels.cuda import optim as cuda_kernels
+        cuda_kernels.update(kernel, param, *args)
+
+
+def _c_contiguous(a):
+    return a.flags.c_contiguous and a.flags.writeable if a.__class__ is np.ndarray else a.is_c_contiguous()
 
 
 class Optimizer:
@@ -143,8 +160,9 @@ class Optimizer:
         for group in self.param_groups:
             seen.update(id(p) for p in group["params"])
             if ("param_names" in param_group) != ("param_names" in group):
-                raise ValueError("all optimizer param groups should be with/without names. cannot add param group %s "
-                                 "to the optimizer" % ("with names" if "param_names" in param_group else "without names"))
+                kind = "with names" if "param_names" in param_group else "without names"
+                raise ValueError("all optimizer param groups should be with/without names. cannot add param group "
+                                 "%s to the optimizer" % kind)
         if not seen.isdisjoint(ids):
             raise ValueError("some parameters appear in more than one parameter group")
         self.param_groups.append(param_group)
@@ -180,20 +198,25 @@ class Optimizer:
 
     def _step_param(self, p, group):
         data = p._data
-        if not np.issubdtype(data.dtype, np.floating):
+        if data.dtype.kind != "f":
             raise TypeError("%s can only update floating point parameters, but got a parameter of dtype %s"
                             % (type(self).__name__, p.dtype))
         grad = p._grad._data
-        if grad.shape != data.shape:  # .grad's setter checks this; guard the kernel against direct writes
+        if tuple(grad.shape) != tuple(data.shape):  # .grad's setter checks this; guard the kernel anyway
             raise RuntimeError("the gradient of a parameter of shape %s has shape %s"
                                % (list(data.shape), list(grad.shape)))
-        grad = np.asarray(grad, dtype=data.dtype, order="C").reshape(-1)
-        if data.flags.c_contiguous and data.flags.writeable:
-            self._update(p, data.reshape(-1), grad, group)
+        B = backend(data)
+        if grad.dtype != data.dtype:
+            grad = B.astype(grad, data.dtype)
+        if not _c_contiguous(grad):
+            grad = B.copy(grad)
+        grad = B.reshape(grad, (data.size,))
+        if _c_contiguous(data):
+            self._update(p, B.reshape(data, (data.size,)), grad, group)
         else:  # a strided parameter: update a contiguous copy, then write it back
-            work = np.array(data, order="C")
-            self._update(p, work.reshape(-1), grad, group)
-            data[...] = work
+            work = B.copy(data)
+            self._update(p, B.reshape(work, (data.size,)), grad, group)
+            B.copyto(data, work)
         p._vc[0] += 1
 
     def _update(self, p, param, grad, group):
@@ -239,7 +262,7 @@ class Optimizer:
         self.__setstate__({"state": state, "param_groups": saved_groups})
 
     def _cast_state(self, param, key, value):
-        """A loaded state entry ready for the kernels: param dtype (except 'step'), contiguous, right shape."""
+        """A loaded state entry ready for the kernels: the parameter's device and (but 'step') dtype, contiguous."""
         if key == "step":
             if not isinstance(value, Tensor):  # older files keep the step as a number
                 value = Tensor._wrap(np.array(value, dtype=np.float32))
@@ -249,8 +272,7 @@ class Optimizer:
         if key in self._param_shaped_state and value.shape != param.shape:
             raise ValueError("loaded state dict has '%s' of shape %s for a parameter of shape %s"
                              % (key, list(value.shape), list(param.shape)))
-        if param.is_floating_point():
-            data = value._data
-            if data.dtype != param._data.dtype or not data.flags.c_contiguous or not data.flags.writeable:
-                value = Tensor._wrap(np.array(data, dtype=param._data.dtype, order="C"))
+        value = value.to(device=param.device, dtype=param.dtype if param.is_floating_point() else None)
+        if not _c_contiguous(value._data):
+            value = Tensor._wrap(backend(value._data).copy(value._data))
         return value

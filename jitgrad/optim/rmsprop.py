@@ -1,7 +1,6 @@
 """RMSprop, plain or centered, with momentum, weight decay and maximize."""
-from ..kernels import optim as K
 from .._tensor import Tensor
-from .optimizer import Optimizer, advance, flat, new_state, scalar, step_state, unused
+from .optimizer import Optimizer, advance, as_float, flat, fused_update, new_state, step_state, unused
 
 
 class RMSprop(Optimizer):
@@ -43,8 +42,8 @@ class RMSprop(Optimizer):
         if centered and "grad_avg" not in state:
             state["grad_avg"] = new_state(p)
         advance(state["step"])
-        K.update("rmsprop", param, grad, flat(state["square_avg"]),
-                 flat(state["grad_avg"]) if centered else unused(param),
-                 flat(state["momentum_buffer"]) if momentum > 0 else unused(param),
-                 float(scalar(group["lr"])), float(group["alpha"]), float(group["eps"]), float(group["weight_decay"]),
-                 momentum, centered, bool(group["maximize"]))
+        fused_update("rmsprop", param, grad, flat(state["square_avg"]),
+                     flat(state["grad_avg"]) if centered else unused(param),
+                     flat(state["momentum_buffer"]) if momentum > 0 else unused(param),
+                     as_float(group["lr"]), float(group["alpha"]), float(group["eps"]),
+                     float(group["weight_decay"]), momentum, centered, bool(group["maximize"]))

@@ -1,6 +1,5 @@
 """SGD with momentum, dampening, weight decay, Nesterov momentum and maximize."""
-from ..kernels import optim as K
-from .optimizer import Optimizer, flat, new_state, scalar, unused
+from .optimizer import Optimizer, as_float, flat, fused_update, new_state, unused
 
 
 class SGD(Optimizer):
@@ -34,5 +33,5 @@ class SGD(Optimizer):
                 state["momentum_buffer"] = new_state(p, fill=None)
                 first = True
             buf = flat(state["momentum_buffer"])
-        K.update("sgd", param, grad, buf, float(scalar(group["lr"])), float(momentum), float(group["dampening"]),
-                 float(group["weight_decay"]), bool(group["nesterov"]), bool(group["maximize"]), first)
+        fused_update("sgd", param, grad, buf, as_float(group["lr"]), float(momentum), float(group["dampening"]),
+                     float(group["weight_decay"]), bool(group["nesterov"]), bool(group["maximize"]), first)

@@ -7,8 +7,8 @@ record launches instead of running them and compile each recorded kernel to PTX.
 Under numba's CUDA simulator (NUMBA_ENABLE_CUDASIM=1) every simulated thread is a Python thread,
 so blocks and grids are kept tiny there; the kernels are the same, only the launch shapes shrink.
 """
+import hashlib
 import numbers
-import os
 import types
 
 import numpy as np
@@ -19,13 +19,8 @@ from .. import config
 SIM = bool(cuda.config.ENABLE_CUDASIM)
 
 
-def _env_int(name, default):
-    value = os.environ.get(name)
-    return default if value in (None, "") else int(value)
-
-
 # Threads per block of every 1-D and 2-D kernel: a power of two, at most 1024.
-THREADS = _env_int("JITGRAD_CUDA_THREADS", 8 if SIM else 256)
+THREADS = 8 if SIM else 256
 # Column tile of the (A, R, B) reductions: up to this many neighbouring columns b share a block
 # (coalesced loads when B > 1); the rest of the block's threads split the reduced axis R.
 REDUCE_TILE = 2 if SIM else 32
@@ -38,7 +33,7 @@ REDUCE_MIN_PER_THREAD = 1 if SIM else 16
 # matmul tiling: (TX, TY) threads per block, each computing RM x RN outputs, K step BK.
 MATMUL_TILE = (4, 4, 2, 2, 4) if SIM else (16, 16, 4, 4, 16)
 # Grid caps; None: the per-SM figures above times the device's multiprocessor count.
-MAX_BLOCKS = _env_int("JITGRAD_CUDA_MAX_BLOCKS", 4 if SIM else None)
+MAX_BLOCKS = 4 if SIM else None
 REDUCE_BLOCKS = 3 if SIM else None
 
 
@@ -65,8 +60,16 @@ def blocks_for(n, per_block=THREADS):
     return max(1, min(-(-n // per_block), max_blocks()))
 
 
-def jit(fn):
-    """Compile ``fn`` as a kernel, lazily, with numba's on-disk cache."""
+def jit(fn, tag=None):
+    """Compile ``fn`` as a kernel, lazily, with numba's on-disk cache.
+
+    ``tag`` names what the kernel bakes in from module constants (numba freezes globals at
+    compile time): it joins the compiled name, so a changed constant is a different cache entry.
+    """
+    if tag is not None:
+        name = "%s_%s" % (fn.__name__, tag)
+        code = fn.__code__.replace(co_name=name, co_qualname=name)
+        fn = types.FunctionType(code, fn.__globals__, name, fn.__defaults__, fn.__closure__)
     return cuda.jit(cache=config.CACHE)(fn)
 
 
@@ -74,14 +77,17 @@ def device_jit(fn):
     return cuda.jit(device=True)(fn)
 
 
-def define(src, namespace, filename, name):
-    """Execute generated kernel source in ``namespace`` and return the kernel called ``name``.
+def generate(template, name, namespace, filename, salt="", **fields):
+    """Compile the kernel that ``template`` (Python source with ``{name}`` and ``fields``) defines.
 
-    ``filename`` (the generating module) becomes the code's source file, which numba's cache
-    keys on; generated names therefore encode everything baked into the code.
+    The source runs in ``namespace`` with ``filename`` (the generating module) as its file, which
+    numba's on-disk cache keys on; the compiled name therefore carries a hash of the source and of
+    ``salt`` (the source of what the kernel inlines), so the cache never serves a stale build.
     """
-    exec(compile(src, filename, "exec"), namespace)
-    return jit(namespace[name])
+    digest = hashlib.sha1((template.format(name=name, **fields) + salt).encode()).hexdigest()[:10]
+    unique = "%s_%s" % (name, digest)
+    exec(compile(template.format(name=unique, **fields), filename, "exec"), namespace)
+    return jit(namespace[unique])
 
 
 def function_with_globals(fn, **replace):

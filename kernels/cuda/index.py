@@ -4,7 +4,7 @@
 support float32/float64/int32/int64 (and their unsigned kinds), the dtypes gradients and counts
 take.
 """
-import hashlib
+import math
 
 import numpy as np
 from numba import cuda
@@ -21,10 +21,11 @@ def _rows_add(out, idx, src):
     n, cols = out.shape
     for e in range(cuda.grid(1), idx.shape[0] * cols, cuda.gridsize(1)):
         i = e // cols
+        j = e % cols
         r = idx[i]
         if r < 0:
             r += n
-        cuda.atomic.add(out, (r, e % cols), src[i, e % cols])
+        cuda.atomic.add(out, (r, j), src[i, j])
 
 
 @L.jit
@@ -56,12 +57,9 @@ def _scatter_kernel(ndim, dim):
     if k is None:
         coords = ["c%d" % d for d in range(ndim)]
         target = ["index[%s]" % ", ".join(coords) if d == dim else c for d, c in enumerate(coords)]
-        fields = dict(coords=E.coords_source(ndim), target=", ".join(target),
-                      source=", ".join(coords))
-        name = "_scatter_add_n%d_d%d" % (ndim, dim)
-        unique = "%s_%s" % (name, hashlib.sha1(_SCATTER.format(name=name, **fields).encode()).hexdigest()[:10])
-        k = _scatter_kernels[(ndim, dim)] = L.define(_SCATTER.format(name=unique, **fields), globals(), __file__,
-                                                     unique)
+        k = _scatter_kernels[(ndim, dim)] = L.generate(
+            _SCATTER, "_scatter_add_n%d_d%d" % (ndim, dim), globals(), __file__, coords=E.coords_source(ndim),
+            target=", ".join(target), source=", ".join(coords))
     return k
 
 
@@ -107,7 +105,7 @@ def index_add(out, key, values):
         raise ValueError("index_add needs a C-contiguous output array")
     k0 = key[0] if len(key) == 1 else None
     if k0 is not None and getattr(k0, "ndim", 0) == 1 and k0.dtype.kind in "iu" and out.ndim >= 1:
-        rows, cols = k0.shape[0], out.size // out.shape[0] if out.shape[0] else 0
+        rows, cols = k0.shape[0], math.prod(out.shape[1:])
         if rows and cols:
             vals = _dense(values, (rows,) + tuple(out.shape[1:]), out.dtype).reshape(rows, cols)
             L.launch(_rows_add, L.blocks_for(rows * cols), L.THREADS, out.reshape(out.shape[0], cols), _on_device(k0),
@@ -116,8 +114,7 @@ def index_add(out, key, values):
     pos = _positions(tuple(out.shape), key)
     if pos.size:
         vals = _dense(values, pos.shape, out.dtype).reshape(pos.size)
-        L.launch(_flat_add, L.blocks_for(pos.size), L.THREADS, out.reshape(out.size), L.to_device(pos.reshape(-1)),
-                 vals)
+        L.launch(_flat_add, L.blocks_for(pos.size), L.THREADS, out.reshape(out.size), _on_device(pos.reshape(-1)), vals)
 
 
 def scatter_add(out, dim, index, src):

@@ -5,10 +5,10 @@ each step stages a BM x BK slab of ``a`` and a BK x BN slab of ``b`` in shared m
 thread accumulates its RM x RN outputs in registers (they are generated as separate variables,
 numba does not keep a local array in registers). Thread (tx, ty) owns rows ty + TY * i and
 columns tx + TX * j, so the shared-memory reads of a warp are broadcasts or consecutive, and its
-global stores coalesce. blockIdx.z walks the batch; an operand with a batch of one (or none)
+global stores coalesce; the slab of ``a`` is stored transposed, padded by one column so that the
+transposing stores do not collide in one bank. blockIdx.z walks the batch; an operand with a batch of one (or none)
 is shared by every batch entry without being copied. Accumulation is in the operands' dtype.
 """
-import hashlib
 import math
 
 import numpy as np
@@ -26,12 +26,10 @@ def {name}(a, b, out, zero):
     K = a.shape[{a_k}]
     m0 = cuda.blockIdx.y * {bm}
     n0 = cuda.blockIdx.x * {bn}
-    As = cuda.shared.array(({bk}, {bm}), out.dtype)
+    As = cuda.shared.array(({bk}, {bm_padded}), out.dtype)
     Bs = cuda.shared.array(({bk}, {bn}), out.dtype)
     for z in range(cuda.blockIdx.z, Z, cuda.gridDim.z):
-        za = min(z, {a_batch} - 1)
-        zb = min(z, {b_batch} - 1)
-{init}
+{batch}{init}
         for k0 in range(0, K, {bk}):
             for e in range(tid, {bm} * {bk}, {threads}):
                 i = e // {bk}
@@ -54,12 +52,13 @@ def _lines(lines, indent):
     return "\n".join(" " * indent + line for line in lines)
 
 
-def _gemm_source(name, a_ndim, b_ndim, tile):
+def _gemm_fields(a_ndim, b_ndim, tile):
     tx, ty, rm, rn, bk = tile
     rows, cols = range(rm), range(rn)
-    return _GEMM.format(
-        name=name, tx=tx, bm=ty * rm, bn=tx * rn, bk=bk, threads=tx * ty, a_k=a_ndim - 1,
-        a_batch="a.shape[0]" if a_ndim == 3 else "1", b_batch="b.shape[0]" if b_ndim == 3 else "1",
+    return dict(
+        tx=tx, bm=ty * rm, bm_padded=ty * rm + 1, bn=tx * rn, bk=bk, threads=tx * ty, a_k=a_ndim - 1,
+        batch="".join(" " * 8 + "z%s = min(z, %s.shape[0] - 1)\n" % (v, v) for v, nd in (("a", a_ndim), ("b", b_ndim))
+                      if nd == 3),
         a_index=("za, " if a_ndim == 3 else "") + "m0 + i, k0 + k",
         b_index=("zb, " if b_ndim == 3 else "") + "k0 + k, n0 + j",
         init=_lines(["acc%d_%d = zero" % (i, j) for i in rows for j in cols], 8),
@@ -80,8 +79,7 @@ def _kernel(a_ndim, b_ndim):
     k = _kernels.get(key)
     if k is None:
         name = "_gemm_a%d_b%d_%s" % (a_ndim, b_ndim, "x".join(map(str, tile)))
-        unique = "%s_%s" % (name, hashlib.sha1(_gemm_source(name, a_ndim, b_ndim, tile).encode()).hexdigest()[:10])
-        k = _kernels[key] = L.define(_gemm_source(unique, a_ndim, b_ndim, tile), globals(), __file__, unique)
+        k = _kernels[key] = L.generate(_GEMM, name, globals(), __file__, **_gemm_fields(a_ndim, b_ndim, tile))
     return k
 
 

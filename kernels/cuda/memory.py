@@ -19,7 +19,7 @@ import weakref
 
 from . import _launch as L
 
-SMALL_BLOCK = 1 << 20  # up to 1 MiB, sizes round up to 512 bytes; above, to 1/8 of their power of two
+SMALL_BLOCK = 1 << 20  # up to 1 MiB sizes round up to 512 bytes; above, to 1/16 of the next power of two
 
 
 class OutOfMemoryError(MemoryError):

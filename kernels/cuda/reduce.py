@@ -12,7 +12,6 @@ A reduction kind is a fold over a two-part state (v, w): (value, unused) for sum
 at position r enters as the state (x, r), or (x, 1) for logsumexp. One template generates the
 kernels of every kind. Sums and products of float32 accumulate in float64, as on the CPU.
 """
-import hashlib
 import math
 
 import numpy as np
@@ -22,7 +21,8 @@ from . import _launch as L
 from .array import ascontiguous, transpose
 from ..reduce import _acc_dtype
 
-THREADS = L.THREADS  # shared-memory size of every block (a compile-time constant of the kernels)
+THREADS = L.THREADS  # shared-memory size of every block: a compile-time constant, in every kernel's name
+
 
 # ---------------------------------------------------------------- folds: (v, w) + (v2, w2)
 def _sum_fold(v, w, v2, w2):
@@ -138,8 +138,8 @@ def {name}(src, src_w, pv, pw, out, v0, w0):
     chunk = cuda.blockIdx.y
     r0 = R * chunk // nchunk
     r1 = R * (chunk + 1) // nchunk
-    shv = cuda.shared.array(THREADS, pv.dtype)
-    shw = cuda.shared.array(THREADS, pw.dtype)
+    shv = cuda.shared.array({threads}, pv.dtype)
+    shw = cuda.shared.array({threads}, pw.dtype)
     ntile = (B + tb - 1) // tb
     for task in range(cuda.blockIdx.x, A * ntile, cuda.gridDim.x):
         a = task // ntile
@@ -179,7 +179,7 @@ def {name}(x, out):
     ty = cuda.threadIdx.y
     t = ty * tb + tx
     A, R, B = x.shape
-    sh = cuda.shared.array(THREADS, {acc})
+    sh = cuda.shared.array({threads}, {acc})
     ntile = (B + tb - 1) // tb
     for task in range(cuda.blockIdx.x, A * ntile, cuda.gridDim.x):
         a = task // ntile
@@ -211,9 +211,7 @@ _kernels = {}
 def _kernel(template, name, **fields):
     k = _kernels.get(name)
     if k is None:
-        text = template.format(name=name, **fields)
-        unique = "%s_%s" % (name, hashlib.sha1(text.encode()).hexdigest()[:10])
-        k = _kernels[name] = L.define(template.format(name=unique, **fields), globals(), __file__, unique)
+        k = _kernels[name] = L.generate(template, name, globals(), __file__, threads=THREADS, **fields)
     return k
 
 
@@ -264,7 +262,6 @@ _block_sum = L.device_jit(_block_sum)
 _block_max = L.device_jit(_block_max)
 
 
-@L.jit
 def _softmax(x, out, log):
     """softmax (log=False) or log_softmax (log=True) along R, max-shifted, in float64 like the CPU kernel."""
     tb = cuda.blockDim.x
@@ -300,7 +297,6 @@ def _softmax(x, out, log):
                     out[a, r, b] = math.exp(x[a, r, b] - m) / s
 
 
-@L.jit
 def _softmax_vjp(g, y, out, log):
     """VJP of softmax: y * (g - sum(g * y)); of log_softmax: g - exp(y) * sum(g)."""
     tb = cuda.blockDim.x
@@ -327,11 +323,15 @@ def _softmax_vjp(g, y, out, log):
                     out[a, r, b] = y[a, r, b] * (g[a, r, b] - s)
 
 
+_softmax = L.jit(_softmax, tag="t%d" % THREADS)
+_softmax_vjp = L.jit(_softmax_vjp, tag="t%d" % THREADS)
+
+
 # ---------------------------------------------------------------- launch planning
 def _block_shape(B):
     """(tb, tr): a tile of tb columns (the next power of two >= B, capped) and tr rows of threads."""
     tb = min(L.REDUCE_TILE, 1 << (B - 1).bit_length())
-    return tb, L.THREADS // tb
+    return tb, THREADS // tb
 
 
 def _rows_grid(A, B, tb):
