@@ -12,72 +12,34 @@ from numba import prange
 
 from . import config
 from ._jit import twins
+from .elementwise import vexp
 
 BLOCK = 64  # columns of B handled by one task
 
 
-def _tasks(A, B):
-    return A * ((B + BLOCK - 1) // BLOCK)
-
-
-def _sum(x, out):
+# Folds along R over the (A, blocks of B) tasks, one template: out = init, then out = combine(o, v)
+# for each v of the row. Max and min skip to a NaN as soon as they meet one, as PyTorch's do.
+_FOLD = """
+def _{name}(x, out):
     A, R, B = x.shape
     nb = (B + BLOCK - 1) // BLOCK
     for t in prange(A * nb):
         a, b0 = t // nb, (t % nb) * BLOCK
         b1 = min(b0 + BLOCK, B)
         for b in range(b0, b1):
-            out[a, b] = 0
-        for r in range(R):
-            for b in range(b0, b1):
-                out[a, b] += x[a, r, b]
-
-
-def _prod(x, out):
-    A, R, B = x.shape
-    nb = (B + BLOCK - 1) // BLOCK
-    for t in prange(A * nb):
-        a, b0 = t // nb, (t % nb) * BLOCK
-        b1 = min(b0 + BLOCK, B)
-        for b in range(b0, b1):
-            out[a, b] = 1
-        for r in range(R):
-            for b in range(b0, b1):
-                out[a, b] *= x[a, r, b]
-
-
-def _amax(x, out):
-    A, R, B = x.shape
-    nb = (B + BLOCK - 1) // BLOCK
-    for t in prange(A * nb):
-        a, b0 = t // nb, (t % nb) * BLOCK
-        b1 = min(b0 + BLOCK, B)
-        for b in range(b0, b1):
-            out[a, b] = x[a, 0, b]
-        for r in range(1, R):
+            out[a, b] = {init}
+        for r in range({first}, R):
             for b in range(b0, b1):
                 v, o = x[a, r, b], out[a, b]
-                if o == o and (v > o or v != v):
-                    out[a, b] = v
+                out[a, b] = {combine}
+"""
+_FOLDS = {"sum": ("0", 0, "o + v"), "prod": ("1", 0, "o * v"),
+          "amax": ("x[a, 0, b]", 1, "v if o == o and (v > o or v != v) else o"),
+          "amin": ("x[a, 0, b]", 1, "v if o == o and (v < o or v != v) else o")}
 
-
-def _amin(x, out):
-    A, R, B = x.shape
-    nb = (B + BLOCK - 1) // BLOCK
-    for t in prange(A * nb):
-        a, b0 = t // nb, (t % nb) * BLOCK
-        b1 = min(b0 + BLOCK, B)
-        for b in range(b0, b1):
-            out[a, b] = x[a, 0, b]
-        for r in range(1, R):
-            for b in range(b0, b1):
-                v, o = x[a, r, b], out[a, b]
-                if o == o and (v < o or v != v):
-                    out[a, b] = v
-
-
-def _argmax(x, out):
-    """First index of the maximum along R (a NaN counts as the maximum)."""
+# First index of the maximum (minimum) along R; a NaN counts as the extreme.
+_ARG = """
+def _{name}(x, out):
     A, R, B = x.shape
     for t in prange(A * B):
         a, b = t // B, t % B
@@ -88,25 +50,19 @@ def _argmax(x, out):
                 if v != v:
                     k = r
                     break
-                if v > best:
+                if v {cmp} best:
                     best, k = v, r
         out[a, b] = k
+"""
 
 
-def _argmin(x, out):
-    A, R, B = x.shape
-    for t in prange(A * B):
-        a, b = t // B, t % B
-        best, k = x[a, 0, b], 0
-        if best == best:
-            for r in range(1, R):
-                v = x[a, r, b]
-                if v != v:
-                    k = r
-                    break
-                if v < best:
-                    best, k = v, r
-        out[a, b] = k
+def _generate(template, name, **fields):
+    exec(compile(template.format(name=name, **fields), __file__, "exec"), globals())
+    return globals()["_" + name]
+
+
+_GENERATED = [_generate(_FOLD, name, init=i, first=f, combine=c) for name, (i, f, c) in _FOLDS.items()] + \
+    [_generate(_ARG, "argmax", cmp=">"), _generate(_ARG, "argmin", cmp="<")]
 
 
 def _cumsum(x, out):
@@ -134,14 +90,14 @@ def _softmax(x, out, log):
             m = 0.0
         s = 0.0
         for r in range(R):
-            s += math.exp(x[a, r, b] - m)
+            s += vexp(x[a, r, b] - m)
         if log:
             lse = m + math.log(s)
             for r in range(R):
                 out[a, r, b] = x[a, r, b] - lse
         else:
             for r in range(R):
-                out[a, r, b] = math.exp(x[a, r, b] - m) / s
+                out[a, r, b] = vexp(x[a, r, b] - m) / s
 
 
 def _logsumexp(x, out):
@@ -156,7 +112,7 @@ def _logsumexp(x, out):
             continue
         s = 0.0
         for r in range(R):
-            s += math.exp(x[a, r, b] - m)
+            s += vexp(x[a, r, b] - m)
         out[a, b] = m + math.log(s)
 
 
@@ -170,13 +126,12 @@ def _softmax_vjp(g, y, out, log):
             s += g[a, r, b] if log else g[a, r, b] * y[a, r, b]
         for r in range(R):
             if log:
-                out[a, r, b] = g[a, r, b] - math.exp(y[a, r, b]) * s
+                out[a, r, b] = g[a, r, b] - vexp(y[a, r, b]) * s
             else:
                 out[a, r, b] = y[a, r, b] * (g[a, r, b] - s)
 
 
-_KERNELS = {f.__name__[1:]: twins(f) for f in (_sum, _prod, _amax, _amin, _argmax, _argmin, _cumsum,
-                                               _softmax, _logsumexp, _softmax_vjp)}
+_KERNELS = {f.__name__[1:]: twins(f) for f in _GENERATED + [_cumsum, _softmax, _logsumexp, _softmax_vjp]}
 
 
 def kernel(name, size):
