@@ -62,6 +62,8 @@ def _infer_array(data, narrow=True):
     (an explicit dtype follows, and float64 must not lose precision through float32 first)."""
     if isinstance(data, Tensor):
         return data._host()
+    if isinstance(data, np.generic) and data.dtype.kind in "biuf":
+        data = np.asarray(data)  # a NumPy scalar keeps its dtype, as an array does
     if isinstance(data, np.ndarray):
         if data.dtype.kind not in "biuf":
             raise TypeError("can't convert np.ndarray of type numpy.%s. The only supported types are: float64, "
@@ -283,7 +285,7 @@ def scalar_tensor(value, *, dtype=None, device=None, requires_grad=False):
 # ------------------------------------------------------------------ Tensor.new_* (same dtype as self by default)
 def _new(fn):
     def method(self, *args, dtype=None, device=None, requires_grad=False, **kwargs):
-        return fn(*args, dtype=dtype or self.dtype, device=device, requires_grad=requires_grad, **kwargs)
+        return fn(*args, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad, **kwargs)
     method.__name__ = "new_" + fn.__name__
     return method
 

@@ -84,21 +84,16 @@ def _zero_(self):
 
 def _fill_(self, value):
     from .._inplace import inplace
-    from .._factories import full_like
+    from .shape import fill
 
-    def fill(t, v):
-        if isinstance(v, Tensor):
-            if v.ndim:
-                raise RuntimeError("fill_ only supports 0-dimension value tensor but got tensor with %d dimensions."
-                                   % v.ndim)
-            return t * 0 + v
-        # t * 0 links the result to t's history when recording; unrecorded, t may hold garbage (NaN * 0 is NaN)
-        return t * 0 + v if t._requires_grad and STATE.grad_enabled else full_like(t, v)
+    if isinstance(value, Tensor) and value.ndim:
+        raise RuntimeError("fill_ only supports 0-dimension value tensor but got tensor with %d dimensions." % value.ndim)
     return inplace(self, fill, (value,), {})
 
 
 def _copy_(self, src, non_blocking=False):
     from .._inplace import inplace
+    from .shape import copy_from
 
     if not isinstance(src, Tensor):
         raise TypeError("copy_(): argument 'other' (position 1) must be Tensor, not " + type(src).__name__)
@@ -106,11 +101,7 @@ def _copy_(self, src, non_blocking=False):
     if shape != tuple(self.shape):
         raise RuntimeError("output with shape [%s] doesn't match the broadcast shape [%s]"
                            % (", ".join(map(str, self.shape)), ", ".join(map(str, shape))))
-
-    def copy(t, s):
-        return s.expand(t.shape).to(t.dtype) + t * 0 if t._requires_grad and STATE.grad_enabled \
-            else s.expand(t.shape).to(t.dtype)
-    return inplace(self, copy, (src,), {})
+    return inplace(self, copy_from, (src,), {})
 
 
 METHODS_INPLACE = {}

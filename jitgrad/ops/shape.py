@@ -491,3 +491,35 @@ def _move_samples(rng, dtype):
 
 
 MOVE.call, MOVE.ref, MOVE.samples = move, lambda x, device: x.copy(), _move_samples  # CPU to CPU: a copy
+
+
+# ---------------------------------------------------------------------- fill_ and copy_
+# Out-of-place forms of the in-place fill_/copy_ (see _inplace.inplace): the old values get a zero
+# gradient, the new value (a 0-d tensor, or copy_'s source) gets the gradient of what it filled.
+def _zeros_like_grad(g, s):
+    return g * 0
+
+
+FILL = register(Op("fill", lambda xp, dt, x, value: xp.full(x.shape, value, x.dtype), inputs=("self", "value"),
+                   vjp=[(lambda g, s: g.new_zeros(g.shape), ()), (lambda g, s: g.sum(), ())], dtype="keep",
+                   node="FillBackward0", method=False, function=False, ref=lambda x, value: np.full_like(x, value),
+                   samples=lambda rng, dtype: [((rng.uniform(-1, 1, (2, 3)).astype(dtype), 1.5), {})]))
+COPY = register(Op("copy_from", lambda xp, dt, x, src: xp.copy(xp.broadcast_to(src, x.shape)),
+                   inputs=("self", "src"), vjp=[(lambda g, s: g.new_zeros(g.shape), ()), (lambda g, s: g, ())],
+                   dtype="keep", node="CopyBackwards", method=False, function=False,
+                   ref=lambda x, src: np.broadcast_to(src, x.shape).astype(x.dtype),
+                   samples=lambda rng, dtype: [((rng.uniform(-1, 1, (2, 3)).astype(dtype),
+                                                rng.uniform(-1, 1, (3,)).astype(dtype)), {})]))
+
+
+def fill(input, value):
+    """A tensor like ``input`` filled with ``value`` (the out-of-place form of fill_)."""
+    return dispatch(FILL, (input, value))
+
+
+def copy_from(input, src):
+    """``src`` broadcast to ``input``'s shape and dtype (the out-of-place form of copy_)."""
+    return dispatch(COPY, (input, src))
+
+
+FILL.call, COPY.call = fill, copy_from

@@ -83,7 +83,8 @@ def fused_update(kernel, param, *args):
         cuda_kernels.update(kernel, param, *args)
 
 
-def _c_contiguous(a):
+def _kernel_ready(a):
+    """Whether array ``a`` can go to a kernel as it is: C-contiguous (and writeable, for NumPy)."""
     return a.flags.c_contiguous and a.flags.writeable if a.__class__ is np.ndarray else a.is_c_contiguous()
 
 
@@ -208,10 +209,10 @@ class Optimizer:
         B = backend(data)
         if grad.dtype != data.dtype:
             grad = B.astype(grad, data.dtype)
-        if not _c_contiguous(grad):
+        if not _kernel_ready(grad):
             grad = B.copy(grad)
         grad = B.reshape(grad, (data.size,))
-        if _c_contiguous(data):
+        if _kernel_ready(data):
             self._update(p, B.reshape(data, (data.size,)), grad, group)
         else:  # a strided parameter: update a contiguous copy, then write it back
             work = B.copy(data)
@@ -273,6 +274,6 @@ class Optimizer:
             raise ValueError("loaded state dict has '%s' of shape %s for a parameter of shape %s"
                              % (key, list(value.shape), list(param.shape)))
         value = value.to(device=param.device, dtype=param.dtype if param.is_floating_point() else None)
-        if not _c_contiguous(value._data):
+        if not _kernel_ready(value._data):
             value = Tensor._wrap(backend(value._data).copy(value._data))
         return value

@@ -161,14 +161,13 @@ def reshape(x, shape):
 
 def view(x, shape):
     """x with ``shape`` sharing its memory, or None where the strides don't allow it."""
-    def numpy_view(a):
-        v = a.view()
-        try:
-            v.shape = tuple(shape)
-        except AttributeError:
-            return np.empty(0)  # not a view of the shadow: _view returns None
-        return v
-    return _view(x, numpy_view) if math.prod(shape) else reshape(x, shape)
+    shape = tuple(shape)
+    probe = _shadow(x).view()
+    try:
+        probe.shape = shape  # NumPy refuses exactly when no view exists
+    except AttributeError:
+        return None
+    return _view(x, lambda a: a.reshape(shape)) if math.prod(shape) else reshape(x, shape)
 
 
 def swapaxes(x, a, b):
