@@ -55,9 +55,7 @@ def _cases():
             yield pytest.param(name, k, id="%s-%d" % (name, k))
 
 
-@pytest.mark.skipif(not IN_CHILD, reason="runs in the child process of test_cuda_ops_in_simulator")
-@pytest.mark.parametrize("name,k", list(_cases()))
-def test_op_on_cuda_matches_cpu(name, k):
+def _op_on_cuda_matches_cpu(name, k):
     op = OPS[name]
     args, kwargs = samples_of(op, np.float64)[k]
     if name in CPU_ONLY:
@@ -75,8 +73,7 @@ def test_op_on_cuda_matches_cpu(name, k):
             np.testing.assert_allclose(g, c, rtol=1e-9, atol=1e-12)
 
 
-@pytest.mark.skipif(not IN_CHILD, reason="runs in the child process of test_cuda_ops_in_simulator")
-def test_mlp_training_step_on_cuda_equals_cpu():
+def _mlp_training_step_on_cuda_equals_cpu():
     def step(device):
         jg.manual_seed(0)
         model = jg.nn.Sequential(jg.nn.Linear(6, 5), jg.nn.ReLU(), jg.nn.Linear(5, 3)).double().to(device)
@@ -97,9 +94,16 @@ def test_mlp_training_step_on_cuda_equals_cpu():
     assert all(p.device == jg.device("cuda:0") for p in [jg.zeros(1, device="cuda")])
 
 
-@pytest.mark.skipif(IN_CHILD, reason="this is the parent: the child runs the checks")
-def test_cuda_ops_in_simulator():
+def _cuda_ops_in_simulator():
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", __file__],
                        capture_output=True, text=True, env=env, cwd=os.path.dirname(os.path.dirname(__file__)))
     assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-3000:]
+
+
+# The checks run in the child process (or on a GPU); the parent only starts the child.
+if IN_CHILD:
+    test_op_on_cuda_matches_cpu = pytest.mark.parametrize("name,k", list(_cases()))(_op_on_cuda_matches_cpu)
+    test_mlp_training_step_on_cuda_equals_cpu = _mlp_training_step_on_cuda_equals_cpu
+else:
+    test_cuda_ops_in_simulator = _cuda_ops_in_simulator

@@ -443,11 +443,7 @@ def test_load_state_dict_keeps_step_counting():
 CUDA_CHILD = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" or os.environ.get("JITGRAD_CUDA_TESTS") == "gpu"
 
 
-@pytest.mark.cuda
-@pytest.mark.skipif(not CUDA_CHILD, reason="runs on a GPU, or in the simulator child of test_cuda_in_simulator")
-@pytest.mark.parametrize("cls, ref, kw", [CASES[3], CASES[5], CASES[9], CASES[11], CASES[14]],
-                         ids=["SGD", "Adam", "AdamW", "RMSprop", "Adagrad"])
-def test_cuda_matches_reference(cls, ref, kw, rng):
+def _cuda_matches_reference(cls, ref, kw, rng):
     params, loss, P, grad = problem(jg.float64, rng)
     params = [p.detach().to("cuda").requires_grad_() for p in params]
     opt = cls(params, **kw)
@@ -462,9 +458,7 @@ def test_cuda_matches_reference(cls, ref, kw, rng):
         assert value.device == (jg.device("cpu") if key == "step" else jg.device("cuda:0"))  # as in PyTorch
 
 
-@pytest.mark.cuda
-@pytest.mark.skipif(not CUDA_CHILD, reason="runs on a GPU, or in the simulator child of test_cuda_in_simulator")
-def test_cuda_loads_a_cpu_state_dict():
+def _cuda_loads_a_cpu_state_dict():
     w = jg.ones(3, requires_grad=True)
     opt = optim.Adam([w], lr=0.1)
     w.sum().backward()
@@ -479,9 +473,7 @@ def test_cuda_loads_a_cpu_state_dict():
     np.testing.assert_allclose(wc.detach().cpu().numpy(), w.detach().numpy(), rtol=1e-6)
 
 
-@pytest.mark.cuda
-@pytest.mark.skipif(CUDA_CHILD, reason="this is the parent: the child runs the checks")
-def test_cuda_in_simulator():
+def _cuda_in_simulator():
     pytest.importorskip("numba_cuda")
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-k", "cuda", __file__],
@@ -489,9 +481,7 @@ def test_cuda_in_simulator():
     assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-3000:]  # (5 if nothing ran)
 
 
-@pytest.mark.cuda
-@pytest.mark.skipif(CUDA_CHILD, reason="compiles for a GPU without the simulator")
-def test_cuda_kernels_compile_to_ptx():
+def _cuda_kernels_compile_to_ptx():
     """Each update kernel, as its launch would type it (both float widths), compiled for an H100 (cc 9.0)."""
     pytest.importorskip("numba_cuda")
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
@@ -500,6 +490,18 @@ def test_cuda_kernels_compile_to_ptx():
     compiled = json.loads(r.stdout.strip().splitlines()[-1])
     assert sorted(compiled) == sorted("%s-%s" % (k, dt) for k in ("_sgd", "_adam", "_rmsprop", "_adagrad")
                                       for dt in ("float32", "float64"))
+
+
+# On a GPU, or in the simulator child, the device checks run; otherwise this process starts the child
+# and compiles the kernels to PTX.
+if CUDA_CHILD:
+    test_cuda_matches_reference = pytest.mark.cuda(pytest.mark.parametrize(
+        "cls, ref, kw", [CASES[3], CASES[5], CASES[9], CASES[11], CASES[14]],
+        ids=["SGD", "Adam", "AdamW", "RMSprop", "Adagrad"])(_cuda_matches_reference))
+    test_cuda_loads_a_cpu_state_dict = pytest.mark.cuda(_cuda_loads_a_cpu_state_dict)
+else:
+    test_cuda_in_simulator = pytest.mark.cuda(_cuda_in_simulator)
+    test_cuda_kernels_compile_to_ptx = pytest.mark.cuda(_cuda_kernels_compile_to_ptx)
 
 
 def _compile_ptx():
