@@ -117,15 +117,45 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=Fal
 
 
 def as_tensor(data, dtype=None, device=None):
-    """Like tensor(), but shares memory with a NumPy array or tensor when no conversion is needed."""
+    """Like tensor(), but shares memory when no conversion is needed: with a NumPy array, a tensor, or a
+    GPU array of another library (CuPy, PyTorch, numba) through ``__cuda_array_interface__``."""
     if isinstance(data, Tensor):
-        return data if dtype is None or D.to_dtype(dtype) is data.dtype else data.to(dtype)
+        return data.to(device=device, dtype=dtype)
+    if _is_gpu_array(data):
+        return _from_cuda_array(data).to(device=device, dtype=dtype)
     if isinstance(data, np.ndarray) and data.dtype in D.FROM_NP and (dtype is None or D.to_dtype(dtype).np == data.dtype):
         return _leaf(data, None, False, device)
     return tensor(data, dtype=dtype, device=device)
 
 
 asarray = as_tensor
+
+
+def _is_gpu_array(obj):
+    return not isinstance(obj, np.ndarray) and (hasattr(obj, "__cuda_array_interface__") or
+                                                 hasattr(obj, "copy_to_host"))  # numba's own device arrays
+
+
+def _from_cuda_array(obj):
+    """A CUDA tensor on the memory of a foreign GPU array (no copy)."""
+    to_device("cuda")
+    from numba import cuda
+    arr = obj if hasattr(obj, "copy_to_host") else cuda.as_cuda_array(obj)
+    if np.dtype(arr.dtype) not in D.FROM_NP:
+        raise TypeError("can't convert a CUDA array of type %s. The only supported types are: float64, float32, "
+                        "int64, int32, and bool." % np.dtype(arr.dtype).name)
+    return Tensor._wrap(arr)
+
+
+def from_dlpack(ext_tensor):
+    """A tensor sharing memory with another library's array: GPU arrays through
+    ``__cuda_array_interface__``, host arrays through DLPack (``__dlpack__``)."""
+    if _is_gpu_array(ext_tensor):
+        return _from_cuda_array(ext_tensor)
+    if not hasattr(ext_tensor, "__dlpack__"):
+        raise TypeError("from_dlpack expects an object with __dlpack__ or __cuda_array_interface__, got "
+                        + type(ext_tensor).__name__)
+    return from_numpy(np.from_dlpack(ext_tensor))
 
 
 def from_numpy(ndarray):
@@ -294,6 +324,6 @@ METHODS = {"new_zeros": _new(zeros), "new_ones": _new(ones), "new_empty": _new(e
            "new_tensor": lambda self, data, dtype=None, device=None, requires_grad=False:
            tensor(data, dtype=dtype or self.dtype, device=device, requires_grad=requires_grad)}
 
-__all__ = ["tensor", "as_tensor", "asarray", "from_numpy", "zeros", "ones", "empty", "full", "zeros_like", "ones_like",
+__all__ = ["tensor", "as_tensor", "asarray", "from_numpy", "from_dlpack", "zeros", "ones", "empty", "full", "zeros_like", "ones_like",
            "empty_like", "full_like", "rand_like", "randn_like", "randint_like", "arange", "linspace", "logspace", "eye",
            "rand", "randn", "randint", "randperm", "normal", "scalar_tensor", "manual_seed", "seed"]

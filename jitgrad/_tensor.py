@@ -117,6 +117,17 @@ class Tensor:
                                "aren't required, use var.detach() to get Variable that doesn't require grad.")
         return self._data.__cuda_array_interface__
 
+    def __dlpack__(self, stream=None, **kwargs):
+        """DLPack export of a CPU tensor (zero copy; GPU tensors export __cuda_array_interface__)."""
+        if self._requires_grad:
+            raise RuntimeError("Can't export tensors that require gradient, use tensor.detach()")
+        if self._data.__class__ is not np.ndarray:
+            raise BufferError("DLPack export of CUDA tensors is not supported: use __cuda_array_interface__")
+        return self._data.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return (1, 0) if self._data.__class__ is np.ndarray else (2, 0)  # kDLCPU, kDLCUDA
+
     def _host(self):
         """The data as a NumPy array (a copy from the device for CUDA tensors)."""
         d = self._data
