@@ -1,6 +1,12 @@
 """Tunables of the kernel layer, in one place (environment variables override them)."""
 import os
 
+# numba's parallel loops run on OpenMP workers that, by default, spin for a while after each loop.
+# On a few cores they then starve the BLAS threads of the next matmul (a 784-512-256-10 MLP step
+# took 7x longer). Passive workers sleep instead. Read when numba starts its thread pool, which
+# happens at the first parallel kernel, after this import; a value set by the user is kept.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 # Element count from which elementwise and reduction loops run multi-threaded (prange).
 # Below it the thread start-up costs more than the loop.
 PARALLEL_THRESHOLD = int(os.environ.get("JITGRAD_PARALLEL_THRESHOLD", 1 << 16))
