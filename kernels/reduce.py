@@ -37,6 +37,19 @@ _FOLDS = {"sum": ("0", 0, "o + v"), "prod": ("1", 0, "o * v"),
           "amax": ("x[a, 0, b]", 1, "v if o == o and (v > o or v != v) else o"),
           "amin": ("x[a, 0, b]", 1, "v if o == o and (v < o or v != v) else o")}
 
+# The same folds when B == 1 (reducing the last axis): one register accumulator per contiguous row,
+# which LLVM vectorizes; folding into out[a, b] in memory, as above, it cannot.
+_FOLD_ROWS = """
+def _{name}(x, out):
+    A, R, B = x.shape
+    for a in prange(A):
+        o = {init}
+        for r in range({first}, R):
+            v = x[a, r, 0]
+            o = {combine}
+        out[a, 0] = o
+"""
+
 # First index of the maximum (minimum) along R; a NaN counts as the extreme.
 _ARG = """
 def _{name}(x, out):
@@ -62,6 +75,8 @@ def _generate(template, name, **fields):
 
 
 _GENERATED = [_generate(_FOLD, name, init=i, first=f, combine=c) for name, (i, f, c) in _FOLDS.items()] + \
+    [_generate(_FOLD_ROWS, name + "_rows", init=i.replace("b]", "0]"), first=f, combine=c)
+     for name, (i, f, c) in _FOLDS.items()] + \
     [_generate(_ARG, "argmax", cmp=">"), _generate(_ARG, "argmin", cmp="<")]
 
 
@@ -171,7 +186,7 @@ def reduce(kind, x, dims):
     A, R, B = x3.shape
     out_dtype = np.int64 if kind in ("argmax", "argmin") else _acc_dtype(x.dtype, kind)
     out = np.empty((A, B), out_dtype)
-    kernel(kind, x.size)(x3, out)
+    kernel(kind + "_rows" if B == 1 and kind in _FOLDS else kind, x.size)(x3, out)
     if kind in ("sum", "prod"):
         out = out.astype(x.dtype if x.dtype.kind == "f" else np.int64, copy=False)
     return out.reshape(out_shape)

@@ -153,8 +153,8 @@ def _red(name, forward, vjp, needs, dtype="same", node=None, domain=(-2.0, 2.0),
 
 SUM = _red("sum", _reduce_forward("sum"), lambda g, s: _unreduce(g, s), (), node="SumBackward1", ref=np.sum)
 SUM_ALL = _red("sum_all", _reduce_forward("sum"), lambda g, s: _unreduce(g, s), (), node="SumBackward0", ref=np.sum)
-MEAN = _red("mean", _mean_forward, lambda g, s: _unreduce(g, s) / _count(s), (), node="MeanBackward1", ref=np.mean)
-MEAN_ALL = _red("mean_all", _mean_forward, lambda g, s: _unreduce(g, s) / _count(s), (), node="MeanBackward0",
+MEAN = _red("mean", _mean_forward, lambda g, s: _unreduce(g / _count(s), s), (), node="MeanBackward1", ref=np.mean)
+MEAN_ALL = _red("mean_all", _mean_forward, lambda g, s: _unreduce(g / _count(s), s), (), node="MeanBackward0",
                 ref=np.mean)
 PROD = _red("prod", _reduce_forward("prod"), _prod_grad, ("self",), node="ProdBackward1", ref=np.prod,
             domain=(0.5, 1.5))
