@@ -31,6 +31,18 @@ def show(node, depth=0):
 print("backward graph of loss:")
 show(loss.grad_fn)
 
+# A picture of a model's backward graph: Graphviz DOT text (rendered to PNG when Graphviz is installed).
+import jitgrad.viz  # noqa: E402
+
+model = jg.nn.Sequential(jg.nn.Linear(3, 4), jg.nn.Tanh(), jg.nn.Linear(4, 1))
+dot = jitgrad.viz.to_dot((model(jg.randn(2, 3)) ** 2).mean(), params=dict(model.named_parameters()))
+print("graph of a small model: %d lines of DOT, first ones:" % len(dot.splitlines()))
+print("\n".join(dot.splitlines()[:6]))
+try:
+    print("rendered:", dot.render("demo_graph.png"))
+except Exception as e:  # no Graphviz: the DOT text above is the picture
+    print("(not rendered: %s)" % str(e).splitlines()[0])
+
 # 2. In-place correctness: modifying a saved tensor is caught at backward time.
 a = jg.tensor([1.0, 3.0], requires_grad=True)
 b = a + 2
