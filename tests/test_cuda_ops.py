@@ -94,6 +94,20 @@ def _mlp_training_step_on_cuda_equals_cpu():
     assert all(p.device == jg.device("cuda:0") for p in [jg.zeros(1, device="cuda")])
 
 
+def _second_order_on_cuda_equals_cpu():
+    """Double backward (gradient of a gradient) runs on the device like on the CPU."""
+    def hvp(device):
+        x = jg.tensor([[0.3, -1.2, 0.8], [1.5, 0.1, -0.4]], dtype=jg.float64, device=device, requires_grad=True)
+        w = jg.tensor([[0.5, -0.2], [0.1, 0.9], [-0.7, 0.3]], dtype=jg.float64, device=device, requires_grad=True)
+        y = ((x @ w).tanh() ** 2).sum() + (x.sigmoid() * x.exp()).sum() + x.softmax(1).pow(3).sum()
+        (gx,) = jg.autograd.grad(y, x, create_graph=True)
+        v = jg.ones_like(x)
+        hx, hw = jg.autograd.grad((gx * v).sum(), (x, w))
+        return hx.cpu().numpy(), hw.cpu().numpy()
+    for a, b in zip(hvp("cpu"), hvp("cuda")):
+        np.testing.assert_allclose(b, a, rtol=1e-9, atol=1e-12)
+
+
 def _cuda_ops_in_simulator():
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", __file__],
@@ -105,5 +119,6 @@ def _cuda_ops_in_simulator():
 if IN_CHILD:
     test_op_on_cuda_matches_cpu = pytest.mark.parametrize("name,k", list(_cases()))(_op_on_cuda_matches_cpu)
     test_mlp_training_step_on_cuda_equals_cpu = _mlp_training_step_on_cuda_equals_cpu
+    test_second_order_on_cuda_equals_cpu = _second_order_on_cuda_equals_cpu
 else:
     test_cuda_ops_in_simulator = _cuda_ops_in_simulator
