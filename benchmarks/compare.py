@@ -1,29 +1,36 @@
-"""jitgrad vs PyTorch on the CPU: the workloads of workloads.py, run in one process, alternating.
+"""jitgrad vs PyTorch on the CPU: the workloads of workloads.py, alternating between the two.
 
     python benchmarks/compare.py                  # every workload, 7 timed samples each
     python benchmarks/compare.py --repeats 15 --only mlp_step,chain100
     python benchmarks/compare.py --output speed.md
 
-For each workload both libraries build the same model on the same data and run one warm-up
-step (jitgrad compiles or loads its kernels there); then samples alternate between them, each
-sample timing enough back-to-back steps to last about --sample-seconds. The table shows the
-median time per step, the jitgrad/PyTorch ratio and the speed bar of issue 7. The cold-start
-row times fresh processes that import the library and run a first MLP step, after one untimed
-run has warmed numba's on-disk cache. PyTorch runs with 2 threads; without it (not installed)
-only jitgrad's times are shown.
+Each library runs in a worker process of its own (as a user runs one of them: two OpenMP
+runtimes and BLAS thread pools in one process would compete for the cores), driven by this
+one. For each workload both workers build the same model on the same data and run one warm-up
+step (jitgrad compiles or loads its kernels there); then timed samples alternate between them,
+after a short idle gap that lets the other library's threads stop spinning; each sample times
+enough back-to-back steps to last about --sample-seconds. The table shows the median time per
+step, the jitgrad/PyTorch ratio and the speed bar of issue 7. The cold-start row times fresh
+processes that import the library and run a first MLP step, after one untimed run has warmed
+numba's on-disk cache. PyTorch runs with 2 threads; without it (not installed) only jitgrad's
+times are shown.
 """
 import argparse
 import gc
+import multiprocessing
 import os
 import platform
 import statistics
 import sys
 import time
+import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import coldstart  # noqa: E402
 import workloads  # noqa: E402
+
+IDLE_GAP = 0.1  # seconds between samples: spinning OpenMP/BLAS threads of the other worker go to sleep
 
 
 def cpu_model():
@@ -44,38 +51,90 @@ def _sample(step, n):
     return (time.perf_counter() - start) / n
 
 
-def _inner_count(step, sample_seconds):
-    t = _sample(step, 1)
-    return max(1, int(sample_seconds / max(t, 1e-9)))
-
-
-def measure_workload(name, libs, repeats, sample_seconds):
-    """Median seconds per step of workload ``name`` for each library (None where it can't run)."""
-    steps, counts, times = {}, {}, {}
-    for lib_name, lib in libs.items():
+def _serve(conn, lib_name):
+    """Worker process: build workloads and time samples of them on request."""
+    try:
+        lib = workloads.library(lib_name)
+        conn.send(("ok", _versions(lib)))
+    except ImportError as e:
+        conn.send(("missing", str(e)))
+        return
+    steps = {}
+    while True:
+        cmd, name, arg = conn.recv()
         try:
-            steps[lib_name] = workloads.WORKLOADS[name](lib)
+            if cmd == "build":  # arg: seconds one sample should last
+                step = workloads.WORKLOADS[name](lib)
+                step()  # warm-up: compile / load kernels, allocate
+                steps[name] = (step, max(1, int(arg / max(_sample(step, 1), 1e-9))))
+                reply = None
+            elif cmd == "sample":
+                gc.collect()
+                reply = _sample(*steps[name])
+            elif cmd == "drop":
+                steps.pop(name, None)
+                gc.collect()
+                reply = None
+            else:
+                return
+            conn.send(("ok", reply))
+        except NotImplementedError as e:
+            conn.send(("skip", str(e)))
+        except Exception:  # noqa: BLE001  (shown by the driver)
+            conn.send(("error", traceback.format_exc()))
+
+
+class Worker:
+    """A library in its own process (spawned: no state shared with this one)."""
+
+    def __init__(self, lib_name):
+        ctx = multiprocessing.get_context("spawn")
+        self.conn, child = ctx.Pipe()
+        self.process = ctx.Process(target=_serve, args=(child, lib_name), daemon=True)
+        self.process.start()
+        status, self.versions = self.conn.recv()
+        self.available = status == "ok"
+
+    def ask(self, cmd, name=None, arg=None):
+        self.conn.send((cmd, name, arg))
+        status, reply = self.conn.recv()
+        if status == "error":
+            raise RuntimeError("worker failed on %s %s:\n%s" % (cmd, name, reply))
+        if status == "skip":
+            raise NotImplementedError(reply)
+        return reply
+
+    def close(self):
+        self.conn.send(("quit", None, None))
+        self.process.join(10)
+
+
+def measure_workload(name, workers, repeats, sample_seconds):
+    """Median seconds per step of workload ``name`` for each library (None where it can't run)."""
+    times = {}
+    for lib_name, w in workers.items():
+        try:
+            w.ask("build", name, sample_seconds)
+            times[lib_name] = []
         except NotImplementedError as e:
             print("  %s: %s" % (lib_name, e), file=sys.stderr)
-            continue
-        steps[lib_name]()  # warm-up: compile / load kernels, allocate
-        counts[lib_name] = _inner_count(steps[lib_name], sample_seconds)
-        times[lib_name] = []
-    order = list(steps)
+    order = list(times)
     for r in range(repeats):
         for lib_name in (order if r % 2 == 0 else order[::-1]):
-            gc.collect()
-            times[lib_name].append(_sample(steps[lib_name], counts[lib_name]))
-    return {lib_name: statistics.median(times[lib_name]) if lib_name in times else None for lib_name in libs}
+            time.sleep(IDLE_GAP)
+            times[lib_name].append(workers[lib_name].ask("sample", name))
+    for w in workers.values():
+        w.ask("drop", name)
+    return {lib_name: statistics.median(times[lib_name]) if lib_name in times else None for lib_name in workers}
 
 
-def measure_cold_start(libs, repeats):
+def measure_cold_start(lib_names, repeats):
     """Median wall time of a fresh process importing the library and running its first MLP step."""
-    for lib_name in libs:
+    for lib_name in lib_names:
         coldstart.first_step_seconds("mlp_step", lib_name)  # fill numba's cache (jitgrad), page in files
-    times = {lib_name: [] for lib_name in libs}
+    times = {lib_name: [] for lib_name in lib_names}
     for r in range(repeats):
-        for lib_name in (list(libs) if r % 2 == 0 else list(libs)[::-1]):
+        for lib_name in (lib_names if r % 2 == 0 else lib_names[::-1]):
             times[lib_name].append(coldstart.first_step_seconds("mlp_step", lib_name))
     return {lib_name: statistics.median(t) for lib_name, t in times.items()}
 
@@ -110,13 +169,17 @@ def _load():
     return "%.1f" % os.getloadavg()[0] if hasattr(os, "getloadavg") else "n/a"
 
 
-def machine(libs):
+def _versions(lib):
+    """Version and threads of a library (and of numba, NumPy for jitgrad), as seen in its worker."""
+    if lib.__name__ == "torch":
+        return ["PyTorch %s (%d threads)" % (lib.__version__, lib.get_num_threads())]
     import numba
     import numpy
-    versions = ["Python %s" % platform.python_version(), "NumPy %s" % numpy.__version__,
-                "numba %s (%d threads)" % (numba.__version__, numba.config.NUMBA_NUM_THREADS)]
-    if "torch" in libs:
-        versions.append("PyTorch %s (%d threads)" % (libs["torch"].__version__, libs["torch"].get_num_threads()))
+    return ["NumPy %s" % numpy.__version__, "numba %s (%d threads)" % (numba.__version__, numba.config.NUMBA_NUM_THREADS)]
+
+
+def machine(workers):
+    versions = ["Python %s" % platform.python_version()] + [v for w in workers.values() for v in w.versions]
     return "%s, %d cores; %s" % (cpu_model(), os.cpu_count(), ", ".join(versions))
 
 
@@ -132,23 +195,28 @@ def main(argv=None):
     for n in names:
         if n not in workloads.WORKLOADS:
             parser.error("unknown workload %r (choose from %s)" % (n, ", ".join(workloads.WORKLOADS)))
-    libs = {"jitgrad": workloads.library("jitgrad")}
-    try:
-        libs["torch"] = workloads.library("torch")
-    except ImportError:
+    workers = {"jitgrad": Worker("jitgrad")}
+    torch_worker = Worker("torch")
+    if torch_worker.available:
+        workers["torch"] = torch_worker
+    else:
         print("PyTorch is not installed: showing jitgrad's times only", file=sys.stderr)
     load_start = _load()
     results = {}
-    for name in names:
-        print("timing %s ..." % name, file=sys.stderr, flush=True)
-        results[name] = measure_workload(name, libs, a.repeats, a.sample_seconds)
+    try:
+        for name in names:
+            print("timing %s ..." % name, file=sys.stderr, flush=True)
+            results[name] = measure_workload(name, workers, a.repeats, a.sample_seconds)
+    finally:
+        for w in workers.values():
+            w.close()
     cold = None
     if not a.no_cold_start:
         print("timing cold start ...", file=sys.stderr, flush=True)
-        cold = measure_cold_start(libs, max(3, a.repeats // 2))
+        cold = measure_cold_start(list(workers), max(3, a.repeats // 2))
     command = " ".join(["python benchmarks/compare.py"] + list(argv if argv is not None else sys.argv[1:]))
     text = "Machine: %s\n\nMedians of %d alternating samples, from `%s` (load average %s at the start, %s " \
-           "at the end):\n\n%s\n" % (machine(libs), a.repeats, command, load_start, _load(), table(results, cold))
+           "at the end):\n\n%s\n" % (machine(workers), a.repeats, command, load_start, _load(), table(results, cold))
     print(text)
     if a.output:
         with open(a.output, "w") as f:

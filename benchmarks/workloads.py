@@ -78,7 +78,7 @@ def matmul_1024(lib):
 
 
 def has_nn(lib, *names):
-    """Whether ``lib.nn`` / ``lib.optim`` import and have the layers ``names`` (jitgrad grows them)."""
+    """Whether ``lib.nn`` / ``lib.optim`` import and have the layers ``names`` (besides the MLP's)."""
     try:
         import importlib
         nn = importlib.import_module(lib.__name__ + ".nn")
@@ -104,52 +104,22 @@ def _training_step(lib, model, x, y):
 
 def mlp_step(lib):
     """One training step of an MLP 784-512-256-10, batch 256, cross-entropy, SGD with momentum 0.9."""
+    if not has_nn(lib):
+        raise NotImplementedError("%s.nn / %s.optim lack Linear, ReLU, Sequential or SGD" % (lib.__name__, lib.__name__))
     rng = np.random.default_rng(SEED)
     x = lib.from_numpy(_f32(rng, 256, 784))
-    labels = rng.integers(0, 10, 256)
-    y = lib.from_numpy(labels)
+    y = lib.from_numpy(rng.integers(0, 10, 256))
     lib.manual_seed(SEED)
-    if not has_nn(library("jitgrad")):  # both libraries run the plain version until jitgrad has nn/optim
-        return _mlp_step_plain(lib, rng, x, labels)
     nn = lib.nn
     model = nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 256), nn.ReLU(), nn.Linear(256, 10))
     return _training_step(lib, model, x, y)
-
-
-def _mlp_step_plain(lib, rng, x, labels):
-    """The same MLP step with plain tensors and a hand-written SGD-momentum update
-    (for a jitgrad without nn/optim)."""
-    sizes = [(784, 512), (512, 256), (256, 10)]
-    params = []
-    for n_in, n_out in sizes:
-        bound = 1 / np.sqrt(n_in)
-        params.append(_leaf(lib, rng.uniform(-bound, bound, (n_out, n_in)).astype(np.float32)))
-        params.append(_leaf(lib, rng.uniform(-bound, bound, n_out).astype(np.float32)))
-    bufs = [lib.zeros(p.shape) for p in params]
-    onehot = lib.from_numpy(np.eye(10, dtype=np.float32)[labels])
-
-    def step():
-        h = x
-        for i in range(0, len(params), 2):
-            h = h @ params[i].t() + params[i + 1]
-            if i + 2 < len(params):
-                h = h.relu()
-        loss = -(h.log_softmax(1) * onehot).sum() / x.shape[0]
-        _clear(*params)
-        loss.backward()
-        with lib.no_grad():
-            for p, buf in zip(params, bufs):
-                buf.mul_(0.9).add_(p.grad)
-                p.sub_(buf * 0.01)
-        return loss
-    return step
 
 
 def cnn_step(lib):
     """One training step of a small CNN on 64x1x28x28: two (3x3 conv, ReLU, 2x2 max-pool) blocks
     with 16 and 32 channels, then a linear layer; cross-entropy, SGD with momentum 0.9."""
     if not has_nn(lib, "Conv2d", "MaxPool2d", "Flatten"):
-        raise NotImplementedError("%s.nn has no Conv2d/MaxPool2d/Flatten yet" % lib.__name__)
+        raise NotImplementedError("%s.nn lacks Conv2d, MaxPool2d or Flatten" % lib.__name__)
     rng = np.random.default_rng(SEED)
     x = lib.from_numpy(_f32(rng, 64, 1, 28, 28))
     y = lib.from_numpy(rng.integers(0, 10, 64))

@@ -13,7 +13,7 @@ the cached loops that inline it.
 import math
 
 import numpy as np
-from numba import njit, prange, types
+from numba import njit, prange, types  # noqa: F401  (prange: used by the generated loops)
 from numba.core.extending import intrinsic
 
 from . import config

@@ -85,7 +85,6 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
          allow_unused=None, is_grads_batched=False, materialize_grads=False):
     """Gradients of ``outputs`` with respect to ``inputs``, returned (``.grad`` is left alone)."""
     outputs = _as_tuple(outputs)
-    single = not isinstance(inputs, (tuple, list))
     inputs = _as_tuple(inputs)
     grads = _as_tuple(grad_outputs) or (None,) * len(outputs)
     if allow_unused is None:

@@ -2,10 +2,7 @@
 BCE-with-logits in its softplus form), with PyTorch's reductions, checks and messages."""
 import warnings
 
-import numpy as np
-
 from .._factories import ones, tensor
-from .._tensor import Tensor
 from ..ops.elementwise import where
 from ..ops import softmax as _S
 from ..ops.layers import binary_cross_entropy_elementwise
@@ -13,14 +10,21 @@ from ..ops.layers import binary_cross_entropy_elementwise
 _NAMES = {"float32": "Float", "float64": "Double", "int64": "Long", "int32": "Int", "bool": "Bool"}
 
 
-def _reduction(reduction, size_average, reduce, allowed=("none", "mean", "sum")):
-    """The reduction string; the legacy size_average/reduce flags override it, with PyTorch's warning."""
+def legacy_reduction(size_average, reduce, reduction):
+    """The reduction string; the legacy size_average/reduce flags override it, with PyTorch's warning
+    (pointed at the caller of the loss function or loss module constructor that calls this)."""
     if size_average is not None or reduce is not None:
         size_average = True if size_average is None else size_average
         reduce = True if reduce is None else reduce
         reduction = "mean" if size_average and reduce else "sum" if reduce else "none"
         warnings.warn("size_average and reduce args will be deprecated, please use reduction='%s' instead."
-                      % reduction, UserWarning, stacklevel=3)
+                      % reduction, UserWarning, stacklevel=4)
+    return reduction
+
+
+def _reduction(reduction, size_average, reduce, allowed=("none", "mean", "sum")):
+    """The checked reduction string (see legacy_reduction)."""
+    reduction = legacy_reduction(size_average, reduce, reduction)
     if reduction not in allowed:
         raise ValueError("%s is not a valid value for reduction" % reduction)
     return reduction

@@ -4,7 +4,6 @@ import inspect
 
 import numpy as np
 
-from .._op import Op
 from .._tensor import Tensor
 
 OPS = {}  # name -> Op: the single registry that tests and benchmarks are generated from

@@ -9,7 +9,6 @@ import numpy as np
 from .. import _dtype as D
 from .._op import Op, _result_dtypes, broadcast_shapes, dispatch
 from .._tensor import Tensor
-from ..kernels import elementwise as E
 from ._table import (INTS, _arr, _noncontig, binary_samples, export, joined, no_kernel, register, rejects,
                      unary_samples)
 

@@ -6,7 +6,6 @@ from .. import _dtype as D
 from .._device import backend
 from .._op import Op, dispatch
 from .._tensor import Tensor
-from ..kernels import index as K
 from ._table import _arr, _noncontig, export, register
 
 

@@ -471,7 +471,7 @@ STACK.call, STACK.ref, STACK.samples = stack, lambda tensors, dim=0: np.stack(te
 
 # ---------------------------------------------------------------------- devices
 def _move_forward(xp, dt, x, device, source):
-    from .._device import backend, cuda_backend
+    from .._device import cuda_backend
     from ..kernels import cpu
     target = cpu if device.type == "cpu" else cuda_backend()
     return target.from_host(xp.to_host(x))

@@ -1,6 +1,6 @@
 """Adagrad with learning-rate decay, weight decay and maximize."""
-from .._tensor import Tensor
-from .optimizer import Optimizer, advance, as_float, flat, fused_update, new_state, step_state
+from .optimizer import (Optimizer, advance, as_float, check_lr, check_nonnegative, flat,
+                        fused_update, new_state, step_state)
 
 
 class Adagrad(Optimizer):
@@ -13,18 +13,9 @@ class Adagrad(Optimizer):
 
     def __init__(self, params, lr=1e-2, lr_decay=0, weight_decay=0, initial_accumulator_value=0, eps=1e-10, *,
                  maximize=False):
-        if isinstance(lr, Tensor) and lr.numel() != 1:
-            raise ValueError("Tensor lr must be 1-element")
-        if not 0.0 <= lr:
-            raise ValueError(f"Invalid learning rate: {lr}")
-        if not 0.0 <= lr_decay:
-            raise ValueError(f"Invalid lr_decay value: {lr_decay}")
-        if not 0.0 <= weight_decay:
-            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
-        if not 0.0 <= initial_accumulator_value:
-            raise ValueError(f"Invalid initial_accumulator_value value: {initial_accumulator_value}")
-        if not 0.0 <= eps:
-            raise ValueError(f"Invalid epsilon value: {eps}")
+        check_lr(lr)
+        check_nonnegative(lr_decay=lr_decay, weight_decay=weight_decay,
+                          initial_accumulator_value=initial_accumulator_value, epsilon=eps)
         defaults = dict(lr=lr, lr_decay=lr_decay, eps=eps, weight_decay=weight_decay,
                         initial_accumulator_value=initial_accumulator_value, maximize=maximize)
         super().__init__(params, defaults)

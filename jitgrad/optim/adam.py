@@ -1,6 +1,7 @@
 """Adam and AdamW (decoupled weight decay), with amsgrad and maximize."""
 from .._tensor import Tensor
-from .optimizer import Optimizer, advance, as_float, flat, fused_update, new_state, step_state, unused
+from .optimizer import (Optimizer, advance, as_float, check_lr, check_nonnegative, flat,
+                        fused_update, new_state, step_state, unused)
 
 
 class Adam(Optimizer):
@@ -15,18 +16,13 @@ class Adam(Optimizer):
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, amsgrad=False, *, maximize=False,
                  decoupled_weight_decay=False):
-        if isinstance(lr, Tensor) and lr.numel() != 1:
-            raise ValueError("Tensor lr must be 1-element")
-        if not 0.0 <= lr:
-            raise ValueError(f"Invalid learning rate: {lr}")
-        if not 0.0 <= eps:
-            raise ValueError(f"Invalid epsilon value: {eps}")
+        check_lr(lr)
+        check_nonnegative(epsilon=eps)
         if not 0.0 <= betas[0] < 1.0:
             raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
         if not 0.0 <= betas[1] < 1.0:
             raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
-        if not 0.0 <= weight_decay:
-            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        check_nonnegative(weight_decay=weight_decay)
         if not (all(isinstance(b, float) for b in betas) or all(isinstance(b, Tensor) for b in betas)):
             raise ValueError("betas must be either both floats or both Tensors")
         betas = tuple(as_float(b) for b in betas)

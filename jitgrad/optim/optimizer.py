@@ -43,6 +43,21 @@ def as_float(value):
     return float(value.item() if isinstance(value, Tensor) else value)
 
 
+def check_lr(lr):
+    """PyTorch's checks on ``lr``: a Tensor must hold one element, and no lr may be negative."""
+    if isinstance(lr, Tensor) and lr.numel() != 1:
+        raise ValueError("Tensor lr must be 1-element")
+    if not 0.0 <= lr:
+        raise ValueError(f"Invalid learning rate: {lr}")
+
+
+def check_nonnegative(**values):
+    """PyTorch's ``Invalid <name> value`` error for the first of ``values`` (checked in order) below 0."""
+    for name, value in values.items():
+        if not 0.0 <= value:
+            raise ValueError(f"Invalid {name} value: {value}")
+
+
 def new_state(p, fill=0):
     """A state buffer shaped and typed like parameter ``p``, on its device; ``fill=None`` leaves it empty."""
     data = p._data

@@ -1,6 +1,6 @@
 """RMSprop, plain or centered, with momentum, weight decay and maximize."""
-from .._tensor import Tensor
-from .optimizer import Optimizer, advance, as_float, flat, fused_update, new_state, step_state, unused
+from .optimizer import (Optimizer, advance, as_float, check_lr, check_nonnegative, flat,
+                        fused_update, new_state, step_state, unused)
 
 
 class RMSprop(Optimizer):
@@ -15,18 +15,8 @@ class RMSprop(Optimizer):
 
     def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0, centered=False, *,
                  maximize=False):
-        if isinstance(lr, Tensor) and lr.numel() != 1:
-            raise ValueError("Tensor lr must be 1-element")
-        if not 0.0 <= lr:
-            raise ValueError(f"Invalid learning rate: {lr}")
-        if not 0.0 <= eps:
-            raise ValueError(f"Invalid epsilon value: {eps}")
-        if not 0.0 <= momentum:
-            raise ValueError(f"Invalid momentum value: {momentum}")
-        if not 0.0 <= weight_decay:
-            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
-        if not 0.0 <= alpha:
-            raise ValueError(f"Invalid alpha value: {alpha}")
+        check_lr(lr)
+        check_nonnegative(epsilon=eps, momentum=momentum, weight_decay=weight_decay, alpha=alpha)
         defaults = dict(lr=lr, momentum=momentum, alpha=alpha, eps=eps, centered=centered, weight_decay=weight_decay,
                         maximize=maximize)
         super().__init__(params, defaults)

@@ -21,6 +21,12 @@ from .matmul import matmul
 
 
 # ---------------------------------------------------------------- kernels
+@L.device_jit
+def _unravel_nchw(e, C, H, W):
+    """The (n, c, h, w) of flat index ``e`` into a C-ordered (N, C, H, W) array."""
+    return e // (W * H * C), (e // (W * H)) % C, (e // W) % H, e % W
+
+
 @L.jit
 def _im2col(x, k, stride, pad, dil, out_hw, cols):
     """cols[(c*kh + ki)*kw + kj, (n*oh + i)*ow + j] = x[n, c, i*sh - ph + ki*dh, j*sw - pw + kj*dw], 0 off the image."""
@@ -52,10 +58,7 @@ def _col2im(cols, k, stride, pad, dil, out_hw, zero, x):
     kh, kw = k
     oh, ow = out_hw
     for e in range(cuda.grid(1), x.size, cuda.gridsize(1)):
-        w = e % W
-        h = (e // W) % H
-        c = (e // (W * H)) % C
-        n = e // (W * H * C)
+        n, c, h, w = _unravel_nchw(e, C, H, W)
         s = zero
         for ki in range(kh):
             t = h + pad[0] - ki * dil[0]  # = i * stride for the output row i that reads h
@@ -80,10 +83,7 @@ def _max_pool(x, k, stride, pad, dil, out, idx):
     H, W = x.shape[2], x.shape[3]
     C, oh, ow = out.shape[1], out.shape[2], out.shape[3]
     for e in range(cuda.grid(1), out.size, cuda.gridsize(1)):
-        j = e % ow
-        i = (e // ow) % oh
-        c = (e // (ow * oh)) % C
-        n = e // (ow * oh * C)
+        n, c, i, j = _unravel_nchw(e, C, oh, ow)
         best = x[n, c, 0, 0]  # typed like x; replaced by the window's first element (bi < 0)
         bi = -1
         for ki in range(k[0]):
@@ -108,10 +108,7 @@ def _max_pool_backward(g, idx, gx):
     W = gx.shape[3]
     C, oh, ow = g.shape[1], g.shape[2], g.shape[3]
     for e in range(cuda.grid(1), g.size, cuda.gridsize(1)):
-        j = e % ow
-        i = (e // ow) % oh
-        c = (e // (ow * oh)) % C
-        n = e // (ow * oh * C)
+        n, c, i, j = _unravel_nchw(e, C, oh, ow)
         p = idx[n, c, i, j]
         cuda.atomic.add(gx, (n, c, p // W, p % W), g[n, c, i, j])
 
@@ -121,10 +118,7 @@ def _window_avg(x, spans, div, zero, out):
     """out[n, c, i, j] = sum of x[n, c, hs[i]:he[i], ws[j]:we[j]] / div[i, j]; spans = hs|he|ws|we."""
     C, oh, ow = out.shape[1], out.shape[2], out.shape[3]
     for e in range(cuda.grid(1), out.size, cuda.gridsize(1)):
-        j = e % ow
-        i = (e // ow) % oh
-        c = (e // (ow * oh)) % C
-        n = e // (ow * oh * C)
+        n, c, i, j = _unravel_nchw(e, C, oh, ow)
         s = zero
         for h in range(spans[i], spans[oh + i]):
             for w in range(spans[2 * oh + j], spans[2 * oh + ow + j]):
@@ -138,10 +132,7 @@ def _window_avg_backward(g, cover, div, zero, gx):
     windows that hold (h, w): rows i in [i0[h], i1[h]), columns j in [j0[w], j1[w]); cover = i0|i1|j0|j1."""
     C, H, W = gx.shape[1], gx.shape[2], gx.shape[3]
     for e in range(cuda.grid(1), gx.size, cuda.gridsize(1)):
-        w = e % W
-        h = (e // W) % H
-        c = (e // (W * H)) % C
-        n = e // (W * H * C)
+        n, c, h, w = _unravel_nchw(e, C, H, W)
         s = zero
         for i in range(cover[h], cover[H + h]):
             for j in range(cover[2 * H + w], cover[2 * H + W + w]):

@@ -15,7 +15,7 @@ kernels of every kind. Sums and products of float32 accumulate in float64, as on
 import math
 
 import numpy as np
-from numba import cuda, float64, int64
+from numba import cuda, float64, int64  # noqa: F401  (int64: used by the generated kernels)
 
 from . import _launch as L
 from .array import ascontiguous, transpose
@@ -226,15 +226,15 @@ def _scan_kernel(acc):
 
 
 # ---------------------------------------------------------------- block-wide helpers (softmax)
-def _block_sum(sh, v, tx, ty, tb, tr):
-    """Sum of ``v`` over the tr threads of column tx, returned to each of them."""
+def _block_fold(sh, v, tx, ty, tb, tr):
+    """``_combine`` (a fold above) of ``v`` over the tr threads of column tx, returned to each of them."""
     t = ty * tb + tx
     sh[t] = v
     cuda.syncthreads()
     h = tr // 2
     while h > 0:
         if ty < h:
-            sh[t] += sh[t + h * tb]
+            sh[t] = _combine(sh[t], 0, sh[t + h * tb], 0)[0]  # noqa: F821  (bound per copy)
         cuda.syncthreads()
         h //= 2
     total = sh[tx]
@@ -242,24 +242,8 @@ def _block_sum(sh, v, tx, ty, tb, tr):
     return total
 
 
-def _block_max(sh, v, tx, ty, tb, tr):
-    """NaN-propagating max of ``v`` over the tr threads of column tx, returned to each of them."""
-    t = ty * tb + tx
-    sh[t] = v
-    cuda.syncthreads()
-    h = tr // 2
-    while h > 0:
-        if ty < h:
-            sh[t] = _amax_fold(sh[t], 0, sh[t + h * tb], 0)[0]
-        cuda.syncthreads()
-        h //= 2
-    top = sh[tx]
-    cuda.syncthreads()
-    return top
-
-
-_block_sum = L.device_jit(_block_sum)
-_block_max = L.device_jit(_block_max)
+_block_sum = L.device_jit(L.function_with_globals(_block_fold, _combine=_sum_fold))
+_block_max = L.device_jit(L.function_with_globals(_block_fold, _combine=_amax_fold))  # NaN-propagating
 
 
 def _softmax(x, out, log):

@@ -1,11 +1,7 @@
 """Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d (zero padding), with PyTorch's default init."""
-import math
-
-from ... import _factories as Fa
 from .. import functional as F
-from .. import init
 from ..module import Module
-from ..parameter import Parameter
+from .linear import _kaiming_default_, _weight_and_bias
 
 
 def _ntuple(v, n):
@@ -46,20 +42,11 @@ class _ConvNd(Module):
         self.groups = groups
         self.padding_mode = padding_mode
         shape = (in_channels, out_channels // groups) if transposed else (out_channels, in_channels // groups)
-        self.weight = Parameter(Fa.empty(shape + self.kernel_size, dtype=dtype, device=device))
-        if bias:
-            self.bias = Parameter(Fa.empty(out_channels, dtype=dtype, device=device))
-        else:
-            self.register_parameter("bias", None)
+        _weight_and_bias(self, shape + self.kernel_size, out_channels, bias, dtype, device)
         self.reset_parameters()
 
     def reset_parameters(self):
-        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
-        if self.bias is not None:
-            fan_in, _ = init._calculate_fan_in_and_fan_out(self.weight)
-            if fan_in != 0:
-                bound = 1 / math.sqrt(fan_in)
-                init.uniform_(self.bias, -bound, bound)
+        _kaiming_default_(self.weight, self.bias)
 
     def extra_repr(self):
         n = len(self.kernel_size)

@@ -8,6 +8,22 @@ from ..module import Module
 from ..parameter import Parameter
 
 
+def _weight_and_bias(module, weight_shape, out_features, bias, dtype, device):
+    """Registers an uninitialised weight and bias (None when ``bias`` is off) for reset_parameters to fill."""
+    module.weight = Parameter(Fa.empty(weight_shape, dtype=dtype, device=device))
+    module.register_parameter("bias", Parameter(Fa.empty(out_features, dtype=dtype, device=device)) if bias else None)
+
+
+def _kaiming_default_(weight, bias):
+    """PyTorch's default init of Linear and Conv: kaiming_uniform_ with a=sqrt(5) is
+    U(-1/sqrt(fan_in), 1/sqrt(fan_in)); the bias (if any) gets the same bound."""
+    init.kaiming_uniform_(weight, a=math.sqrt(5))
+    if bias is not None:
+        fan_in, _ = init._calculate_fan_in_and_fan_out(weight)
+        bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
+        init.uniform_(bias, -bound, bound)
+
+
 class Identity(Module):
     """Returns its input (any constructor arguments are ignored)."""
 
@@ -25,20 +41,11 @@ class Linear(Module):
         super().__init__()
         self.in_features = in_features
         self.out_features = out_features
-        self.weight = Parameter(Fa.empty((out_features, in_features), dtype=dtype, device=device))
-        if bias:
-            self.bias = Parameter(Fa.empty(out_features, dtype=dtype, device=device))
-        else:
-            self.register_parameter("bias", None)
+        _weight_and_bias(self, (out_features, in_features), out_features, bias, dtype, device)
         self.reset_parameters()
 
     def reset_parameters(self):
-        # kaiming_uniform_ with a=sqrt(5) is U(-1/sqrt(fan_in), 1/sqrt(fan_in)); the bias gets the same bound
-        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
-        if self.bias is not None:
-            fan_in, _ = init._calculate_fan_in_and_fan_out(self.weight)
-            bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
-            init.uniform_(self.bias, -bound, bound)
+        _kaiming_default_(self.weight, self.bias)
 
     def forward(self, input):
         return F.linear(input, self.weight, self.bias)
@@ -56,11 +63,7 @@ class Bilinear(Module):
         self.in1_features = in1_features
         self.in2_features = in2_features
         self.out_features = out_features
-        self.weight = Parameter(Fa.empty((out_features, in1_features, in2_features), dtype=dtype, device=device))
-        if bias:
-            self.bias = Parameter(Fa.empty(out_features, dtype=dtype, device=device))
-        else:
-            self.register_parameter("bias", None)
+        _weight_and_bias(self, (out_features, in1_features, in2_features), out_features, bias, dtype, device)
         self.reset_parameters()
 
     def reset_parameters(self):

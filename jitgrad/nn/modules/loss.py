@@ -1,20 +1,13 @@
 """Loss modules: each holds its options (and weights as buffers) and calls nn.functional."""
-import warnings
-
 from .. import functional as F
+from .._loss_functions import legacy_reduction
 from ..module import Module
 
 
 class _Loss(Module):
     def __init__(self, size_average=None, reduce=None, reduction="mean"):
         super().__init__()
-        if size_average is not None or reduce is not None:
-            size_average = True if size_average is None else size_average
-            reduce = True if reduce is None else reduce
-            reduction = "mean" if size_average and reduce else "sum" if reduce else "none"
-            warnings.warn("size_average and reduce args will be deprecated, please use reduction='%s' instead."
-                          % reduction, UserWarning, stacklevel=3)
-        self.reduction = reduction
+        self.reduction = legacy_reduction(size_average, reduce, reduction)
 
 
 class _WeightedLoss(_Loss):

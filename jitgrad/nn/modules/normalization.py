@@ -7,6 +7,20 @@ from ..module import Module
 from ..parameter import Parameter
 
 
+def _affine_parameters(module, shape, affine, bias, dtype, device):
+    """Registers weight=1 and bias=0 of ``shape``, or None for those that ``affine``/``bias`` turn off."""
+    has_bias = affine and bias
+    module.register_parameter("weight", Parameter(Fa.ones(shape, dtype=dtype, device=device)) if affine else None)
+    module.register_parameter("bias", Parameter(Fa.zeros(shape, dtype=dtype, device=device)) if has_bias else None)
+
+
+def _reset_affine(module):
+    if module.weight is not None:
+        init.ones_(module.weight)
+    if module.bias is not None:
+        init.zeros_(module.bias)
+
+
 class _BatchNorm(Module):
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True, device=None,
                  dtype=None, *, bias=True):
@@ -16,15 +30,7 @@ class _BatchNorm(Module):
         self.momentum = momentum
         self.affine = affine
         self.track_running_stats = track_running_stats
-        if affine:
-            self.weight = Parameter(Fa.empty(num_features, dtype=dtype, device=device))
-            if bias:
-                self.bias = Parameter(Fa.empty(num_features, dtype=dtype, device=device))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _affine_parameters(self, num_features, affine, bias, dtype, device)
         if track_running_stats:
             self.register_buffer("running_mean", Fa.zeros(num_features, dtype=dtype, device=device))
             self.register_buffer("running_var", Fa.ones(num_features, dtype=dtype, device=device))
@@ -43,10 +49,7 @@ class _BatchNorm(Module):
 
     def reset_parameters(self):
         self.reset_running_stats()
-        if self.weight is not None:
-            init.ones_(self.weight)
-        if self.bias is not None:
-            init.zeros_(self.bias)
+        _reset_affine(self)
 
     def forward(self, input):
         self._check_input_dim(input)
@@ -89,21 +92,10 @@ class LayerNorm(Module):
         self.normalized_shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
         self.eps = eps
         self.elementwise_affine = elementwise_affine
-        if elementwise_affine:
-            self.weight = Parameter(Fa.ones(self.normalized_shape, dtype=dtype, device=device))
-            if bias:
-                self.bias = Parameter(Fa.zeros(self.normalized_shape, dtype=dtype, device=device))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _affine_parameters(self, self.normalized_shape, elementwise_affine, bias, dtype, device)
 
     def reset_parameters(self):
-        if self.weight is not None:
-            init.ones_(self.weight)
-        if self.bias is not None:
-            init.zeros_(self.bias)
+        _reset_affine(self)
 
     def forward(self, input):
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
@@ -124,21 +116,10 @@ class GroupNorm(Module):
         self.num_channels = num_channels
         self.eps = eps
         self.affine = affine
-        if affine:
-            self.weight = Parameter(Fa.ones(num_channels, dtype=dtype, device=device))
-            if bias:
-                self.bias = Parameter(Fa.zeros(num_channels, dtype=dtype, device=device))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _affine_parameters(self, num_channels, affine, bias, dtype, device)
 
     def reset_parameters(self):
-        if self.weight is not None:
-            init.ones_(self.weight)
-        if self.bias is not None:
-            init.zeros_(self.bias)
+        _reset_affine(self)
 
     def forward(self, input):
         return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
