@@ -93,7 +93,7 @@ GELU = _unary("gelu", lambda g, s: g * (0.5 * (1 + (s.self * _SQRT1_2).erf())
 GELU_TANH = _unary("gelu_tanh", lambda g, s: _gelu_tanh_grad(g, s.self), ("self",), ("gelu_tanh_vjp", ("g", "self")),
                    method=False, function=False,
                    node="GeluBackward0", ref=lambda x, approximate="tanh": 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3))),
-                   differentiable=True, check_vjp=False, double_backward=False)
+                   differentiable=True)
 
 
 def _gelu_tanh_grad(g, x):
