@@ -27,7 +27,7 @@ class Op:
     def __init__(self, name, forward, *, inputs=("self",), vjp=(), fused=(), saves=None, dtype="promote",
                  ref=None, samples=None, node=None, n_outputs=1, differentiable=None, view=False,
                  broadcast=False, domain=None, bench=None, method=True, function=True, inplace=None,
-                 keep_inputs=(), check_vjp=True, double_backward=True):
+                 keep_inputs=(), double_backward=True):
         self.name = name
         self.forward = forward  # forward(np_dtype, *arrays, **params) -> array or tuple of arrays
         # names of the positional tensor inputs ('self', 'other'); None: any number of them (cat, stack),
@@ -51,7 +51,6 @@ class Op:
         self.inplace = inplace
         self.double_backward = double_backward
         self.keep_inputs = frozenset(keep_inputs)  # positions passed to the kernel in their own dtype (indices, masks)
-        self.check_vjp = check_vjp
         self.node_name = node or "".join(p.capitalize() for p in name.split("_")) + "Backward0"
         self.node_cls = type(self.node_name, (OpNode,), {"__slots__": ()})
         self._dtypes = {}  # cache: operand dtype key -> (compute dtype, output dtype)
