@@ -9,6 +9,7 @@
 """
 import heapq
 
+from .._device import backend
 from .._grad_mode import STATE, set_grad_enabled
 from .graph import AccumulateGrad, edge
 
@@ -218,11 +219,21 @@ def run(roots, retain_graph, create_graph, targets=None, accumulate_leaves=True)
                     if buf is None:
                         buf = buffers[m] = [None] * _n_outputs(m)
                     j = nf[1]
-                    buf[j] = g if buf[j] is None else buf[j] + g
+                    buf[j] = g if buf[j] is None else _sum_grads(buf[j], g, create_graph)
                 deps[m] = left - 1
                 if left == 1:
                     push(ready, (-m._seq, id(m), m))
     return captured
+
+
+def _sum_grads(a, b, create_graph):
+    """a + b for two gradients of one tensor: a recorded op under create_graph, else one kernel on the
+    arrays (same shape and dtype by now), skipping the op layer's dispatch."""
+    if create_graph or a._data.shape != b._data.shape or a._data.dtype != b._data.dtype:
+        return a + b
+    from .._tensor import Tensor
+    d = a._data
+    return Tensor._wrap(backend(d).run("add", d.dtype, d, b._data))
 
 
 def _apply_with_anomaly(node, grads):
