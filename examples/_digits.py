@@ -105,3 +105,21 @@ def save_and_reload(model, make_model, path, X_test, y_test):
 def report(name, acc, seconds, target):
     print("%s: held-out accuracy %.2f%% (target %.0f%%: %s), training time %.1f s"
           % (name, 100 * acc, 100 * target, "met" if acc >= target else "NOT met", seconds))
+
+
+def train_example(name, doc, make_model, target, *, epochs, out, image_shape=(64,), argv=None):
+    """The examples' main(): train on the digits with SGD (Nesterov) and a cosine schedule, save,
+    reload into a fresh model and check the accuracy again."""
+    from jitgrad import optim
+    args = arguments(doc.splitlines()[0], epochs=epochs, lr=0.05, out=out, argv=argv)
+    jg.manual_seed(args.seed)
+    X_train, X_test, y_train, y_test = load_digits(args.seed, image_shape=image_shape)
+    model = make_model()
+    print(model)
+    optimizer = optim.SGD(model.parameters(), lr=args.lr, momentum=0.9, nesterov=True, weight_decay=1e-4)
+    scheduler = optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=args.epochs)
+    seconds = fit(model, optimizer, X_train, y_train, X_test, y_test, args.epochs, args.batch_size, args.seed,
+                  scheduler)
+    acc = save_and_reload(model, make_model, args.out, X_test, y_test)
+    report(name, acc, seconds, target)
+    return {"accuracy": acc, "seconds": seconds}

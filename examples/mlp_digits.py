@@ -7,11 +7,9 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import jitgrad as jg  # noqa: E402
 import jitgrad.nn as nn  # noqa: E402
-from jitgrad import optim  # noqa: E402
 
-from _digits import arguments, fit, load_digits, report, save_and_reload  # noqa: E402
+from _digits import train_example  # noqa: E402
 
 TARGET = 0.95
 
@@ -21,18 +19,7 @@ def make_model():
 
 
 def main(argv=None):
-    args = arguments(__doc__.splitlines()[0], epochs=20, lr=0.05, out="mlp_digits.jg", argv=argv)
-    jg.manual_seed(args.seed)
-    X_train, X_test, y_train, y_test = load_digits(args.seed)
-    model = make_model()
-    print(model)
-    optimizer = optim.SGD(model.parameters(), lr=args.lr, momentum=0.9, nesterov=True, weight_decay=1e-4)
-    scheduler = optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=args.epochs)
-    seconds = fit(model, optimizer, X_train, y_train, X_test, y_test, args.epochs, args.batch_size, args.seed,
-                  scheduler)
-    acc = save_and_reload(model, make_model, args.out, X_test, y_test)
-    report("MLP", acc, seconds, TARGET)
-    return {"accuracy": acc, "seconds": seconds}
+    return train_example("MLP", __doc__, make_model, TARGET, epochs=20, out="mlp_digits.jg", argv=argv)
 
 
 if __name__ == "__main__":
