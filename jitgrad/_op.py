@@ -24,12 +24,11 @@ class Op:
     # op for. Checked only when dispatch first sees an operand-type pattern (the hot path pays nothing).
     unsupported = EMPTY
 
-    def __init__(self, name, forward, *, inputs=("self",), vjp=(), fused=(), saves=None, dtype="promote",
-                 ref=None, samples=None, node=None, n_outputs=1, differentiable=None, view=False,
-                 broadcast=False, domain=None, bench=None, method=True, function=True, inplace=None,
-                 keep_inputs=(), double_backward=True):
+    def __init__(self, name, forward, *, inputs=("self",), vjp=(), fused=(), dtype="promote", ref=None,
+                 samples=None, node=None, n_outputs=1, differentiable=None, view=False, broadcast=False,
+                 bench=None, keep_inputs=(), double_backward=True):
         self.name = name
-        self.forward = forward  # forward(np_dtype, *arrays, **params) -> array or tuple of arrays
+        self.forward = forward  # forward(xp, np_dtype, *arrays, **params) -> array or tuple of arrays
         # names of the positional tensor inputs ('self', 'other'); None: any number of them (cat, stack),
         # sharing one VJP formula that also takes the input's position
         self.inputs = inputs
@@ -44,11 +43,7 @@ class Op:
         self.differentiable = any(self.vjp) if differentiable is None else differentiable
         self.view = view
         self.broadcast = broadcast
-        self.domain = domain
         self.bench = bench
-        self.method = method
-        self.function = function
-        self.inplace = inplace
         self.double_backward = double_backward
         self.keep_inputs = frozenset(keep_inputs)  # positions passed to the kernel in their own dtype (indices, masks)
         self.node_name = node or "".join(p.capitalize() for p in name.split("_")) + "Backward0"

@@ -1,11 +1,10 @@
 """The op table (one entry per op, grouped by kind) and what is generated from it:
 Tensor methods, operators, in-place variants and the ``jitgrad.*`` functions."""
-from .._grad_mode import STATE
 from .._op import broadcast_shapes
 from .._tensor import Tensor
 from . import elementwise, indexing, linalg, reduction, shape, softmax  # noqa: F401  (registers the entries)
 from . import conv, layers  # noqa: F401,E402  (nn ops: convolution, pooling, linear, embedding, pad)
-from ._table import FUNCTIONS, METHODS, OPS
+from ._table import FUNCTIONS, METHODS, OPS  # noqa: F401  (OPS, FUNCTIONS: the public registry)
 from .shape import cast, move  # noqa: F401
 
 # Ops with an in-place form (name_): run out of place on a stand-in, then write back (see _inplace).
@@ -97,10 +96,10 @@ def _copy_(self, src, non_blocking=False):
 
     if not isinstance(src, Tensor):
         raise TypeError("copy_(): argument 'other' (position 1) must be Tensor, not " + type(src).__name__)
-    shape = broadcast_shapes(tuple(self.shape), tuple(src.shape))  # PyTorch's messages for what can't broadcast
-    if shape != tuple(self.shape):
+    out_shape = broadcast_shapes(tuple(self.shape), tuple(src.shape))  # PyTorch's messages for what can't broadcast
+    if out_shape != tuple(self.shape):
         raise RuntimeError("output with shape [%s] doesn't match the broadcast shape [%s]"
-                           % (", ".join(map(str, self.shape)), ", ".join(map(str, shape))))
+                           % (", ".join(map(str, self.shape)), ", ".join(map(str, out_shape))))
     return inplace(self, copy_from, (src,), {})
 
 

@@ -58,8 +58,7 @@ def _bias_grad(g, s):
 
 def _conv_op(name, forward, inputs, vjp, node):
     # (no op-level bench sizes: convolutions are timed in benchmarks/ as part of a CNN step)
-    return register(Op(name, forward, inputs=inputs, vjp=vjp, dtype="promote", node=node, method=False,
-                       function=False))
+    return register(Op(name, forward, inputs=inputs, vjp=vjp, dtype="promote", node=node))
 
 
 CONV = _conv_op("conv2d", _conv_forward, ("self", "weight", "bias"),
@@ -94,22 +93,19 @@ def _avg_backward_forward(xp, dt, g, windows, in_hw):
 
 
 MAX_POOL = register(Op("max_pool2d", _max_pool_forward, vjp=[(_max_pool_grad, ())], n_outputs=2, dtype="keep",
-                       node="MaxPool2DWithIndicesBackward0", method=False, function=False,
-                       bench={"sizes": [(2, 3, 8, 8), (64, 16, 28, 28)]}))
+                       node="MaxPool2DWithIndicesBackward0", bench={"sizes": [(2, 3, 8, 8), (64, 16, 28, 28)]}))
 MAX_POOL_BWD = register(Op("max_pool2d_backward",
                            lambda xp, dt, g, indices, in_hw: _kernels(xp).max_pool2d_backward(g, indices._data, in_hw),
                            vjp=[(lambda g, s: g.flatten(2).gather(2, s.indices.flatten(2)).reshape(s.indices.shape),
-                                 ())], dtype="keep", node="MaxPool2DWithIndicesBackwardBackward0", method=False,
-                           function=False))
+                                 ())], dtype="keep", node="MaxPool2DWithIndicesBackwardBackward0"))
 AVG_POOL = register(Op("avg_pool2d", _avg_forward, vjp=[(lambda g, s: dispatch(AVG_POOL_BWD, (g,), s.params), ())],
-                       dtype="keep", node="AvgPool2DBackward0", method=False, function=False,
-                       bench={"sizes": [(2, 3, 8, 8), (64, 16, 28, 28)]}))
+                       dtype="keep", node="AvgPool2DBackward0", bench={"sizes": [(2, 3, 8, 8), (64, 16, 28, 28)]}))
 ADAPTIVE_AVG_POOL = register(Op("adaptive_avg_pool2d", _avg_forward,
                                 vjp=[(lambda g, s: dispatch(AVG_POOL_BWD, (g,), s.params), ())], dtype="keep",
-                                node="AdaptiveAvgPool2DBackward0", method=False, function=False))
+                                node="AdaptiveAvgPool2DBackward0"))
 AVG_POOL_BWD = register(Op("avg_pool2d_backward", _avg_backward_forward,
                            vjp=[(lambda g, s: dispatch(AVG_POOL, (g,), s.params), ())], dtype="keep",
-                           node="AvgPool2DBackwardBackward0", method=False, function=False))
+                           node="AvgPool2DBackwardBackward0"))
 
 
 # ---------------------------------------------------------------------- argument checks

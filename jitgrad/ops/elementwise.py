@@ -24,7 +24,7 @@ def _ew(kernel, out=None):
 
 
 def _unary(name, vjp, needs, fused=None, *, dtype="float", ref, domain=(-2.0, 2.0), kernel=None,
-           params=None, inplace=True, node=None, **kw):
+           params=None, node=None, **kw):
     op = register(Op(name, _ew(kernel or name, np.bool_ if dtype == "bool" else None), vjp=[(vjp, needs)] if vjp else [],
                      fused=[fused] if fused else [], dtype=dtype, ref=ref, node=node,
                      samples=unary_samples(*domain, **(params or {})), broadcast=False,
@@ -91,7 +91,6 @@ GELU = _unary("gelu", lambda g, s: g * (0.5 * (1 + (s.self * _SQRT1_2).erf())
                                         + s.self * _INV_SQRT_2PI * (-0.5 * s.self * s.self).exp()),
               ("self",), ("gelu_vjp", ("g", "self")), ref=lambda x: 0.5 * x * (1 + _np_erf(x / np.sqrt(2))))
 GELU_TANH = _unary("gelu_tanh", lambda g, s: _gelu_tanh_grad(g, s.self), ("self",), ("gelu_tanh_vjp", ("g", "self")),
-                   method=False, function=False,
                    node="GeluBackward0", ref=lambda x, approximate="tanh": 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3))),
                    differentiable=True)
 
@@ -106,15 +105,15 @@ SILU = _unary("silu", lambda g, s: g * s.self.sigmoid() * (1 + s.self * (1 - s.s
 SOFTPLUS = _unary("softplus", lambda g, s: where(s.self * s.beta > s.threshold, g, g * (s.self * s.beta).sigmoid()),
                   ("self",), ("softplus_vjp", ("g", "self", "beta", "threshold")),
                   ref=lambda x, beta=1.0, threshold=20.0: np.where(x * beta > threshold, x, np.log1p(np.exp(beta * x)) / beta),
-                  params={"beta": 1.0, "threshold": 20.0}, inplace=False)
+                  params={"beta": 1.0, "threshold": 20.0})
 FLOOR = _unary("floor", _zero, (), dtype="same", ref=np.floor)
 CEIL = _unary("ceil", _zero, (), dtype="same", ref=np.ceil)
 ROUND = _unary("round", _zero, (), dtype="same", ref=np.round)
 TRUNC = _unary("trunc", _zero, (), dtype="same", ref=np.trunc)
 ERF = _unary("erf", lambda g, s: g * (2 / math.sqrt(math.pi)) * (-s.self * s.self).exp(), ("self",), ref=None,
-             kernel="erf", inplace=False)
-LOGICAL_NOT = _unary("logical_not", None, (), dtype="bool", ref=np.logical_not, inplace=False)
-ISNAN = _unary("isnan", None, (), dtype="bool", ref=np.isnan, inplace=False)
+             kernel="erf")
+LOGICAL_NOT = _unary("logical_not", None, (), dtype="bool", ref=np.logical_not)
+ISNAN = _unary("isnan", None, (), dtype="bool", ref=np.isnan)
 
 
 def _np_erf(x):
@@ -134,8 +133,7 @@ DIV = _binary("div", [(lambda g, s: g / s.other, ("other",)), (lambda g, s: -g *
                                                              ("self", "other"))],
               [("div", ("g", "other")), ("div_vjp_other", ("g", "self", "other"))], dtype="float",
               ref=np.true_divide, b=POS)
-DIV_ROUNDED = _binary("div_rounded", [(_zero, ()), (_zero, ())], ref=None, kernel="div_trunc", method=False,
-                      function=False, node="DivBackward2", b=POS)
+DIV_ROUNDED = _binary("div_rounded", [(_zero, ()), (_zero, ())], ref=None, kernel="div_trunc", node="DivBackward2", b=POS)
 POW = _binary("pow", [(lambda g, s: _pow_grad_self(g, s.self, s.other), ("self", "other")),
                       (lambda g, s: _pow_grad_other(g, s.self, s.other, s.result), ("self", "other", "result"))],
               [("pow_vjp_self", ("g", "self", "other")), ("pow_vjp_other", ("g", "self", "other", "result"))],

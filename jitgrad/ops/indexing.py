@@ -28,13 +28,13 @@ def _put_forward(xp, dt, g, shape, key, accumulate):
 
 
 SELECT = register(Op("select", lambda xp, dt, x, key: xp.getitem(x, key), vjp=[(lambda g, s: index_put_zeros(g, s.self_shape, s.key, False), ())],
-                     dtype="keep", view=True, method=False, function=False, ref=None, samples=None, node="SelectBackward0"))
+                     dtype="keep", view=True, ref=None, samples=None, node="SelectBackward0"))
 SLICE = register(Op("slice", lambda xp, dt, x, key: xp.getitem(x, key), vjp=[(lambda g, s: index_put_zeros(g, s.self_shape, s.key, False), ())],
-                    dtype="keep", view=True, method=False, function=False, ref=None, samples=None, node="SliceBackward0"))
+                    dtype="keep", view=True, ref=None, samples=None, node="SliceBackward0"))
 INDEX = register(Op("index", lambda xp, dt, x, key: xp.getitem(x, key), vjp=[(lambda g, s: index_put_zeros(g, s.self_shape, s.key, True), ())],
-                    dtype="keep", method=False, function=False, ref=None, samples=_idx_samples, node="IndexBackward0"))
+                    dtype="keep", ref=None, samples=_idx_samples, node="IndexBackward0"))
 INDEX_PUT_ZEROS = register(Op("index_put_zeros", _put_forward, vjp=[(lambda g, s: g[s.key], ())], dtype="keep",
-                              method=False, function=False, ref=None, samples=None, node="IndexPutBackward0"))
+                              ref=None, samples=None, node="IndexPutBackward0"))
 
 
 def index_put_zeros(g, shape, key, accumulate):
@@ -122,7 +122,7 @@ def _index_select_forward(xp, dt, x, index, dim):
 
 INDEX_SELECT = register(Op("index_select", _index_select_forward, inputs=("self", "index"),
                            vjp=[(lambda g, s: index_put_zeros(g, s.self_shape, (slice(None),) * s.dim + (s.index._data,), True),
-                                 ("index",))], dtype="keep", keep_inputs=(1,), method=False, function=False, ref=None, samples=None))
+                                 ("index",))], dtype="keep", keep_inputs=(1,), ref=None, samples=None))
 
 
 def _gather_forward(xp, dt, x, index, dim):
@@ -137,10 +137,10 @@ def _scatter_add_forward(xp, dt, x, index, src, dim):
 
 GATHER = register(Op("gather", _gather_forward, inputs=("self", "index"),
                      vjp=[(lambda g, s: scatter_into_zeros(s.self_shape, s.dim, s.index, g), ("index",))],
-                     dtype="keep", keep_inputs=(1,), method=False, function=False, ref=None, samples=None))
+                     dtype="keep", keep_inputs=(1,), ref=None, samples=None))
 SCATTER_ADD = register(Op("scatter_add", _scatter_add_forward, inputs=("self", "index", "src"),
                           vjp=[(lambda g, s: g, ()), None, (lambda g, s: g.gather(s.dim, s.index), ("index",))],
-                          dtype="keep", keep_inputs=(1,), method=False, function=False, ref=None, samples=None))
+                          dtype="keep", keep_inputs=(1,), ref=None, samples=None))
 
 
 _INDEX_DTYPE_ERRORS = {"index_select": "index_select(): Expected dtype int32 or int64 for index",

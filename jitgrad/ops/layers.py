@@ -28,7 +28,7 @@ def _linear_weight_grad(g, s):
 LINEAR = register(Op("linear", _linear_forward, inputs=("self", "weight", "bias"),
                      vjp=[(lambda g, s: g.matmul(s.weight), ("weight",)), (_linear_weight_grad, ("self",)),
                           (lambda g, s: g.reshape(-1, g.shape[-1]).sum(0), ())],
-                     dtype="promote", node="AddmmBackward0", method=False, function=False))
+                     dtype="promote", node="AddmmBackward0"))
 
 
 @export("linear", method=False)
@@ -73,7 +73,7 @@ def _embedding_grad(g, s):
 
 EMBEDDING = register(Op("embedding", lambda xp, dt, w, idx, padding_idx, scale_grad_by_freq: xp.take(w, idx, axis=0),
                         inputs=("weight", "indices"), vjp=[(_embedding_grad, ("indices",))], dtype="keep",
-                        keep_inputs=(1,), method=False, function=False))
+                        keep_inputs=(1,)))
 
 
 def _renorm_rows(weight, idx, max_norm, norm_type):
@@ -122,8 +122,7 @@ def _pad_grad(g, s):
     return index_put_zeros(inner, s.self_shape, s.src, False)  # negative pads cropped the input
 
 
-PAD = register(Op("constant_pad_nd", _pad_forward, vjp=[(_pad_grad, ())], dtype="keep", method=False,
-                  function=False, node="ConstantPadNdBackward0"))
+PAD = register(Op("constant_pad_nd", _pad_forward, vjp=[(_pad_grad, ())], dtype="keep", node="ConstantPadNdBackward0"))
 
 
 def pad(input, pad, mode="constant", value=None):
@@ -194,7 +193,7 @@ BCE = register(Op("binary_cross_entropy", _bce_forward, inputs=("self", "target"
                   vjp=[(lambda g, s: g * (s.self - s.target) / ((1 - s.self) * s.self).clamp_min(1e-12),
                         ("self", "target")),
                        (lambda g, s: g * ((1 - s.self).log() - s.self.log()), ("self",))],
-                  dtype="promote", node="BinaryCrossEntropyBackward0", method=False, function=False))
+                  dtype="promote", node="BinaryCrossEntropyBackward0"))
 
 
 def binary_cross_entropy_elementwise(input, target):

@@ -17,8 +17,7 @@ def _samples(*shapes):
 
 def _linop(name, forward, vjps, samples, node=None):
     return register(Op(name, forward, inputs=("self", "other"), vjp=vjps, dtype="promote", ref=forward and None,
-                       samples=samples, node=node, method=False, function=False,
-                       bench={"sizes": [(16, 16, 16), (1024, 1024, 1024)]}))
+                       samples=samples, node=node, bench={"sizes": [(16, 16, 16), (1024, 1024, 1024)]}))
 
 
 MM = _linop("mm", lambda xp, dt, a, b: xp.matmul(a, b),

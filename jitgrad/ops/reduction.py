@@ -148,7 +148,7 @@ def _logsumexp_forward(xp, dt, x, dims, keepdim):
 def _red(name, forward, vjp, needs, dtype="same", node=None, domain=(-2.0, 2.0), **kw):
     return register(Op(name, forward, vjp=[(vjp, needs)] if vjp else [], dtype=dtype, node=node,
                        samples=unary_samples(*domain), bench={"sizes": [(16,), (4096, 4096)]},
-                       method=False, function=False, **kw))
+                       **kw))
 
 
 SUM = _red("sum", _reduce_forward("sum"), lambda g, s: _unreduce(g, s), (), node="SumBackward1", ref=np.sum)
@@ -199,9 +199,9 @@ def _max_dim_grad(g, s):
 
 
 MAX_DIM = register(Op("max_dim", _max_dim_forward("amax"), vjp=[(_max_dim_grad, ("indices",))], n_outputs=2,
-                      node="MaxBackward0", samples=unary_samples(), method=False, function=False, ref=None))
+                      node="MaxBackward0", samples=unary_samples(), ref=None))
 MIN_DIM = register(Op("min_dim", _max_dim_forward("amin"), vjp=[(_max_dim_grad, ("indices",))], n_outputs=2,
-                      node="MinBackward0", samples=unary_samples(), method=False, function=False, ref=None))
+                      node="MinBackward0", samples=unary_samples(), ref=None))
 
 
 def _cumsum_forward(xp, dt, x, dim):
@@ -210,7 +210,7 @@ def _cumsum_forward(xp, dt, x, dim):
 
 CUMSUM = register(Op("cumsum", _cumsum_forward, vjp=[(lambda g, s: g.flip(s.dim).cumsum(s.dim).flip(s.dim)
                                                       if s.self_shape else g, ())],
-                     samples=unary_samples(), method=False, function=False, ref=np.cumsum))
+                     samples=unary_samples(), ref=np.cumsum))
 
 
 # ---------------------------------------------------------------------- API

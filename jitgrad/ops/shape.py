@@ -14,7 +14,7 @@ from ._table import _arr, _noncontig, export, register, unary_samples
 
 def _shape_op(name, forward, vjp, node=None, view=True, needs=(), **kw):
     return register(Op(name, forward, vjp=[(vjp, needs)], dtype="keep", node=node, view=view,
-                       samples=kw.pop("samples", unary_samples()), method=False, function=False, ref=None, **kw))
+                       samples=kw.pop("samples", unary_samples()), ref=None, **kw))
 
 
 def _reshape_forward(xp, dt, x, shape):
@@ -71,10 +71,9 @@ def _cat_grad(g, s, i):
 
 
 CAT = register(Op("cat", _cat_forward, inputs=None, vjp=[(_cat_grad, ())], dtype="promote", ref=np.concatenate,
-                  method=False, function=False, node="CatBackward0", samples=None))
+                  node="CatBackward0", samples=None))
 STACK = register(Op("stack", lambda xp, dt, *arrays, dim: xp.stack(arrays, axis=dim), inputs=None,
-                    vjp=[(lambda g, s, i: g.select(s.dim, i), ())], dtype="promote", ref=np.stack, method=False,
-                    function=False, node="StackBackward0", samples=None))
+                    vjp=[(lambda g, s, i: g.select(s.dim, i), ())], dtype="promote", ref=np.stack, node="StackBackward0", samples=None))
 
 
 # ---------------------------------------------------------------------- shape arithmetic
@@ -478,7 +477,7 @@ def _move_forward(xp, dt, x, device, source):
 
 
 MOVE = register(Op("move", _move_forward, vjp=[(lambda g, s: move(g, s.source), ())], dtype="keep",
-                   node="ToCopyBackward0", method=False, function=False, ref=None, samples=None))
+                   node="ToCopyBackward0", ref=None, samples=None))
 
 
 def move(input, device):
@@ -502,12 +501,11 @@ def _zeros_like_grad(g, s):
 
 FILL = register(Op("fill", lambda xp, dt, x, value: xp.full(x.shape, value, x.dtype), inputs=("self", "value"),
                    vjp=[(lambda g, s: g.new_zeros(g.shape), ()), (lambda g, s: g.sum(), ())], dtype="keep",
-                   node="FillBackward0", method=False, function=False, ref=lambda x, value: np.full_like(x, value),
+                   node="FillBackward0", ref=lambda x, value: np.full_like(x, value),
                    samples=lambda rng, dtype: [((rng.uniform(-1, 1, (2, 3)).astype(dtype), 1.5), {})]))
 COPY = register(Op("copy_from", lambda xp, dt, x, src: xp.copy(xp.broadcast_to(src, x.shape)),
                    inputs=("self", "src"), vjp=[(lambda g, s: g.new_zeros(g.shape), ()), (lambda g, s: g, ())],
-                   dtype="keep", node="CopyBackwards", method=False, function=False,
-                   ref=lambda x, src: np.broadcast_to(src, x.shape).astype(x.dtype),
+                   dtype="keep", node="CopyBackwards", ref=lambda x, src: np.broadcast_to(src, x.shape).astype(x.dtype),
                    samples=lambda rng, dtype: [((rng.uniform(-1, 1, (2, 3)).astype(dtype),
                                                 rng.uniform(-1, 1, (3,)).astype(dtype)), {})]))
 

@@ -24,12 +24,12 @@ def _forward(log):
 
 SOFTMAX = register(Op("softmax", _forward(False), vjp=[(lambda g, s: s.result * (g - (g * s.result).sum(s.dim, keepdim=True))
                                                          if s.result.ndim else g * 0, ("result",))],
-                      fused=[_fused(False)], dtype="float", method=False, function=False, ref=None,
+                      fused=[_fused(False)], dtype="float", ref=None,
                       samples=unary_samples(dim=-1), bench={"sizes": [(16,), (4096, 1024)]}))
 LOG_SOFTMAX = register(Op("log_softmax", _forward(True),
                           vjp=[(lambda g, s: g - s.result.exp() * g.sum(s.dim, keepdim=True) if s.result.ndim else g * 0,
                                 ("result",))],
-                          fused=[_fused(True)], dtype="float", method=False, function=False, ref=None,
+                          fused=[_fused(True)], dtype="float", ref=None,
                           samples=unary_samples(dim=-1), bench={"sizes": [(16,), (4096, 1024)]}))
 
 
