@@ -49,24 +49,45 @@ def device_of(array):
     return CPU if array.__class__ is np.ndarray else CUDA0
 
 
-_pool_installed = False
+INSTALL_HINT = 'pip install "jitgrad[cuda]"'
+_cuda_problem = None  # why CUDA cannot run here (None: not checked yet; "": it can)
+
+
+def cuda_unavailable_reason():
+    """'' when CUDA tensors can run here, else what is missing (checked once per process)."""
+    global _cuda_problem
+    if _cuda_problem is None:
+        _cuda_problem = _find_cuda_problem()
+    return _cuda_problem
+
+
+def _find_cuda_problem():
+    import importlib.util
+    # numba still ships an old numba.cuda of its own; jitgrad's CUDA kernels need the numba-cuda package
+    try:
+        found = importlib.util.find_spec("numba_cuda") is not None
+    except ImportError:
+        found = False
+    if not found:
+        return "the numba-cuda package is not installed (%s installs it)" % INSTALL_HINT
+    try:
+        from numba import cuda
+        from .kernels.cuda import memory
+    except ImportError as e:
+        return "numba-cuda could not be imported (%s); reinstall it with %s" % (e, INSTALL_HINT)
+    memory.install()  # the caching pool goes in before numba creates the CUDA context
+    try:
+        if cuda.is_available():
+            return ""
+    except Exception as e:  # a broken driver install: report it, never raise from is_available()
+        return "the CUDA driver could not be initialised (%s)" % e
+    return ("numba-cuda found no NVIDIA GPU and driver on this machine (set NUMBA_ENABLE_CUDASIM=1 to run CUDA "
+            "tensors in numba's CUDA simulator)")
 
 
 def cuda_available():
     """True when numba-cuda is installed and finds a GPU (or runs its simulator)."""
-    global _pool_installed
-    try:
-        from numba import cuda
-    except ImportError:
-        return False
-    if not _pool_installed:  # before numba creates the CUDA context
-        from .kernels.cuda import memory
-        memory.install()
-        _pool_installed = True
-    try:
-        return bool(cuda.is_available())
-    except Exception:
-        return False
+    return not cuda_unavailable_reason()
 
 
 def cuda_backend():
@@ -78,10 +99,9 @@ def to_device(d):
     """Resolve a device argument; CUDA is refused with a clear message where it cannot run."""
     d = d if isinstance(d, Device) else Device(str(d) if not isinstance(d, int) else "cuda:%d" % d)
     if d.type == "cuda":
-        if not cuda_available():
-            raise RuntimeError("jitgrad was asked for device '%s', but no CUDA device is available: install the "
-                               "'cuda' extra (numba-cuda) and run on a machine with an NVIDIA GPU and driver, or set "
-                               "NUMBA_ENABLE_CUDASIM=1 to use numba's CUDA simulator" % d)
+        reason = cuda_unavailable_reason()
+        if reason:
+            raise RuntimeError("jitgrad was asked for device '%s', but CUDA is not available: %s" % (d, reason))
         if d.index not in (None, 0):
             raise RuntimeError("CUDA error: invalid device ordinal (jitgrad uses one GPU, cuda:0)")
     return d

@@ -2,16 +2,22 @@
 
 A file is a fixed preamble, a JSON header and the raw bytes of every tensor::
 
-    b"\\x93JITGRAD"  format version (uint32 LE)  header length (uint64 LE)  header (UTF-8 JSON)
-    padding to 64 bytes, then each tensor's little-endian C-order bytes, each at a 64-byte aligned offset
+    b"\\x93JITGRAD"  format version (uint32 LE)  header length (uint64 LE)  header CRC-32 (uint32 LE)
+    header (UTF-8 JSON)  padding to 64 bytes, then each tensor's little-endian C-order bytes, each at a
+    64-byte aligned offset
 
 The header holds the object tree -- dicts (any hashable keys of the types below), lists, tuples,
 strings, numbers, booleans, None and tensors -- and, per tensor, its dtype, shape, offset,
-size and CRC-32. Loading parses JSON and copies bytes into arrays of an allow-listed dtype;
-it never unpickles. Every offset, size and checksum is validated, so a truncated, corrupt or
-foreign file raises an error naming the file. ``save`` writes a temporary file in the target
-directory and renames it over the target, so a failed or interrupted save leaves any old file
-intact.
+size and CRC-32. The header's own CRC-32 covers the version, the header length and the header,
+so one flipped byte anywhere but in the padding is an error, never a silently renamed key.
+Loading parses JSON and copies bytes into arrays of an allow-listed dtype; it never unpickles.
+Every offset, size and checksum is validated, so a truncated, corrupt or foreign file raises a
+RuntimeError naming the file. Version 1 files (no header checksum) are still read.
+
+``save`` writes a temporary file in the target directory and renames it over the target, so a
+failed or interrupted save leaves any old file intact. The temporary file's name holds the
+writer's process id: one left behind by a writer that was killed is removed by the next save to
+the same path.
 """
 import collections
 import json
@@ -27,8 +33,11 @@ import numpy as np
 from ._tensor import Tensor
 
 MAGIC = b"\x93JITGRAD"
-VERSION = 1
-_PREAMBLE = struct.Struct("<8sIQ")  # magic, format version, header length
+VERSION = 2
+_PREAMBLE = struct.Struct("<8sIQ")  # magic, format version, header length (the layout of every version)
+_HEADER_CRC = struct.Struct("<I")  # from version 2 on: CRC-32 of the version, header length and header
+MAX_NDIM = 64  # NumPy's limit
+_TMP_SUFFIX = ".jgtmp"
 _ALIGN = 64
 # dtype name in the file -> little-endian NumPy dtype; nothing else is ever read.
 _DTYPES = {"bool": np.dtype("|b1"), "int32": np.dtype("<i4"), "int64": np.dtype("<i8"),
@@ -135,10 +144,16 @@ def _serialize(obj):
     return json.dumps(header, separators=(",", ":")).encode("utf-8"), enc.arrays, enc.tensors
 
 
+def _header_crc(preamble, header):
+    return zlib.crc32(header, zlib.crc32(preamble[len(MAGIC):]))
+
+
 def _write(f, header, arrays, entries):
-    f.write(_PREAMBLE.pack(MAGIC, VERSION, len(header)))
+    preamble = _PREAMBLE.pack(MAGIC, VERSION, len(header))
+    f.write(preamble)
+    f.write(_HEADER_CRC.pack(_header_crc(preamble, header)))
     f.write(header)
-    pos = _PREAMBLE.size + len(header)
+    pos = _PREAMBLE.size + _HEADER_CRC.size + len(header)
     data_start = _align(pos)
     f.write(b"\0" * (data_start - pos))
     pos = 0
@@ -172,7 +187,9 @@ def save(obj, f):
         return
     path = os.fspath(f)
     directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=directory)
+    prefix = "." + os.path.basename(path) + "."
+    _remove_stale_temporaries(directory, prefix)
+    fd, tmp = tempfile.mkstemp(prefix="%s%d." % (prefix, os.getpid()), suffix=_TMP_SUFFIX, dir=directory)
     try:
         with os.fdopen(fd, "wb") as out:
             _write(out, header, arrays, entries)
@@ -196,6 +213,33 @@ def save(obj, f):
         pass
     finally:
         os.close(dir_fd)
+
+
+def _remove_stale_temporaries(directory, prefix):
+    """Remove temporaries of earlier saves to this path whose writer process is gone (killed mid-save)."""
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return
+    for name in names:
+        if not (name.startswith(prefix) and name.endswith(_TMP_SUFFIX)):
+            continue
+        pid = name[len(prefix):].split(".", 1)[0]
+        if pid.isdigit() and int(pid) != os.getpid() and not _process_alive(int(pid)):
+            try:
+                os.unlink(os.path.join(directory, name))
+            except OSError:
+                pass
+
+
+def _process_alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists, but belongs to someone else
+        return True
+    return True
 
 
 # ---------------------------------------------------------------- load
@@ -232,16 +276,21 @@ class _Reader:
                 raise _Corrupt("is truncated (%d bytes)" % len(head))
             raise _Corrupt(_foreign(head))
         _, version, header_len = _PREAMBLE.unpack(head)
-        _check(version == VERSION, "has format version %d; this jitgrad reads version %d" % (version, VERSION))
-        _check(_PREAMBLE.size + header_len <= self.size, "is truncated (header runs past the end of the file)")
+        _check(version in (1, VERSION), "has format version %d; this jitgrad reads versions 1 to %d"
+               % (version, VERSION))
+        start = _PREAMBLE.size + (_HEADER_CRC.size if version >= 2 else 0)
+        _check(start + header_len <= self.size, "is truncated (header runs past the end of the file)")
+        crc = _HEADER_CRC.unpack(self.f.read(_HEADER_CRC.size))[0] if version >= 2 else None
+        raw = self.f.read(header_len)
+        _check(crc is None or _header_crc(head, raw) == crc, "is corrupt (header checksum mismatch)")
         try:
-            header = json.loads(self.f.read(header_len).decode("utf-8"))
+            header = json.loads(raw.decode("utf-8"))
         except (ValueError, RecursionError) as e:
             raise _Corrupt("has a corrupt header (%s)" % e) from None
         _check(isinstance(header, dict) and header.get("format") == "jitgrad", "has a corrupt header")
         tensors, data_size = header.get("tensors"), header.get("data_size")
         _check(isinstance(tensors, list) and _is_int(data_size), "has a corrupt header")
-        data_start = _align(_PREAMBLE.size + header_len)
+        data_start = _align(start + header_len)
         _check(data_start + data_size <= self.size, "is truncated (expected %d bytes, found %d)"
                % (data_start + data_size, self.size))
         _check(data_start + data_size == self.size, "has %d unexpected bytes at its end"
@@ -261,6 +310,10 @@ class _Reader:
         _check(dtype is not None, "has a tensor of unknown dtype %r" % (e.get("dtype"),))
         shape, offset, nbytes = e.get("shape"), e.get("offset"), e.get("nbytes")
         _check(isinstance(shape, list) and all(_is_int(s) for s in shape), "has a tensor with a corrupt shape")
+        _check(len(shape) <= MAX_NDIM, "has a tensor with %d dimensions (at most %d are supported)"
+               % (len(shape), MAX_NDIM))
+        _check(all(s < 1 << 63 for s in shape) and int(np.prod(shape, dtype=object)) < 1 << 63,
+               "has a tensor with an impossible shape %s" % shape)
         _check(_is_int(offset) and _is_int(nbytes) and _is_int(e.get("crc32")), "has a corrupt tensor entry")
         _check(nbytes == int(np.prod(shape, dtype=object)) * dtype.itemsize,
                "has a tensor whose size does not match its shape %s" % shape)
@@ -273,7 +326,10 @@ class _Reader:
         if i in self.loaded:
             return self.loaded[i]
         dtype, shape, offset, nbytes, crc, requires_grad, parameter = self.entries[i]
-        arr = np.empty(shape, dtype=dtype)
+        try:
+            arr = np.empty(shape, dtype=dtype)
+        except (ValueError, MemoryError) as e:  # a shape NumPy refuses (each dimension fits, their product may not)
+            raise _Corrupt("has a tensor of shape %s that cannot be created (%s)" % (list(shape), e)) from None
         if nbytes:
             self.f.seek(self.base + self.data_start + offset)
             got = self.f.readinto(_bytes(arr))

@@ -15,8 +15,9 @@ PARALLEL_THRESHOLD = int(os.environ.get("JITGRAD_PARALLEL_THRESHOLD", 1 << 16))
 CACHE = os.environ.get("JITGRAD_CACHE", "1") != "0"
 
 # fastmath lets LLVM vectorise reductions and reassociate sums; NaN/inf semantics are kept
-# (only 'reassoc', 'contract' and friends are enabled, never 'nnan'/'ninf').
-FASTMATH = {"reassoc", "contract", "arcp", "nsz", "afn"}
+# (only 'reassoc', 'contract' and friends are enabled, never 'nnan'/'ninf'). Never 'arcp' either:
+# it lets LLVM turn 1/sqrt(x) into an approximate reciprocal square root (rsqrt(4) = 0.49999997).
+FASTMATH = {"reassoc", "contract", "nsz", "afn"}
 
 # Print one line per kernel compilation (see jitgrad.jit_stats for totals).
 LOG_COMPILES = os.environ.get("JITGRAD_LOG_COMPILES", "0") not in ("", "0")

@@ -36,13 +36,50 @@ def test_kernels_are_a_subpackage_with_relative_imports():
     assert "kernels" not in cfg.get("packages", []) and cfg["package-dir"]["jitgrad.kernels"] == "kernels"
 
 
-def test_cuda_request_without_gpu_is_a_clear_error():
-    code = ("import jitgrad\n"
-            "try:\n"
-            "    jitgrad.ones(2, device='cuda')\n"
-            "except RuntimeError as e:\n"
-            "    print('RuntimeError', e)\n")
-    r = _run(code, NUMBA_ENABLE_CUDASIM="0", CUDA_VISIBLE_DEVICES="")
+# Every way a CUDA tensor is asked for; each must raise a RuntimeError that says what is missing.
+CUDA_PROBE = """
+import io, jitgrad
+print("available", jitgrad.cuda.is_available(), "count", jitgrad.cuda.device_count())
+x = jitgrad.ones(2)
+buf = io.BytesIO(); jitgrad.save({"x": x}, buf); buf.seek(0)
+for what, request in [("to", lambda: x.to("cuda")), ("cuda", lambda: x.cuda()),
+                      ("factory", lambda: jitgrad.zeros(2, device="cuda")),
+                      ("load", lambda: jitgrad.load(buf, map_location="cuda"))]:
+    try:
+        request()
+        print(what, "no error")
+    except RuntimeError as e:
+        print(what, "RuntimeError:", e)
+"""
+
+# A machine without numba-cuda: its import redirector is dropped and its package refused, so
+# ``numba.cuda`` is numba's own old copy, as after a plain ``pip install jitgrad``.
+WITHOUT_NUMBA_CUDA = """
+import importlib.abc, sys
+sys.meta_path[:] = [f for f in sys.meta_path if type(f).__name__ != "NumbaCudaFinder"]
+class Refuse(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == "numba_cuda":
+            raise ModuleNotFoundError("No module named %r" % name)
+sys.meta_path.insert(0, Refuse())
+"""
+
+
+def _cuda_probe(prelude, **env):
+    r = _run(prelude + CUDA_PROBE, NUMBA_ENABLE_CUDASIM="0", **env)
     assert r.returncode == 0, r.stderr
-    assert "RuntimeError" in r.stdout and "no CUDA device is available" in r.stdout
-    assert "numba" not in r.stdout.split("RuntimeError", 1)[1].split("(numba-cuda)")[0]
+    lines = r.stdout.splitlines()
+    assert lines[0] == "available False count 0", r.stdout
+    assert len(lines) == 5 and all(" RuntimeError: jitgrad was asked for device 'cuda:0'" in ln for ln in lines[1:])
+    return lines[1]
+
+
+def test_cuda_without_the_package_is_unavailable_not_an_import_error():
+    message = _cuda_probe(WITHOUT_NUMBA_CUDA)
+    assert "the numba-cuda package is not installed" in message and 'pip install "jitgrad[cuda]"' in message
+
+
+def test_cuda_request_without_gpu_is_a_clear_error():
+    import numba_cuda  # noqa: F401  (the 'cuda' extra, installed by the dev extra)
+    message = _cuda_probe("", CUDA_VISIBLE_DEVICES="")
+    assert "found no NVIDIA GPU" in message and "Traceback" not in message

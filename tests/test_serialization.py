@@ -5,6 +5,8 @@ import json
 import os
 import pickle
 import struct
+import subprocess
+import sys
 import zlib
 
 import numpy as np
@@ -130,10 +132,16 @@ def test_zip_and_foreign_files(tmp_path):
         jg.load(empty)
 
 
+def preamble(h, version=S.VERSION, header_len=None):
+    """The writer's preamble for header bytes ``h``, with a valid header checksum."""
+    pre = S._PREAMBLE.pack(S.MAGIC, version, len(h) if header_len is None else header_len)
+    return pre + struct.pack("<I", zlib.crc32(h, zlib.crc32(pre[8:])))
+
+
 def craft(tmp_path, header, data=b"", version=S.VERSION, header_len=None):
     """A file with a hand-written header (the writer's layout, any contents)."""
     h = json.dumps(header).encode()
-    pre = S._PREAMBLE.pack(S.MAGIC, version, len(h) if header_len is None else header_len)
+    pre = preamble(h, version, header_len)
     pad = b"\0" * (S._align(len(pre) + len(h)) - len(pre) - len(h))
     path = tmp_path / "crafted.jg"
     path.write_bytes(pre + h + pad + data)
@@ -179,9 +187,9 @@ def test_header_length_and_version(tmp_path):
         jg.load(craft(tmp_path, header, header_len=1 << 50))
     with pytest.raises(RuntimeError, match="format version 99"):
         jg.load(craft(tmp_path, header, version=99))
-    path = craft(tmp_path, header)
-    raw = path.read_bytes()
-    path.write_bytes(raw[:S._PREAMBLE.size] + b"{not json" + raw[S._PREAMBLE.size + 9:])
+    h = b"{not json"
+    path = tmp_path / "crafted.jg"
+    path.write_bytes(preamble(h) + h)
     with pytest.raises(RuntimeError, match="corrupt header"):
         jg.load(path)
 
@@ -200,7 +208,7 @@ def test_deeply_nested_header(tmp_path):
         "null" + "]}" * 100_000 + "}"
     h = header.encode()
     path = tmp_path / "deep.jg"
-    pre = S._PREAMBLE.pack(S.MAGIC, S.VERSION, len(h))
+    pre = preamble(h)
     path.write_bytes(pre + h + b"\0" * (S._align(len(pre) + len(h)) - len(pre) - len(h)))
     with pytest.raises(RuntimeError, match="deep.jg.*corrupt header"):
         jg.load(path)
@@ -271,11 +279,12 @@ def test_layout_is_documented(tmp_path):
     path = tmp_path / "w.jg"
     jg.save({"w": jg.tensor([1.0, 2.0])}, path)
     raw = path.read_bytes()
-    magic, version, hlen = struct.unpack_from("<8sIQ", raw)
-    assert magic == b"\x93JITGRAD" and version == 1
-    header = json.loads(raw[20:20 + hlen])
+    magic, version, hlen, crc = struct.unpack_from("<8sIQI", raw)
+    assert magic == b"\x93JITGRAD" and version == 2
+    assert crc == zlib.crc32(raw[24:24 + hlen], zlib.crc32(raw[8:20]))
+    header = json.loads(raw[24:24 + hlen])
     t = header["tensors"][0]
-    start = -(-(20 + hlen) // 64) * 64 + t["offset"]
+    start = -(-(24 + hlen) // 64) * 64 + t["offset"]
     assert np.frombuffer(raw[start:start + t["nbytes"]], "<f4").tolist() == [1.0, 2.0]
 
 
@@ -290,3 +299,97 @@ def test_module_state_dict_and_parameters(tmp_path):
         np.testing.assert_array_equal(fresh(x).numpy(), model(x).numpy())
     assert isinstance(out["p"], nn.Parameter) and out["p"].requires_grad
     assert not out["model"]["0.weight"].requires_grad
+
+
+def test_version_1_files_are_still_read(tmp_path):
+    h = json.dumps({"format": "jitgrad", "tree": {"t": "list", "items": [1, "a"]}, "tensors": [],
+                    "data_size": 0}).encode()
+    pre = S._PREAMBLE.pack(S.MAGIC, 1, len(h))
+    path = tmp_path / "old.jg"
+    path.write_bytes(pre + h + b"\0" * (S._align(len(pre) + len(h)) - len(pre) - len(h)))
+    assert jg.load(path) == [1, "a"]
+
+
+def test_every_flipped_byte_is_detected_or_harmless(tmp_path):
+    """One flipped byte in the header renames nothing silently: it is an error, or lands in padding."""
+    path = tmp_path / "w.jg"
+    obj = {"weight": jg.tensor([1.0, 2.0]), "bias": jg.tensor([3], dtype=jg.int64), "step": 7}
+    jg.save(obj, path)
+    raw = path.read_bytes()
+    flipped = tmp_path / "flipped.jg"
+    detected = 0
+    for i in range(len(raw)):
+        for bit in (0x01, 0x20):
+            bad = bytearray(raw)
+            bad[i] ^= bit
+            flipped.write_bytes(bytes(bad))
+            try:
+                out = jg.load(flipped)
+            except RuntimeError as e:
+                assert "flipped.jg" in str(e)
+                detected += 1
+                continue
+            assert sorted(out) == ["bias", "step", "weight"] and out["step"] == 7, i
+            assert out["weight"].tolist() == [1.0, 2.0] and out["bias"].tolist() == [3], i
+    assert detected > len(raw)  # every byte but the padding's
+
+
+def test_flipped_key_byte_is_detected(tmp_path):
+    path = tmp_path / "w.jg"
+    jg.save({"weight": jg.ones(2)}, path)
+    raw = path.read_bytes()
+    path.write_bytes(raw.replace(b'"weight"', b'"weighT"'))
+    with pytest.raises(RuntimeError, match=r"w\.jg' is corrupt \(header checksum mismatch\)"):
+        jg.load(path)
+
+
+@pytest.mark.parametrize("shape, message", [
+    ([2 ** 70, 0], "impossible shape"),
+    ([2 ** 62, 4, 0], "cannot be created"),
+    ([1] * 65, "65 dimensions"),
+])
+def test_crafted_shapes_raise_runtime_error_naming_the_file(tmp_path, shape, message):
+    header = {"format": "jitgrad", "tree": {"t": "tensor", "i": 0},
+              "tensors": [entry(shape=shape, nbytes=0 if 0 in shape else 4)], "data_size": 64}
+    with pytest.raises(RuntimeError, match=r"crafted\.jg' .*" + message):
+        jg.load(craft(tmp_path, header, b"\0" * 64))
+
+
+KILLED_WRITER = """
+import os, sys, jitgrad as jg
+from jitgrad import serialization as S
+real = S._write
+def write_then_die(f, *args):
+    f.write(b"x" * 1000)
+    f.flush()
+    os._exit(9)  # killed mid-save: no cleanup runs
+S._write = write_then_die
+jg.save({"w": jg.ones(1000)}, sys.argv[1])
+"""
+
+
+def test_temporary_of_a_killed_writer_is_removed_by_the_next_save(tmp_path):
+    path = tmp_path / "ckpt.jg"
+    jg.save({"w": jg.zeros(3)}, path)
+    r = subprocess.run([sys.executable, "-c", KILLED_WRITER, str(path)], timeout=120)
+    assert r.returncode == 9
+    left = [n for n in os.listdir(tmp_path) if n != "ckpt.jg"]
+    assert len(left) == 1 and left[0].startswith(".ckpt.jg.") and left[0].endswith(".jgtmp")
+    dead_pid = int(left[0].split(".")[3])
+    other = tmp_path / (".other.jg.%d.x.jgtmp" % dead_pid)  # another path's temporary is not ours to remove
+    other.write_bytes(b"")
+    jg.save({"w": jg.ones(3)}, path)
+    assert sorted(os.listdir(tmp_path)) == [other.name, "ckpt.jg"]
+    assert jg.load(path)["w"].tolist() == [1.0, 1.0, 1.0]
+
+
+def test_temporary_of_a_live_writer_is_kept(tmp_path):
+    path = tmp_path / "ckpt.jg"
+    with subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]) as live:
+        try:
+            busy = tmp_path / (".ckpt.jg.%d.abc.jgtmp" % live.pid)
+            busy.write_bytes(b"")
+            jg.save([1], path)
+            assert busy.exists()
+        finally:
+            live.kill()
