@@ -19,11 +19,13 @@ _CAST_NAMES = {"float32": "Float", "float64": "Double", "int64": "Long", "int32"
 
 def check_inplace(t):
     if STATE.grad_enabled:
+        # PyTorch's order: a view of a leaf first. Either may be the one requiring grad:
+        # arange(6.).reshape(2, 3).requires_grad_() is a leaf and a view of a base that does not.
+        b = t._base
+        if b is not None and b.grad_fn is None and (t._requires_grad or b._requires_grad):
+            raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place operation.")
         if t.grad_fn is None and t._requires_grad:
             raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
-        b = t._base
-        if b is not None and b.grad_fn is None and b._requires_grad:
-            raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place operation.")
     if t._inference and not STATE.inference:
         raise RuntimeError("Inplace update to inference tensor outside InferenceMode is not allowed.You can make a "
                            "clone to get a normal tensor before doing inplace update.See "
@@ -38,8 +40,7 @@ def _write(t, value, chain=(), key=None, op_name="__setitem__"):
                            % (_CAST_NAMES[value.dtype.name], _CAST_NAMES[t.dtype.name]))
     xp = backend(t._data)
     if t._data.__class__ is np.ndarray and not t._data.flags.writeable:
-        raise RuntimeError("unsupported operation: more than one element of the written-to tensor refers to a single "
-                           "memory location. Please clone() the tensor before performing the operation.")
+        _not_writable(t)
     dst = _region_array(t._data, chain, None)
     if key is None and src.shape != dst.shape and np.broadcast_shapes(src.shape, dst.shape) != dst.shape:
         raise RuntimeError("output with shape [%s] doesn't match the broadcast shape [%s]"
@@ -52,6 +53,17 @@ def _write(t, value, chain=(), key=None, op_name="__setitem__"):
     t._vc[0] += 1
     if STATE.anomaly:
         note_inplace(t, op_name)
+
+
+def _not_writable(t):
+    """The error for writing into a read-only array: an expanded tensor (or a view of one), or a tensor on
+    a read-only NumPy array it was made from, which is never written to."""
+    arr = (t if t._base is None else t._base)._data
+    if arr.flags.writeable or any(s == 0 and n > 1 for s, n in zip(t._data.strides, t._data.shape)):
+        raise RuntimeError("unsupported operation: more than one element of the written-to tensor refers to a single "
+                           "memory location. Please clone() the tensor before performing the operation.")
+    raise RuntimeError("the tensor's memory is a NumPy array that is not writable: in-place operations on it are not "
+                       "supported. Copy the array (or clone() the tensor) before writing to it.")
 
 
 def _assign(xp, dst, key, src):
@@ -154,11 +166,11 @@ class CopySlices(Node):
     def apply(self, grads):
         g = grads[0]
         g_base = g_value = None
-        if self.next_functions[0] is not None:
+        if self.next_functions[0][0] is not None:
             mask = np.ones(self.base_shape, dtype=g.dtype.np)
             _assign(backend(mask), _region_array(mask, self.chain, None), self.key, 0)
             g_base = g * Tensor._wrap(backend(g._data).from_host(mask))
-        if self.next_functions[1] is not None:
+        if self.next_functions[1][0] is not None:
             shape, dtype = self.value_meta
             g_value = _region_tensor(g, self.chain, self.key)
             if g_value.shape != shape:

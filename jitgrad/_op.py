@@ -118,7 +118,7 @@ class OpNode(Node):
         create = STATE.grad_enabled
         out = []
         for i, nf in enumerate(self.next_functions):
-            if nf is None:
+            if nf[0] is None:
                 out.append(None)
                 continue
             if op.variadic:
@@ -336,7 +336,7 @@ def _attach(op, args, params, outs):
             meta.append((a._data.shape, FROM_NP[a._data.dtype]))
         else:
             meta.append(None)
-        nexts.append(e)
+        nexts.append(e or (None, 0))  # PyTorch's entry for an input that takes no gradient (graph.NO_EDGE)
         active.append(e is not None)
     inputs, save_result = _save_plan(op, tuple(active))
     node = op.node_cls()

@@ -137,7 +137,7 @@ def to_dot(roots, params=None, show_saved=True, show_attrs=False):
                 lines.append("  %s [label=%s, %s]" % (sid, _quote(_saved_label(name, st)), _STYLE["saved"]))
                 lines.append("  %s -> %s [style=dashed, dir=none]" % (sid, me))
         for nxt in fn.next_functions:
-            if nxt is None:
+            if nxt is None or nxt[0] is None:  # NO_EDGE: an input that takes no gradient
                 continue
             lines.append("  %s -> %s" % (node_id(nxt[0]), me))
             stack.append(nxt[0])

@@ -4,6 +4,7 @@ Every compilation of a kernel of this package is timed (numba's "numba:compile" 
 recorded in COMPILES, for jitgrad.jit_stats(); with JITGRAD_LOG_COMPILES=1 each kernel's
 compilation is also logged to stderr, one line each.
 """
+import os
 import sys
 import threading
 import time
@@ -53,18 +54,43 @@ class _CompileRecorder(event.Listener):
 event.register("numba:compile", _CompileRecorder())
 
 
+# Held around each parallel launch where numba's threading layer may be workqueue
+# (config.SERIALISE_PARALLEL), which aborts the process when two threads run parallel loops at once.
+PARALLEL_LOCK = threading.Lock()
+
+
+def _new_lock_in_child():
+    # a child forked while another thread held the lock would wait on it forever
+    global PARALLEL_LOCK
+    PARALLEL_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_lock_in_child)
+
+
+def _serialised(d):
+    def launch(*args):
+        with PARALLEL_LOCK:
+            return d(*args)
+    launch.dispatcher = d
+    return launch
+
+
 def compiled(fn, parallel=False, name=None):
     """Compile ``fn`` lazily with numba (on-disk cache, NumPy error model, safe fastmath).
 
     ``name`` gives the compiled copy its own qualified name, so that a serial and a parallel
-    build of the same Python function keep separate on-disk cache entries.
+    build of the same Python function keep separate on-disk cache entries. Every parallel kernel
+    of the package is built here, so this is where their launches are serialised when the
+    threading layer is not thread-safe.
     """
     if name is not None:
         code = fn.__code__.replace(co_name=name, co_qualname=name)
         fn = types.FunctionType(code, fn.__globals__, name, fn.__defaults__, fn.__closure__)
     d = njit(cache=config.CACHE, parallel=parallel, error_model="numpy", fastmath=config.FASTMATH, nogil=True)(fn)
     DISPATCHERS.append(d)
-    return d
+    return _serialised(d) if parallel and config.SERIALISE_PARALLEL else d
 
 
 def twins(fn):

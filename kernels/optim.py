@@ -7,13 +7,17 @@ the CUDA kernels (kernels/cuda/optim.py, same names and signatures) apply them o
 C-contiguous arrays of the parameter's dtype. A buffer an option does not use is passed as an
 empty array. ``maximize`` negates the gradient before weight decay, as PyTorch does.
 
-``update(kernel, p, *args)`` runs a kernel, picking the serial or the ``prange`` build by size.
+The loops index every array with the parameter's indices and check nothing: ``prepare`` is the one
+gate in front of them (for every device), raising PyTorch's errors for arrays that do not fit.
+``update(kernel, p, *args)`` runs a kernel on the CPU through it, serial or ``prange`` by size.
 """
 import math
 
+import numpy as np
 from numba import njit, prange
 
 from . import config
+from . import cpu as _cpu
 from ._jit import twins
 
 
@@ -137,11 +141,135 @@ def _adagrad(p, grad, state_sum, clr, eps, weight_decay, maximize):
         p[i], state_sum[i] = _adagrad_step(p[i], grad[i], state_sum[i], clr, eps, weight_decay, maximize)
 
 
-KERNELS = {name: twins(fn) for name, fn in
-           (("sgd", _sgd), ("adam", _adam), ("rmsprop", _rmsprop), ("adagrad", _adagrad))}
+_LOOPS = (("sgd", _sgd), ("adam", _adam), ("rmsprop", _rmsprop), ("adagrad", _adagrad))
+KERNELS = {name: twins(fn) for name, fn in _LOOPS}
+
+# ---------------------------------------------------------------- the gate in front of the loops
+# The arrays each loop takes after the parameter, named as the optimizer state they hold (the
+# gradient first), each with the option under which the loop reads it (None: always). An empty
+# array whose option is off (not > 0) reaches the loop as an empty array of the parameter's dtype;
+# every other array is checked (SGD's loop reads its buffer whenever it is not empty).
+ARRAYS = {
+    "sgd": (("grad", None), ("momentum_buffer", "momentum")),
+    "adam": (("grad", None), ("exp_avg", None), ("exp_avg_sq", None), ("max_exp_avg_sq", "amsgrad")),
+    "rmsprop": (("grad", None), ("square_avg", None), ("grad_avg", "centered"), ("momentum_buffer", "momentum")),
+    "adagrad": (("grad", None), ("sum", None)),
+}
+
+
+def _layout(fn, arrays):
+    """(position in args, state name, position of its option or None) for each array of loop ``fn``."""
+    names = fn.__code__.co_varnames[1:fn.__code__.co_argcount]  # the loop's parameters after p
+    return tuple((i, name, None if option is None else names.index(option))
+                 for i, (name, option) in enumerate(arrays))
+
+
+_LAYOUT = {name: _layout(fn, ARRAYS[name]) for name, fn in _LOOPS}
+
+SIZE_MISMATCH = "The size of tensor a (%d) must match the size of tensor b (%d) at non-singleton dimension %d"
+OVERLAP = ("unsupported operation: more than one element of the written-to tensor refers to a single memory "
+           "location. Please clone() the tensor before performing the operation.")
+# PyTorch's names of dtypes: c10's in casting errors, C's in its dtype checks.
+_SCALAR_TYPE = {"float16": "Half", "float32": "Float", "float64": "Double", "int8": "Char", "uint8": "Byte",
+                "int16": "Short", "int32": "Int", "int64": "Long", "bool": "Bool"}
+_C_TYPE = {"float16": "c10::Half", "float32": "float", "float64": "double", "int32": "int", "int64": "long int"}
+
+
+def _shape(s):
+    return ", ".join(str(n) for n in s)
+
+
+def _check_shape(x, g):
+    """PyTorch's error for an in-place update of ``x`` from gradient ``g`` (tensor a is x, b is g)."""
+    xs, gs = tuple(x.shape), tuple(g.shape)
+    nd = max(len(xs), len(gs))
+    xs1, gs1 = (1,) * (nd - len(xs)) + xs, (1,) * (nd - len(gs)) + gs
+    for i in range(nd - 1, -1, -1):  # PyTorch reports the last mismatching dimension
+        a, b = xs1[i], gs1[i]
+        if a != b and a != 1 and b != 1:
+            raise RuntimeError(SIZE_MISMATCH % (a, b, i))
+    out = tuple(b if a == 1 else a for a, b in zip(xs1, gs1))
+    if out != xs:
+        raise RuntimeError("output with shape [%s] doesn't match the broadcast shape [%s]" % (_shape(xs), _shape(out)))
+    # x has the broadcast shape and g is smaller: PyTorch broadcasts g; a fused loop takes one shape
+    raise RuntimeError("a gradient of shape [%s] cannot update a tensor of shape [%s] in a fused step"
+                       % (_shape(gs), _shape(xs)))
+
+
+def _check_dtype(x, name, dtype):
+    if x.dtype.kind in "biu":
+        raise RuntimeError("result type %s can't be cast to the desired output type %s"
+                           % (_SCALAR_TYPE.get(dtype.name, dtype.name), _SCALAR_TYPE.get(x.dtype.name, x.dtype.name)))
+    raise RuntimeError("expected dtype %s for `%s` but got dtype %s"
+                       % (_C_TYPE.get(dtype.name, dtype.name), name, _C_TYPE.get(x.dtype.name, x.dtype.name)))
+
+
+def _contiguous(a):
+    return a.flags.c_contiguous if a.__class__ is np.ndarray else a.is_c_contiguous()
+
+
+def _check_writable(x):
+    """An update writes every element of ``x`` once: none may alias another (a broadcast view), and
+    (NumPy) the memory must be writeable."""
+    if not _contiguous(x) and any(s == 0 and n > 1 for s, n in zip(x.strides, x.shape)):
+        raise RuntimeError(OVERLAP)
+    if x.__class__ is np.ndarray and not x.flags.writeable:
+        raise RuntimeError("cannot update a read-only array in place")
+
+
+def prepare(kernel, p, args, xp):
+    """Check the arrays of an update and return the loop's arguments, with the copies to write back.
+
+    ``p`` is the parameter and ``args`` the loop's arguments after it, arrays of any shape and
+    strides (``xp``: their backend module, kernels.cpu or kernels.cuda.backend). Every array the loop
+    writes (the parameter, its state) must take the gradient's shape as PyTorch's in-place ops
+    would, have the parameter's dtype and no overlapping elements; otherwise PyTorch's RuntimeError
+    is raised and nothing is written. Returns ``(flat, back)``: the flat C-contiguous arguments
+    (a buffer whose option is off: empty) and the (array, contiguous copy) pairs whose copy the loop
+    updates in place of a strided array, to be copied back after the launch.
+    """
+    layout = _LAYOUT[kernel]
+    grad = args[0]
+    dtype = p.dtype
+    gshape = grad.shape
+    used = []
+    if p.shape != gshape:
+        _check_shape(p, grad)
+    _check_writable(p)
+    for pos, name, option in layout:
+        x = args[pos]
+        if option is not None and x.size == 0 and not args[option] > 0:
+            continue
+        if pos and x.shape != gshape:
+            _check_shape(x, grad)
+        if x.dtype != dtype:
+            _check_dtype(x, name, dtype)
+        if pos:
+            _check_writable(x)
+        used.append(pos)
+    back = []
+    flat_p = _flat(p, xp, back)
+    flat = list(args)
+    for pos, _, _ in layout:
+        flat[pos] = _flat(args[pos], xp, back if pos else None) if pos in used else flat_p[:0]
+    return [flat_p] + flat, back
+
+
+def _flat(a, xp, back):
+    """``a`` as a flat C-contiguous array: a view, or a copy, noted in ``back`` (None: read only)."""
+    if not _contiguous(a):
+        c = xp.copy(a)
+        if back is not None:
+            back.append((a, c))
+        a = c
+    return xp.reshape(a, (a.size,))
 
 
 def update(kernel, p, *args):
-    """Run the fused update ``kernel`` over the flat parameter ``p`` (and its flat state ``args``)."""
+    """Run the fused update ``kernel`` on the CPU over parameter ``p`` and the loop's arguments ``args``
+    (checked and flattened by ``prepare``)."""
+    flat, back = prepare(kernel, p, args, _cpu)
     serial, parallel = KERNELS[kernel]
-    (parallel if p.shape[0] >= config.PARALLEL_THRESHOLD else serial)(p, *args)
+    (parallel if p.size >= config.PARALLEL_THRESHOLD else serial)(*flat)
+    for dst, src in back:
+        np.copyto(dst, src)

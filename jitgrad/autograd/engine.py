@@ -9,9 +9,11 @@
 """
 import heapq
 
+import numpy as np
+
 from .._device import backend
 from .._grad_mode import STATE, set_grad_enabled
-from .graph import AccumulateGrad, edge
+from .graph import AccumulateGrad, accumulate_locked, edge, type_name
 
 
 def _root_grads(tensors, grad_tensors, what="grad"):
@@ -76,10 +78,9 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
         if not t._requires_grad:
             raise RuntimeError("One of the differentiated Tensors does not require grad")
     captured = run(roots, retain_graph, create_graph, targets=inputs, accumulate_leaves=False)
-    from .graph import accumulate_into
     with set_grad_enabled(create_graph):
         for t, g in zip(inputs, captured):
-            accumulate_into(t, g)
+            accumulate_locked(t, g)
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, only_inputs=True,
@@ -121,14 +122,15 @@ def _needed(roots, target_edges):
     while stack:  # iterative post-order: a node is decided after all of its children
         n, children_done = stack.pop()
         if children_done:
-            if n in targets or any(nf is not None and nf[0] in needed for nf in n.next_functions):
+            if n in targets or any(nf[0] in needed for nf in n.next_functions if nf is not None):
                 needed.add(n)
             continue
         if n in visited:
             continue
         visited.add(n)
         stack.append((n, True))
-        stack.extend((nf[0], False) for nf in n.next_functions if nf is not None and nf[0] not in visited)
+        stack.extend((nf[0], False) for nf in n.next_functions
+                     if nf is not None and nf[0] is not None and nf[0] not in visited)
     return needed
 
 
@@ -151,10 +153,10 @@ def run(roots, retain_graph, create_graph, targets=None, accumulate_leaves=True)
     while stack:
         n = stack.pop()
         for nf in n.next_functions:
-            if nf is None:
+            if nf is None:  # a None entry instead of NO_EDGE, from a node built elsewhere
                 continue
             m = nf[0]
-            if needed is not None and m not in needed:
+            if m is None or needed is not None and m not in needed:
                 continue
             if m in deps:
                 deps[m] += 1
@@ -210,7 +212,7 @@ def run(roots, retain_graph, create_graph, targets=None, accumulate_leaves=True)
                 if nf is None:
                     continue
                 m = nf[0]
-                left = deps.get(m)
+                left = deps.get(m)  # None for an input without a node (NO_EDGE) or not needed
                 if left is None:
                     continue
                 g = outs[k] if k < n_outs else None
@@ -291,22 +293,39 @@ def _pre_hooks(node, grads):
     return grads
 
 
+def _hook_name(hook):
+    name = getattr(hook, "__name__", None)
+    return name if isinstance(name, str) else "<unknown>"
+
+
 def _hook_values(hook, new, old):
     """The gradients a node hook returned in place of ``old``, checked as PyTorch does."""
     if not isinstance(new, tuple):
-        raise TypeError("expected tuple, but hook returned '%s'" % type(new).__name__)
+        raise TypeError("expected tuple, but hook returned '%s'" % type_name(new))
     if len(new) != len(old):
         raise RuntimeError("hook '%s' has returned an incorrect number of values (got %d, but expected %d)"
-                           % (getattr(hook, "__name__", hook), len(new), len(old)))
+                           % (_hook_name(hook), len(new), len(old)))
     return [_hook_value(hook, n, o) for n, o in zip(new, old)]
 
 
 def _hook_value(hook, new, old):
-    """A hook may replace a gradient, but not change its size or dtype."""
-    if new is not None and old is not None:
-        if new.shape != old.shape:
-            raise RuntimeError("hook '%s' has changed the size of value" % getattr(hook, "__name__", hook))
-        if new.dtype is not old.dtype:
-            raise RuntimeError("hook '%s' has changed the type of value (was jitgrad.%s got jitgrad.%s)"
-                               % (getattr(hook, "__name__", hook), old.dtype.tensor_type, new.dtype.tensor_type))
+    """A hook may replace a gradient by a tensor of the same type, device and size (PyTorch's
+    check_single_result, in its order)."""
+    from .._tensor import Tensor
+    if new is None:
+        return new
+    if old is None:
+        raise RuntimeError("can't replace a None gradient with a non-None value")
+    if not isinstance(new, Tensor):
+        raise TypeError("expected Variable, but hook returned '%s'" % type_name(new))
+    if new.dtype is not old.dtype or new._data.__class__ is not old._data.__class__:
+        raise RuntimeError("hook '%s' has changed the type of value (was %s got %s)"
+                           % (_hook_name(hook), _type_string(old), _type_string(new)))
+    if new._data.shape != old._data.shape:
+        raise RuntimeError("hook '%s' has changed the size of value" % _hook_name(hook))
     return new
+
+
+def _type_string(t):
+    """'jitgrad.FloatTensor', 'jitgrad.cuda.FloatTensor': PyTorch's Tensor.toString()."""
+    return "jitgrad.%s%s" % ("" if t._data.__class__ is np.ndarray else "cuda.", t.dtype.tensor_type)

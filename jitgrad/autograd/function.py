@@ -6,7 +6,7 @@ The ctx passed to forward is the node itself (``y.grad_fn``), as in PyTorch. Ten
 import functools
 
 from .._grad_mode import STATE, no_grad
-from .graph import Node, SavedTensor, edge
+from .graph import NO_EDGE, Node, SavedTensor, edge, type_name
 
 
 class FunctionCtx:
@@ -55,6 +55,7 @@ class BackwardCFunction(Node, FunctionCtx):
 
     def apply(self, grads):
         from .._factories import zeros
+        from .._tensor import Tensor
         if self.materialize_grads:
             grads = [g if g is not None else zeros(shape, dtype=dtype) for g, (shape, dtype) in zip(grads, self._out_meta)]
         out = self._forward_cls.backward(self, *grads)
@@ -66,23 +67,33 @@ class BackwardCFunction(Node, FunctionCtx):
             else:
                 raise RuntimeError("function %s returned an incorrect number of gradients (expected %d, got %d)"
                                    % (self.name(), self._n_inputs, len(out)))
+        # One gradient per next_functions entry (the tensor inputs), validated as PyTorch's engine does:
+        # a tensor or None, and of a shape the input's shape expands to (then summed down to it).
         result = []
-        for i, (g, nf) in enumerate(zip(out, self.next_functions)):
-            if nf is None:
-                result.append(None)
+        nexts = self.next_functions
+        for i, g in enumerate(out):
+            meta = self._in_meta[i]
+            if meta is None:
+                if g is not None:
+                    raise RuntimeError("function %s returned a gradient different than None at position %d, but the "
+                                       "corresponding forward input was not a Variable" % (self.name(), i + 1))
                 continue
             if g is not None:
-                shape, dtype = self._in_meta[i]
-                if tuple(g.shape) != tuple(shape):
-                    try:
-                        g = g.expand(shape) if g.numel() == 1 and len(shape) else g.sum_to_size(shape)
-                    except RuntimeError:
-                        raise RuntimeError("Function %s returned an invalid gradient at index %d - got [%s] but "
-                                           "expected shape compatible with [%s]" % (
-                                               self.name(), i, ", ".join(map(str, g.shape)),
-                                               ", ".join(map(str, shape)))) from None
-                if g.dtype is not dtype:
-                    g = g.to(dtype)
+                if not isinstance(g, Tensor):
+                    raise RuntimeError("expected Variable or None (got %s)" % type_name(g))
+                if nexts[len(result)][0] is None:
+                    g = None  # the input takes no gradient: PyTorch checks nothing more
+                else:
+                    shape, dtype = meta
+                    if g._data.shape != shape:
+                        if not _expandable(shape, g._data.shape):
+                            raise RuntimeError("Function %s returned an invalid gradient at index %d - got [%s] but "
+                                               "expected shape compatible with [%s]" % (
+                                                   self.name(), i, ", ".join(map(str, g.shape)),
+                                                   ", ".join(map(str, shape))))
+                        g = g.sum_to_size(shape)
+                    if g.dtype is not dtype:
+                        g = g.to(dtype)
             result.append(g)
         return result
 
@@ -91,6 +102,16 @@ class BackwardCFunction(Node, FunctionCtx):
             for s in self._saved:
                 if s is not None:
                     s.release()
+
+
+def _expandable(shape, grad_shape):
+    """Whether ``shape`` expands to ``grad_shape`` (PyTorch's is_expandable_to)."""
+    if len(shape) > len(grad_shape):
+        return False
+    for n, m in zip(reversed(shape), reversed(grad_shape)):
+        if n != m and n != 1:
+            return False
+    return True
 
 
 class _FunctionMeta(type):
@@ -151,8 +172,10 @@ class Function(metaclass=_FunctionMeta):
                 if isinstance(o, Tensor) and STATE.inference:
                     o._inference = True
             return outputs
-        ctx.next_functions = tuple(edge(a) if t and a.dtype.is_floating_point else None for t, a in zip(is_tensor, args))
-        ctx._in_meta = [(a.shape, a.dtype) if t else None for t, a in zip(is_tensor, args)]
+        # next_functions lists the tensor inputs only, as PyTorch's does
+        ctx.next_functions = tuple((edge(a) if a.dtype.is_floating_point else None) or NO_EDGE
+                                   for t, a in zip(is_tensor, args) if t)
+        ctx._in_meta = [(a._data.shape, a.dtype) if t else None for t, a in zip(is_tensor, args)]
         dirty = {id(t) for t in ctx.dirty_tensors}
         non_diff = {id(t) for t in ctx.non_differentiable}
         inputs = {id(a) for a, t in zip(args, is_tensor) if t}

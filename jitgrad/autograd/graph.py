@@ -1,12 +1,19 @@
 """The backward graph: Node (a grad_fn), AccumulateGrad, saved tensors and their hooks."""
 import itertools
+import threading
 import weakref
 
+import numpy as np
+
+from .._device import backend
 from .._grad_mode import STATE
 
 _sequence = itertools.count()
 _handle_ids = itertools.count()
 LEAF_SEQUENCE = float("inf")  # AccumulateGrad runs as soon as it is ready, like PyTorch's
+# The next_functions entry of an input that takes no gradient, as in PyTorch: code walking the graph
+# unpacks every entry as (node, output_nr); the engine skips entries whose node is None.
+NO_EDGE = (None, 0)
 
 
 class RemovableHandle:
@@ -33,6 +40,15 @@ class _HookDict(dict):
     __slots__ = ("__weakref__",)
 
 
+def type_name(obj):
+    """The name of ``obj``'s type as PyTorch's messages print it (CPython's tp_name): 'float',
+    'numpy.ndarray', or the bare name of a class defined in Python."""
+    cls = type(obj)
+    if cls.__flags__ & (1 << 9):  # Py_TPFLAGS_HEAPTYPE
+        return cls.__name__
+    return cls.__qualname__ if cls.__module__ == "builtins" else cls.__module__ + "." + cls.__qualname__
+
+
 def add_hook(hooks, fn):
     handle = RemovableHandle(hooks)
     hooks[handle.id] = fn
@@ -46,6 +62,8 @@ class Node:
     n_outputs = 1
 
     def __init__(self, next_functions=()):
+        if None in next_functions:
+            next_functions = tuple(NO_EDGE if e is None else e for e in next_functions)
         self.next_functions = next_functions
         self._seq = next(_sequence)
         self._pre_hooks = self._post_hooks = self._tensor_hooks = self._retain_hooks = None
@@ -102,35 +120,73 @@ class Node:
 
 
 class AccumulateGrad(Node):
-    """The node of a leaf that requires grad: adds the incoming gradient to ``variable.grad``."""
-    __slots__ = ("variable", "_post_acc_hooks")
+    """The node of a leaf that requires grad: adds the incoming gradient to ``variable.grad``.
+
+    Its lock makes the read-modify-write of ``.grad`` atomic when several threads run backward
+    into the same leaf (PyTorch's per-node mutex); there is one node per leaf (``accumulate_node``).
+    """
+    __slots__ = ("variable", "_post_acc_hooks", "_lock")
 
     def __init__(self, variable):
         super().__init__(())
         self._seq = LEAF_SEQUENCE
         self.variable = variable
         self._post_acc_hooks = None
+        self._lock = threading.Lock()
 
     def apply(self, grads):
-        accumulate_into(self.variable, grads[0])
-        if self._post_acc_hooks:
-            for hook in list(self._post_acc_hooks.values()):
-                hook(self.variable)
+        with self._lock:
+            accumulate_into(self.variable, grads[0])
+            if self._post_acc_hooks:
+                for hook in list(self._post_acc_hooks.values()):
+                    hook(self.variable)
         return ()
 
 
+OVERLAP_MESSAGE = ("unsupported operation: more than one element of the written-to tensor refers to a single memory "
+                   "location. Please clone() the tensor before performing the operation.")
+
+
 def accumulate_into(var, g):
-    """``var.grad += g`` (in place unless a graph of the gradient is being built)."""
+    """``var.grad += g``: in place into the existing gradient, unless a graph of the gradient is
+    being built or its array cannot take the sum in place."""
     if g is None:
         return
     if g.dtype is not var.dtype:
         g = g.to(var.dtype)
-    if var._grad is None:
+    old = var._grad
+    if old is None:
         var._grad = g if STATE.grad_enabled else g._owned_copy()
     elif STATE.grad_enabled:
-        var._grad = var._grad + g
+        var._grad = old + g
     else:
-        var._grad._accumulate_(g)
+        d = old._data
+        if (d.flags.c_contiguous and d.flags.writeable) if d.__class__ is np.ndarray else d.is_c_contiguous():
+            old._accumulate_(g)
+        else:
+            _accumulate_strided(var, old, g)
+
+
+def _accumulate_strided(var, old, g):
+    """``.grad += g`` for a gradient the elementwise kernels cannot write in place (a strided,
+    broadcast or read-only array): the sum is computed apart, then copied into the gradient's array,
+    which keeps its strides and aliases as in PyTorch. A broadcast gradient (elements sharing
+    memory) is PyTorch's error; a read-only NumPy array gets a new gradient instead."""
+    d = old._data
+    if any(s == 0 and n > 1 for s, n in zip(d.strides, d.shape)):
+        raise RuntimeError(OVERLAP_MESSAGE)
+    B = backend(d)
+    o = g._data
+    total = B.run("add", d.dtype, d, o if o.dtype == d.dtype else B.astype(o, d.dtype))
+    if d.__class__ is np.ndarray and not d.flags.writeable:
+        var._grad = old._wrap(total)
+        return
+    B.copyto(d, total)
+    old._vc[0] += 1
+
+
+_NEW_NODE_LOCK = threading.Lock()
+_NON_LEAF_LOCK = threading.Lock()
 
 
 def accumulate_node(tensor):
@@ -138,9 +194,20 @@ def accumulate_node(tensor):
     ref = tensor._acc_node
     node = ref() if ref is not None else None
     if node is None:
-        node = AccumulateGrad(tensor)
-        tensor._acc_node = weakref.ref(node)
+        with _NEW_NODE_LOCK:  # two threads must not give one leaf two nodes (and two locks)
+            ref = tensor._acc_node
+            node = ref() if ref is not None else None
+            if node is None:
+                node = AccumulateGrad(tensor)
+                tensor._acc_node = weakref.ref(node)
     return node
+
+
+def accumulate_locked(t, g):
+    """``accumulate_into`` outside the engine's AccumulateGrad (``backward(inputs=...)``), under the
+    lock of the leaf's node; the gradients of non-leaf tensors share one lock."""
+    with accumulate_node(t)._lock if t.grad_fn is None else _NON_LEAF_LOCK:
+        accumulate_into(t, g)
 
 
 def edge(t):

@@ -1,6 +1,6 @@
 """Adagrad with learning-rate decay, weight decay and maximize."""
-from .optimizer import (Optimizer, advance, as_float, check_lr, check_nonnegative, flat,
-                        fused_update, new_state, step_state)
+from .optimizer import (Optimizer, advance, as_float, check_lr, check_nonnegative,
+                        fused_update, new_state, state_data, step_state)
 
 
 class Adagrad(Optimizer):
@@ -35,5 +35,5 @@ class Adagrad(Optimizer):
             self._init_state(p, group)
         step = advance(state["step"])
         clr = as_float(group["lr"]) / (1 + (step - 1) * group["lr_decay"])
-        fused_update("adagrad", param, grad, flat(state["sum"]), clr, float(group["eps"]),
+        fused_update("adagrad", param, grad, state_data(state["sum"]), clr, float(group["eps"]),
                      float(group["weight_decay"]), bool(group["maximize"]))

@@ -1,7 +1,7 @@
 """Adam and AdamW (decoupled weight decay), with amsgrad and maximize."""
 from .._tensor import Tensor
-from .optimizer import (Optimizer, advance, as_float, check_lr, check_nonnegative, flat,
-                        fused_update, new_state, step_state, unused)
+from .optimizer import (Optimizer, advance, as_float, check_lr, check_nonnegative,
+                        fused_update, new_state, state_data, step_state, unused)
 
 
 class Adam(Optimizer):
@@ -43,8 +43,8 @@ class Adam(Optimizer):
             state["max_exp_avg_sq"] = new_state(p)
         step = advance(state["step"])
         beta1, beta2 = (as_float(b) for b in group["betas"])
-        fused_update("adam", param, grad, flat(state["exp_avg"]), flat(state["exp_avg_sq"]),
-                     flat(state["max_exp_avg_sq"]) if amsgrad else unused(param),
+        fused_update("adam", param, grad, state_data(state["exp_avg"]), state_data(state["exp_avg_sq"]),
+                     state_data(state["max_exp_avg_sq"]) if amsgrad else unused(param),
                      as_float(group["lr"]), beta1, beta2, float(group["eps"]), float(group["weight_decay"]),
                      bool(group["decoupled_weight_decay"]), amsgrad, bool(group["maximize"]),
                      1 - beta1 ** step, (1 - beta2 ** step) ** 0.5)

@@ -1,8 +1,9 @@
 """Optimizer: parameter groups, per-parameter state, state dicts; subclasses supply one fused update.
 
-A subclass implements ``_update(p, param, grad, group)``: ``param`` and ``grad`` are flat
-C-contiguous arrays of the parameter's dtype (``param`` writes through to the parameter) and
-the update runs one kernel of ``kernels/optim.py`` over them. The base class does the rest as
+A subclass implements ``_update(p, param, grad, group)``: ``param`` is the parameter's array and
+``grad`` its gradient's, in the parameter's dtype, and the update runs one kernel of
+``kernels/optim.py`` over them and the state's arrays (``fused_update``: the kernel layer checks
+that they fit and takes care of strided ones). The base class does the rest as
 ``torch.optim.Optimizer`` does: groups with defaults filled in, the non-leaf and duplicate checks,
 ``zero_grad``, ``state_dict``/``load_state_dict`` in PyTorch's layout, ``step(closure)``.
 """
@@ -79,23 +80,28 @@ def advance(step):
     return float(step._data)
 
 
-def flat(t):
-    """The flat array of a C-contiguous state tensor (a view: writes go to the tensor)."""
-    return backend(t._data).reshape(t._data, (t._data.size,))
+def state_data(t):
+    """The array of a state tensor (the kernel writes it in place)."""
+    return t._data
 
 
 def unused(param):
     """The stand-in for a state buffer an option leaves unused: an empty array of the kernel's dtype."""
-    return param[:0]
+    return backend(param).empty((0,), param.dtype)
 
 
 def fused_update(kernel, param, *args):
-    """Run ``kernel`` of kernels/optim.py over flat array ``param`` (and state), or its CUDA twin."""
+    """Run ``kernel`` of kernels/optim.py over parameter array ``param`` and the kernel's other
+    arguments, or its CUDA twin; ``kernels.optim.prepare`` checks and flattens the arrays first."""
     if param.__class__ is np.ndarray:
         cpu_kernels.update(kernel, param, *args)
-    else:
-        from ..kernels.cuda import optim as cuda_kernels
-        cuda_kernels.update(kernel, param, *args)
+        return
+    from ..kernels.cuda import optim as cuda_kernels
+    B = backend(param)
+    flat, back = cpu_kernels.prepare(kernel, param, args, B)
+    cuda_kernels.update(kernel, *flat)
+    for dst, src in back:
+        B.copyto(dst, src)
 
 
 def _kernel_ready(a):
@@ -218,21 +224,9 @@ class Optimizer:
             raise TypeError("%s can only update floating point parameters, but got a parameter of dtype %s"
                             % (type(self).__name__, p.dtype))
         grad = p._grad._data
-        if tuple(grad.shape) != tuple(data.shape):  # .grad's setter checks this; guard the kernel anyway
-            raise RuntimeError("the gradient of a parameter of shape %s has shape %s"
-                               % (list(data.shape), list(grad.shape)))
-        B = backend(data)
-        if grad.dtype != data.dtype:
-            grad = B.astype(grad, data.dtype)
-        if not _kernel_ready(grad):
-            grad = B.copy(grad)
-        grad = B.reshape(grad, (data.size,))
-        if _kernel_ready(data):
-            self._update(p, B.reshape(data, (data.size,)), grad, group)
-        else:  # a strided parameter: update a contiguous copy, then write it back
-            work = B.copy(data)
-            self._update(p, B.reshape(work, (data.size,)), grad, group)
-            B.copyto(data, work)
+        if grad.dtype != data.dtype:  # p.data may have been given another dtype than its gradient's
+            grad = backend(data).astype(grad, data.dtype)
+        self._update(p, data, grad, group)  # shapes (p.data may have been replaced) are checked by the kernel layer
         p._vc[0] += 1
 
     def _update(self, p, param, grad, group):

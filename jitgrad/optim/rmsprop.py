@@ -1,6 +1,6 @@
 """RMSprop, plain or centered, with momentum, weight decay and maximize."""
-from .optimizer import (Optimizer, advance, as_float, check_lr, check_nonnegative, flat,
-                        fused_update, new_state, step_state, unused)
+from .optimizer import (Optimizer, advance, as_float, check_lr, check_nonnegative,
+                        fused_update, new_state, state_data, step_state, unused)
 
 
 class RMSprop(Optimizer):
@@ -32,8 +32,8 @@ class RMSprop(Optimizer):
         if centered and "grad_avg" not in state:
             state["grad_avg"] = new_state(p)
         advance(state["step"])
-        fused_update("rmsprop", param, grad, flat(state["square_avg"]),
-                     flat(state["grad_avg"]) if centered else unused(param),
-                     flat(state["momentum_buffer"]) if momentum > 0 else unused(param),
+        fused_update("rmsprop", param, grad, state_data(state["square_avg"]),
+                     state_data(state["grad_avg"]) if centered else unused(param),
+                     state_data(state["momentum_buffer"]) if momentum > 0 else unused(param),
                      as_float(group["lr"]), float(group["alpha"]), float(group["eps"]),
                      float(group["weight_decay"]), momentum, centered, bool(group["maximize"]))

@@ -1,5 +1,5 @@
 """SGD with momentum, dampening, weight decay, Nesterov momentum and maximize."""
-from .optimizer import Optimizer, as_float, flat, fused_update, new_state, unused
+from .optimizer import Optimizer, as_float, fused_update, new_state, state_data, unused
 
 
 class SGD(Optimizer):
@@ -32,6 +32,6 @@ class SGD(Optimizer):
             if "momentum_buffer" not in state:  # the first step copies the gradient into a new buffer
                 state["momentum_buffer"] = new_state(p, fill=None)
                 first = True
-            buf = flat(state["momentum_buffer"])
+            buf = state_data(state["momentum_buffer"])
         fused_update("sgd", param, grad, buf, as_float(group["lr"]), float(momentum), float(group["dampening"]),
                      float(group["weight_decay"]), bool(group["nesterov"]), bool(group["maximize"]), first)
