@@ -63,7 +63,10 @@ def from_np(np_dtype):
     d = FROM_NP.get(np_dtype)
     if d is not None:
         return d
-    np_dtype = np.dtype(np_dtype)
+    np_dtype = np.dtype(np_dtype).newbyteorder("=")  # the values, in native byte order
+    d = FROM_NP.get(np_dtype)
+    if d is not None:
+        return d
     if np_dtype.kind == "f":
         return float64 if np_dtype.itemsize > 4 else float32
     if np_dtype.kind in "iu":
@@ -97,6 +100,22 @@ def promote_types(a, b):
     if a.category != b.category:
         return a if a.category > b.category else b
     return a if a.itemsize >= b.itemsize else b
+
+
+_C_NAMES = {"bool": "bool", "int32": "int", "int64": "int64_t", "float32": "float", "float64": "double"}
+_RANGES = {int32: (-2 ** 31, 2 ** 31 - 1), int64: (-2 ** 63, 2 ** 63 - 1),
+           float32: (-float(np.finfo(np.float32).max), float(np.finfo(np.float32).max))}
+
+
+def check_scalar(value, d):
+    """``value`` as a number stored into a ``d`` tensor (a fill value, a bound, alpha), or PyTorch's
+    error where it does not fit: integers must be in range (NaN never is), floats finite or not."""
+    r = _RANGES.get(d)
+    if r is None or not (value.__class__ in (int, float) or isinstance(value, np.number)) or r[0] <= value <= r[1]:
+        return value
+    if d.category == 1 or value == value and abs(value) != float("inf"):
+        raise RuntimeError("value cannot be converted to type %s without overflow" % _C_NAMES[d.name])
+    return value
 
 
 def scalar_dtype(value):

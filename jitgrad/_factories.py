@@ -2,6 +2,7 @@
 random tensors and the *_like / new_* variants. No factory is affected by no_grad."""
 import math
 import numbers
+import warnings
 
 import numpy as np
 
@@ -57,9 +58,11 @@ def _check_ragged(data, dim=0):
             _check_ragged(item, dim + 1)
 
 
-def _infer_array(data, narrow=True):
-    """A NumPy array of ``data``; Python floats become the default dtype unless ``narrow`` is False
-    (an explicit dtype follows, and float64 must not lose precision through float32 first)."""
+def _infer_array(data, dtype=None):
+    """A NumPy array of ``data``. Without ``dtype``, Python floats become the default dtype; with one,
+    they are kept in float64 for the caller's conversion. Python numbers are checked as PyTorch
+    checks them (arrays convert as NumPy's astype does): an int must fit int64 unless ``dtype`` is
+    not an integer type, and every number must fit an integer ``dtype``."""
     if isinstance(data, Tensor):
         return data._host()
     if isinstance(data, np.generic) and data.dtype.kind in "biuf":
@@ -68,23 +71,68 @@ def _infer_array(data, narrow=True):
         if data.dtype.kind not in "biuf":
             raise TypeError("can't convert np.ndarray of type numpy.%s. The only supported types are: float64, "
                             "float32, int64, int32, and bool." % data.dtype.name)
-        return data
-    _check_ragged(data)
+        return np.asarray(data)  # a subclass (np.memmap) as the CPU array it is
+    if isinstance(data, (str, bytes)):
+        raise TypeError("new(): invalid data type '%s'" % type(data).__name__)
+    try:
+        _check_ragged(data)
+    except (TypeError, ValueError):
+        _check_leaves(data)  # PyTorch reads the element types before the lengths
+        raise
     if isinstance(data, (list, tuple)) and any(isinstance(x, Tensor) for x in _flat(data)):
         data = _tensors_to_lists(data)
     try:
         arr = np.array(data)
     except ValueError as e:
         raise ValueError(str(e)) from None
-    if arr.dtype == object or arr.dtype.kind not in "biuf":
-        if isinstance(_first(data), str):
-            raise ValueError("too many dimensions 'str'")
-        raise RuntimeError("Could not infer dtype of %s" % type(_first(data)).__name__)
-    if arr.dtype.kind == "f" and narrow:
-        arr = arr.astype(D.get_default_dtype().np)
-    elif arr.dtype.kind in "iu":
+    kind = arr.dtype.kind
+    if kind not in "bif" or kind == "f" and isinstance(_first(data), int) and arr.max() >= 2.0 ** 63:
+        arr = _unusual(data, arr, dtype)  # (the last: ints beyond int64 among int64 ones, which NumPy reads as floats)
+        kind = arr.dtype.kind
+    if kind in "iu":
         arr = arr.astype(np.int64)
+    elif kind == "f" and dtype is None:
+        arr = arr.astype(D.get_default_dtype().np)
+    if dtype is not None and dtype.category == 1 and arr.size and kind in "if":
+        info = np.iinfo(dtype.np)
+        if arr.dtype.kind == "f" and not np.isfinite(arr).all() or arr.min() < info.min or arr.max() > info.max:
+            raise RuntimeError("value cannot be converted to type %s without overflow" % dtype.name)
     return arr
+
+
+def _unusual(data, arr, dtype):
+    """The array of nested Python numbers where NumPy's reading differs from PyTorch's: ints beyond int64
+    (NumPy reads them as uint64, or as float64 among int64 ones), strings and other objects."""
+    if arr.dtype.kind in "biuf":
+        if arr.dtype.kind == "u" and arr.max() <= np.iinfo(np.int64).max:
+            return arr  # NumPy unsigned scalars that fit
+        ints = all(isinstance(x, (numbers.Integral, np.integer)) for x in _leaves(data))
+    else:
+        first = _first(data)
+        if isinstance(first, (str, bytes)):
+            raise ValueError("too many dimensions '%s'" % type(first).__name__)
+        _check_leaves(data)
+        if arr.dtype != object:
+            raise RuntimeError("Could not infer dtype of %s" % type(first).__name__)
+        ints = all(isinstance(x, (numbers.Integral, np.integer)) for x in _leaves(data))
+    if not ints:  # a float among them: PyTorch reads every number as a double
+        return arr if arr.dtype.kind == "f" else np.array(data, dtype=np.float64)
+    if dtype is None or dtype.category == 1:
+        raise ValueError("Overflow when unpacking long long")
+    return np.array(data, dtype=np.float64)  # an explicit float or bool dtype takes any int
+
+
+def _check_leaves(data):
+    """PyTorch's error for the first element that is not a number (a str is a type error)."""
+    for x in _leaves(data):
+        if not isinstance(x, (numbers.Number, np.generic, Tensor)):
+            if isinstance(x, (str, bytes)):
+                raise TypeError("new(): invalid data type '%s'" % type(x).__name__)
+            raise RuntimeError("Could not infer dtype of %s" % type(x).__name__)
+
+
+def _leaves(data):
+    return _flat(data) if isinstance(data, (list, tuple)) else (data,)
 
 
 def _flat(data):
@@ -111,8 +159,9 @@ def _tensors_to_lists(data):
 
 def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=False):
     """A new leaf tensor holding a copy of ``data`` (a number, nested sequence, array or tensor)."""
-    arr = _infer_array(data, narrow=dtype is None)
-    arr = np.array(arr, dtype=D.to_dtype(dtype).np if dtype is not None else D.from_np(arr.dtype).np, copy=True)
+    dtype = D.to_dtype(dtype) if dtype is not None else None
+    arr = _infer_array(data, dtype)
+    arr = np.array(arr, dtype=dtype.np if dtype is not None else D.from_np(arr.dtype).np, copy=True)
     return _leaf(arr, None, requires_grad, device)
 
 
@@ -124,8 +173,19 @@ def as_tensor(data, dtype=None, device=None):
     if _is_gpu_array(data):
         return _from_cuda_array(data).to(device=device, dtype=dtype)
     if isinstance(data, np.ndarray) and data.dtype in D.FROM_NP and (dtype is None or D.to_dtype(dtype).np == data.dtype):
-        return _leaf(data, None, False, device)
+        return _leaf(_shared(data), None, False, device)
     return tensor(data, dtype=dtype, device=device)
+
+
+def _shared(ndarray):
+    """A user's array to hold without a copy: a subclass (np.memmap) as the plain CPU array it is;
+    PyTorch's warning if it is not writable (in-place ops on the tensor then raise, see _inplace)."""
+    if not ndarray.flags.writeable:
+        warnings.warn("The given NumPy array is not writable, and jitgrad does not support non-writable tensors. "
+                      "This means writing to this tensor will result in an error. You may want to copy the array "
+                      "to protect its data or make it writable before converting it to a tensor.",
+                      UserWarning, stacklevel=3)
+    return np.asarray(ndarray)
 
 
 asarray = as_tensor
@@ -163,9 +223,12 @@ def from_numpy(ndarray):
     if not isinstance(ndarray, np.ndarray):
         raise TypeError("expected np.ndarray (got %s)" % type(ndarray).__name__)
     if ndarray.dtype not in D.FROM_NP:
+        if not ndarray.dtype.isnative and ndarray.dtype.newbyteorder("=") in D.FROM_NP:
+            raise ValueError("given numpy array has byte order different from the native byte order. Conversion "
+                             "between byte orders is currently not supported.")
         raise TypeError("can't convert np.ndarray of type numpy.%s. The only supported types are: float64, float32, "
                         "int64, int32, and bool." % ndarray.dtype.name)
-    return Tensor._wrap(ndarray)
+    return Tensor._wrap(_shared(ndarray))
 
 
 def _size(size, name="zeros"):
@@ -177,6 +240,8 @@ def _size(size, name="zeros"):
         if not isinstance(s, (numbers.Integral, np.integer)) or isinstance(s, bool):
             raise TypeError("%s(): argument 'size' (position 1) must be tuple of ints, not %s"
                             % (name, type(s).__name__))
+        if s < 0 and name == "zeros":
+            raise RuntimeError("zeros: Dimension size must be non-negative.")
         if s < 0:
             raise RuntimeError("Trying to create tensor with negative dimension %d: [%s]"
                                % (s, ", ".join(map(str, size))))
@@ -204,7 +269,8 @@ def full(size, fill_value, *, dtype=None, device=None, requires_grad=False):
         dtype = D.scalar_dtype(fill_value)
     if not isinstance(size, (tuple, list)):
         raise TypeError("full(): argument 'size' (position 1) must be tuple of ints, not " + type(size).__name__)
-    return _leaf(np.full(_size((size,), "full"), fill_value, _dt(dtype).np), None, requires_grad, device)
+    d = _dt(dtype)
+    return _leaf(np.full(_size((size,), "full"), D.check_scalar(fill_value, d), d.np), None, requires_grad, device)
 
 
 def _like(fn, input, dtype, device, requires_grad, *args):

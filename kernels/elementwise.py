@@ -87,7 +87,7 @@ def neg(x): return -x
 @scalar
 def abs_(x): return abs(x)
 @scalar
-def sign(x): return x if x != x else int(x > 0) - int(x < 0)
+def sign(x): return int(x > 0) - int(x < 0)  # 0 for NaN, as PyTorch
 @scalar
 def exp(x): return vexp(x)
 @scalar
@@ -214,7 +214,9 @@ def clamp(x, lo, hi):
 
 # ---------------------------------------------------------------- fused VJPs
 # Each is one op's gradient formula for one input, fused into one pass. The op table holds the
-# same formula over tensor ops (for create_graph); the generated tests hold these to it.
+# same formula over tensor ops (for create_graph); the generated tests hold these to it. Where a
+# mask switches the gradient off, they select 0 rather than multiply by 0 (g * 0 is NaN for an
+# infinite g, e.g. from sqrt or log downstream at 0), as PyTorch does.
 @scalar
 def abs_vjp(g, x): return g * (int(x > 0) - int(x < 0))
 @scalar
@@ -244,7 +246,7 @@ def tanh_vjp(g, y): return g * (1 - y * y)
 @scalar
 def sigmoid_vjp(g, y): return g * y * (1 - y)
 @scalar
-def relu_vjp(g, y): return g if y > 0 else g * 0
+def relu_vjp(g, y): return g if y > 0 else 0.0
 @scalar
 def leaky_relu_vjp(g, x, slope): return g if x > 0 else g * slope
 @scalar
@@ -267,19 +269,23 @@ def softplus_vjp(g, x, beta, threshold):
 @scalar
 def div_vjp_other(g, a, b): return -g * a / (b * b)
 @scalar
-def pow_vjp_self(g, a, b): return g * 0 if b == 0 else g * b * a ** (b - 1)
+def pow_vjp_self(g, a, b): return 0.0 if b == 0 else g * b * a ** (b - 1)
 @scalar
 def pow_vjp_other(g, a, b, y): return g * 0 if (a == 0 and b >= 0) else g * y * np.log(a)
 @scalar
-def maximum_vjp(g, a, b): return g if a > b else (g / 2 if a == b else g * 0)
+def maximum_vjp(g, a, b): return 0.0 if a < b else (g / 2 if a == b else g)  # a NaN on either side passes g
 @scalar
-def atan2_vjp_self(g, a, b): return g * b / (a * a + b * b)
+def atan2_vjp_self(g, a, b):
+    d = a * a + b * b
+    return g * b / d if d != 0 else 0.0
 @scalar
-def atan2_vjp_other(g, a, b): return -g * a / (a * a + b * b)
+def atan2_vjp_other(g, a, b):
+    d = a * a + b * b
+    return -g * a / d if d != 0 else 0.0
 @scalar
-def clamp_vjp(g, x, lo, hi): return g if (x >= lo and x <= hi) else g * 0
+def clamp_vjp(g, x, lo, hi): return g if (x >= lo and x <= hi) else 0.0
 @scalar
-def mask_vjp(g, keep): return g if keep else g * 0
+def mask_vjp(g, keep): return g if keep else 0.0
 
 
 # ---------------------------------------------------------------- loop generation

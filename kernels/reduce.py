@@ -104,13 +104,19 @@ def _softmax(x, out, log):
         if m == -math.inf:
             m = 0.0
         s = 0.0
-        for r in range(R):
-            s += vexp(x[a, r, b] - m)
         if log:
-            lse = m + math.log(s)
+            # (x - m) - log(s), never x - (m + log(s)): log(s) added to a large m rounds away. out holds
+            # x - m in between, so that fastmath's reassociation cannot regroup the two subtractions.
             for r in range(R):
-                out[a, r, b] = x[a, r, b] - lse
+                d = x[a, r, b] - m
+                out[a, r, b] = d
+                s += vexp(d)
+            ls = math.log(s)
+            for r in range(R):
+                out[a, r, b] = out[a, r, b] - ls
         else:
+            for r in range(R):
+                s += vexp(x[a, r, b] - m)
             for r in range(R):
                 out[a, r, b] = vexp(x[a, r, b] - m) / s
 
@@ -182,14 +188,47 @@ def reduce(kind, x, dims):
     Returns an array of ``x.shape`` without ``dims`` (the caller restores keepdim).
     """
     out_shape = tuple(s for d, s in enumerate(x.shape) if d not in dims)
+    if kind in _REPEATS and 0 in x.strides and x.size:
+        out = _reduce_repeats(kind, x, dims)
+        if out is not None:
+            return out.reshape(out_shape)
+    out = _reduce_acc(kind, x, dims)
+    if kind in ("sum", "prod"):
+        out = out.astype(x.dtype if x.dtype.kind == "f" else np.int64, copy=False)
+    return out.reshape(out_shape)
+
+
+def _reduce_acc(kind, x, dims):
+    """The reduction as (A, B), in the accumulator's dtype."""
     x3 = reduce_layout(x, dims)
     A, R, B = x3.shape
     out_dtype = np.int64 if kind in ("argmax", "argmin") else _acc_dtype(x.dtype, kind)
     out = np.empty((A, B), out_dtype)
     kernel(kind + "_rows" if B == 1 and kind in _FOLDS else kind, x.size)(x3, out)
-    if kind in ("sum", "prod"):
+    return out
+
+
+_REPEATS = ("sum", "amax", "amin")  # reductions over a repeated value: n * v, or v
+
+
+def _reduce_repeats(kind, x, dims):
+    """The reduction of a broadcast array (stride 0 along some dims, as expand() makes) without the copy
+    that would materialise it: over one element of each stride-0 dim, a sum scaled by how many elements
+    that one stands for, the result repeated along the stride-0 dims that are kept. None if none repeats."""
+    rep = [d for d in range(x.ndim) if x.strides[d] == 0 and x.shape[d] > 1]
+    if not rep:
+        return None
+    one = x[tuple(slice(0, 1) if d in rep else slice(None) for d in range(x.ndim))]
+    out = _reduce_acc(kind, one, dims)
+    if kind == "sum":
+        n = math.prod(x.shape[d] for d in rep if d in dims)
+        if n > 1:
+            out *= n
         out = out.astype(x.dtype if x.dtype.kind == "f" else np.int64, copy=False)
-    return out.reshape(out_shape)
+    kept = tuple(s for d, s in enumerate(one.shape) if d not in dims)
+    full = tuple(s for d, s in enumerate(x.shape) if d not in dims)
+    out = out.reshape(kept)
+    return out if kept == full else np.broadcast_to(out, full).copy()  # a result of its own, writable
 
 
 def scan(kind, x, dim):

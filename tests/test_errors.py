@@ -99,8 +99,11 @@ BAD_INPUT = [
                                                        "NoneType"),
     ("operand type, function", lambda a, b: jg.exp("a"), TypeError,
      "exp(): argument 'input' (position 1) must be Tensor, not str"),
-    ("negative size", lambda a, b: jg.zeros(2, -1), RuntimeError,
+    ("negative size", lambda a, b: jg.ones(2, -1), RuntimeError,
      "Trying to create tensor with negative dimension -1: [2, -1]"),
+    ("negative size, zeros", lambda a, b: jg.zeros(2, -1), RuntimeError, "zeros: Dimension size must be non-negative."),
+    ("negative repeat", lambda a, b: a.repeat(2, -1), RuntimeError,
+     "Trying to create tensor with negative dimension -3: [4, -3]"),
     ("size type", lambda a, b: jg.ones(1.5), TypeError,
      "ones(): argument 'size' (position 1) must be tuple of ints, not float"),
 ]

@@ -93,6 +93,8 @@ def dropout(input, p=0.5, training=True, inplace=False):
     """Zero each element with probability p and scale the rest by 1/(1-p) (identity when not training)."""
     if p < 0.0 or p > 1.0:
         raise ValueError("dropout probability has to be between 0 and 1, but got %s" % p)
+    if not 0.0 <= p <= 1.0:  # NaN passes the comparisons above; PyTorch's kernel rejects it, also in eval mode
+        raise RuntimeError("dropout probability has to be between 0 and 1, but got %s" % p)
     if not training or p == 0.0:
         return input
     keep = generator().random(input.shape) >= p

@@ -1,5 +1,6 @@
 """The op table (one entry per op, grouped by kind) and what is generated from it:
 Tensor methods, operators, in-place variants and the ``jitgrad.*`` functions."""
+from .._dtype import check_scalar
 from .._op import broadcast_shapes
 from .._tensor import Tensor
 from . import elementwise, indexing, linalg, reduction, shape, softmax  # noqa: F401  (registers the entries)
@@ -85,8 +86,12 @@ def _fill_(self, value):
     from .._inplace import inplace
     from .shape import fill
 
-    if isinstance(value, Tensor) and value.ndim:
-        raise RuntimeError("fill_ only supports 0-dimension value tensor but got tensor with %d dimensions." % value.ndim)
+    if isinstance(value, Tensor):
+        if value.ndim:
+            raise RuntimeError("fill_ only supports 0-dimension value tensor but got tensor with %d dimensions."
+                               % value.ndim)
+    else:
+        check_scalar(value, self.dtype)
     return inplace(self, fill, (value,), {})
 
 

@@ -25,6 +25,12 @@ def rejects(exc, message, *dtypes):
     return {d: (exc, message % {"type": _TYPE_NAMES[d]}) for d in dtypes}
 
 
+def c_order(a):
+    """``a`` C-contiguous, as PyTorch lays out the results of cat, stack and gather (NumPy follows the
+    layout of non-contiguous inputs, which view() would then refuse where PyTorch accepts)."""
+    return a if a.__class__ is not np.ndarray or a.flags.c_contiguous else np.ascontiguousarray(a)
+
+
 def register(op):
     if op.name in OPS:
         raise ValueError("op %r defined twice" % op.name)

@@ -41,7 +41,12 @@ def _binary(name, vjps, fused=(), *, dtype="promote", ref, a=(-2.0, 2.0), b=(-2.
 
 
 def _zero(g, s):
-    return g * 0
+    return g.new_zeros(g.shape)  # not g * 0: that is NaN where g is infinite
+
+
+def _on(mask, g):
+    """g where ``mask`` holds, else 0: a select, as PyTorch's masks are (not g * mask, NaN for an infinite g)."""
+    return where(mask, g, 0.0)
 
 
 def _sign(x):
@@ -54,7 +59,7 @@ POS = (0.5, 2.0)
 NEG = _unary("neg", lambda g, s: -g, (), dtype="same", ref=np.negative)
 ABS = _unary("abs", lambda g, s: g * _sign(s.self), ("self",), ("abs_vjp", ("g", "self")), dtype="same",
              ref=np.abs)
-SIGN = _unary("sign", _zero, (), dtype="same", ref=lambda x: x.copy() if x.dtype == bool else np.sign(x))
+SIGN = _unary("sign", _zero, (), dtype="same", ref=lambda x: x.copy() if x.dtype == bool else np.sign(np.where(np.isnan(x), 0, x)).astype(x.dtype))
 EXP = _unary("exp", lambda g, s: g * s.result, ("result",), ("mul", ("g", "result")), ref=np.exp)
 EXPM1 = _unary("expm1", lambda g, s: g * (s.result + 1), ("result",), ("expm1_vjp", ("g", "result")),
                ref=np.expm1)
@@ -77,7 +82,7 @@ TANH = _unary("tanh", lambda g, s: g * (1 - s.result * s.result), ("result",), (
               ref=np.tanh)
 SIGMOID = _unary("sigmoid", lambda g, s: g * s.result * (1 - s.result), ("result",),
                  ("sigmoid_vjp", ("g", "result")), ref=lambda x: 1 / (1 + np.exp(-x)))
-RELU = _unary("relu", lambda g, s: g * (s.result > 0), ("result",), ("relu_vjp", ("g", "result")), dtype="same",
+RELU = _unary("relu", lambda g, s: _on(s.result > 0, g), ("result",), ("relu_vjp", ("g", "result")), dtype="same",
               ref=lambda x: np.maximum(x, 0))
 LEAKY_RELU = _unary("leaky_relu", lambda g, s: where(s.self > 0, g, g * s.negative_slope),
                     ("self",), ("leaky_relu_vjp", ("g", "self", "negative_slope")),
@@ -138,23 +143,37 @@ POW = _binary("pow", [(lambda g, s: _pow_grad_self(g, s.self, s.other), ("self",
                       (lambda g, s: _pow_grad_other(g, s.self, s.other, s.result), ("self", "other", "result"))],
               [("pow_vjp_self", ("g", "self", "other")), ("pow_vjp_other", ("g", "self", "other", "result"))],
               kernel="pow", ref=np.power, a=POS, b=(-2.0, 2.0))
-MAXIMUM = _binary("maximum", [(lambda g, s: g * ((s.self > s.other) + (s.self == s.other) * 0.5), ("self", "other")),
-                              (lambda g, s: g * ((s.other > s.self) + (s.self == s.other) * 0.5), ("self", "other"))],
+# ties split the gradient; a NaN on either side passes it to both inputs (PyTorch's formulas)
+MAXIMUM = _binary("maximum", [(lambda g, s: _extreme_grad(g, s.self, s.other), ("self", "other")),
+                              (lambda g, s: _extreme_grad(g, s.other, s.self), ("self", "other"))],
                   [("maximum_vjp", ("g", "self", "other")), ("maximum_vjp", ("g", "other", "self"))],
                   ref=np.maximum, scalar=None)
-MINIMUM = _binary("minimum", [(lambda g, s: g * ((s.self < s.other) + (s.self == s.other) * 0.5), ("self", "other")),
-                              (lambda g, s: g * ((s.other < s.self) + (s.self == s.other) * 0.5), ("self", "other"))],
+MINIMUM = _binary("minimum", [(lambda g, s: _extreme_grad(g, s.other, s.self), ("self", "other")),
+                              (lambda g, s: _extreme_grad(g, s.self, s.other), ("self", "other"))],
                   [("maximum_vjp", ("g", "other", "self")), ("maximum_vjp", ("g", "self", "other"))],
                   ref=np.minimum, scalar=None)
-ATAN2 = _binary("atan2", [(lambda g, s: g * s.other / (s.self * s.self + s.other * s.other), ("self", "other")),
-                          (lambda g, s: -g * s.self / (s.self * s.self + s.other * s.other), ("self", "other"))],
+ATAN2 = _binary("atan2", [(lambda g, s: _atan2_grad(g, s.other, s.self, s.other), ("self", "other")),
+                          (lambda g, s: _atan2_grad(-g, s.self, s.self, s.other), ("self", "other"))],
                 [("atan2_vjp_self", ("g", "self", "other")), ("atan2_vjp_other", ("g", "self", "other"))],
                 dtype="float", ref=np.arctan2, scalar=None)
 
 
+def _extreme_grad(g, a, b):
+    """The gradient maximum(a, b) passes to a (minimum's: with a and b swapped)."""
+    return where(a < b, 0.0, where(a == b, g / 2, g))
+
+
+def _atan2_grad(g, num, a, b):
+    """g * num / (a^2 + b^2), 0 at the origin as in PyTorch (the masked denominator keeps higher orders finite)."""
+    d = a * a + b * b
+    origin = d == 0
+    return where(origin, 0.0, g * num / d.masked_fill(origin, 1.0))
+
+
 def _pow_grad_self(g, a, b):
-    grad = g * b * a ** (b - 1)
-    return grad.masked_fill(b == 0, 0.0) if isinstance(b, Tensor) else (grad if b != 0 else g * 0)
+    if not isinstance(b, Tensor):
+        return g * b * a ** (b - 1) if b != 0 else _zero(g, None)
+    return (g * b * a ** (b - 1)).masked_fill(b == 0, 0.0)
 
 
 def _pow_grad_other(g, a, b, result):
@@ -168,15 +187,15 @@ for _name, _ref in [("eq", np.equal), ("ne", np.not_equal), ("lt", np.less), ("l
     _binary(_name, [], dtype="bool", ref=_ref, out=np.bool_, differentiable=False)
 
 WHERE = register(Op("where", _ew("where"), inputs=("condition", "self", "other"), dtype="promote",
-                    vjp=[None, (lambda g, s: g * s.condition, ("condition",)),
-                         (lambda g, s: g * s.condition.logical_not(), ("condition",))],
+                    vjp=[None, (lambda g, s: where(s.condition, g, 0.0), ("condition",)),
+                         (lambda g, s: where(s.condition, 0.0, g), ("condition",))],
                     fused=[None, ("where", ("condition", "g", "zero")), ("where", ("condition", "zero", "g"))],
                     broadcast=True, ref=np.where, node="WhereBackward0", keep_inputs=(0,)))
 CLAMP = register(Op("clamp", _ew("clamp"), inputs=("self", "min", "max"), dtype="promote",
-                    vjp=[(lambda g, s: g * ((s.self >= s.min) & (s.self <= s.max)), ("self", "min", "max")),
+                    vjp=[(lambda g, s: _on((s.self >= s.min) & (s.self <= s.max), g), ("self", "min", "max")),
                          # min > max makes the result max: then only max gets the gradient
-                         (lambda g, s: g * ((s.self < s.min) & (s.min < s.max)), ("self", "min", "max")),
-                         (lambda g, s: g * ((s.self > s.max) | (s.max < s.min)), ("self", "min", "max"))],
+                         (lambda g, s: _on((s.self < s.min) & (s.min < s.max), g), ("self", "min", "max")),
+                         (lambda g, s: _on((s.self > s.max) | (s.max < s.min), g), ("self", "min", "max"))],
                     fused=[("clamp_vjp", ("g", "self", "min", "max"))],
                     broadcast=True, ref=lambda x, lo, hi: np.minimum(np.maximum(x, lo), hi), node="ClampBackward1"))
 
@@ -252,7 +271,7 @@ def _alpha(input, other, alpha):
         raise RuntimeError("Boolean alpha only supported for Boolean results.")
     if not t.is_floating_point and not isinstance(alpha, (int, np.integer)):
         raise RuntimeError("For integral input tensors, argument alpha must not be a floating point number.")
-    return {"alpha": alpha}
+    return {"alpha": D.check_scalar(alpha, t)}
 
 
 _ALPHA1 = {"alpha": 1}
@@ -403,13 +422,14 @@ def masked_fill(input, mask, value):
     if isinstance(value, Tensor) and not value._requires_grad:
         value = value.item()
     if isinstance(input, Tensor) and isinstance(value, float) and not input.dtype.is_floating_point:
-        value = input.dtype.np.type(value).item()
+        value = input.dtype.np.type(D.check_scalar(value, input.dtype)).item()
     return dispatch(WHERE, (mask, value, input)) if isinstance(value, Tensor) else _masked_fill_scalar(input, mask, value)
 
 
 def _masked_fill_scalar(input, mask, value):
     if mask.shape != input.shape:
         broadcast_shapes(mask.shape, input.shape)  # PyTorch names the mask tensor a
+    D.check_scalar(value, input.dtype)
     if not input.dtype.is_floating_point and isinstance(value, float):
         value = int(value)
     return dispatch(MASKED_FILL, (input, mask), {"value": value})
@@ -431,6 +451,9 @@ def clamp(input, min=None, max=None):
     if not input.dtype.is_floating_point and not isinstance(lo, Tensor) and not isinstance(hi, Tensor):
         lo = _int_bound(lo, input.dtype)
         hi = _int_bound(hi, input.dtype)
+    elif input.dtype is D.float32:  # a bound beyond float32's range is an error, as in PyTorch
+        D.check_scalar(lo, D.float32)  # (tensors pass through)
+        D.check_scalar(hi, D.float32)
     return dispatch(CLAMP, (input, lo, hi))
 
 
@@ -442,7 +465,7 @@ def _int_bound(v, dtype):
         return int(info.max)
     if v == -math.inf:
         return int(info.min)
-    return int(v) if float(v).is_integer() else v
+    return int(D.check_scalar(v, dtype)) if float(v).is_integer() else v
 
 
 @export("clamp_min", function=True)

@@ -6,7 +6,7 @@ from .. import _dtype as D
 from .._device import backend
 from .._op import Op, dispatch
 from .._tensor import Tensor
-from ._table import _arr, _noncontig, export, register
+from ._table import _arr, _noncontig, c_order, export, register
 
 
 def _idx_samples(rng, dtype):
@@ -27,11 +27,103 @@ def _put_forward(xp, dt, g, shape, key, accumulate):
     return out
 
 
+def _index_forward(xp, dt, x, key):
+    r = xp.getitem(x, key)
+    return _torch_layout(x, key, r) if r.__class__ is np.ndarray and r.ndim > 1 and r.size else r
+
+
+def _torch_layout(x, key, r):
+    """``r = x[key]`` (an advanced index) in the memory layout PyTorch's index kernel gives it, so that
+    view() accepts and rejects the same shapes. NumPy may lay the result out otherwise (``x[:, idx]``
+    comes out transposed). PyTorch's TensorIterator orders the output's dims by the strides of its
+    operands: x with the indexed dims at stride 0, then each index tensor at stride 0 elsewhere."""
+    if x.flags.c_contiguous and all(k.flags.c_contiguous for k in key if isinstance(k, np.ndarray)):
+        return r if r.flags.c_contiguous else np.ascontiguousarray(r)  # then every operand agrees on C order
+    operands = _index_operands(x, key, r.shape)
+    if operands is None:
+        return r
+    nd = r.ndim
+    perm = list(range(nd - 1, -1, -1))  # fastest dim first; TensorIteratorBase::reorder_dimensions
+    for i in range(1, nd):
+        d1 = i
+        for d0 in range(i - 1, -1, -1):
+            c = _should_swap(operands, r.shape, perm[d0], perm[d1])
+            if c > 0:
+                perm[d0], perm[d1] = perm[d1], perm[d0]
+                d1 = d0
+            elif c < 0:
+                break
+    strides, step = [0] * nd, r.itemsize
+    for d in perm:
+        strides[d] = step
+        step *= r.shape[d]
+    if all(a == b for a, b, n in zip(r.strides, strides, r.shape) if n > 1):
+        return r
+    order = perm[::-1]
+    out = np.empty([r.shape[d] for d in order], r.dtype).transpose(np.argsort(order))
+    out[...] = r
+    return out
+
+
+def _should_swap(operands, shape, d0, d1):
+    """1 if dim d0 goes after d1 in memory, -1 if before, 0 if no operand tells (PyTorch's rule)."""
+    for st in operands:
+        s0, s1 = st[d0], st[d1]
+        if s0 == 0 or s1 == 0:
+            continue
+        if s0 != s1:
+            return -1 if s0 < s1 else 1
+        if shape[d0] > shape[d1]:
+            return 1
+    return 0
+
+
+def _index_operands(x, key, shape):
+    """Per operand of PyTorch's index kernel (x, then each index array), its stride along each result dim;
+    None where the key is beyond this (then NumPy's layout stays)."""
+    n_in = sum(k.ndim if isinstance(k, np.ndarray) and k.dtype == bool else 1
+               for k in key if k is not None and k is not Ellipsis)
+    basic, adv, positions, d = [], [], [], 0  # basic: x's stride per kept dim, in order
+    for pos, k in enumerate(key):
+        if k is None:
+            basic.append((len(positions), 0))
+        elif k is Ellipsis:
+            for _ in range(x.ndim - n_in):
+                basic.append((len(positions), x.strides[d]))
+                d += 1
+        elif isinstance(k, slice):
+            basic.append((len(positions), x.strides[d] * (k.step or 1)))
+            d += 1
+        elif isinstance(k, np.ndarray) and k.dtype == bool:
+            if k.ndim == 0:
+                return None
+            adv.extend(np.nonzero(k))  # PyTorch's mask: its nonzero() indices, one per masked dim
+            positions.append(pos)
+            d += k.ndim
+        else:  # an integer array, or an int among arrays (both advanced in NumPy's reading)
+            if isinstance(k, np.ndarray):
+                adv.append(k)
+            positions.append(pos)
+            d += 1
+    basic += [(len(positions), x.strides[i]) for i in range(d, x.ndim)]
+    bshape = np.broadcast_shapes(*[a.shape for a in adv]) if adv else ()
+    adjacent = positions[-1] - positions[0] == len(positions) - 1
+    before = [st for n, st in basic if n == 0] if adjacent else []  # basic dims ahead of the index dims
+    after = [st for n, st in basic if n != 0] if adjacent else [st for n, st in basic]
+    if len(before) + len(bshape) + len(after) != len(shape):
+        return None
+    zeros = [0] * len(bshape)
+    ops = [before + zeros + after]
+    for a in adv:
+        ops.append([0] * len(before) + list(np.broadcast_to(a, bshape).strides) + [0] * len(after))
+    return ops
+
+
 SELECT = register(Op("select", lambda xp, dt, x, key: xp.getitem(x, key), vjp=[(lambda g, s: index_put_zeros(g, s.self_shape, s.key, False), ())],
                      dtype="keep", view=True, ref=None, samples=None, node="SelectBackward0"))
 SLICE = register(Op("slice", lambda xp, dt, x, key: xp.getitem(x, key), vjp=[(lambda g, s: index_put_zeros(g, s.self_shape, s.key, False), ())],
                     dtype="keep", view=True, ref=None, samples=None, node="SliceBackward0"))
-INDEX = register(Op("index", lambda xp, dt, x, key: xp.getitem(x, key), vjp=[(lambda g, s: index_put_zeros(g, s.self_shape, s.key, True), ())],
+INDEX = register(Op("index", _index_forward, vjp=[(lambda g, s: index_put_zeros(g, s.self_shape, s.key, True), ())],
                     dtype="keep", ref=None, samples=_idx_samples, node="IndexBackward0"))
 INDEX_PUT_ZEROS = register(Op("index_put_zeros", _put_forward, vjp=[(lambda g, s: g[s.key], ())], dtype="keep",
                               ref=None, samples=None, node="IndexPutBackward0"))
@@ -126,7 +218,7 @@ INDEX_SELECT = register(Op("index_select", _index_select_forward, inputs=("self"
 
 
 def _gather_forward(xp, dt, x, index, dim):
-    return xp.take_along_axis(x, index, axis=dim)
+    return c_order(xp.take_along_axis(x, index, axis=dim))
 
 
 def _scatter_add_forward(xp, dt, x, index, src, dim):

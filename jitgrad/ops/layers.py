@@ -12,9 +12,16 @@ from .indexing import index_put_zeros
 
 
 # ---------------------------------------------------------------------- linear
+def _rows(t):
+    """t (a tensor or an array) as a matrix of its last dim; the row count is explicit, since -1 cannot
+    be inferred when the last dim is 0."""
+    shape = tuple(t.shape)  # (a plain tuple: the CUDA simulator's shapes take no negative index)
+    return math.prod(shape[:-1]), shape[-1]
+
+
 def _linear_forward(xp, dt, x, w, b):
     shape = tuple(x.shape)
-    out = xp.matmul(xp.reshape(x, (-1, shape[-1])), xp.swapaxes(w, 0, 1))
+    out = xp.matmul(xp.reshape(x, _rows(x)), xp.swapaxes(w, 0, 1))  # K = 0: BLAS gives zeros
     if b is not None:
         out = xp.run("add", dt, out, b, out=out)
     return xp.reshape(out, shape[:-1] + (w.shape[0],))
@@ -22,12 +29,12 @@ def _linear_forward(xp, dt, x, w, b):
 
 def _linear_weight_grad(g, s):
     x = s.self
-    return g.reshape(-1, g.shape[-1]).t().mm(x.reshape(-1, x.shape[-1]))
+    return g.reshape(_rows(g)).t().mm(x.reshape(_rows(x)))
 
 
 LINEAR = register(Op("linear", _linear_forward, inputs=("self", "weight", "bias"),
                      vjp=[(lambda g, s: g.matmul(s.weight), ("weight",)), (_linear_weight_grad, ("self",)),
-                          (lambda g, s: g.reshape(-1, g.shape[-1]).sum(0), ())],
+                          (lambda g, s: g.reshape(_rows(g)).sum(0), ())],
                      dtype="promote", node="AddmmBackward0"))
 
 

@@ -87,6 +87,13 @@ def _extreme_grad(g, s):
     return _kept(g, s) * mask / mask.sum(s.dims, keepdim=True)
 
 
+def _evenly_grad(g, s):
+    """max()/min() of all elements: split among the elements equal to the result, or among the
+    NaNs where the result is NaN (PyTorch's evenly_distribute_backward)."""
+    mask = ((s.self == s.result) | s.self.isnan()).to(g.dtype)  # a NaN anywhere makes the result NaN
+    return g * mask / mask.sum()
+
+
 def _var_forward(xp, dt, x, dims, keepdim, correction):
     """Two passes (mean, then squared deviations): stable where E[x^2] - E[x]^2 is not."""
     n = math.prod(x.shape[d] for d in dims) if dims else 1
@@ -130,7 +137,7 @@ def _norm_grad(g, s):
     x, p, r = s.self, s.p, _kept(s.result, s)
     g = _kept(g, s)
     if p == 0:
-        return g * 0 * x
+        return x.new_zeros(x.shape)  # PyTorch: no gradient (g * 0 would be NaN for an infinite g)
     if p == 1:
         return g * x.sign()
     if p in (math.inf, -math.inf):
@@ -160,8 +167,8 @@ PROD = _red("prod", _reduce_forward("prod"), _prod_grad, ("self",), node="ProdBa
             domain=(0.5, 1.5))
 AMAX = _red("amax", _reduce_forward("amax"), _extreme_grad, ("self", "result"), ref=np.amax)
 AMIN = _red("amin", _reduce_forward("amin"), _extreme_grad, ("self", "result"), ref=np.amin)
-MAX_ALL = _red("max_all", _reduce_forward("amax"), _extreme_grad, ("self", "result"), node="MaxBackward1", ref=np.max)
-MIN_ALL = _red("min_all", _reduce_forward("amin"), _extreme_grad, ("self", "result"), node="MinBackward1", ref=np.min)
+MAX_ALL = _red("max_all", _reduce_forward("amax"), _evenly_grad, ("self", "result"), node="MaxBackward1", ref=np.max)
+MIN_ALL = _red("min_all", _reduce_forward("amin"), _evenly_grad, ("self", "result"), node="MinBackward1", ref=np.min)
 VAR = _red("var", _var_forward, _var_grad, ("self",), node="VarBackward0", ref=lambda x, ddof=1, axis=None: np.var(x, ddof=ddof, axis=axis))
 STD = _red("std", _var_forward, _std_grad, ("self", "result"), node="StdBackward0", ref=np.std)
 STD.forward = lambda xp, dt, x, dims, keepdim, correction: xp.run("sqrt", dt, _var_forward(xp, dt, x, dims, keepdim,
@@ -174,6 +181,21 @@ ARGMAX = _red("argmax", lambda xp, dt, x, dims, keepdim: _restore(xp, xp.reduce(
               None, (), dtype="int64", differentiable=False, ref=np.argmax)
 ARGMIN = _red("argmin", lambda xp, dt, x, dims, keepdim: _restore(xp, xp.reduce("argmin", x, dims), x.shape, dims, keepdim),
               None, (), dtype="int64", differentiable=False, ref=np.argmin)
+
+
+def _all_any_forward(kind):
+    # all: no element equals 0; any: some element differs from 0 (counted, so an empty reduction gives
+    # True for all and False for any, as PyTorch's identities)
+    test = "eq" if kind == "all" else "ne"
+
+    def forward(xp, dt, x, dims, keepdim):
+        n = _reduce_arr(xp, "sum", xp.run(test, np.bool_, x, dt.type(0)), dims)
+        return _restore(xp, xp.run(test, np.bool_, n, n.dtype.type(0)), x.shape, dims, keepdim)
+    return forward
+
+
+ALL = _red("all", _all_any_forward("all"), None, (), dtype="bool", differentiable=False, ref=None)
+ANY = _red("any", _all_any_forward("any"), None, (), dtype="bool", differentiable=False, ref=None)
 
 
 def _max_dim_forward(kind):
@@ -322,6 +344,21 @@ def max(input, dim=None, keepdim=False, *, other=None):
 @export()
 def min(input, dim=None, keepdim=False, *, other=None):
     return _extreme(MIN_ALL, MIN_DIM, "min", input, dim, keepdim, other)
+
+
+def _all(input, dim=None, keepdim=False):
+    """Whether every element (along ``dim``) is nonzero: a bool tensor, whatever the input's dtype."""
+    return _reduce(ALL, None, input, dim, keepdim)
+
+
+def _any(input, dim=None, keepdim=False):
+    """Whether some element (along ``dim``) is nonzero."""
+    return _reduce(ANY, None, input, dim, keepdim)
+
+
+_all.__name__, _any.__name__ = "all", "any"  # (not defined as all/any: this module uses the builtins)
+export("all")(_all)
+export("any")(_any)
 
 
 @export()
@@ -507,6 +544,11 @@ LOGSUMEXP.samples = _cases(((2, 3), {"dim": 1}), ((2, 3), {"dim": (0, 1)}), ((2,
 ARGMAX.ref, ARGMIN.ref = _np_reduce(np.argmax), _np_reduce(np.argmin)
 ARGMAX.samples = ARGMIN.samples = _cases(((2, 3), {}), ((2, 3), {"dim": 1}), ((2, 3), {"dim": 0, "keepdim": True}),
                                          ([3, 2], {"dim": -1}), ((), {}))
+ALL.call, ANY.call = _all, _any
+ALL.ref, ANY.ref = _np_reduce(np.all), _np_reduce(np.any)
+ALL.samples = ANY.samples = _cases(((2, 3), {}), ((2, 3), {"dim": 1}), ((2, 3), {"dim": (0, 1), "keepdim": True}),
+                                   ((), {}), ((), {"dim": 0}), ([3, 2], {"dim": -1}), ((0, 3), {"dim": 0}),
+                                   lo=-1.0, hi=1.0)  # integers -1, 0, 1: zeros among them
 CUMSUM.ref = lambda x, dim: np.cumsum(x, axis=_axis(x, dim)).reshape(x.shape)
 CUMSUM.samples = _cases(((2, 3), {"dim": 1}), ((2, 3), {"dim": 0}), ((5,), {"dim": -1}), ((), {"dim": 0}),
                         ([3, 2], {"dim": 0}))

@@ -9,7 +9,7 @@ from .. import _dtype as D
 from .._device import CPU
 from .._op import Op, dispatch
 from .._tensor import Tensor
-from ._table import _arr, _noncontig, export, register, unary_samples
+from ._table import _arr, _noncontig, c_order, export, register, unary_samples
 
 
 def _shape_op(name, forward, vjp, node=None, view=True, needs=(), **kw):
@@ -63,7 +63,7 @@ def _repeat_grad(g, s):
 
 
 def _cat_forward(xp, dt, *arrays, dim, offsets):
-    return xp.concatenate(arrays, axis=dim)
+    return c_order(xp.concatenate(arrays, axis=dim))
 
 
 def _cat_grad(g, s, i):
@@ -72,7 +72,7 @@ def _cat_grad(g, s, i):
 
 CAT = register(Op("cat", _cat_forward, inputs=None, vjp=[(_cat_grad, ())], dtype="promote", ref=np.concatenate,
                   node="CatBackward0", samples=None))
-STACK = register(Op("stack", lambda xp, dt, *arrays, dim: xp.stack(arrays, axis=dim), inputs=None,
+STACK = register(Op("stack", lambda xp, dt, *arrays, dim: c_order(xp.stack(arrays, axis=dim)), inputs=None,
                     vjp=[(lambda g, s, i: g.select(s.dim, i), ())], dtype="promote", ref=np.stack, node="StackBackward0", samples=None))
 
 
@@ -140,6 +140,8 @@ def flatten(input, start_dim=0, end_dim=-1):
     s, e = input._wrap_dim(start_dim), input._wrap_dim(end_dim)
     if s > e:
         raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
+    if s == e:
+        return input  # nothing to merge: PyTorch returns the tensor itself (no view, no node)
     shape = input.shape
     return reshape(input, shape[:s] + (math.prod(shape[s:e + 1]),) + shape[e + 1:])
 
@@ -214,6 +216,11 @@ def repeat(self, *sizes):
     reps = _sizes(sizes)
     if len(reps) < self.ndim:
         raise RuntimeError("Number of dimensions of repeat dims can not be smaller than number of dimensions of tensor")
+    if any(r < 0 for r in reps):
+        full = (1,) * (len(reps) - self.ndim) + self.shape
+        out = [n * r for n, r in zip(full, reps)]
+        raise RuntimeError("Trying to create tensor with negative dimension %d: [%s]"
+                           % (next(n for n in out if n < 0), ", ".join(map(str, out))))
     return dispatch(REPEAT, (self,), {"reps": reps})
 
 
@@ -495,10 +502,6 @@ MOVE.call, MOVE.ref, MOVE.samples = move, lambda x, device: x.copy(), _move_samp
 # ---------------------------------------------------------------------- fill_ and copy_
 # Out-of-place forms of the in-place fill_/copy_ (see _inplace.inplace): the old values get a zero
 # gradient, the new value (a 0-d tensor, or copy_'s source) gets the gradient of what it filled.
-def _zeros_like_grad(g, s):
-    return g * 0
-
-
 FILL = register(Op("fill", lambda xp, dt, x, value: xp.full(x.shape, value, x.dtype), inputs=("self", "value"),
                    vjp=[(lambda g, s: g.new_zeros(g.shape), ()), (lambda g, s: g.sum(), ())], dtype="keep",
                    node="FillBackward0", ref=lambda x, value: np.full_like(x, value),

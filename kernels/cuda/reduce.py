@@ -272,10 +272,10 @@ def _softmax(x, out, log):
                 s += math.exp(x[a, r, b] - m)
         s = _block_sum(sh, s, tx, ty, tb, tr)
         if inside:
-            if log:
-                lse = m + (math.log(s) if s > 0 else -math.inf)  # (math.log(0) raises in the simulator)
+            if log:  # (x - m) - log(s), as on the CPU
+                ls = math.log(s) if s > 0 else -math.inf  # (math.log(0) raises in the simulator)
                 for r in range(ty, R, tr):
-                    out[a, r, b] = x[a, r, b] - lse
+                    out[a, r, b] = (x[a, r, b] - m) - ls
             else:
                 for r in range(ty, R, tr):
                     out[a, r, b] = math.exp(x[a, r, b] - m) / s

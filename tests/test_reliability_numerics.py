@@ -1,0 +1,554 @@
+"""Numerical edge cases and input handling, against NumPy references and PyTorch's documented behaviour
+(the expected numbers and messages are PyTorch 2.13's)."""
+import math
+import os
+import re
+import tracemalloc
+import warnings
+
+import numpy as np
+import pytest
+
+import jitgrad as jg
+import jitgrad.nn.functional as F
+
+FLOATS = [jg.float32, jg.float64]
+
+
+def _grad(f, x, create_graph=False):
+    """d f(x).sum() / dx, by backward (fused VJP kernels) or through a recorded backward graph."""
+    x = x.detach().requires_grad_()
+    y = f(x).sum()
+    if create_graph:
+        (g,) = jg.autograd.grad(y, x, create_graph=True)
+        return g.detach().numpy()
+    y.backward()
+    return x.grad.numpy()
+
+
+# ---------------------------------------------------------------------- 1. log-softmax of large logits
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("big", [1e15, 1e16, -3e17])
+def test_log_softmax_of_large_equal_logits_is_minus_log_n(dtype, big):
+    # (x - max) - log(sum), never x - (max + log(sum)): max + log(3) rounds to max at this magnitude
+    x = jg.full((2, 3), big, dtype=dtype)
+    np.testing.assert_allclose(F.log_softmax(x, 1).numpy(), np.full((2, 3), -math.log(3)), rtol=1e-6)
+    np.testing.assert_allclose(F.softmax(x, 1).numpy(), np.full((2, 3), 1 / 3), rtol=1e-6)
+    np.testing.assert_allclose(F.log_softmax(x.t(), 0).numpy(), np.full((3, 2), -math.log(3)), rtol=1e-6)
+    target = jg.tensor([0, 2])
+    for create_graph in (False, True):
+        xs = x.detach().requires_grad_()
+        for loss in (F.cross_entropy(xs, target), F.nll_loss(F.log_softmax(xs, 1), target)):
+            assert loss.item() == pytest.approx(math.log(3), rel=1e-6)
+            (g,) = jg.autograd.grad(loss, xs, create_graph=create_graph)
+            # PyTorch: [[-0.6667, 0.3333, 0.3333], [0.3333, 0.3333, -0.6667]] / 2 (the mean over the batch)
+            np.testing.assert_allclose(g.detach().numpy(), np.array([[-2, 1, 1], [1, 1, -2]]) / 6, rtol=1e-6)
+
+
+@pytest.mark.parametrize("shape", [(4, 5), (30000, 3)])  # serial and parallel kernels
+def test_log_softmax_large_logits_against_numpy(shape):
+    rng = np.random.default_rng(0)
+    a = 1e15 + rng.integers(-4, 4, size=shape) * 0.5  # exactly representable around 1e15
+    ref = (a - a.max(1, keepdims=True)) - np.log(np.exp(a - a.max(1, keepdims=True)).sum(1, keepdims=True))
+    np.testing.assert_allclose(F.log_softmax(jg.tensor(a), 1).numpy(), ref, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(F.log_softmax(jg.tensor(a.T.copy()), 0).numpy(), ref.T, rtol=1e-12, atol=1e-12)
+
+
+# ---------------------------------------------------------------------- 2. masks select, they don't multiply
+MASKED = {  # PyTorch's gradient of f(x).sum() at x = [-1, 4]: an infinite or NaN upstream gradient where the
+    # mask is off gives 0 where PyTorch selects, and NaN where it multiplies (leaky_relu, elu)
+    "relu_sqrt": (lambda x: x.relu().sqrt(), [0.0, 0.25]),
+    "relu_log": (lambda x: F.relu(x).log(), [0.0, 0.25]),
+    "clamp": (lambda x: x.clamp(0, 10).sqrt(), [0.0, 0.25]),
+    "clamp_min": (lambda x: x.clamp_min(0).sqrt(), [0.0, 0.25]),
+    "clamp_max": (lambda x: (-x).clamp_max(0).neg().sqrt(), [0.0, 0.25]),
+    "clamp_tensor_bounds": (lambda x: x.clamp(jg.zeros(2), jg.full((2,), 10.0)).sqrt(), [0.0, 0.25]),
+    "maximum": (lambda x: jg.maximum(x, jg.zeros(2)).sqrt(), [0.0, 0.25]),
+    "minimum": (lambda x: jg.minimum(-x, jg.zeros(2)).neg().sqrt(), [0.0, 0.25]),
+    "where": (lambda x: jg.where(x > 0, x, 0.0).sqrt(), [0.0, 0.25]),
+    "masked_fill": (lambda x: x.masked_fill(x < 0, 0.0).sqrt(), [0.0, 0.25]),
+    "sign": (lambda x: x.sign().sqrt(), [0.0, 0.0]),
+    "floor_times_inf": (lambda x: x.floor() * math.inf, [0.0, 0.0]),
+    "pow_0": (lambda x: x.pow(0.0) * math.inf, [0.0, 0.0]),
+    "pow_0_tensor": (lambda x: x.pow(jg.tensor([0.0, 1.0])) * math.inf, [0.0, math.inf]),
+    "leaky_relu_0": (lambda x: x.leaky_relu(0.0).sqrt(), [math.nan, 0.25]),
+    "elu_0": (lambda x: x.elu(0.0).sqrt(), [math.nan, 0.25]),
+}
+
+
+@pytest.mark.parametrize("create_graph", [False, True])
+@pytest.mark.parametrize("name", sorted(MASKED))
+def test_masked_gradient_is_selected_not_multiplied(name, create_graph):
+    f, expected = MASKED[name]
+    with np.errstate(invalid="ignore"):
+        got = _grad(f, jg.tensor([-1.0, 4.0]), create_graph)
+    np.testing.assert_array_equal(got, np.array(expected, np.float32))
+
+
+def test_relu_second_order_selects():
+    x = jg.tensor([-1.0, 4.0], requires_grad=True)
+    (g,) = jg.autograd.grad((x.relu() ** 3).sum(), x, create_graph=True)
+    assert g.tolist() == [0.0, 48.0]
+    (gg,) = jg.autograd.grad(g.sum(), x)
+    assert gg.tolist() == [0.0, 24.0]
+
+
+def test_maximum_minimum_nan_and_ties_follow_pytorch():
+    # PyTorch: where(a == b, g / 2, g).masked_fill(a < b, 0): a NaN on either side passes g to both inputs
+    for fn in (jg.maximum, jg.minimum):
+        for create_graph in (False, True):
+            a = jg.tensor([math.nan, 1.0, 2.0], requires_grad=True)
+            b = jg.tensor([1.0, math.nan, 2.0], requires_grad=True)
+            ga, gb = jg.autograd.grad(fn(a, b).sum(), (a, b), create_graph=create_graph)
+            assert ga.tolist() == gb.tolist() == [1.0, 1.0, 0.5]
+
+
+def test_max_min_of_all_elements_split_the_gradient_as_pytorch():
+    # PyTorch's evenly_distribute_backward: among the ties, or among the NaNs when the result is NaN;
+    # amax/amin instead divide by the count of elements equal to the result (none when it is NaN)
+    for fn in (jg.max, jg.min):
+        x = jg.tensor([math.nan, 1.0, math.nan], requires_grad=True)
+        fn(x).backward()
+        assert x.grad.tolist() == [0.5, 0.0, 0.5]
+        x = jg.tensor([[2.0, 1.0], [2.0, 2.0]], requires_grad=True)
+        jg.max(x).backward()
+        np.testing.assert_allclose(x.grad.numpy(), [[1 / 3, 0], [1 / 3, 1 / 3]])
+    x = jg.tensor([math.nan, 1.0], requires_grad=True)
+    jg.amax(x).backward()
+    assert np.isnan(x.grad.numpy()).all()
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_sign_of_nan_is_zero(dtype):
+    x = jg.tensor([math.nan, -2.0, -0.0, 3.0], dtype=dtype)
+    assert jg.sign(x).tolist() == [0.0, -1.0, 0.0, 1.0]
+
+
+@pytest.mark.parametrize("create_graph", [False, True])
+def test_atan2_gradient_at_origin_is_zero(create_graph):
+    a = jg.tensor([0.0, 1.0], dtype=jg.float64, requires_grad=True)
+    b = jg.tensor([0.0, 2.0], dtype=jg.float64, requires_grad=True)
+    ga, gb = jg.autograd.grad(jg.atan2(a, b).sum(), (a, b), create_graph=create_graph)
+    np.testing.assert_allclose(ga.detach().numpy(), [0.0, 2 / 5])
+    np.testing.assert_allclose(gb.detach().numpy(), [0.0, -1 / 5])
+
+
+def test_mask_formulas_still_pass_gradcheck():
+    x = jg.tensor([-1.5, -0.3, 0.4, 2.0], dtype=jg.float64, requires_grad=True)
+    y = jg.tensor([0.5, -0.7, 0.1, 1.0], dtype=jg.float64, requires_grad=True)
+    for f in (lambda x, y: jg.maximum(x, y), lambda x, y: jg.minimum(x, y), lambda x, y: jg.atan2(x, y),
+              lambda x, y: x.clamp(-1.0, 1.0) * y, lambda x, y: jg.where(x > 0, x, y), lambda x, y: x.relu() * y):
+        assert jg.autograd.gradcheck(f, (x, y))
+        assert jg.autograd.gradgradcheck(f, (x, y))
+
+
+# ---------------------------------------------------------------------- 3. in-place through views of view leaves
+VIEW_OF_LEAF = "a view of a leaf Variable that requires grad is being used in an in-place operation."
+LEAF = "a leaf Variable that requires grad is being used in an in-place operation."
+
+
+def _view_leaf():
+    w = jg.arange(6.0).reshape(2, 3).requires_grad_()  # a leaf that is a view of a tensor not requiring grad
+    assert w.is_leaf and w.requires_grad
+    return w
+
+
+@pytest.mark.parametrize("write", [lambda w: w[0].mul_(2), lambda w: w.view(6).add_(1), lambda w: w.t()[1].zero_(),
+                                   lambda w: w.mul_(2), lambda w: w[0].copy_(jg.ones(3)), lambda w: w[:, 1:].fill_(0)])
+def test_inplace_on_a_view_leaf_or_its_views_raises(write):
+    w = _view_leaf()
+    with pytest.raises(RuntimeError, match="^" + re.escape(VIEW_OF_LEAF) + "$"):
+        write(w)
+    assert w.tolist() == [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]] and w._version == 0
+
+
+def test_inplace_on_a_plain_leaf_raises_the_leaf_message():
+    w = jg.ones(2, 3, requires_grad=True)
+    with pytest.raises(RuntimeError, match="^" + re.escape(LEAF) + "$"):
+        w.mul_(2)
+    with pytest.raises(RuntimeError, match="^" + re.escape(VIEW_OF_LEAF) + "$"):
+        w[0].mul_(2)
+
+
+def test_inplace_on_a_view_taken_before_its_base_required_grad_raises():
+    x = jg.zeros(3)
+    v = x[0:2]
+    x.requires_grad_()
+    with pytest.raises(RuntimeError, match="^" + re.escape(VIEW_OF_LEAF) + "$"):
+        v.mul_(2)
+
+
+def test_inplace_on_a_view_leaf_under_no_grad_and_on_detached_views():
+    w = _view_leaf()
+    with jg.no_grad():
+        w[0].mul_(2)
+        w.add_(1)
+    assert w.tolist() == [[1.0, 3.0, 5.0], [4.0, 5.0, 6.0]] and w.is_leaf and w.requires_grad
+    w.detach()[1].zero_()
+    assert w.tolist() == [[1.0, 3.0, 5.0], [0.0, 0.0, 0.0]]
+    (w * w).sum().backward()
+    assert w.grad.tolist() == [[2.0, 6.0, 10.0], [0.0, 0.0, 0.0]]
+
+
+def test_inplace_on_a_view_of_a_plain_tensor_with_a_grad_value_still_records():
+    base = jg.arange(6.0).reshape(2, 3).clone()
+    v = jg.tensor(2.0, requires_grad=True)
+    base[0].mul_(v)  # neither base nor its view requires grad: no error, the write is recorded
+    assert type(base.grad_fn).__name__ == "CopySlices"
+    assert base.tolist() == [[0.0, 2.0, 4.0], [3.0, 4.0, 5.0]]
+    base.sum().backward()
+    assert v.grad.item() == 3.0
+
+
+# ---------------------------------------------------------------------- 4. integer overflow
+def test_tensor_from_python_ints_outside_int64_raises():
+    for data in ([2 ** 63], 2 ** 63, [[1], [2 ** 63]], [-2 ** 63 - 1], [1, 2 ** 64], [True, 2 ** 63]):
+        with pytest.raises(ValueError, match="^Overflow when unpacking long long$"):
+            jg.tensor(data)
+    with pytest.raises(ValueError, match="^Overflow when unpacking long long$"):
+        jg.tensor([2 ** 63], dtype=jg.int64)
+    assert jg.tensor([2 ** 63 - 1, -2 ** 63]).tolist() == [2 ** 63 - 1, -2 ** 63]
+    assert jg.tensor([2 ** 63], dtype=jg.float32).tolist() == [2.0 ** 63]  # an explicit float dtype converts
+    assert jg.tensor([2 ** 64], dtype=jg.float64).tolist() == [2.0 ** 64]
+    assert jg.tensor([1.5, 2 ** 63]).tolist() == [1.5, 2.0 ** 63]  # a float among them: all read as doubles
+    assert jg.tensor([1.5, -2 ** 63 - 1]).tolist() == [1.5, -2.0 ** 63]
+
+
+def test_tensor_with_explicit_int_dtype_checks_the_range():
+    for data, dtype, name in [([2 ** 40], jg.int32, "int32"), (2 ** 40, jg.int32, "int32"),
+                              ([2 ** 31], jg.int32, "int32"), ([[1], [2 ** 40]], jg.int32, "int32"),
+                              ([2.5e10], jg.int32, "int32"), ([math.inf], jg.int32, "int32"), ([1e20], jg.int64, "int64"),
+                              ([math.nan], jg.int64, "int64"), (2.0 ** 70, jg.int64, "int64")]:
+        with pytest.raises(RuntimeError, match="^value cannot be converted to type %s without overflow$" % name):
+            jg.tensor(data, dtype=dtype)
+    assert jg.tensor([2 ** 31 - 1, -2 ** 31], dtype=jg.int32).tolist() == [2 ** 31 - 1, -2 ** 31]
+    assert jg.tensor([2 ** 40], dtype=jg.bool).tolist() == [True]
+    # arrays convert as NumPy's astype does (as PyTorch, which does not check them)
+    assert jg.tensor(np.array([2 ** 40]), dtype=jg.int32).tolist() == [0]
+
+
+def test_scalar_fill_values_check_the_range():
+    def message(ctype):
+        return "^value cannot be converted to type %s without overflow$" % ctype
+    with pytest.raises(RuntimeError, match=message("int64_t")):
+        jg.full((2,), 2 ** 63)
+    with pytest.raises(RuntimeError, match=message("int64_t")):
+        jg.full((2,), 1e20, dtype=jg.int64)
+    with pytest.raises(RuntimeError, match=message("int")):
+        jg.full((2,), 2 ** 40, dtype=jg.int32)
+    with pytest.raises(RuntimeError, match=message("float")):
+        jg.full((2,), 1e300, dtype=jg.float32)
+    with pytest.raises(RuntimeError, match=message("int")):
+        jg.zeros(2, dtype=jg.int32).fill_(2 ** 40)
+    with pytest.raises(RuntimeError, match=message("int")):
+        jg.zeros(2, dtype=jg.int32).fill_(2.5e10)
+    with pytest.raises(RuntimeError, match=message("int64_t")):
+        jg.zeros(2, dtype=jg.int64).fill_(2 ** 63)
+    with pytest.raises(RuntimeError, match=message("float")):
+        jg.zeros(2).fill_(1e300)
+    with pytest.raises(RuntimeError, match=message("int")):
+        jg.zeros(2, dtype=jg.int32).masked_fill(jg.tensor([True, False]), 2 ** 40)
+    with pytest.raises(RuntimeError, match=message("int64_t")):
+        jg.zeros(2, dtype=jg.int64).masked_fill(jg.tensor([True, False]), 2 ** 63)
+    with pytest.raises(RuntimeError, match=message("int")):
+        jg.zeros(2, dtype=jg.int32).add(1, alpha=2 ** 40)
+    with pytest.raises(RuntimeError, match=message("int")):
+        jg.zeros(2, dtype=jg.int32).clamp(max=2 ** 40)
+    with pytest.raises(RuntimeError, match=message("float")):
+        jg.zeros(2).masked_fill(jg.tensor([True, False]), 1e300)
+    with pytest.raises(RuntimeError, match=message("float")):
+        jg.zeros(2).clamp(max=1e300)
+    with pytest.raises(RuntimeError, match=message("int64_t")):
+        jg.full((2,), math.nan, dtype=jg.int64)
+    assert jg.full((2,), 2 ** 63, dtype=jg.float32).tolist() == [2.0 ** 63] * 2
+    assert jg.full((1,), 2 ** 31 - 1, dtype=jg.int32).tolist() == [2 ** 31 - 1]
+    assert jg.zeros(2).fill_(math.inf).tolist() == [math.inf] * 2
+    assert jg.zeros(2, dtype=jg.int32).clamp(min=-2 ** 31, max=2 ** 31 - 1).tolist() == [0, 0]
+
+
+# ---------------------------------------------------------------------- 5. dropout probability
+def test_dropout_probability_nan_or_out_of_range_raises():
+    x = jg.ones(4)
+    for p in (-0.1, 1.5):
+        with pytest.raises(ValueError, match="^dropout probability has to be between 0 and 1, but got %s$" % p):
+            F.dropout(x, p)
+        with pytest.raises(ValueError, match="^dropout probability has to be between 0 and 1, but got %s$" % p):
+            jg.nn.Dropout(p)
+    # NaN passes Python's comparisons: PyTorch's kernel rejects it, in training and in eval mode
+    for training in (True, False):
+        for inplace in (False, True):
+            with pytest.raises(RuntimeError, match="^dropout probability has to be between 0 and 1, but got nan$"):
+                F.dropout(x, math.nan, training, inplace)
+    m = jg.nn.Dropout(math.nan)  # constructing succeeds, as in PyTorch
+    for mode in (m.train, m.eval):
+        mode()
+        with pytest.raises(RuntimeError, match="but got nan$"):
+            m(x)
+    assert x.tolist() == [1.0] * 4
+    assert F.dropout(x, 1.0).tolist() == [0.0] * 4 and F.dropout(x, 0.0) is x
+
+
+# ---------------------------------------------------------------------- 6. flatten and view
+def test_flatten_returns_the_input_when_nothing_is_merged():
+    x = jg.ones(3, requires_grad=True)
+    assert x.flatten() is x and jg.flatten(x) is x
+    y = jg.ones(2, 3, requires_grad=True) * 1
+    assert y.flatten(1, 1) is y and y.flatten(0, 0) is y and y.flatten(-1, -1) is y
+    s = jg.tensor(2.0)
+    f = s.flatten()
+    assert f.shape == (1,) and f is not s and f._base is s
+    assert y.flatten().shape == (6,) and y.flatten(0, 1).grad_fn is not None
+
+
+INDEXED = [  # (index of jitgrad tensors, the same index of NumPy arrays, PyTorch's strides of the result)
+    (lambda b2, b3: b2[:, [0, 2, 4]], lambda b2, b3: b2[:, [0, 2, 4]], (3, 1)),
+    (lambda b2, b3: b2.t()[:, [0, 2]], lambda b2, b3: b2.T[:, [0, 2]], (2, 1)),
+    (lambda b2, b3: b2.t()[[0, 2, 4]], lambda b2, b3: b2.T[[0, 2, 4]], (4, 1)),
+    (lambda b2, b3: b2.t()[1:5:2, [0, 3]], lambda b2, b3: b2.T[1:5:2, [0, 3]], (2, 1)),
+    (lambda b2, b3: b2[::2].t()[:, [0, 1]], lambda b2, b3: b2[::2].T[:, [0, 1]], (2, 1)),
+    (lambda b2, b3: b3[:, [0, 2]], lambda b2, b3: b3[:, [0, 2]], (8, 4, 1)),
+    (lambda b2, b3: b3[..., [0, 2]], lambda b2, b3: b3[..., [0, 2]], (6, 2, 1)),
+    (lambda b2, b3: b3[:, None, [0, 2]], lambda b2, b3: b3[:, None, [0, 2]], (8, 8, 4, 1)),
+    (lambda b2, b3: b3[[0, 1], :, [1, 0]], lambda b2, b3: b3[[0, 1], :, [1, 0]], (3, 1)),
+    (lambda b2, b3: b3.transpose(1, 2)[:, [0, 1]], lambda b2, b3: b3.transpose(0, 2, 1)[:, [0, 1]], (6, 3, 1)),
+    (lambda b2, b3: b3.transpose(1, 2)[:, :, jg.tensor([True, False, True])],
+     lambda b2, b3: b3.transpose(0, 2, 1)[:, :, np.array([True, False, True])], (8, 2, 1)),
+    (lambda b2, b3: b3.permute(2, 0, 1)[:, [0, 1]], lambda b2, b3: b3.transpose(2, 0, 1)[:, [0, 1]], (1, 4, 8)),
+    (lambda b2, b3: b3.permute(2, 0, 1)[..., [0, 2]], lambda b2, b3: b3.transpose(2, 0, 1)[..., [0, 2]], (2, 8, 1)),
+    (lambda b2, b3: b3.permute(1, 2, 0)[:, [0, 1], :], lambda b2, b3: b3.transpose(1, 2, 0)[:, [0, 1], :], (1, 3, 6)),
+    (lambda b2, b3: b3.permute(2, 0, 1)[[1, 2]], lambda b2, b3: b3.transpose(2, 0, 1)[[1, 2]], (6, 3, 1)),
+    (lambda b2, b3: jg.arange(3.0).reshape(3, 1).expand(3, 4)[:, [0, 1]],
+     lambda b2, b3: np.broadcast_to(np.arange(3.0).reshape(3, 1), (3, 4))[:, [0, 1]], (2, 1)),
+    (lambda b2, b3: b2.t()[jg.tensor([[0, 1], [2, 3]]).t()], lambda b2, b3: b2.T[np.array([[0, 1], [2, 3]]).T],
+     (4, 8, 1)),
+]
+
+
+@pytest.mark.parametrize("k", range(len(INDEXED)))
+def test_advanced_indexing_result_has_pytorchs_layout(k):
+    make, make_ref, strides = INDEXED[k]
+    b2 = jg.arange(24.0).reshape(4, 6)
+    b3 = jg.arange(24.0).reshape(2, 3, 4)
+    r = make(b2, b3)
+    np.testing.assert_array_equal(r.numpy(), make_ref(b2.numpy(), b3.numpy()))
+    assert [s for s, n in zip(r.stride(), r.shape) if n > 1] == [s for s, n in zip(strides, r.shape) if n > 1]
+    # view follows PyTorch's stride rule on those strides: it works exactly where NumPy reshapes in place
+    for shape in [(-1,), (r.shape[0], -1), (-1, r.shape[-1])]:
+        probe = np.lib.stride_tricks.as_strided(np.zeros(64), r.shape, [s * 8 for s in strides]).view()
+        try:
+            probe.shape = np.empty(r.shape).reshape(shape).shape
+            ok = True
+        except AttributeError:
+            ok = False
+        if ok:
+            np.testing.assert_array_equal(r.view(*shape).numpy(), r.numpy().reshape(shape))
+        else:
+            with pytest.raises(RuntimeError, match=re.escape("view size is not compatible with input tensor's size and "
+                                                             "stride (at least one dimension spans across two "
+                                                             "contiguous subspaces). Use .reshape(...) instead.")):
+                r.view(*shape)
+
+
+def test_cat_stack_gather_of_non_contiguous_inputs_are_contiguous():
+    # PyTorch allocates these results contiguous, so view() works on them; NumPy follows the inputs' layout
+    b3 = jg.arange(24.0).reshape(2, 3, 4)
+    t = b3.transpose(0, 2)
+    for r, strides in [(jg.cat([t, t], 1), (12, 2, 1)), (jg.stack([t, t], 1), (12, 6, 2, 1)),
+                       (b3.gather(1, jg.zeros(2, 4, 3, dtype=jg.int64).transpose(1, 2)), (12, 4, 1))]:
+        assert r.stride() == strides and r.is_contiguous()
+        assert r.view(-1).shape == (r.numel(),)
+    np.testing.assert_array_equal(jg.cat([t, t], 1).numpy(), np.concatenate([t.numpy(), t.numpy()], 1))
+
+
+def test_view_after_advanced_indexing_keeps_gradients():
+    x = jg.arange(24.0).reshape(4, 6).t().requires_grad_()
+    y = x[:, [0, 2]].view(-1)  # PyTorch: contiguous, so view(-1) works
+    (y * jg.arange(12.0)).sum().backward()
+    expected = np.zeros((6, 4))
+    expected[:, [0, 2]] = np.arange(12.0).reshape(6, 2)
+    np.testing.assert_array_equal(x.grad.numpy(), expected)
+
+
+def test_view_transposed_splits_and_merges_along_contiguous_chunks():
+    x = jg.arange(24.0).reshape(2, 3, 4).transpose(0, 1)  # (3, 2, 4), strides (4, 12, 1)
+    assert x.view(3, 2, 2, 2).stride() == (4, 12, 2, 1)
+    assert x.view(3, 2, 4, 1).shape == (3, 2, 4, 1)
+    with pytest.raises(RuntimeError, match="Use .reshape"):
+        x.view(6, 4)
+    with pytest.raises(RuntimeError, match="Use .reshape"):
+        x.view(-1)
+    e = jg.zeros(3, 0, 4).transpose(0, 2)
+    assert e.view(12, 0).shape == (12, 0) and e.view(-1).shape == (0,)
+
+
+# ---------------------------------------------------------------------- 7. smaller items
+def test_all_any_methods_and_functions():
+    x = jg.tensor([[True, False], [True, True]])
+    assert x.all().item() is False and x.any().item() is True
+    assert x.all(0).tolist() == [True, False] and x.any(1).tolist() == [True, True]
+    assert x.all(dim=1, keepdim=True).tolist() == [[False], [True]]
+    assert jg.all(x).item() is False and jg.any(x, 0).tolist() == [True, True] and jg.all(x, dim=(0, 1)).item() is False
+    f = jg.tensor([1.0, 0.0, math.nan], requires_grad=True)
+    assert f.all().item() is False and f.any().item() is True and not f.any().requires_grad
+    assert f.all().dtype is jg.bool and jg.tensor([2, 3], dtype=jg.int32).all(0).dtype is jg.bool
+    assert jg.tensor(True).all(0).item() is True
+    assert jg.zeros(0).all().item() is True and jg.zeros(0).any().item() is False
+    assert jg.zeros(2, 0).all(1).tolist() == [True, True] and jg.zeros(2, 0).any(0).shape == (0,)
+    rng = np.random.default_rng(0)
+    a = rng.integers(0, 3, (3, 4, 2))
+    for dim in (None, 0, 1, -1, (0, 2)):
+        kw = {} if dim is None else {"dim": dim}
+        np.testing.assert_array_equal(jg.tensor(a).all(**kw).numpy(), np.all(a, axis=dim))
+        np.testing.assert_array_equal(jg.tensor(a).any(**kw).numpy(), np.any(a, axis=dim))
+
+
+def test_tensor_of_strings_messages():
+    for data, name in [([1.0, "a"], "str"), ([1, "a"], "str"), ([[1.0], ["a", "b"]], "str"), ("a", "str"),
+                       ([1.0, b"ab"], "bytes"), ([[1.0, 2.0], [3.0, "a"]], "str")]:
+        with pytest.raises(TypeError, match="^%s$" % re.escape("new(): invalid data type '%s'" % name)):
+            jg.tensor(data)
+    for data in (["a", 1.0], ["ab"], [["a", 1.0]]):
+        with pytest.raises(ValueError, match="^too many dimensions 'str'$"):
+            jg.tensor(data)
+    for data, name in [([1.0, None], "NoneType"), ([1, object()], "object")]:
+        with pytest.raises(RuntimeError, match="^Could not infer dtype of %s$" % name):
+            jg.tensor(data)
+
+
+def test_linear_with_zero_input_features():
+    x = jg.zeros(4, 0, requires_grad=True)
+    w = jg.zeros(3, 0, requires_grad=True)
+    b = jg.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    y = F.linear(x, w, b)
+    assert y.tolist() == [[1.0, 2.0, 3.0]] * 4
+    y.sum().backward()
+    assert x.grad.shape == (4, 0) and w.grad.shape == (3, 0) and b.grad.tolist() == [4.0, 4.0, 4.0]
+    assert F.linear(jg.zeros(4, 0), jg.zeros(3, 0)).tolist() == [[0.0] * 3] * 4
+    assert F.linear(jg.zeros(2, 5, 0), jg.zeros(3, 0)).shape == (2, 5, 3)
+    z = jg.ones(2, 5, requires_grad=True)
+    out = F.linear(z, jg.ones(0, 5, requires_grad=True), jg.zeros(0, requires_grad=True))  # 0 output features
+    assert out.shape == (2, 0)
+    out.sum().backward()
+    assert z.grad.tolist() == [[0.0] * 5] * 2
+    e = jg.ones(0, 5, requires_grad=True)  # an empty batch
+    F.linear(e, jg.ones(3, 5)).sum().backward()
+    assert e.grad.shape == (0, 5)
+
+
+BYTE_ORDER = ("given numpy array has byte order different from the native byte order. Conversion between byte "
+              "orders is currently not supported.")
+
+
+def test_big_endian_arrays():
+    for dt in (">f4", ">f8", ">i8", ">i4"):
+        a = np.arange(3, dtype=dt)
+        with pytest.raises(ValueError, match="^" + re.escape(BYTE_ORDER) + "$"):
+            jg.from_numpy(a)  # cannot share memory in the wrong byte order
+        for make in (jg.tensor, jg.as_tensor):  # these may copy: the values arrive in native order
+            t = make(a)
+            assert t.dtype is jg.tensor(a.astype(np.dtype(dt).newbyteorder("="))).dtype
+            assert t.tolist() == [0, 1, 2] and (t + 1).tolist() == [1, 2, 3]
+            t.add_(1)
+            assert t.tolist() == [1, 2, 3] and a.tolist() == [0, 1, 2]
+
+
+NOT_WRITABLE = "The given NumPy array is not writable"
+
+
+def test_read_only_arrays():
+    ro = np.arange(3.0)
+    ro.flags.writeable = False
+    for make in (jg.from_numpy, jg.as_tensor):
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            t = make(ro)
+        assert [str(x.message)[:len(NOT_WRITABLE)] for x in w] == [NOT_WRITABLE]
+        assert (t * 2).tolist() == [0.0, 2.0, 4.0] and t.sum().item() == 3.0
+        for write in (lambda t: t.add_(1), lambda t: t.__setitem__(0, 5.0), lambda t: t[1:].mul_(2),
+                      lambda t: t.zero_()):
+            with pytest.raises(RuntimeError, match="not writable"):
+                write(t)
+        assert ro.tolist() == [0.0, 1.0, 2.0] and t._version == 0
+    t = jg.tensor(ro)  # a copy: writable
+    t.add_(1)
+    assert t.tolist() == [1.0, 2.0, 3.0] and ro.tolist() == [0.0, 1.0, 2.0]
+    with pytest.raises(RuntimeError, match="more than one element of the written-to tensor refers to a single memory"):
+        jg.ones(3).expand(2, 3).add_(1)  # an expanded tensor keeps PyTorch's message
+
+
+def test_sum_of_expanded_tensor_does_not_materialize():
+    N = 20000
+    small = jg.ones(3).expand(3, 3)  # compile the kernels first: compilation allocates too
+    small.sum(), small.mean(), small.sum(0), small.amax(), jg.arange(3.0).reshape(3, 1).expand(3, 3).sum(1)
+    tracemalloc.start()
+    try:
+        x = jg.ones(N).expand(N, N)
+        s = x.sum()
+        m = x.mean()
+        r0 = x.sum(0)
+        r1 = jg.arange(float(N)).reshape(N, 1).expand(N, N).sum(1)
+        mx = x.amax()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < N * N // 100  # PyTorch reduces the stride-0 dim without a copy; N*N*4 bytes would be 1.6 GB
+    assert s.item() == float(N) * N and m.item() == 1.0 and mx.item() == 1.0
+    assert r0.shape == (N,) and float(r0.amin()) == N == float(r0.amax())
+    np.testing.assert_array_equal(r1.numpy(), np.arange(float(N)) * N)
+
+
+def test_reductions_of_broadcast_tensors_match_numpy():
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((3, 1, 4))
+    x = jg.tensor(a).expand(3, 5, 4)
+    ref = np.broadcast_to(a, (3, 5, 4))
+    for dim in (None, 0, 1, 2, (0, 1), (1, 2), (0, 2)):
+        kw = {} if dim is None else {"dim": dim}
+        np.testing.assert_allclose(x.sum(**kw).numpy(), ref.sum(axis=dim), rtol=1e-12)
+        np.testing.assert_allclose(x.mean(**kw).numpy(), ref.mean(axis=dim), rtol=1e-12)
+        np.testing.assert_array_equal(x.amax(**kw).numpy(), ref.max(axis=dim))
+        np.testing.assert_array_equal(x.amin(**kw).numpy(), ref.min(axis=dim))
+    s = x.sum(1)
+    s.add_(1)  # a fresh, writable result
+    xi = jg.tensor(rng.integers(-5, 5, (1, 4))).expand(6, 4)
+    np.testing.assert_array_equal(xi.sum(0).numpy(), np.broadcast_to(xi.numpy(), (6, 4)).sum(0))
+    xg = jg.tensor(a, requires_grad=True)
+    xg.expand(3, 5, 4).sum().backward()
+    np.testing.assert_array_equal(xg.grad.numpy(), np.full((3, 1, 4), 5.0))
+
+
+# ---------------------------------------------------------------------- 8. NumPy subclasses are CPU arrays
+def test_memmap_slices_make_cpu_tensors(tmp_path):
+    path = os.path.join(tmp_path, "data.bin")
+    m = np.memmap(path, dtype=np.int64, mode="w+", shape=(10,))
+    m[:] = np.arange(10)
+    m.flush()
+    data = np.memmap(path, dtype=np.int64, mode="r+")
+    for make in (jg.from_numpy, jg.as_tensor, jg.tensor):
+        t = make(data[2:5])
+        assert t.device == jg.device("cpu") and not t.is_cuda
+        assert t._data.__class__ is np.ndarray
+        assert (t + 1).tolist() == [3, 4, 5]
+    # nanoGPT's get_batch: stack of memmap slices converted to int64
+    x = jg.stack([jg.from_numpy(data[i:i + 3].astype(np.int64)) for i in (0, 4)])
+    assert x.device == jg.device("cpu") and x.tolist() == [[0, 1, 2], [4, 5, 6]]
+    shared = jg.from_numpy(data[2:5])  # zero copy: writes reach the file's pages
+    shared[0] = 100
+    assert data[2] == 100
+    ro = np.memmap(path, dtype=np.int64, mode="r")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        t = jg.from_numpy(ro[:3])
+    assert t.tolist() == [0, 1, 100]
+    with pytest.raises(RuntimeError, match="not writable"):
+        t.add_(1)
+    del data, ro, m, shared, t
+
+
+def test_ndarray_subclass_is_cpu():
+    class Sub(np.ndarray):
+        pass
+    a = np.arange(4.0).view(Sub)
+    for make in (jg.from_numpy, jg.as_tensor, jg.tensor):
+        t = make(a)
+        assert t.device == jg.device("cpu") and (t * 2).tolist() == [0.0, 2.0, 4.0, 6.0]
