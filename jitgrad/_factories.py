@@ -231,21 +231,27 @@ def from_numpy(ndarray):
     return Tensor._wrap(_shared(ndarray))
 
 
-def _size(size, name="zeros"):
+def _size(size, name="zeros", itemsize=8):
     if not size:
         raise TypeError('%s() missing 1 required positional arguments: "size"' % name)
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         size = tuple(size[0])
-    for s in size:
+    for pos, s in enumerate(size, 1):
         if not isinstance(s, (numbers.Integral, np.integer)) or isinstance(s, bool):
             raise TypeError("%s(): argument 'size' (position 1) must be tuple of ints, not %s"
                             % (name, type(s).__name__))
+        if not -2 ** 63 <= s < 2 ** 63:
+            raise TypeError("%s(): argument 'size' failed to unpack the object at pos %d with error "
+                            "\"Overflow when unpacking long long\"" % (name, pos))
         if s < 0 and name == "zeros":
             raise RuntimeError("zeros: Dimension size must be non-negative.")
         if s < 0:
             raise RuntimeError("Trying to create tensor with negative dimension %d: [%s]"
                                % (s, ", ".join(map(str, size))))
-    return tuple(int(s) for s in size)
+    size = tuple(int(s) for s in size)
+    if math.prod(size) * itemsize > 2 ** 63 - 1:  # PyTorch's bound, and NumPy's (bytes in an intp)
+        raise RuntimeError("Storage size calculation overflowed with sizes=[%s]" % ", ".join(map(str, size)))
+    return size
 
 
 def _dt(dtype, default=None):
@@ -253,15 +259,15 @@ def _dt(dtype, default=None):
 
 
 def zeros(*size, dtype=None, device=None, requires_grad=False, out=None):
-    return _leaf(np.zeros(_size(size), _dt(dtype).np), None, requires_grad, device)
+    return _leaf(np.zeros(_size(size, "zeros", _dt(dtype).itemsize), _dt(dtype).np), None, requires_grad, device)
 
 
 def ones(*size, dtype=None, device=None, requires_grad=False, out=None):
-    return _leaf(np.ones(_size(size, "ones"), _dt(dtype).np), None, requires_grad, device)
+    return _leaf(np.ones(_size(size, "ones", _dt(dtype).itemsize), _dt(dtype).np), None, requires_grad, device)
 
 
 def empty(*size, dtype=None, device=None, requires_grad=False, memory_format=None, out=None):
-    return _leaf(np.empty(_size(size, "empty"), _dt(dtype).np), None, requires_grad, device)
+    return _leaf(np.empty(_size(size, "empty", _dt(dtype).itemsize), _dt(dtype).np), None, requires_grad, device)
 
 
 def full(size, fill_value, *, dtype=None, device=None, requires_grad=False):
@@ -270,7 +276,7 @@ def full(size, fill_value, *, dtype=None, device=None, requires_grad=False):
     if not isinstance(size, (tuple, list)):
         raise TypeError("full(): argument 'size' (position 1) must be tuple of ints, not " + type(size).__name__)
     d = _dt(dtype)
-    return _leaf(np.full(_size((size,), "full"), D.check_scalar(fill_value, d), d.np), None, requires_grad, device)
+    return _leaf(np.full(_size((size,), "full", d.itemsize), D.check_scalar(fill_value, d), d.np), None, requires_grad, device)
 
 
 def _like(fn, input, dtype, device, requires_grad, *args):
@@ -348,12 +354,12 @@ def _float_only(d, kernel):
 
 def rand(*size, generator=None, dtype=None, device=None, requires_grad=False):
     d = _float_only(_dt(dtype), "check_uniform_bounds")
-    return _leaf(_rng[0].random(_size(size, "rand"), dtype=d.np), None, requires_grad, device)
+    return _leaf(_rng[0].random(_size(size, "rand", d.itemsize), dtype=d.np), None, requires_grad, device)
 
 
 def randn(*size, generator=None, dtype=None, device=None, requires_grad=False):
     d = _float_only(_dt(dtype), "normal_kernel_cpu")
-    return _leaf(_rng[0].standard_normal(_size(size, "randn"), dtype=d.np), None, requires_grad, device)
+    return _leaf(_rng[0].standard_normal(_size(size, "randn", d.itemsize), dtype=d.np), None, requires_grad, device)
 
 
 def randint(low=0, high=None, size=None, *, generator=None, dtype=None, device=None, requires_grad=False):
