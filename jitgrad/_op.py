@@ -12,7 +12,7 @@ from ._device import backend
 from .kernels import cpu as CPU_BACKEND
 from ._grad_mode import STATE
 from ._dtype import FROM_NP
-from .autograd.graph import Node, SavedTensor, accumulate_node
+from .autograd.graph import NO_EDGE, Node, SavedTensor, accumulate_node
 
 EMPTY = {}
 _MISSING = object()
@@ -47,7 +47,7 @@ class Op:
         self.double_backward = double_backward
         self.keep_inputs = frozenset(keep_inputs)  # positions passed to the kernel in their own dtype (indices, masks)
         self.node_name = node or "".join(p.capitalize() for p in name.split("_")) + "Backward0"
-        self.node_cls = type(self.node_name, (OpNode,), {"__slots__": ()})
+        self.node_cls = type(self.node_name, (OpNode,), {"__slots__": (), "n_outputs": n_outputs})
         self._dtypes = {}  # cache: operand dtype key -> (compute dtype, output dtype)
         self._plans = {}  # cache: which inputs need grad -> what to save
 
@@ -132,8 +132,8 @@ class OpNode(Node):
                 d = gi._data
                 if d.shape != shape:
                     gi = gi.sum_to_size(shape)
-                if d.dtype != dtype.np:
-                    gi = gi.to(dtype)
+                if d.dtype != dtype:
+                    gi = gi.to(FROM_NP[dtype])
             out.append(gi)
         return out
 
@@ -325,25 +325,25 @@ def _save_plan(op, active):
 
 def _attach(op, args, params, outs):
     nexts = []
-    meta = []
+    meta = []  # per input that takes a gradient: (shape, NumPy dtype) the gradient is brought back to
     active = []
+    vjp = op.vjp
     variadic = op.variadic
     for i, a in enumerate(args):
-        e = None
-        if isinstance(a, Tensor) and a._requires_grad and op.vjp[0 if variadic else i] is not None:
+        if isinstance(a, Tensor) and a._requires_grad and vjp[0 if variadic else i] is not None:
             fn = a.grad_fn
-            e = (fn, a._output_nr) if fn is not None else (accumulate_node(a), 0)
-            meta.append((a._data.shape, FROM_NP[a._data.dtype]))
+            nexts.append((fn, a._output_nr) if fn is not None else (accumulate_node(a), 0))
+            d = a._data
+            meta.append((d.shape, d.dtype))
+            active.append(True)
         else:
+            nexts.append(NO_EDGE)  # PyTorch's entry for an input that takes no gradient
             meta.append(None)
-        nexts.append(e or (None, 0))  # PyTorch's entry for an input that takes no gradient (graph.NO_EDGE)
-        active.append(e is not None)
+            active.append(False)
     inputs, save_result = _save_plan(op, tuple(active))
-    node = op.node_cls()
+    node = op.node_cls(tuple(nexts))
     node.op = op
-    node.next_functions = tuple(nexts)
     node.input_meta = meta
-    node.params = params
     saved = {}
     for name, i in inputs:
         a = args[i]
@@ -352,7 +352,7 @@ def _attach(op, args, params, outs):
     if op.n_outputs > 1:
         params = dict(params)
         params["_out_meta"] = [(o.shape, o.dtype) for o in outs]
-        node.params = params
+    node.params = params
     for k, o in enumerate(outs):
         if o._data.dtype.kind == "f":
             o.grad_fn = node

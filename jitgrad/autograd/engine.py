@@ -30,7 +30,8 @@ def _root_grads(tensors, grad_tensors, what="grad"):
                 raise RuntimeError("grad can be implicitly created only for scalar outputs")
             if not t.dtype.is_floating_point:
                 raise RuntimeError("grad can be implicitly created only for real scalar outputs but got " + t.dtype.name)
-            g = ones_like(t)
+            d = t._data
+            g = Tensor._wrap(np.ones(d.shape, d.dtype)) if d.__class__ is np.ndarray else ones_like(t)
         elif not isinstance(g, Tensor):
             raise TypeError("gradients can be either Tensors or None, but got " + type(g).__name__)
         if g.shape != t.shape:
@@ -178,8 +179,8 @@ def run(roots, retain_graph, create_graph, targets=None, accumulate_leaves=True)
             node = pop(ready)[2]
             grads = buffers.pop(node, None)
             if grads is None:
-                grads = [None] * _n_outputs(node)
-            if node._tensor_hooks or node._pre_hooks or node._retain_hooks or node.__class__ is AccumulateGrad:
+                grads = [None] * node.n_outputs
+            if node._tensor_hooks or node._pre_hooks or node._retain_hooks or node.__class__ is AccumulateGrad and node.variable._hooks:
                 grads = _pre_hooks(node, grads)
             if capture:
                 for k in range(len(grads)):
@@ -219,7 +220,7 @@ def run(roots, retain_graph, create_graph, targets=None, accumulate_leaves=True)
                 if g is not None:
                     buf = buffers.get(m)
                     if buf is None:
-                        buf = buffers[m] = [None] * _n_outputs(m)
+                        buf = buffers[m] = [None] * m.n_outputs
                     j = nf[1]
                     buf[j] = g if buf[j] is None else _sum_grads(buf[j], g, create_graph)
                 deps[m] = left - 1
@@ -249,15 +250,10 @@ def _apply_with_anomaly(node, grads):
     return outs
 
 
-def _n_outputs(node):
-    op = getattr(node, "op", None)
-    return op.n_outputs if op is not None else node.n_outputs
-
-
 def _add(buffers, node, k, g):
     buf = buffers.get(node)
     if buf is None:
-        buf = buffers[node] = [None] * _n_outputs(node)
+        buf = buffers[node] = [None] * node.n_outputs
     buf[k] = g if buf[k] is None else buf[k] + g
 
 

@@ -127,12 +127,16 @@ class AccumulateGrad(Node):
     """
     __slots__ = ("variable", "_post_acc_hooks", "_lock")
 
-    def __init__(self, variable):
-        super().__init__(())
+    def __init__(self, variable):  # one per leaf and graph, on the per-op path: slots set directly
+        self.next_functions = ()
         self._seq = LEAF_SEQUENCE
+        self._pre_hooks = self._post_hooks = self._tensor_hooks = self._retain_hooks = None
+        self._metadata = self._anomaly_trace = self._post_acc_hooks = None
         self.variable = variable
-        self._post_acc_hooks = None
         self._lock = threading.Lock()
+        if STATE.anomaly:
+            from .anomaly import record_trace
+            record_trace(self)
 
     def apply(self, grads):
         with self._lock:

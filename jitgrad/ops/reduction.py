@@ -9,6 +9,7 @@ import warnings
 import numpy as np
 
 from .. import _dtype as D
+from .._grad_mode import STATE
 from .._op import Op, dispatch
 from .._tensor import Tensor
 from ._table import INTS, _arr, _noncontig, export, register, rejects, unary_samples
@@ -40,6 +41,9 @@ def _restore(xp, arr, shape, dims, keepdim):
 def _unreduce(g, s):
     """Broadcast a reduced gradient back to the input's shape."""
     shape = s.self_shape
+    d = g._data
+    if not STATE.grad_enabled and d.__class__ is np.ndarray:  # no graph of the backward: a view of the array
+        return Tensor._wrap(np.broadcast_to(d if s.keepdim else d.reshape(_keep_shape(shape, s.dims)), shape))
     if not s.keepdim:
         g = g.reshape(_keep_shape(shape, s.dims))
     return g.expand(shape)
