@@ -199,16 +199,19 @@ def _run_fused(node, spec, g):
 def dispatch(op, args, params=EMPTY):
     """Run ``op`` on ``args`` (tensors and numbers) and record it if grad mode is on.
 
-    This is the per-op hot path: one pass over the operands builds the dtype-cache key and notes
-    whether any input requires grad; dtype resolution is cached per operand-type pattern.
+    This is the per-op hot path: one pass over the operands collects their arrays, the plan-cache
+    key (dtypes, 0-d flags, number types) and whether any input requires grad. The plan, cached per
+    key, holds the compute dtype and the operands to convert to it; the common case converts none.
     """
     key = []
+    arrays = []
     grad = False
     kind = None  # the array type of the tensors: one device per op
     for a in args:
         if isinstance(a, Tensor):
             d = a._data
             key.append(d.dtype if d.ndim else (d.dtype, 0))
+            arrays.append(d)
             if a._requires_grad:
                 grad = True
             if d.__class__ is not kind:
@@ -217,27 +220,35 @@ def dispatch(op, args, params=EMPTY):
                 kind = d.__class__
         else:
             key.append(a.__class__)
-    xp = CPU_BACKEND if kind is np.ndarray or kind is None else backend_of_type(kind)
+            arrays.append(a)
     key = tuple(key)
-    r = op._dtypes.get(key)
-    if r is None:
-        _check_operands(op, args)
-        r = op._dtypes[key] = _result_dtypes(op.dtype_rule, args, op.unsupported)
-    cnp = r[0].np
-    keep = op.keep_inputs
-    arrays = []
-    for i, a in enumerate(args):
-        if isinstance(a, Tensor):
-            d = a._data
-            if d.dtype is not cnp and d.dtype != cnp and i not in keep:
-                d = d.astype(cnp)
-            arrays.append(d)
-        else:
-            arrays.append(cnp.type(a) if a is not None else None)
+    plan = op._dtypes.get(key)
+    if plan is None:
+        plan = op._dtypes[key] = _plan(op, args)
+    cnp, convert = plan
+    for i in convert:
+        a = arrays[i]
+        if a is not None:
+            arrays[i] = cnp.type(a) if a.__class__ in _NUMBER_TYPES else a.astype(cnp)
     if op.broadcast:
         _check_broadcast(arrays)
+    xp = CPU_BACKEND if kind is np.ndarray or kind is None else backend_of_type(kind)
     out = op.forward(xp, cnp, *arrays, **params)
-    return record(op, args, params, out, grad)
+    if op.n_outputs != 1 or op.view or STATE.inference or grad and STATE.grad_enabled and op.differentiable:
+        return record(op, args, params, out, grad)
+    return Tensor._wrap(out)  # the common result: a new tensor that records nothing
+
+
+_NUMBER_TYPES = frozenset((bool, int, float))
+
+
+def _plan(op, args):
+    """(compute NumPy dtype, positions to convert to it) for one pattern of operand types."""
+    _check_operands(op, args)
+    compute = _result_dtypes(op.dtype_rule, args, op.unsupported)[0].np
+    convert = tuple(i for i, a in enumerate(args)
+                    if not isinstance(a, Tensor) or a._data.dtype != compute and i not in op.keep_inputs)
+    return compute, convert
 
 
 def backend_of_type(kind):
