@@ -12,7 +12,8 @@ from ._device import backend
 from .kernels import cpu as CPU_BACKEND
 from ._grad_mode import STATE
 from ._dtype import FROM_NP
-from .autograd.graph import NO_EDGE, Node, SavedTensor, accumulate_node
+from .autograd.anomaly import record_trace
+from .autograd.graph import NO_EDGE, SEQUENCE, Node, SavedTensor, accumulate_node
 
 EMPTY = {}
 _MISSING = object()
@@ -108,6 +109,18 @@ def broadcast_shapes(*shapes):
 class OpNode(Node):
     """grad_fn of a table op: holds the op, its params, saved tensors and input metadata."""
     __slots__ = ("op", "params", "saved", "input_meta", "__dict__")
+
+    def __init__(self, op, next_functions, input_meta, params):
+        # Node's fields set directly: one node per recorded op, on the per-op path
+        self.next_functions = next_functions
+        self._seq = next(SEQUENCE)
+        self._pre_hooks = self._post_hooks = self._tensor_hooks = self._retain_hooks = None
+        self._metadata = self._anomaly_trace = None
+        self.op = op
+        self.input_meta = input_meta
+        self.params = params
+        if STATE.anomaly:
+            record_trace(self)
 
     def apply(self, grads):
         op = self.op
@@ -351,19 +364,19 @@ def _attach(op, args, params, outs):
             nexts.append(NO_EDGE)  # PyTorch's entry for an input that takes no gradient
             meta.append(None)
             active.append(False)
-    inputs, save_result = _save_plan(op, tuple(active))
-    node = op.node_cls(tuple(nexts))
-    node.op = op
-    node.input_meta = meta
-    saved = {}
-    for name, i in inputs:
-        a = args[i]
-        saved[name] = SavedTensor(a) if isinstance(a, Tensor) else a
-    node.saved = saved
+    active = tuple(active)
+    plan = op._plans.get(active)
+    if plan is None:
+        plan = _save_plan(op, active)
+    inputs, save_result = plan
     if op.n_outputs > 1:
         params = dict(params)
         params["_out_meta"] = [(o.shape, o.dtype) for o in outs]
-    node.params = params
+    node = op.node_cls(op, tuple(nexts), meta, params)
+    node.saved = saved = {}
+    for name, i in inputs:
+        a = args[i]
+        saved[name] = SavedTensor(a) if isinstance(a, Tensor) else a
     for k, o in enumerate(outs):
         if o._data.dtype.kind == "f":
             o.grad_fn = node

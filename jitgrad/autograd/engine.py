@@ -115,9 +115,9 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     return tuple(out)
 
 
-def _needed(roots, target_edges):
+def _needed(roots, capture):
     """Nodes from which some target can be reached (only those run when targets are given)."""
-    targets = {e[0] for e in target_edges if e is not None}
+    targets = {node for node, _ in capture}
     needed, visited = set(), set()
     stack = [(e[0], False) for e, _ in roots if e is not None]
     while stack:  # iterative post-order: a node is decided after all of its children
@@ -135,16 +135,8 @@ def _needed(roots, target_edges):
     return needed
 
 
-def run(roots, retain_graph, create_graph, targets=None, accumulate_leaves=True):
-    """Execute the graph below ``roots`` [(edge, grad)]; return captured grads for ``targets``."""
-    target_edges = [edge(t) for t in targets] if targets is not None else []
-    capture = {}
-    for k, e in enumerate(target_edges):
-        if e is not None:
-            capture.setdefault((e[0], e[1]), []).append(k)
-    needed = _needed(roots, target_edges) if targets is not None else None
-
-    # 1. dependency counts
+def _dependencies(roots, needed):
+    """For every node below the roots (and needed, when targets are given): how many edges lead into it."""
     deps = {}
     stack = []
     for e, _ in roots:
@@ -152,11 +144,8 @@ def run(roots, retain_graph, create_graph, targets=None, accumulate_leaves=True)
             deps[e[0]] = 0
             stack.append(e[0])
     while stack:
-        n = stack.pop()
-        for nf in n.next_functions:
-            if nf is None:  # a None entry instead of NO_EDGE, from a node built elsewhere
-                continue
-            m = nf[0]
+        for nf in stack.pop().next_functions:
+            m = nf[0] if nf is not None else None  # a None entry instead of NO_EDGE: a node built elsewhere
             if m is None or needed is not None and m not in needed:
                 continue
             if m in deps:
@@ -164,55 +153,52 @@ def run(roots, retain_graph, create_graph, targets=None, accumulate_leaves=True)
             else:
                 deps[m] = 1
                 stack.append(m)
+    return deps
 
-    buffers = {}
+
+def run(roots, retain_graph, create_graph, targets=None, accumulate_leaves=True):
+    """Execute the graph below ``roots`` [(edge, grad)]; return the gradients captured for ``targets``.
+
+    One loop: take the ready node created last, give it the sum of the gradients that reached it,
+    run it, and hand its input gradients to the nodes it points to (ready once all have arrived).
+    """
+    capture = {}  # (node, output_nr) -> positions in ``targets`` whose gradient flows in there
+    for k, e in enumerate([edge(t) for t in targets] if targets is not None else ()):
+        if e is not None:
+            capture.setdefault(e, []).append(k)
+    needed = _needed(roots, capture) if targets is not None else None
+    deps = _dependencies(roots, needed)
+    buffers = {}  # node -> the gradients of its outputs received so far
     for e, g in roots:
         if e is not None:
             _add(buffers, e[0], e[1], g)
-    ready = [(-n._seq, id(n), n) for n in {e[0] for e, _ in roots if e is not None} if deps[n] == 0]
+    ready = [(-n._seq, id(n), n) for n in buffers if deps[n] == 0]
     heapq.heapify(ready)
-    captured = [None] * len(target_edges)
+    captured = [None] * (len(targets) if targets is not None else 0)
     anomaly = STATE.anomaly
     pop, push = heapq.heappop, heapq.heappush
     with set_grad_enabled(create_graph):
         while ready:
             node = pop(ready)[2]
-            grads = buffers.pop(node, None)
-            if grads is None:
-                grads = [None] * node.n_outputs
-            if node._tensor_hooks or node._pre_hooks or node._retain_hooks or node.__class__ is AccumulateGrad and node.variable._hooks:
+            grads = buffers.pop(node, None) or [None] * node.n_outputs
+            if node._tensor_hooks or node._pre_hooks or node._retain_hooks or (
+                    node.__class__ is AccumulateGrad and node.variable._hooks):
                 grads = _pre_hooks(node, grads)
             if capture:
-                for k in range(len(grads)):
+                for k, g in enumerate(grads):
                     for slot in capture.get((node, k), ()):
-                        captured[slot] = grads[k]
-            runs = needed is None or node in needed
-            if runs:
-                runs = False
-                for g in grads:
-                    if g is not None:
-                        runs = True
-                        break
-                if runs and not accumulate_leaves and node.__class__ is AccumulateGrad:
-                    runs = False
+                        captured[slot] = g
             outs = ()
-            if runs:
-                if anomaly:
-                    outs = _apply_with_anomaly(node, grads)
-                else:
-                    outs = node.apply(grads)
+            if (needed is None or node in needed) and any(g is not None for g in grads) and (
+                    accumulate_leaves or node.__class__ is not AccumulateGrad):
+                outs = _apply_with_anomaly(node, grads) if anomaly else node.apply(grads)
                 if node._post_hooks:
-                    for hook in list(node._post_hooks.values()):
-                        r = hook(tuple(outs), tuple(grads))
-                        if r is not None:
-                            outs = _hook_values(hook, r, outs)
+                    outs = _post_hooks(node, outs, grads)
                 if not retain_graph:
                     node._release()
             n_outs = len(outs)
             for k, nf in enumerate(node.next_functions):
-                if nf is None:
-                    continue
-                m = nf[0]
+                m = nf[0] if nf is not None else None
                 left = deps.get(m)  # None for an input without a node (NO_EDGE) or not needed
                 if left is None:
                     continue
@@ -229,14 +215,21 @@ def run(roots, retain_graph, create_graph, targets=None, accumulate_leaves=True)
     return captured
 
 
+def _post_hooks(node, outs, grads):
+    for hook in list(node._post_hooks.values()):
+        r = hook(tuple(outs), tuple(grads))
+        if r is not None:
+            outs = _hook_values(hook, r, outs)
+    return outs
+
+
 def _sum_grads(a, b, create_graph):
     """a + b for two gradients of one tensor: a recorded op under create_graph, else one kernel on the
     arrays (same shape and dtype by now), skipping the op layer's dispatch."""
     if create_graph or a._data.shape != b._data.shape or a._data.dtype != b._data.dtype:
         return a + b
-    from .._tensor import Tensor
     d = a._data
-    return Tensor._wrap(backend(d).run("add", d.dtype, d, b._data))
+    return a._wrap(backend(d).run("add", d.dtype, d, b._data))
 
 
 def _apply_with_anomaly(node, grads):

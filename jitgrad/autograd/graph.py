@@ -8,7 +8,7 @@ import numpy as np
 from .._device import backend
 from .._grad_mode import STATE
 
-_sequence = itertools.count()
+SEQUENCE = itertools.count()  # creation order of nodes: the engine runs the latest first
 _handle_ids = itertools.count()
 LEAF_SEQUENCE = float("inf")  # AccumulateGrad runs as soon as it is ready, like PyTorch's
 # The next_functions entry of an input that takes no gradient, as in PyTorch: code walking the graph
@@ -65,7 +65,7 @@ class Node:
         if None in next_functions:
             next_functions = tuple(NO_EDGE if e is None else e for e in next_functions)
         self.next_functions = next_functions
-        self._seq = next(_sequence)
+        self._seq = next(SEQUENCE)
         self._pre_hooks = self._post_hooks = self._tensor_hooks = self._retain_hooks = None
         self._metadata = None
         self._anomaly_trace = None
