@@ -30,6 +30,16 @@ class Chain100(_Workload):
     name = "chain100"
 
 
+class Mul16(_Workload):
+    """``a * b`` on 16 elements, nothing recorded: the per-op overhead of dispatch."""
+    name = "mul16"
+
+
+class Mul16Grad(_Workload):
+    """``a * b`` on 16 elements that require grad: dispatch plus recording the node."""
+    name = "mul16_grad"
+
+
 class Elementwise4M(_Workload):
     """sum(tanh(x*w+b)**2 * sigmoid(x)) on 4M float32 elements, fwd+bwd."""
     name = "elementwise_4m"

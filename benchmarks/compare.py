@@ -10,7 +10,7 @@ one. For each workload both workers build the same model on the same data and ru
 step (jitgrad compiles or loads its kernels there); then timed samples alternate between them,
 after a short idle gap that lets the other library's threads stop spinning; each sample times
 enough back-to-back steps to last about --sample-seconds. The table shows the median time per
-step, the jitgrad/PyTorch ratio and the speed bar of issue 7. The cold-start row times fresh
+step, the jitgrad/PyTorch ratio and the speed targets. The cold-start row times fresh
 processes that import the library and run a first MLP step, after one untimed run has warmed
 numba's on-disk cache. PyTorch runs with 2 threads; without it (not installed) only jitgrad's
 times are shown.
@@ -142,6 +142,8 @@ def measure_cold_start(lib_names, repeats):
 def _ms(seconds):
     if seconds is None:
         return "n/a"
+    if seconds < 1e-4:  # per-op rows: microseconds matter
+        return "%.4f" % (seconds * 1e3)
     return "%.3f" % (seconds * 1e3) if seconds < 0.01 else "%.1f" % (seconds * 1e3)
 
 
