@@ -1,4 +1,6 @@
 """Devices. The CPU is always there; CUDA tensors need numba-cuda and a GPU (or its simulator)."""
+import importlib.util
+
 import numpy as np
 
 from .kernels import cpu as cpu_backend
@@ -62,7 +64,6 @@ def cuda_unavailable_reason():
 
 
 def _find_cuda_problem():
-    import importlib.util
     # numba still ships an old numba.cuda of its own; jitgrad's CUDA kernels need the numba-cuda package
     try:
         found = importlib.util.find_spec("numba_cuda") is not None
