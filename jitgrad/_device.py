@@ -91,9 +91,16 @@ def cuda_available():
     return not cuda_unavailable_reason()
 
 
+_cuda_backend = None
+
+
 def cuda_backend():
-    from .kernels.cuda import backend as cuda
-    return cuda
+    """kernels.cuda.backend, imported the first time a CUDA array needs it (it needs numba-cuda)."""
+    global _cuda_backend
+    if _cuda_backend is None:
+        from .kernels.cuda import backend
+        _cuda_backend = backend
+    return _cuda_backend
 
 
 def to_device(d):

@@ -1,6 +1,8 @@
-"""Indexing keys: a PyTorch index (ints, slices, None, Ellipsis, lists, index and mask tensors) as a
-NumPy one, with PyTorch's bound checks; shared by ``__getitem__`` (jitgrad/ops/indexing.py) and
-``__setitem__`` (jitgrad/_inplace.py)."""
+"""Index keys: a PyTorch index as a NumPy one, with PyTorch's checks (normalize_key).
+
+Keys hold ints, slices, None, Ellipsis, lists, and index or mask tensors. Shared by ``__getitem__``
+(jitgrad/ops/indexing.py) and ``__setitem__`` (jitgrad/_inplace.py).
+"""
 import numpy as np
 
 from ._tensor import Tensor

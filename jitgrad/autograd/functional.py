@@ -1,5 +1,6 @@
-"""jitgrad.autograd.functional: Jacobians, Hessians and their products with vectors, as in
-``torch.autograd.functional``.
+"""jitgrad.autograd.functional: Jacobians, Hessians and their products with vectors.
+
+The API of ``torch.autograd.functional``.
 
 Every function takes ``func`` and ``inputs`` (a Tensor or a tuple of Tensors) and answers with
 the same nesting as its arguments: a tuple only where a tuple was given. All are built on

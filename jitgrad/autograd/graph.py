@@ -1,10 +1,8 @@
-"""jitgrad.autograd.graph: the backward graph's public names, and the saved-tensor hook contexts
-(saved_tensors_hooks, save_on_cpu).
+"""jitgrad.autograd.graph: the backward graph's public names and the saved-tensor hook contexts.
 
-Node, AccumulateGrad, edges and hooks are defined in jitgrad/_graph.py and SavedTensor in
-jitgrad/_saved.py, below Tensor and dispatch, which use them; they are re-exported here, as
-PyTorch has them in torch.autograd.graph.
-"""
+The contexts (saved_tensors_hooks, save_on_cpu) are defined here. Node, AccumulateGrad, edges and
+hooks are defined in jitgrad/_graph.py and SavedTensor in jitgrad/_saved.py, below Tensor and
+dispatch, which use them; they are re-exported here, as PyTorch has them in torch.autograd.graph."""
 from .._grad_mode import STATE
 from .._graph import (LEAF_SEQUENCE, NO_EDGE, OVERLAP_MESSAGE, AccumulateGrad, Node,  # noqa: F401
                       RemovableHandle, accumulate_into, accumulate_locked, accumulate_node, add_hook, edge,
