@@ -4,36 +4,70 @@
     x = jg.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
     (x.exp() * 3).mean().backward()
     x.grad
+
+Imports go one way: a module imports only the modules listed before it here.
+
+1. ``kernels/`` (``jitgrad.kernels``): numba kernels on arrays; nothing about tensors.
+2. ``_dtype``, ``_grad_mode``, ``_device``, ``_jit_stats``: dtypes, grad modes, devices and their backends.
+3. ``_anomaly``, ``_graph``: anomaly mode's machinery; Node, AccumulateGrad, edges, hooks, ``.grad``
+   accumulation.
+4. ``_repr``, ``_tensor``: Tensor and its printing.
+5. ``_saved``, ``_index_key``, ``_factories``: tensors saved for backward, index keys, tensor factories.
+6. ``_op``, ``_inplace``: the op table's entry type and dispatch (which records the graph); in-place
+   ops and ``__setitem__``.
+7. ``ops/``: the op table; ``ops/__init__`` installs its methods and operators on Tensor.
+8. ``autograd/``: the engine (backward, grad), Function, functional, gradcheck, and the public
+   ``graph`` and ``anomaly`` modules.
+9. ``optim/``, ``cuda``, ``viz``, ``nn/``, ``utils/``, ``serialization``, ``precompile``.
+10. This module: the public namespace. It attaches the Tensor methods that need a higher layer
+    (``backward``, the ops behind ``to``, the ``new_*`` factories).
+
+Tensor and the graph sit below the op table's entries because the entries and dispatch take and
+make tensors; the kernels stay below both. Nothing is imported inside a function except what needs
+an optional package (the CUDA kernels need numba-cuda; graphviz), when it is first needed.
 """
 from . import _dtype
 from ._device import Device, device  # noqa: F401
-from ._dtype import (bool_ as bool, dtype, float32, float64, get_default_dtype, int32, int64,  # noqa: F401
-                     set_default_dtype)
+from ._dtype import (bool_ as bool, dtype, float32, float64, get_default_dtype, int32, int64)  # noqa: F401
 from ._factories import *  # noqa: F401,F403
 from ._factories import METHODS as _FACTORY_METHODS
 from ._jit_stats import jit_stats  # noqa: F401
 from ._grad_mode import (enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled,  # noqa: F401
                          no_grad, set_grad_enabled)
+from ._op import _result_dtypes
 from ._tensor import Size, Tensor  # noqa: F401
-from . import autograd  # noqa: F401
-from .autograd.anomaly import is_anomaly_check_nan_enabled, is_anomaly_enabled  # noqa: F401
-from .serialization import load, save  # noqa: F401
 from . import ops as _ops
 from .ops import FUNCTIONS as _FUNCTIONS
+from . import autograd  # noqa: F401
+from .autograd.anomaly import is_anomaly_check_nan_enabled, is_anomaly_enabled  # noqa: F401
+from .autograd.engine import tensor_backward as _tensor_backward
+
+# Tensor's methods from the layers above it (ops/__init__ has installed the op table's)
+Tensor.backward = _tensor_backward
+Tensor._cast, Tensor._move = _ops.cast, _ops.move
+for _name, _fn in _FACTORY_METHODS.items():
+    setattr(Tensor, _name, _fn)
+
 from . import nn  # noqa: F401,E402
 from . import optim  # noqa: F401,E402
 from . import cuda  # noqa: F401,E402
+from .serialization import load, save  # noqa: F401,E402
 
 float = float32
 double = float64
 long = int64
 int = int32
 
-for _name, _fn in _FACTORY_METHODS.items():
-    setattr(Tensor, _name, _fn)
 globals().update(_FUNCTIONS)
 
 __version__ = "0.1.0"
+
+
+def set_default_dtype(d):
+    """Set the default floating-point dtype (float32 or float64)."""
+    _dtype.set_default_dtype(d)
+    for op in _ops.OPS.values():  # cached result dtypes of ops may involve the default float dtype
+        op._dtypes.clear()
 
 
 def is_tensor(obj):
@@ -45,7 +79,6 @@ def numel(input):
 
 
 def result_type(tensor1, tensor2):
-    from ._op import _result_dtypes
     return _result_dtypes("promote", (tensor1, tensor2))[1]
 
 

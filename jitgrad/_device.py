@@ -1,4 +1,6 @@
 """Devices. The CPU is always there; CUDA tensors need numba-cuda and a GPU (or its simulator)."""
+import importlib.util
+
 import numpy as np
 
 from .kernels import cpu as cpu_backend
@@ -62,7 +64,6 @@ def cuda_unavailable_reason():
 
 
 def _find_cuda_problem():
-    import importlib.util
     # numba still ships an old numba.cuda of its own; jitgrad's CUDA kernels need the numba-cuda package
     try:
         found = importlib.util.find_spec("numba_cuda") is not None
@@ -90,9 +91,16 @@ def cuda_available():
     return not cuda_unavailable_reason()
 
 
+_cuda_backend = None
+
+
 def cuda_backend():
-    from .kernels.cuda import backend as cuda
-    return cuda
+    """kernels.cuda.backend, imported the first time a CUDA array needs it (it needs numba-cuda)."""
+    global _cuda_backend
+    if _cuda_backend is None:
+        from .kernels.cuda import backend
+        _cuda_backend = backend
+    return _cuda_backend
 
 
 def to_device(d):

@@ -50,12 +50,10 @@ def get_default_dtype():
 
 
 def set_default_dtype(d):
+    """Set the default float dtype (``jitgrad.set_default_dtype`` also clears the ops' cached result dtypes)."""
     if d not in (float32, float64):
         raise TypeError("only floating-point types are supported as the default type")
     _default_float[0] = d
-    from .ops import OPS
-    for op in OPS.values():  # cached result dtypes of ops may involve the default float dtype
-        op._dtypes.clear()
 
 
 def from_np(np_dtype):

@@ -1,5 +1,7 @@
-"""Tensor factories: tensor, as_tensor, from_numpy, zeros, ones, full, empty, arange, linspace, eye,
-random tensors and the *_like / new_* variants. No factory is affected by no_grad."""
+"""Tensor factories: tensor, from_numpy, zeros, ones, full, arange, random tensors, *_like and new_*.
+
+Also as_tensor, empty, linspace, eye and the seeded generator. No factory is affected by no_grad.
+"""
 import math
 import numbers
 import warnings

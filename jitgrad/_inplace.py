@@ -8,11 +8,14 @@ top of the new base.
 """
 import numpy as np
 
+from ._anomaly import note_inplace
 from ._device import backend
 from ._grad_mode import STATE, no_grad
+from ._graph import Node, edge
+from ._index_key import _is_basic, normalize_key
+from ._op import dispatch
+from ._saved import SavedTensor
 from ._tensor import Tensor
-from .autograd.anomaly import note_inplace
-from .autograd.graph import Node, SavedTensor, edge
 
 _CAST_NAMES = {"float32": "Float", "float64": "Double", "int64": "Long", "int32": "Int", "bool": "Bool"}
 
@@ -106,7 +109,6 @@ def inplace(self, fn, args, kwargs):
 
 
 def setitem(self, key, value):
-    from .ops.indexing import _is_basic, normalize_key
     key = normalize_key(self, key)
     if STATE.grad_enabled and self.grad_fn is None and self._requires_grad and all(_is_basic(k) for k in key):
         raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place operation.")
@@ -130,7 +132,6 @@ def setitem(self, key, value):
 def _fit_value(t, key, value):
     """The value as PyTorch writes it into t[key]: leading size-1 dims the region lacks are dropped, and a
     basic-index region takes it as ``value.expand(region)`` does (with expand's errors)."""
-    from .ops.indexing import _is_basic
     region = np.broadcast_to(np.empty((), np.int8), t.shape)[key].shape  # no data is touched
     while value.ndim > len(region) and value.shape[0] == 1:
         value = value.squeeze(0)
@@ -147,7 +148,6 @@ def _region_array(arr, chain, key):
 
 
 def _region_tensor(t, chain, key):
-    from ._op import dispatch
     for op, params in chain:
         t = dispatch(op, (t,), params)
     return t[key] if key is not None else t

@@ -8,12 +8,15 @@ rule, a NumPy reference and sample inputs. ``dispatch`` is the per-op hot path.
 import numpy as np
 
 from . import _dtype as D
-from ._device import backend
+from ._device import backend, cuda_backend
 from .kernels import cpu as CPU_BACKEND
 from ._grad_mode import STATE
 from ._dtype import FROM_NP
-from .autograd.anomaly import record_trace
-from .autograd.graph import NO_EDGE, SEQUENCE, Node, SavedTensor, accumulate_node
+from ._anomaly import record_trace
+from ._factories import zeros
+from ._graph import NO_EDGE, SEQUENCE, Node, accumulate_node
+from ._saved import SavedTensor
+from ._tensor import Tensor
 
 EMPTY = {}
 _MISSING = object()
@@ -151,9 +154,8 @@ class OpNode(Node):
         return out
 
     def _zeros_for_output(self, k):
-        from . import _factories
         shape, dtype = self.params["_out_meta"][k]
-        return _factories.zeros(shape, dtype=dtype)
+        return zeros(shape, dtype=dtype)
 
     def __getattr__(self, name):
         # Saved values for the VJP formulas (s.self, s.result, s.dim) and PyTorch's
@@ -265,8 +267,7 @@ def _plan(op, args):
 
 
 def backend_of_type(kind):
-    from .kernels.cuda import backend as cuda
-    return cuda
+    return cuda_backend()
 
 
 def _device_mismatch(args):
@@ -385,6 +386,3 @@ def _attach(op, args, params, outs):
     if save_result:
         saved["result"] = SavedTensor(outs[0], is_output=True, node=node)
     return node
-
-
-from ._tensor import Tensor  # noqa: E402  (Tensor imports this module's dispatch lazily)

@@ -1,16 +1,20 @@
 """Tensor: an array, a version counter shared by its views, and its place in the graph.
 
 Ops are not defined here: their methods, operators and functions are generated from the op
-table (jitgrad/ops/) by ``jitgrad.ops.install``.
+table (jitgrad/ops/) by ``jitgrad.ops.install``. Methods that need a layer above Tensor
+(``backward``, the ``cast``/``move`` ops behind ``to``, factory methods) are attached in
+jitgrad/__init__.py.
 """
 import warnings
+import weakref
 
 import numpy as np
 
 from . import _dtype as D
+from . import _graph as G
 from ._device import CPU, Device, backend, device_of, to_device
 from ._grad_mode import STATE
-from .autograd import graph as G
+from ._repr import tensor_repr
 
 NON_LEAF_GRAD_WARNING = (
     "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. Its .grad attribute won't be "
@@ -229,7 +233,7 @@ class Tensor:
             raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
         if self.grad_fn is None or self.retains_grad:
             return
-        ref = __import__("weakref").ref(self)
+        ref = weakref.ref(self)
 
         def retain(grad):
             t = ref()
@@ -263,9 +267,7 @@ class Tensor:
             node._post_acc_hooks = G._HookDict()
         return G.add_hook(node._post_acc_hooks, hook)
 
-    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
-        from .autograd.engine import backward
-        backward(self, gradient, retain_graph, create_graph, inputs=inputs)
+    # backward(): the engine's (jitgrad/autograd/engine.py, a layer above), attached in jitgrad/__init__.py
 
     def detach(self):
         """Same data and version counter, no history."""
@@ -366,7 +368,6 @@ class Tensor:
         return bool((self == element).any())
 
     def __repr__(self, *, tensor_contents=None):
-        from ._repr import tensor_repr
         return tensor_repr(self)
 
     __str__ = __repr__
@@ -411,13 +412,11 @@ class Tensor:
                 device = a
             elif a is not None:
                 dtype = a
-        t = self
+        t = self  # _cast, _move: the cast and move ops (jitgrad/ops/shape.py), attached in jitgrad/__init__.py
         if dtype is not None and D.to_dtype(dtype) is not self.dtype:
-            from .ops import cast
-            t = cast(t, D.to_dtype(dtype))
+            t = t._cast(D.to_dtype(dtype))
         if device is not None and to_device(device) != t.device:
-            from .ops import move
-            t = move(t, to_device(device))
+            t = t._move(to_device(device))
         elif copy and t is self:
             t = t.clone()
         return t

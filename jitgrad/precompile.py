@@ -17,10 +17,12 @@ import time
 import numpy as np
 
 from . import _dtype as D
+from ._grad_mode import enable_grad
 from ._jit_stats import jit_stats
 from ._op import dispatch
 from ._tensor import Tensor
 from .kernels import config
+from .autograd.engine import backward as run_backward  # run_sample's argument 'backward' is a flag
 from .ops import FUNCTIONS, METHODS, OPS
 
 DTYPES = ("float32", "float64")
@@ -67,7 +69,6 @@ def differentiable_outputs(out):
 
 def run_sample(op, args, kwargs, backward=True):
     """Run one table sample through the op's public call, then backward from its outputs."""
-    from .autograd.engine import backward as run_backward
     grad = backward and op.differentiable
     args, kwargs = to_tensors(args, grad), {k: to_tensors(v, grad) for k, v in kwargs.items()}
     out = op_callable(op)(*args, **kwargs)
@@ -101,7 +102,6 @@ def precompile_op(op, dtypes=DTYPES, parallel=True):
 
 def precompile(ops=None, dtypes=DTYPES, parallel=True, out=sys.stdout):
     """Precompile the kernels of ``ops`` (names; default: the whole table); print one line per op."""
-    from ._grad_mode import enable_grad
     names = list(OPS) if ops is None else list(ops)
     unknown = [n for n in names if n not in OPS]
     if unknown:

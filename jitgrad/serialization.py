@@ -24,13 +24,13 @@ import json
 import numbers
 import os
 import struct
-import sys
 import tempfile
 import zlib
 
 import numpy as np
 
 from ._tensor import Tensor
+from .nn.parameter import Parameter
 
 MAGIC = b"\x93JITGRAD"
 VERSION = 2
@@ -117,8 +117,7 @@ class _Encoder:
         arr = np.asarray(data, dtype=_DTYPES[name], order="C")
         entry = {"dtype": name, "shape": list(arr.shape), "nbytes": arr.nbytes,
                  "crc32": zlib.crc32(_bytes(arr)), "requires_grad": bool(t.requires_grad)}
-        nn = sys.modules.get("jitgrad.nn")  # no Parameter exists before jitgrad.nn is imported
-        if nn is not None and isinstance(t, nn.Parameter):
+        if isinstance(t, Parameter):
             entry["parameter"] = True
         i = self._index[id(t)] = len(self.arrays)
         self._keep.append(t)
@@ -340,7 +339,6 @@ class _Reader:
         arr = arr.astype(dtype.newbyteorder("="), copy=False)
         _check(not requires_grad or dtype.kind == "f", "has an integer tensor that requires grad")
         if parameter:
-            from .nn import Parameter
             t = Parameter(Tensor._wrap(arr), requires_grad=requires_grad)
         else:
             t = Tensor._wrap(arr, requires_grad)

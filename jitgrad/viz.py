@@ -14,6 +14,10 @@ import os
 import shutil
 import subprocess
 
+from ._graph import AccumulateGrad, accumulate_node
+from ._saved import SavedTensor
+from ._tensor import Tensor
+
 __all__ = ["to_dot", "Dot"]
 
 _STYLE = {
@@ -66,7 +70,6 @@ def _quote(text):
 
 def saved_tensors(node):
     """(attribute name, SavedTensor) for each tensor ``node`` saved for backward, without unpacking."""
-    from .autograd.graph import SavedTensor
     saved = getattr(node, "saved", None)
     if isinstance(saved, dict):  # a table op: saved inputs/outputs by name
         return [("_saved_" + k, v) for k, v in sorted(saved.items()) if isinstance(v, SavedTensor)]
@@ -97,8 +100,6 @@ def to_dot(roots, params=None, show_saved=True, show_attrs=False):
     ``params`` maps names to leaf tensors (``dict(model.named_parameters())``) to label them;
     ``show_saved`` draws the tensors saved for backward; ``show_attrs`` adds the ops' parameters.
     """
-    from ._tensor import Tensor
-    from .autograd.graph import AccumulateGrad
     roots = (roots,) if isinstance(roots, Tensor) else tuple(roots)
     names = {id(t): name for name, t in (params or {}).items()}
     lines = ["digraph {", "  graph [rankdir=TB, size=\"12,12\"]", "  node [fontsize=11, height=0.2]"]
@@ -147,5 +148,4 @@ def to_dot(roots, params=None, show_saved=True, show_attrs=False):
 
 def _leaf_node(t):
     """A leaf that requires grad is drawn as its own AccumulateGrad box."""
-    from .autograd.graph import accumulate_node
     return accumulate_node(t) if t._requires_grad else None

@@ -8,17 +8,19 @@
    then its post-hooks. Saved tensors are freed afterwards unless retain_graph.
 """
 import heapq
+import warnings
 
 import numpy as np
 
+from .._anomaly import annotate, check_nan
 from .._device import backend
+from .._factories import ones_like, zeros_like
 from .._grad_mode import STATE, set_grad_enabled
-from .graph import AccumulateGrad, accumulate_locked, edge, type_name
+from .._graph import AccumulateGrad, accumulate_locked, edge, type_name
+from .._tensor import Tensor
 
 
 def _root_grads(tensors, grad_tensors, what="grad"):
-    from .._tensor import Tensor
-    from .._factories import ones_like
     roots = []
     for i, (t, g) in enumerate(zip(tensors, grad_tensors)):
         if not isinstance(t, Tensor):
@@ -42,7 +44,6 @@ def _root_grads(tensors, grad_tensors, what="grad"):
 
 
 def _as_tuple(x):
-    from .._tensor import Tensor
     if x is None:
         return None
     if isinstance(x, Tensor):
@@ -70,7 +71,6 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
         retain_graph = create_graph
     roots = _root_grads(tensors, grads)
     if create_graph:
-        import warnings
         warnings.warn(CREATE_GRAPH_CYCLE_WARNING, UserWarning, stacklevel=3)
     if inputs is None:
         run(roots, retain_graph, create_graph)
@@ -82,6 +82,11 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     with set_grad_enabled(create_graph):
         for t, g in zip(inputs, captured):
             accumulate_locked(t, g)
+
+
+def tensor_backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+    """``Tensor.backward`` (attached in jitgrad/__init__.py): ``backward(self, gradient, ...)``."""
+    backward(self, gradient, retain_graph, create_graph, inputs=inputs)
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, only_inputs=True,
@@ -109,7 +114,6 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
                 raise RuntimeError("One of the differentiated Tensors appears to not have been used in the graph. Set "
                                    "allow_unused=True if this is the desired behavior.")
             if materialize_grads:
-                from .._factories import zeros_like
                 g = zeros_like(t)
         out.append(g)
     return tuple(out)
@@ -229,11 +233,10 @@ def _sum_grads(a, b, create_graph):
     if create_graph or a._data.shape != b._data.shape or a._data.dtype != b._data.dtype:
         return a + b
     d = a._data
-    return a._wrap(backend(d).run("add", d.dtype, d, b._data))
+    return Tensor._wrap(backend(d).run("add", d.dtype, d, b._data))
 
 
 def _apply_with_anomaly(node, grads):
-    from .anomaly import annotate, check_nan
     try:
         outs = node.apply(grads)
     except Exception as exc:
@@ -300,7 +303,6 @@ def _hook_values(hook, new, old):
 def _hook_value(hook, new, old):
     """A hook may replace a gradient by a tensor of the same type, device and size (PyTorch's
     check_single_result, in its order)."""
-    from .._tensor import Tensor
     if new is None:
         return new
     if old is None:

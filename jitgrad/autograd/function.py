@@ -4,9 +4,13 @@ The ctx passed to forward is the node itself (``y.grad_fn``), as in PyTorch. Ten
 ``ctx.save_for_backward`` are version-checked when ``ctx.saved_tensors`` is read.
 """
 import functools
+import warnings
 
+from .._factories import zeros
 from .._grad_mode import STATE, no_grad
-from .graph import NO_EDGE, Node, SavedTensor, edge, type_name
+from .._graph import NO_EDGE, Node, edge, type_name
+from .._saved import SavedTensor
+from .._tensor import Tensor
 
 
 class FunctionCtx:
@@ -54,8 +58,6 @@ class BackwardCFunction(Node, FunctionCtx):
         return self.saved_tensors
 
     def apply(self, grads):
-        from .._factories import zeros
-        from .._tensor import Tensor
         if self.materialize_grads:
             grads = [g if g is not None else zeros(shape, dtype=dtype) for g, (shape, dtype) in zip(grads, self._out_meta)]
         out = self._forward_cls.backward(self, *grads)
@@ -127,7 +129,6 @@ class Function(metaclass=_FunctionMeta):
     """Base class of custom differentiable operations."""
 
     def __init__(self, *args, **kwargs):
-        import warnings
         warnings.warn("%s should not be instantiated. Methods on autograd functions are all static, so you should "
                       "invoke them on the class itself. Instantiating an autograd function will raise an error in a "
                       "future version of PyTorch." % self.__class__, DeprecationWarning, stacklevel=2)
@@ -149,7 +150,6 @@ class Function(metaclass=_FunctionMeta):
 
     @classmethod
     def apply(cls, *args, **kwargs):
-        from .._tensor import Tensor
         if cls._legacy:
             raise RuntimeError("Legacy autograd function with non-static forward method is deprecated. Please use "
                                "new-style autograd function with static forward method.")
@@ -221,7 +221,6 @@ def once_differentiable(fn):
     """Run a backward under no_grad; differentiating its result again raises."""
     @functools.wraps(fn)
     def wrapper(ctx, *args):
-        from .._tensor import Tensor
         with no_grad():
             out = fn(ctx, *args)
         if not STATE.grad_enabled:

@@ -1,5 +1,6 @@
-"""jitgrad.autograd.functional: Jacobians, Hessians and their products with vectors, as in
-``torch.autograd.functional``.
+"""jitgrad.autograd.functional: Jacobians, Hessians and their products with vectors.
+
+The API of ``torch.autograd.functional``.
 
 Every function takes ``func`` and ``inputs`` (a Tensor or a tuple of Tensors) and answers with
 the same nesting as its arguments: a tuple only where a tuple was given. All are built on
@@ -11,7 +12,13 @@ raises when an output does not depend on an input instead of answering zeros.
 ``vectorize=True`` and ``strategy="forward-mode"`` (vmap and forward-mode AD in PyTorch) are not
 available: jacobian and hessian loop over output elements, one backward each.
 """
+import numpy as np
+
+from .._factories import zeros, zeros_like
 from .._grad_mode import enable_grad, is_grad_enabled, set_grad_enabled
+from .._tensor import Tensor
+from ..ops.shape import stack
+from .engine import grad
 
 __all__ = ["vjp", "jvp", "jacobian", "hessian", "hvp", "vhp"]
 
@@ -19,7 +26,6 @@ __all__ = ["vjp", "jvp", "jacobian", "hessian", "hvp", "vhp"]
 # ------------------------------------------------------------------ argument handling
 def _tensor_tuple(value, arg_name, fn_name):
     """(was it a tuple, the tuple), checking that every element is a Tensor."""
-    from .._tensor import Tensor
     is_tuple = isinstance(value, tuple)
     items = value if is_tuple else (value,)
     for i, el in enumerate(items):
@@ -40,7 +46,6 @@ def _fresh(tensors, create_graph, need_graph):
 
 def _strip(results, create_graph):
     """Detach results the caller asked no history for (recursively for tuples of tuples)."""
-    from .._tensor import Tensor
     if isinstance(results[0], Tensor):
         return results if create_graph else tuple(r.detach() for r in results)
     return tuple(_strip(r, create_graph) for r in results)
@@ -95,7 +100,6 @@ def _check_requires_grad(tensors, kind, strict):
 
 def _grad(outputs, inputs, grad_outputs=None, create_graph=False, retain_graph=None):
     """autograd.grad that skips outputs not requiring grad and answers None for unreached inputs."""
-    from .engine import grad
     if grad_outputs is None:
         grad_outputs = (None,) * len(outputs)
     pairs = [(o, g) for o, g in zip(outputs, grad_outputs) if o is not None and o._requires_grad]
@@ -120,7 +124,6 @@ _INDEPENDENT = {
 
 def _zeros_for_none(grads, refs, strict, create_graph, stage):
     """Replace None gradients by zeros shaped like ``refs`` (or raise in strict mode)."""
-    from .._factories import zeros_like
     out = []
     for i, g in enumerate(grads):
         if g is None:
@@ -181,7 +184,6 @@ def vjp(func, inputs, v=None, create_graph=False, strict=False):
 
 def jvp(func, inputs, v=None, create_graph=False, strict=False):
     """(func(inputs), J v): the Jacobian-vector product, by the double-backward trick."""
-    from .._factories import zeros_like
     with enable_grad():
         in_tuple, inputs = _tensor_tuple(inputs, "inputs", "jvp")
         inputs = _fresh(inputs, create_graph, need_graph=True)
@@ -202,9 +204,6 @@ def jvp(func, inputs, v=None, create_graph=False, strict=False):
 def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False, strategy="reverse-mode"):
     """The Jacobian of ``func`` at ``inputs``: for output i and input j a tensor of shape
     ``outputs[i].shape + inputs[j].shape`` (nested tuples as given). One backward per output element."""
-    from .._factories import zeros_like
-    from .._tensor import Tensor
-    import numpy as np
     if strategy not in ("forward-mode", "reverse-mode"):
         raise AssertionError('Expected strategy to be either "forward-mode" or "reverse-mode". Hint: If your function '
                              'has more outputs than inputs, "forward-mode" tends to be more performant. Otherwise, '
@@ -238,8 +237,6 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False, st
 
 
 def _stack(rows, out, x):
-    from .._factories import zeros
-    from ..ops.shape import stack
     if not rows:  # an output with no elements
         return zeros(tuple(out.shape) + tuple(x.shape), dtype=x.dtype)
     return stack(rows, 0).view(tuple(out.shape) + tuple(x.shape))
@@ -248,7 +245,6 @@ def _stack(rows, out, x):
 def hessian(func, inputs, create_graph=False, strict=False, vectorize=False, outer_jacobian_strategy="reverse-mode"):
     """The Hessian of scalar-valued ``func`` at ``inputs``: for inputs i, j a tensor of shape
     ``inputs[i].shape + inputs[j].shape`` (the Jacobian of the gradient)."""
-    from .._tensor import Tensor
     in_tuple, inputs = _tensor_tuple(inputs, "inputs", "hessian")
     if outer_jacobian_strategy not in ("forward-mode", "reverse-mode"):
         raise AssertionError('Expected strategy to be either "forward-mode" or "reverse-mode".')
@@ -298,7 +294,6 @@ def vhp(func, inputs, v=None, create_graph=False, strict=False):
 def hvp(func, inputs, v=None, create_graph=False, strict=False):
     """(func(inputs), H v): the Hessian-vector product of scalar-valued ``func``, by the double-backward
     trick (equal to vhp for twice continuously differentiable functions, whose Hessian is symmetric)."""
-    from .._factories import zeros_like
     with enable_grad():
         in_tuple, inputs, v, out_tuple, outputs, jac = _gradient_of_scalar(func, inputs, v, create_graph, strict,
                                                                             "hvp")

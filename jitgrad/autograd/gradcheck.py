@@ -13,7 +13,10 @@ import warnings
 
 import numpy as np
 
-from .graph import Node, edge
+from .._factories import zeros_like
+from .._graph import Node, edge
+from .._tensor import Tensor
+from .engine import grad
 
 
 class GradcheckError(RuntimeError):
@@ -60,7 +63,6 @@ UNDEFINED_GRAD_BC_WARNING = (
 
 # ------------------------------------------------------------------ small helpers
 def _is_tensor(x):
-    from .._tensor import Tensor
     return isinstance(x, Tensor)
 
 
@@ -86,12 +88,10 @@ def _flat64(t):
 
 
 def _tensor64(arr):
-    from .._tensor import Tensor
     return Tensor._wrap(np.asarray(arr, dtype=np.float64))
 
 
 def _grad(outputs, inputs, grad_outputs):
-    from .engine import grad
     return grad(outputs, inputs, grad_outputs, retain_graph=True, allow_unused=True)
 
 
@@ -222,7 +222,6 @@ def _analytical_jacobian(output, diff_inputs, nondet_tol, check_grad_dtypes, gra
 
 
 def _one_hot_grad_outputs(output):
-    from .._tensor import Tensor
     out = []
     for m in range(output.numel()):
         go = np.zeros(output.shape, dtype=output.dtype.np)
@@ -294,7 +293,6 @@ def _fast_gradcheck(func, inputs, outputs, eps, rtol, atol, nondet_tol, check_gr
 
 
 def _shaped_like(flat, t):
-    from .._tensor import Tensor
     return Tensor._wrap(np.array(flat.reshape(t.shape), dtype=t.dtype.np, order="C"))
 
 
@@ -311,7 +309,6 @@ def _slow_mode_report(func, inputs, output, j, k, diff_idx, out_idx, eps, rtol, 
 
 # ------------------------------------------------------------------ linearity and undefined grads
 def _test_backward_mul_by_grad_output(outputs, inputs):
-    from .._factories import zeros_like
     diff_inputs = [x for x in inputs if _requires_grad(x)]
     grads = _grad(outputs, diff_inputs, [zeros_like(o) for o in outputs])
     for g, x in zip(grads, diff_inputs):
@@ -338,7 +335,6 @@ def _undefined(o):
 
 
 def _test_undefined_backward_mode(func, outputs, inputs):
-    from .._factories import zeros_like
     diff_inputs = [x for x in inputs if _requires_grad(x)]
     to_check = [[_undefined(o) for o in _diff_outputs(func(*inputs))]]
     if len(to_check[0]) > 1:  # several outputs: each may be undefined alone
@@ -405,8 +401,6 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=
                   fast_mode=False, masked=False):
     """gradcheck of the map (inputs, grad_outputs) -> gradients computed with create_graph=True, i.e. of
     the recorded backward itself (second derivatives). Random grad_outputs in [-1, 1) unless given."""
-    from .._tensor import Tensor
-    from .engine import grad
     if not (check_fwd_over_rev or check_rev_over_rev):
         raise AssertionError("Expected at least one of check_fwd_over_rev or check_rev_over_rev to be True")
     if check_undefined_grad and not check_rev_over_rev:

@@ -1,5 +1,8 @@
-"""The loss functions of nn.functional, composed from table ops (log-sum-exp via log_softmax;
-BCE-with-logits in its softplus form), with PyTorch's reductions, checks and messages."""
+"""The loss functions of nn.functional, composed from table ops.
+
+Log-sum-exp goes through log_softmax, BCE-with-logits through its softplus form; reductions,
+checks and messages are PyTorch's.
+"""
 import warnings
 
 from .._factories import ones, tensor

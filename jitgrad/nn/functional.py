@@ -1,6 +1,8 @@
-"""nn.functional: the stateless forms of the layers. Convolution, pooling, linear, embedding and
-pad are op-table entries (jitgrad/ops/conv.py, layers.py); normalisation, dropout and the
-losses (_loss_functions.py) are composed from table ops, so their gradients of any order follow."""
+"""nn.functional: the stateless forms of the layers.
+
+Convolution, pooling, linear, embedding and pad are op-table entries (jitgrad/ops/conv.py,
+layers.py); normalisation, dropout and the losses (_loss_functions.py) are composed from table ops,
+so their gradients of any order follow."""
 import warnings
 
 import numpy as np

@@ -1,5 +1,7 @@
-"""Parameter initialisation (PyTorch's nn.init): each function fills a tensor in place, under
-no_grad, from jitgrad's random generator (``jitgrad.manual_seed`` makes it reproducible)."""
+"""Parameter initialisation (PyTorch's nn.init): functions that fill a tensor in place.
+
+Each runs under no_grad and draws from jitgrad's random generator (``jitgrad.manual_seed`` makes it
+reproducible)."""
 import math
 
 import numpy as np

@@ -1,12 +1,13 @@
 """The op table (one entry per op, grouped by kind) and what is generated from it:
 Tensor methods, operators, in-place variants and the ``jitgrad.*`` functions."""
 from .._dtype import check_scalar
+from .._inplace import inplace, setitem
 from .._op import broadcast_shapes
 from .._tensor import Tensor
 from . import elementwise, indexing, linalg, reduction, shape, softmax  # noqa: F401  (registers the entries)
 from . import conv, layers  # noqa: F401,E402  (nn ops: convolution, pooling, linear, embedding, pad)
 from ._table import FUNCTIONS, METHODS, OPS  # noqa: F401  (OPS, FUNCTIONS: the public registry)
-from .shape import cast, move  # noqa: F401
+from .shape import cast, copy_from, fill, move  # noqa: F401
 
 # Ops with an in-place form (name_): run out of place on a stand-in, then write back (see _inplace).
 INPLACE = ["add", "sub", "mul", "div", "pow", "clamp", "clamp_min", "clamp_max", "clip", "relu", "sigmoid", "tanh",
@@ -17,8 +18,6 @@ INPLACE = ["add", "sub", "mul", "div", "pow", "clamp", "clamp_min", "clamp_max",
 
 
 def _inplace_method(fn):
-    from .._inplace import inplace
-
     def method(self, *args, **kwargs):
         return inplace(self, fn, args, kwargs)
     method.__name__ = fn.__name__ + "_"
@@ -74,7 +73,6 @@ def _bitwise(name):
 
 
 def _setitem(self, key, value):
-    from .._inplace import setitem
     setitem(self, key, value)
 
 
@@ -83,9 +81,6 @@ def _zero_(self):
 
 
 def _fill_(self, value):
-    from .._inplace import inplace
-    from .shape import fill
-
     if isinstance(value, Tensor):
         if value.ndim:
             raise RuntimeError("fill_ only supports 0-dimension value tensor but got tensor with %d dimensions."
@@ -96,9 +91,6 @@ def _fill_(self, value):
 
 
 def _copy_(self, src, non_blocking=False):
-    from .._inplace import inplace
-    from .shape import copy_from
-
     if not isinstance(src, Tensor):
         raise TypeError("copy_(): argument 'other' (position 1) must be Tensor, not " + type(src).__name__)
     out_shape = broadcast_shapes(tuple(self.shape), tuple(src.shape))  # PyTorch's messages for what can't broadcast

@@ -9,7 +9,7 @@ import numpy as np
 from .. import _dtype as D
 from .._op import Op, _result_dtypes, broadcast_shapes, dispatch
 from .._tensor import Tensor
-from ._table import (INTS, _arr, _noncontig, binary_samples, export, joined, no_kernel, register, rejects,
+from ._table import (INTS, OPS, _arr, _noncontig, binary_samples, export, joined, no_kernel, register, rejects,
                      unary_samples)
 
 
@@ -371,7 +371,6 @@ def _cmp_api(name):
 
 
 def _table_op(name):
-    from ._table import OPS
     return OPS[name]
 
 

@@ -1,7 +1,7 @@
 """Linear algebra: matmul (every rank case), mm, bmm, mv, dot, outer. GEMM runs in BLAS (NumPy)."""
 import numpy as np
 
-from .._op import Op, dispatch
+from .._op import Op, broadcast_shapes, dispatch
 from ._table import _arr, _noncontig, export, no_kernel, register
 
 
@@ -128,7 +128,6 @@ def matmul(input, other):
     # batched: 1-D operands become a row/column, batch dims broadcast
     x = input.unsqueeze(0) if a == 1 else input
     y = other.unsqueeze(-1) if b == 1 else other
-    from .._op import broadcast_shapes
     if x.shape[-1] != y.shape[-2]:  # PyTorch's message of the kernel it would run: folded mv or mm, else bmm
         rows = int(np.prod(x.shape[:-1]))
         if a >= 3 and b == 1:

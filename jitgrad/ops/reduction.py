@@ -13,7 +13,8 @@ from .._grad_mode import STATE
 from .._op import Op, dispatch
 from .._tensor import Tensor
 from ._table import INTS, _arr, _noncontig, export, register, rejects, unary_samples
-from .elementwise import where
+from .elementwise import maximum, minimum, where
+from .indexing import scatter_into_zeros
 
 
 def normalize_dims(t, dim):
@@ -220,7 +221,6 @@ def _max_dim_grad(g, s):
         return gv
     dim = s.dims[0]
     idx = _kept(s.indices, s)
-    from .indexing import scatter_into_zeros
     return scatter_into_zeros(s.self_shape, dim, idx, _kept(gv, s))
 
 
@@ -323,7 +323,6 @@ def _extreme(op_all, op_dim, name, input, dim, keepdim, other):
     if isinstance(dim, Tensor):
         other, dim = dim, None
     if other is not None:
-        from .elementwise import maximum, minimum
         return (maximum if name == "max" else minimum)(input, other)
     if dim is None:
         if input.numel() == 0:

@@ -6,10 +6,12 @@ import warnings
 import numpy as np
 
 from .. import _dtype as D
-from .._device import CPU
+from .._device import CPU, cuda_backend
 from .._op import Op, dispatch
 from .._tensor import Tensor
+from ..kernels import cpu
 from ._table import _arr, _noncontig, c_order, export, register, unary_samples
+from .indexing import getitem
 
 
 def _shape_op(name, forward, vjp, node=None, view=True, needs=(), **kw):
@@ -275,7 +277,6 @@ def flip(input, dims):
 
 @export()
 def narrow(input, dim, start, length):
-    from .indexing import getitem
     d = input._wrap_dim(dim)
     n = input.shape[d]
     if start < -n or start > n:
@@ -288,7 +289,6 @@ def narrow(input, dim, start, length):
 
 @export()
 def select(input, dim, index):
-    from .indexing import getitem
     d = input._wrap_dim(dim)
     n = input.shape[d]
     if index < -n or index >= n:
@@ -477,8 +477,6 @@ STACK.call, STACK.ref, STACK.samples = stack, lambda tensors, dim=0: np.stack(te
 
 # ---------------------------------------------------------------------- devices
 def _move_forward(xp, dt, x, device, source):
-    from .._device import cuda_backend
-    from ..kernels import cpu
     target = cpu if device.type == "cpu" else cuda_backend()
     return target.from_host(xp.to_host(x))
 

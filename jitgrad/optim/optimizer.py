@@ -96,7 +96,7 @@ def fused_update(kernel, param, *args):
     if param.__class__ is np.ndarray:
         cpu_kernels.update(kernel, param, *args)
         return
-    from ..kernels.cuda import optim as cuda_kernels
+    from ..kernels.cuda import optim as cuda_kernels  # needs numba-cuda: loaded for the first CUDA parameter
     B = backend(param)
     flat, back = cpu_kernels.prepare(kernel, param, args, B)
     cuda_kernels.update(kernel, *flat)

@@ -16,9 +16,11 @@ also what ``use_reentrant=None`` means here). Unlike the reentrant one it works 
 
 ``jitgrad.utils.checkpoint(block, x)`` (the module called as a function) is the same call.
 """
+import contextlib
 import sys
 import types
 
+from .._factories import generator
 from .._grad_mode import enable_grad
 from ..autograd.graph import saved_tensors_hooks
 
@@ -30,7 +32,6 @@ class CheckpointError(RuntimeError):
 
 
 def noop_context_fn():
-    import contextlib
     return contextlib.nullcontext(), contextlib.nullcontext()
 
 
@@ -97,18 +98,13 @@ class _rng_as:
 
     def __enter__(self):
         if self.state is not None:
-            self.gen = _generator()
+            self.gen = generator()
             self.current = self.gen.bit_generator.state
             self.gen.bit_generator.state = self.state
 
     def __exit__(self, *exc):
         if self.state is not None:
             self.gen.bit_generator.state = self.current
-
-
-def _generator():
-    from .._factories import generator
-    return generator()
 
 
 def checkpoint(function, *args, use_reentrant=None, context_fn=noop_context_fn, determinism_check="default",
@@ -128,7 +124,7 @@ def checkpoint(function, *args, use_reentrant=None, context_fn=noop_context_fn, 
     if debug:
         raise NotImplementedError("jitgrad.utils.checkpoint has no debug mode")
     forward_context, recompute_context = context_fn()
-    rng_state = _generator().bit_generator.state if preserve_rng_state else None
+    rng_state = generator().bit_generator.state if preserve_rng_state else None
     frame = _Frame(function, args, kwargs, rng_state, recompute_context, determinism_check == "default")
     with forward_context, saved_tensors_hooks(frame.pack, frame.unpack):
         return function(*args, **kwargs)

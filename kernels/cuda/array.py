@@ -12,6 +12,8 @@ import math
 import numpy as np
 from numba import config, cuda
 
+from .elementwise import run
+
 SIM = bool(config.ENABLE_CUDASIM)
 THREADS = 256
 
@@ -116,7 +118,6 @@ def empty(shape, dtype):
 
 def full(shape, value, dtype):
     out = empty(shape, dtype)
-    from .elementwise import run
     return run("identity", np.dtype(dtype), np.dtype(dtype).type(value), out=out) if out.size else out
 
 
@@ -149,7 +150,6 @@ def copy(x):
 
 
 def astype(x, dtype):
-    from .elementwise import run
     return run("identity", np.dtype(dtype), x)  # run reads strided inputs in place
 
 

@@ -1,6 +1,8 @@
-"""A caching device-memory pool, plugged into numba-cuda through its External Memory Management
-(EMM) interface: repeated allocations of a size reuse freed blocks instead of calling cudaMalloc,
-so a training step allocates nothing from the driver once its sizes have been seen.
+"""A caching device-memory pool for numba-cuda's device arrays.
+
+It plugs into numba-cuda through its External Memory Management (EMM) interface: repeated
+allocations of a size reuse freed blocks instead of calling cudaMalloc, so a training step allocates
+nothing from the driver once its sizes have been seen.
 
 Two parts. ``BlockPool`` is the bookkeeping, independent of CUDA (the raw allocate and free
 functions are given to it). ``CachingMemoryManager`` is the EMM plugin that numba's device

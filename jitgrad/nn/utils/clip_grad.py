@@ -1,8 +1,10 @@
 """Gradient clipping, in place on each parameter's .grad (no graph is recorded)."""
 import math
 
+from ... import _factories as Fa
 from ..._grad_mode import no_grad
 from ..._tensor import Tensor
+from ...ops.shape import stack
 
 
 def _grads(parameters):
@@ -17,8 +19,6 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
 
     Returns the total norm before clipping (a 0-d tensor).
     """
-    from ... import _factories as Fa
-    from ...ops.shape import stack
     grads = _grads(parameters)
     norm_type = float(norm_type)
     if not grads:

@@ -1,0 +1,226 @@
+"""The backward graph's primitives: Node (a grad_fn), AccumulateGrad, edges, hooks, and ``.grad`` accumulation.
+
+They sit below Tensor, which keeps its grad_fn, hooks and AccumulateGrad node through them; saved
+tensors, which wrap Tensors, are in jitgrad/_saved.py. The public names are in jitgrad.autograd.graph.
+"""
+import itertools
+import threading
+import weakref
+
+import numpy as np
+
+from ._anomaly import record_trace
+from ._device import backend
+from ._grad_mode import STATE
+
+SEQUENCE = itertools.count()  # creation order of nodes: the engine runs the latest first
+_handle_ids = itertools.count()
+LEAF_SEQUENCE = float("inf")  # AccumulateGrad runs as soon as it is ready, like PyTorch's
+# The next_functions entry of an input that takes no gradient, as in PyTorch: code walking the graph
+# unpacks every entry as (node, output_nr); the engine skips entries whose node is None.
+NO_EDGE = (None, 0)
+
+
+class RemovableHandle:
+    """Returned by register_*hook; ``remove()`` unregisters the hook."""
+
+    def __init__(self, hooks):
+        self._hooks = weakref.ref(hooks) if hooks is not None else None
+        self.id = next(_handle_ids)
+
+    def remove(self):
+        hooks = self._hooks() if self._hooks is not None else None
+        if hooks is not None:
+            hooks.pop(self.id, None)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+
+
+class _HookDict(dict):
+    """A dict of hooks that RemovableHandle can hold weakly."""
+    __slots__ = ("__weakref__",)
+
+
+def type_name(obj):
+    """The name of ``obj``'s type as PyTorch's messages print it (CPython's tp_name): 'float',
+    'numpy.ndarray', or the bare name of a class defined in Python."""
+    cls = type(obj)
+    if cls.__flags__ & (1 << 9):  # Py_TPFLAGS_HEAPTYPE
+        return cls.__name__
+    return cls.__qualname__ if cls.__module__ == "builtins" else cls.__module__ + "." + cls.__qualname__
+
+
+def add_hook(hooks, fn):
+    handle = RemovableHandle(hooks)
+    hooks[handle.id] = fn
+    return handle
+
+
+class Node:
+    """A node of the backward graph (``tensor.grad_fn``)."""
+    __slots__ = ("next_functions", "_seq", "_pre_hooks", "_post_hooks", "_tensor_hooks", "_retain_hooks",
+                 "_metadata", "_anomaly_trace", "__weakref__")
+    n_outputs = 1
+
+    def __init__(self, next_functions=()):
+        if None in next_functions:
+            next_functions = tuple(NO_EDGE if e is None else e for e in next_functions)
+        self.next_functions = next_functions
+        self._seq = next(SEQUENCE)
+        self._pre_hooks = self._post_hooks = self._tensor_hooks = self._retain_hooks = None
+        self._metadata = None
+        self._anomaly_trace = None
+        if STATE.anomaly:
+            record_trace(self)
+
+    def name(self):
+        return type(self).__name__
+
+    def __repr__(self):
+        return "<%s object at %#x>" % (type(self).__name__, id(self))
+
+    @property
+    def metadata(self):
+        if self._metadata is None:
+            self._metadata = {}
+        return self._metadata
+
+    def register_hook(self, fn):
+        """``fn(grad_inputs, grad_outputs)`` runs after the node; it may return new grad_inputs."""
+        if self._post_hooks is None:
+            self._post_hooks = _HookDict()
+        return add_hook(self._post_hooks, fn)
+
+    def register_prehook(self, fn):
+        """``fn(grad_outputs)`` runs before the node; it may return new grad_outputs."""
+        if self._pre_hooks is None:
+            self._pre_hooks = _HookDict()
+        return add_hook(self._pre_hooks, fn)
+
+    def _register_tensor_hook(self, output_nr, fn, retain=False):
+        attr = "_retain_hooks" if retain else "_tensor_hooks"
+        table = getattr(self, attr)
+        if table is None:
+            table = {}
+            setattr(self, attr, table)
+        hooks = table.get(output_nr)
+        if hooks is None:
+            hooks = table[output_nr] = _HookDict()
+        return add_hook(hooks, fn)
+
+    def apply(self, grads):
+        """Input gradients (one per next_functions entry) from output gradients."""
+        raise NotImplementedError(type(self).__name__ + " has no backward")
+
+    def _release(self):
+        """Free saved tensors once backward has run without retain_graph."""
+
+    def __call__(self, *grads):
+        return self.apply(list(grads))
+
+
+class AccumulateGrad(Node):
+    """The node of a leaf that requires grad: adds the incoming gradient to ``variable.grad``.
+
+    Its lock makes the read-modify-write of ``.grad`` atomic when several threads run backward
+    into the same leaf (PyTorch's per-node mutex); there is one node per leaf (``accumulate_node``).
+    """
+    __slots__ = ("variable", "_post_acc_hooks", "_lock")
+
+    def __init__(self, variable):  # one per leaf and graph, on the per-op path: slots set directly
+        self.next_functions = ()
+        self._seq = LEAF_SEQUENCE
+        self._pre_hooks = self._post_hooks = self._tensor_hooks = self._retain_hooks = None
+        self._metadata = self._anomaly_trace = self._post_acc_hooks = None
+        self.variable = variable
+        self._lock = threading.Lock()
+        if STATE.anomaly:
+            record_trace(self)
+
+    def apply(self, grads):
+        with self._lock:
+            accumulate_into(self.variable, grads[0])
+            if self._post_acc_hooks:
+                for hook in list(self._post_acc_hooks.values()):
+                    hook(self.variable)
+        return ()
+
+
+OVERLAP_MESSAGE = ("unsupported operation: more than one element of the written-to tensor refers to a single memory "
+                   "location. Please clone() the tensor before performing the operation.")
+
+
+def accumulate_into(var, g):
+    """``var.grad += g``: in place into the existing gradient, unless a graph of the gradient is
+    being built or its array cannot take the sum in place."""
+    if g is None:
+        return
+    if g.dtype is not var.dtype:
+        g = g.to(var.dtype)
+    old = var._grad
+    if old is None:
+        var._grad = g if STATE.grad_enabled else g._owned_copy()
+    elif STATE.grad_enabled:
+        var._grad = old + g
+    else:
+        d = old._data
+        if (d.flags.c_contiguous and d.flags.writeable) if d.__class__ is np.ndarray else d.is_c_contiguous():
+            old._accumulate_(g)
+        else:
+            _accumulate_strided(var, old, g)
+
+
+def _accumulate_strided(var, old, g):
+    """``.grad += g`` for a gradient the elementwise kernels cannot write in place (a strided,
+    broadcast or read-only array): the sum is computed apart, then copied into the gradient's array,
+    which keeps its strides and aliases as in PyTorch. A broadcast gradient (elements sharing
+    memory) is PyTorch's error; a read-only NumPy array gets a new gradient instead."""
+    d = old._data
+    if any(s == 0 and n > 1 for s, n in zip(d.strides, d.shape)):
+        raise RuntimeError(OVERLAP_MESSAGE)
+    B = backend(d)
+    o = g._data
+    total = B.run("add", d.dtype, d, o if o.dtype == d.dtype else B.astype(o, d.dtype))
+    if d.__class__ is np.ndarray and not d.flags.writeable:
+        var._grad = old._wrap(total)
+        return
+    B.copyto(d, total)
+    old._vc[0] += 1
+
+
+_NEW_NODE_LOCK = threading.Lock()
+_NON_LEAF_LOCK = threading.Lock()
+
+
+def accumulate_node(tensor):
+    """The AccumulateGrad node of a leaf (one per tensor, held weakly by it)."""
+    ref = tensor._acc_node
+    node = ref() if ref is not None else None
+    if node is None:
+        with _NEW_NODE_LOCK:  # two threads must not give one leaf two nodes (and two locks)
+            ref = tensor._acc_node
+            node = ref() if ref is not None else None
+            if node is None:
+                node = AccumulateGrad(tensor)
+                tensor._acc_node = weakref.ref(node)
+    return node
+
+
+def accumulate_locked(t, g):
+    """``accumulate_into`` outside the engine's AccumulateGrad (``backward(inputs=...)``), under the
+    lock of the leaf's node; the gradients of non-leaf tensors share one lock."""
+    with accumulate_node(t)._lock if t.grad_fn is None else _NON_LEAF_LOCK:
+        accumulate_into(t, g)
+
+
+def edge(t):
+    """(node, output_nr) that a gradient for tensor ``t`` flows into, or None."""
+    if t.grad_fn is not None:
+        return (t.grad_fn, t._output_nr)
+    if t._requires_grad:
+        return (accumulate_node(t), 0)
+    return None
