@@ -3,7 +3,7 @@ Tensor methods, operators, in-place variants and the ``jitgrad.*`` functions."""
 from .._dtype import check_scalar
 from .._op import broadcast_shapes
 from .._tensor import Tensor
-from . import unary, elementwise, indexing, linalg, reduction, shape, softmax  # noqa: F401  (registers the entries)
+from . import unary, elementwise, indexing, linalg, reduction, extrema, shape, join, softmax  # noqa: F401  (the entries)
 from . import conv, pool, layers  # noqa: F401,E402  (nn ops: convolution, pooling, linear, embedding, pad)
 from ._table import FUNCTIONS, INPLACE, METHODS, NN, OPERATORS, OPS  # noqa: F401  (derived from the entries)
 from .shape import cast, move  # noqa: F401

@@ -1,5 +1,6 @@
 """Shape ops: views (view, reshape, squeeze, unsqueeze, expand, transpose, permute, narrow) share the
-input's storage and version counter; cat, stack, repeat, flip, clone and casts copy."""
+input's storage and version counter; repeat, flip, clone, casts and device moves copy (cat and stack are
+in join.py)."""
 import math
 import warnings
 
@@ -9,7 +10,8 @@ from .. import _dtype as D
 from .._device import CPU
 from .._op import Op, dispatch
 from .._tensor import Tensor
-from ._table import _arr, _noncontig, c_order, export, register, unary_samples
+from ._table import _arr, _noncontig, export, register, unary_samples
+from .join import cat, stack  # noqa: F401  (jitgrad.ops.shape.stack: joining lives in join.py)
 
 
 def _reshape_forward(xp, dt, x, shape):
@@ -37,14 +39,6 @@ def _repeat_grad(g, s):
         split += [r, n]
     g = g.reshape(split)
     return g.sum(tuple(range(0, 2 * len(full), 2))).reshape(shape)
-
-
-def _cat_forward(xp, dt, *arrays, dim, offsets):
-    return c_order(xp.concatenate(arrays, axis=dim))
-
-
-def _cat_grad(g, s, i):
-    return g.narrow(s.dim, s.offsets[i], s.input_meta[i][0][s.dim])
 
 
 # ---------------------------------------------------------------------- shape arithmetic
@@ -272,52 +266,6 @@ def cast(input, dtype):
     return dispatch(CAST, (input,), {"dtype": dtype})
 
 
-def _check_cat(tensors, dim, name):
-    if not isinstance(tensors, (list, tuple)):
-        raise TypeError("%s(): argument 'tensors' (position 1) must be tuple of Tensors, not %s"
-                        % (name, type(tensors).__name__))
-    if not tensors:
-        if name == "cat":
-            raise ValueError("torch.cat(): expected a non-empty list of Tensors")
-        raise RuntimeError("%s expects a non-empty TensorList" % name)
-    for i, t in enumerate(tensors):
-        if not isinstance(t, Tensor):
-            raise TypeError("expected Tensor as element %d in argument 0, but got %s" % (i, type(t).__name__))
-
-
-def cat(tensors, dim=0):
-    _check_cat(tensors, dim, "cat")
-    ref = next((t for t in tensors if t.ndim), tensors[0])
-    if ref.ndim == 0:
-        raise RuntimeError("zero-dimensional tensor (at position 0) cannot be concatenated")
-    d = ref._wrap_dim(dim)
-    parts = [t for t in tensors if not (t.ndim == 1 and t.numel() == 0)] or list(tensors)
-    for i, t in enumerate(parts):
-        if t.ndim != ref.ndim:
-            raise RuntimeError("Tensors must have same number of dimensions: got %d and %d" % (ref.ndim, t.ndim))
-        for k in range(ref.ndim):
-            if k != d and t.shape[k] != ref.shape[k]:
-                raise RuntimeError("Sizes of tensors must match except in dimension %d. Expected size %d but got size %d "
-                                   "for tensor number %d in the list." % (d, ref.shape[k], t.shape[k], i))
-    offsets, o = [], 0
-    for t in parts:
-        offsets.append(o)
-        o += t.shape[d]
-    return dispatch(CAT, tuple(parts), {"dim": d, "offsets": offsets})
-
-
-
-
-def stack(tensors, dim=0):
-    _check_cat(tensors, dim, "stack")
-    shape = tensors[0].shape
-    for i, t in enumerate(tensors):
-        if t.shape != shape:
-            raise RuntimeError("stack expects each tensor to be equal size, but got [%s] at entry 0 and [%s] at entry %d"
-                               % (", ".join(map(str, shape)), ", ".join(map(str, t.shape)), i))
-    return dispatch(STACK, tuple(tensors), {"dim": tensors[0]._wrap_dim(dim, tensors[0].ndim + 1)})
-
-
 @export()
 def split(tensor, split_size_or_sections, dim=0):
     _check_ints("split", "split_size", split_size_or_sections)
@@ -394,18 +342,6 @@ def _np_squeeze(x, dim):
     return x.reshape([n for i, n in enumerate(x.shape) if not (i in dims and n == 1)])
 
 
-def _tensor_list_samples(rng, dtype):
-    A = lambda s: _arr(rng, s, -2.0, 2.0, dtype)  # noqa: E731
-    return [(([A((2, 3)), A((1, 3))],), {}), (([A((2, 3)), A((2, 1)), _noncontig(rng, (2, 2), -2.0, 2.0, dtype)], 1), {}),
-            (([A((3,)), A((3,))], -1), {})]
-
-
-def _stack_samples(rng, dtype):
-    A = lambda s: _arr(rng, s, -2.0, 2.0, dtype)  # noqa: E731
-    return [(([A((2, 3)), A((2, 3))],), {}), (([A((3,)), A((3,)), A((3,))], 1), {}),
-            (([A(()), A(())], 0), {}), (([A((2, 3)), _noncontig(rng, (2, 3), -2.0, 2.0, dtype)], -1), {})]
-
-
 def _np_reshape(x, shape):
     return x.reshape(shape)
 
@@ -455,13 +391,6 @@ CAST = _shape_op("cast", lambda xp, dt, x, dtype: xp.astype(x, dtype.np), lambda
                  node="ToCopyBackward0", call=Tensor.to, ref=lambda x, dtype: x.astype(dtype.np),
                  samples=_cases(((2, 3), D.float32), ((2, 3), D.float64), ((5,), D.int64), ((), D.bool_),
                                 ([3, 2], D.int32)))
-CAT = register(Op("cat", _cat_forward, inputs=None, vjp=[_cat_grad], dtype="promote", node="CatBackward0",
-                  ref=lambda tensors, dim=0: np.concatenate(tensors, axis=dim), samples=_tensor_list_samples, call=cat,
-                  api=("cat", "concat", "concatenate"), method=False))
-STACK = register(Op("stack", lambda xp, dt, *arrays, dim: c_order(xp.stack(arrays, axis=dim)), inputs=None,
-                    vjp=[lambda g, s, i: g.select(s.dim, i)], dtype="promote", node="StackBackward0",
-                    ref=lambda tensors, dim=0: np.stack(tensors, axis=dim), samples=_stack_samples, call=stack,
-                    api=("stack",), method=False))
 
 
 # ---------------------------------------------------------------------- devices
