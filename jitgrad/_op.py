@@ -104,8 +104,10 @@ def _saved_names(op, k):
         return ()
     read = _names_read(formula, set())
     fused = op.fused[k]
-    if isinstance(fused, tuple):
+    if isinstance(fused, tuple):  # ('kernel', its argument names)
         read |= set(fused[1])
+    elif fused is not None:  # a fused VJP function (g, s) -> Tensor
+        read |= _names_read(fused, set())
     return tuple(n for n in (op.inputs or ()) + op.outputs if n in read)
 
 
