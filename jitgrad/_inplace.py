@@ -102,9 +102,9 @@ def inplace(self, fn, args, kwargs):
     _write(self, r, op_name=fn.__name__ + "_")
     node = r.grad_fn
     self.grad_fn, self._output_nr, self._requires_grad = node, r._output_nr, True
-    saved = getattr(node, "saved", None)
-    if saved and "result" in saved:
-        saved["result"] = SavedTensor(self, is_output=True, node=node)
+    moved = getattr(node, "result_moved_to", None)  # a table op's node re-saves its result as ``self``
+    if moved is not None:
+        moved(self)
     return self
 
 

@@ -5,6 +5,8 @@ formula per input (over tensor ops, so create_graph records the backward), an op
 VJP kernel per input (used when no graph of the backward is needed), what it saves, its dtype
 rule, a NumPy reference and sample inputs. ``dispatch`` is the per-op hot path.
 """
+import types
+
 import numpy as np
 
 from . import _dtype as D
@@ -23,14 +25,12 @@ _MISSING = object()
 
 
 class Op:
-    """One entry of the op table (declarative; see jitgrad/ops/ for the entries)."""
-    # promoted input dtype name -> (exception class, message): the dtypes PyTorch has no kernel of this
-    # op for. Checked only when dispatch first sees an operand-type pattern (the hot path pays nothing).
-    unsupported = EMPTY
+    """One entry of the op table (declarative; see jitgrad/ops/ for the entries). Read-only once built."""
 
     def __init__(self, name, forward, *, inputs=("self",), vjp=(), fused=(), dtype="promote", ref=None,
-                 samples=None, node=None, n_outputs=1, differentiable=None, view=False, broadcast=False,
-                 bench=None, keep_inputs=(), double_backward=True):
+                 samples=None, node=None, n_outputs=1, outputs=("result",), differentiable=None, view=False,
+                 broadcast=False, bench=None, keep_inputs=(), double_backward=True, unsupported=EMPTY, call=None,
+                 params=EMPTY, api=(), method=True, function=True, inplace=False, operators=(), module=None):
         self.name = name
         self.forward = forward  # forward(xp, np_dtype, *arrays, **params) -> array or tuple of arrays
         # names of the positional tensor inputs ('self', 'other'); None: any number of them (cat, stack),
@@ -38,25 +38,81 @@ class Op:
         self.inputs = inputs
         self.variadic = inputs is None
         n = 1 if inputs is None else len(inputs)
-        self.vjp = tuple(vjp) + (None,) * (n - len(vjp))  # per input: (formula, names it needs) or None
+        # per input: a formula (g, s) -> Tensor, or None where the input takes no gradient; what it saves
+        # is derived from the names it reads (see _saved_names)
+        self.vjp = tuple(vjp) + (None,) * (n - len(vjp))
         self.fused = tuple(fused) + (None,) * (n - len(fused))  # per input: ('kernel', arg names) or None
         self.dtype_rule = dtype  # promote | float | bool | same | int64 | keep
-        self.ref = ref
-        self.samples = samples
+        # promoted input dtype name -> (exception class, message): the dtypes PyTorch has no kernel of this
+        # op for. Checked only when dispatch first sees an operand-type pattern (the hot path pays nothing).
+        self.unsupported = unsupported
+        self.ref = ref  # NumPy reference, taking a sample's (args, kwargs)
+        self.samples = samples  # samples(rng, dtype) -> [(args, kwargs)], see ops/_table.py
+        self.call = call  # the public callable the samples are applied to (default: jitgrad.<name>)
+        self.params = params  # scalar params and their defaults, for a generated API (elementwise ops)
         self.n_outputs = n_outputs
+        self.outputs = outputs  # names of the outputs a formula may save (s.result, s.indices)
         self.differentiable = any(self.vjp) if differentiable is None else differentiable
         self.view = view
         self.broadcast = broadcast
         self.bench = bench
         self.double_backward = double_backward
         self.keep_inputs = frozenset(keep_inputs)  # positions passed to the kernel in their own dtype (indices, masks)
+        # exposure of ``call``: names as jitgrad.<name> (function) and Tensor.<name> (method), an in-place
+        # Tensor.<name>_ form, Python operators (__rX__: operands swapped, __iX__: the in-place form) and an
+        # nn module class name (made in nn/modules/activation.py from the entry's params)
+        self.api = tuple(api)
+        self.method = method
+        self.function = function
+        self.inplace = inplace
+        self.operators = tuple(operators)
+        self.module = module
         self.node_name = node or "".join(p.capitalize() for p in name.split("_")) + "Backward0"
         self.node_cls = type(self.node_name, (OpNode,), {"__slots__": (), "n_outputs": n_outputs})
+        # per input: the names its VJP (and fused kernel) read from the node, in save order
+        self.saves = tuple(_saved_names(self, k) for k in range(n))
         self._dtypes = {}  # cache: operand dtype key -> (compute dtype, output dtype)
         self._plans = {}  # cache: which inputs need grad -> what to save
+        self._built = True
+
+    def __setattr__(self, name, value):
+        if "_built" in self.__dict__:
+            raise AttributeError("op table entries are read-only: give %r in the entry of %r" % (name, self.name))
+        object.__setattr__(self, name, value)
 
     def __repr__(self):
         return "Op(%r)" % self.name
+
+
+def _names_read(fn, seen):
+    """Every attribute and global name ``fn`` reads, also in its nested functions and in the op-table
+    helpers it calls (a formula may pass ``s`` on: _prod_grad(g, s) reads s.self)."""
+    names, codes = set(), [fn.__code__]
+    while codes:
+        code = codes.pop()
+        names.update(code.co_names)
+        codes += [c for c in code.co_consts if isinstance(c, types.CodeType)]
+    for n in list(names):
+        f = fn.__globals__.get(n)
+        if isinstance(f, types.FunctionType) and f.__module__.startswith("jitgrad.ops") and f not in seen:
+            seen.add(f)
+            names |= _names_read(f, seen)
+    return names
+
+
+def _saved_names(op, k):
+    """What input ``k``'s VJP needs saved: the inputs and outputs its formula reads (as s.self, s.result),
+    as PyTorch's derivatives.yaml codegen derives them, and the arguments of its fused kernel."""
+    formula = op.vjp[k]
+    if formula is None:
+        return ()
+    read = _names_read(formula, set())
+    fused = op.fused[k]
+    if isinstance(fused, tuple):  # ('kernel', its argument names)
+        read |= set(fused[1])
+    elif fused is not None:  # a fused VJP function (g, s) -> Tensor
+        read |= _names_read(fused, set())
+    return tuple(n for n in (op.inputs or ()) + op.outputs if n in read)
 
 
 def _check_operands(op, args):
@@ -138,11 +194,11 @@ class OpNode(Node):
                 out.append(None)
                 continue
             if op.variadic:
-                gi = op.vjp[0][0](g, self, i)
+                gi = op.vjp[0](g, self, i)
             elif op.fused[i] is not None and not create:
                 gi = _run_fused(self, op.fused[i], g)
             else:
-                gi = op.vjp[i][0](g, self)
+                gi = op.vjp[i](g, self)
             if gi is not None:
                 shape, dtype = self.input_meta[i]
                 d = gi._data
@@ -178,6 +234,11 @@ class OpNode(Node):
         if key != name and _may_save(object.__getattribute__(self, "op"), key):
             return None  # PyTorch: a saved attribute of an input that needed no gradient this time is None
         raise AttributeError("'%s' object has no attribute '%s'" % (type(self).__name__, name))
+
+    def result_moved_to(self, t):
+        """An in-place form wrote this node's result into ``t``: the saved result is ``t`` now."""
+        if "result" in self.saved:
+            self.saved["result"] = SavedTensor(t, is_output=True, node=self)
 
     def _release(self):
         for v in self.saved.values():
@@ -325,26 +386,22 @@ def _mark_view(view, src, op, params):
 
 def _may_save(op, name):
     """Whether ``op`` saves ``name`` for some pattern of inputs requiring grad."""
-    inputs, result = _save_plan(op, (True,) * (1 if op.variadic else len(op.inputs)))
-    return name == "result" and result or any(n == name for n, _ in inputs)
+    inputs, outputs = _save_plan(op, (True,) * (1 if op.variadic else len(op.inputs)))
+    return any(n == name for n, _ in inputs + outputs)
 
 
 def _save_plan(op, active):
-    """Names to save when the inputs flagged in ``active`` need gradients (cached per op and pattern)."""
+    """(inputs, outputs) to save, as (name, position), when the inputs flagged in ``active`` need
+    gradients (cached per op and pattern)."""
     plan = op._plans.get(active)
     if plan is None:
         wanted = []
         for i, on in enumerate(active):
-            k = 0 if op.variadic else i
-            if not on or op.vjp[k] is None:
-                continue
-            names = list(op.vjp[k][1])
-            fused = op.fused[k]
-            if isinstance(fused, tuple):
-                names += [n for n in fused[1] if n not in ("g", "zero")]
-            wanted += [n for i, n in enumerate(names) if n not in wanted and n not in names[:i]]
+            if on:
+                wanted += [n for n in op.saves[0 if op.variadic else i] if n not in wanted]
         inputs = [] if op.variadic else [(n, op.inputs.index(n)) for n in wanted if n in op.inputs]
-        plan = op._plans[active] = (inputs, "result" in wanted)
+        outputs = [(n, op.outputs.index(n)) for n in wanted if n in op.outputs]
+        plan = op._plans[active] = (inputs, outputs)
     return plan
 
 
@@ -369,7 +426,7 @@ def _attach(op, args, params, outs):
     plan = op._plans.get(active)
     if plan is None:
         plan = _save_plan(op, active)
-    inputs, save_result = plan
+    inputs, save_outputs = plan
     if op.n_outputs > 1:
         params = dict(params)
         params["_out_meta"] = [(o.shape, o.dtype) for o in outs]
@@ -383,6 +440,6 @@ def _attach(op, args, params, outs):
             o.grad_fn = node
             o._output_nr = k
             o._requires_grad = True
-    if save_result:
-        saved["result"] = SavedTensor(outs[0], is_output=True, node=node)
+    for name, k in save_outputs:  # the result is checked for in-place changes; other outputs (indices) are not
+        saved[name] = SavedTensor(outs[k], is_output=True, node=node) if k == 0 else outs[k]
     return node

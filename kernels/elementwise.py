@@ -121,6 +121,10 @@ def leaky_relu(x, slope): return x if x > 0 else x * slope
 @scalar
 def elu(x, alpha): return x if x > 0 else alpha * math.expm1(x)
 @scalar
+def hardtanh(x, lo, hi):
+    t = lo if x < lo else x  # as clamp: NaN stays NaN
+    return hi if t > hi else t
+@scalar
 def gelu(x): return 0.5 * x * (1 + math.erf(x * SQRT1_2))
 @scalar
 def gelu_tanh(x): return 0.5 * x * (1 + math.tanh(SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)))
@@ -249,6 +253,8 @@ def sigmoid_vjp(g, y): return g * y * (1 - y)
 def relu_vjp(g, y): return g if y > 0 else 0.0
 @scalar
 def leaky_relu_vjp(g, x, slope): return g if x > 0 else g * slope
+@scalar
+def hardtanh_vjp(g, x, lo, hi): return 0.0 if x <= lo or x >= hi else g  # a NaN input passes g, as PyTorch
 @scalar
 def elu_vjp(g, x, alpha): return g if x > 0 else g * alpha * vexp(x)
 @scalar

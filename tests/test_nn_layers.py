@@ -448,6 +448,7 @@ ACTIVATIONS = [
     (nn.ReLU(), lambda x: np.maximum(x, 0)),
     (nn.LeakyReLU(0.2), lambda x: np.where(x > 0, x, 0.2 * x)),
     (nn.ELU(0.7), lambda x: np.where(x > 0, x, 0.7 * np.expm1(x))),
+    (nn.Hardtanh(-0.5, 0.7), lambda x: np.clip(x, -0.5, 0.7)),
     (nn.GELU(), lambda x: 0.5 * x * (1 + np.vectorize(math.erf)(x / math.sqrt(2)))),
     (nn.GELU("tanh"), lambda x: 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))),
     (nn.SiLU(), lambda x: x / (1 + np.exp(-x))),
@@ -473,6 +474,17 @@ def test_inplace_activations():
     z = jg.tensor([-1.0, 2.0])
     F.leaky_relu(z, 0.5, inplace=True)
     assert z.tolist() == [-0.5, 2.0]
+    h = jg.tensor([-3.0, 0.5, 3.0])
+    assert nn.Hardtanh(-2.0, 1.0, inplace=True)(h) is h and h.tolist() == [-2.0, 0.5, 1.0] and h._version == 1
+    assert F.hardtanh_(h, max_val=0.0) is h and h.tolist() == [-1.0, 0.0, 0.0]
+
+
+def test_hardtanh_gradient_passes_strictly_inside_the_bounds():
+    # PyTorch's hardtanh_backward: 0 where x <= min_val or x >= max_val, g elsewhere (NaN included)
+    x = jg.tensor([-2.0, -1.0, 0.0, 1.0, 2.0, math.nan], requires_grad=True)
+    F.hardtanh(x).sum().backward()
+    assert x.grad.tolist() == [0.0, 0.0, 1.0, 0.0, 0.0, 1.0]
+    assert F.hardtanh(jg.tensor([-3, 0, 3]), -1.5, 2.5).tolist() == [-1, 0, 2]  # integer bounds cut toward 0
 
 
 def test_softmax_without_dim_warns():

@@ -273,6 +273,8 @@ def test_repr_nested():
     assert repr(nn.MaxPool2d(2)) == "MaxPool2d(kernel_size=2, stride=2, padding=0, dilation=1, ceil_mode=False)"
     assert repr(nn.Embedding(10, 3, padding_idx=0)) == "Embedding(10, 3, padding_idx=0)"
     assert repr(nn.LeakyReLU(0.2, True)) == "LeakyReLU(negative_slope=0.2, inplace=True)"
+    assert repr(nn.Hardtanh()) == "Hardtanh(min_val=-1.0, max_val=1.0)"
+    assert repr(nn.Hardtanh(-2.0, 2.0, True)) == "Hardtanh(min_val=-2.0, max_val=2.0, inplace=True)"
     assert repr(nn.CrossEntropyLoss()) == "CrossEntropyLoss()"
 
 

@@ -24,45 +24,22 @@ DTYPES = (np.float32, np.float64, np.int64, np.bool_)
 TOL = {np.float32: dict(rtol=1e-5, atol=1e-6), np.float64: dict(rtol=1e-10, atol=1e-12)}
 
 
-def _no_kernel(kernel, dtype):
-    return NotImplementedError, re.escape("\"%s\" not implemented for '%s'" % (kernel, dtype))
-
-
-# (op, dtype) pairs PyTorch rejects: the exception and its message (a regex), as PyTorch 2.13 gives them.
-REJECTED = {
-    ("neg", "bool"): (RuntimeError, re.escape("Negation, the `-` operator, on a bool tensor is not supported. If you "
-                                              "are trying to invert a mask, use the `~` or `logical_not()` operator "
-                                              "instead.")),
-    ("abs", "bool"): _no_kernel("abs_cpu", "Bool"),
-    ("relu", "bool"): (RuntimeError, "Boolean inputs not supported for relu"),
-    ("sub", "bool"): (RuntimeError, "Subtraction, the `-` operator, with (two bool tensors|a bool tensor) is not "
-                                    "supported"),
-    ("mm", "bool"): _no_kernel("addmm_impl_cpu_", "Bool"), ("bmm", "bool"): _no_kernel("bmm", "Bool"),
-    ("mv", "bool"): _no_kernel("addmv_impl_cpu", "Bool"), ("dot", "bool"): _no_kernel("dot", "Bool"),
-    ("matmul", "bool"): (NotImplementedError, "\"(addmm_impl_cpu_|bmm|dot|addmv_impl_cpu)\" not implemented for "
-                                              "'Bool'"),
-    ("argmax", "bool"): (RuntimeError, re.escape("argmax(): does not support bool input")),
-    ("argmin", "bool"): (RuntimeError, re.escape("argmin(): does not support bool input")),
-}
-REJECTED.update({(op, dt): _no_kernel(kernel, t) for op, kernel in [
-    ("leaky_relu", "leaky_relu_cpu"), ("elu", "elu_cpu"), ("gelu", "GeluKernelImpl"), ("gelu_tanh", "GeluKernelImpl"),
-    ("silu", "silu_cpu"), ("softplus", "softplus_cpu"), ("softmax", "softmax_lastdim_kernel_impl"),
-    ("log_softmax", "log_softmax_lastdim_kernel_impl")] for dt, t in [("int64", "Long"), ("bool", "Bool")]})
-REJECTED.update({(op, "bool"): _no_kernel(op + "_vml_cpu", "Bool") for op in ("floor", "ceil", "round", "trunc")})
-for _dt, _t in [("int64", "Long"), ("bool", "Bool")]:
-    REJECTED.update({
-        ("mean", _dt): (RuntimeError, re.escape("mean(): could not infer output dtype. Input dtype must be either a "
-                                                "floating point or complex dtype. Got: " + _t)),
-        ("var", _dt): (RuntimeError, "std and var only support floating point and complex dtypes"),
-        ("norm", _dt): (RuntimeError, "linalg.vector_norm: Expected a floating point or complex tensor as input. Got "
-                        + _t)})
-    REJECTED[("mean_all", _dt)], REJECTED[("std", _dt)] = REJECTED[("mean", _dt)], REJECTED[("var", _dt)]
-
-# (op, dtype) pairs PyTorch rejects when all operands are tensors of the dtype (a Python number promotes them).
-REJECTED_TENSORS_ONLY = {
-    ("div_rounded", "bool"): (NotImplementedError, "\"div_(trunc|floor)_cpu\" not implemented for 'Bool'"),
-    ("pow", "bool"): _no_kernel("pow", "Bool"), ("clamp", "bool"): _no_kernel("clamp_cpu", "Bool"),
-}
+# (op, dtype) pairs PyTorch rejects: the exception and its message (a regex), from the entries' ``unsupported``
+# dtypes. Where a Python number is an operand of an op that broadcasts, it takes part in type promotion, so
+# the rejection applies when all operands are tensors of the dtype (REJECTED_TENSORS_ONLY).
+REJECTED, REJECTED_TENSORS_ONLY = {}, {}
+for _name, _op in OPS.items():
+    for _dt, (_exc, _msg) in _op.unsupported.items():
+        (REJECTED_TENSORS_ONLY if _op.broadcast else REJECTED)[(_name, _dt)] = (_exc, re.escape(_msg))
+# Rejections that the public function raises before dispatch, so no entry's ``unsupported`` states them:
+# sub's message depends on which operand is bool, matmul reports the kernel of the rank case it routes to,
+# div_rounded's message names the rounding mode.
+REJECTED[("sub", "bool")] = (RuntimeError, "Subtraction, the `-` operator, with (two bool tensors|a bool tensor) is "
+                                           "not supported")
+REJECTED[("matmul", "bool")] = (NotImplementedError, "\"(addmm_impl_cpu_|bmm|dot|addmv_impl_cpu)\" not implemented "
+                                                     "for 'Bool'")
+REJECTED_TENSORS_ONLY[("div_rounded", "bool")] = (NotImplementedError, "\"div_(trunc|floor)_cpu\" not implemented "
+                                                                       "for 'Bool'")
 
 # Ops with no samples in the table: name -> (the test file that covers them instead, a string it must contain).
 EXPLICIT = {}

@@ -1,8 +1,6 @@
-"""nn.functional: the stateless forms of the layers.
-
-Convolution, pooling, linear, embedding and pad are op-table entries (jitgrad/ops/conv.py,
-layers.py); normalisation, dropout and the losses (_loss_functions.py) are composed from table ops,
-so their gradients of any order follow."""
+"""nn.functional: the stateless forms of the layers. Convolution, pooling, linear, embedding and
+pad are op-table entries (jitgrad/ops/conv.py, pool.py, layers.py); normalisation, dropout and the
+losses (_loss_functions.py) are composed from table ops, so their gradients of any order follow."""
 import warnings
 
 import numpy as np
@@ -10,9 +8,10 @@ import numpy as np
 from .._factories import generator
 from .._grad_mode import no_grad
 from .._tensor import Tensor
+from ..ops import NN as _NN
 from ..ops import softmax as _S
-from ..ops.conv import (adaptive_avg_pool2d, avg_pool2d, conv1d, conv2d, conv_transpose1d,  # noqa: F401
-                        conv_transpose2d, max_pool2d)
+from ..ops.conv import conv1d, conv2d, conv_transpose1d, conv_transpose2d  # noqa: F401
+from ..ops.pool import adaptive_avg_pool2d, avg_pool2d, max_pool2d  # noqa: F401
 from ..ops.indexing import one_hot  # noqa: F401
 from ..ops.layers import embedding, linear, pad  # noqa: F401
 from ._loss_functions import (binary_cross_entropy, binary_cross_entropy_with_logits, cross_entropy,  # noqa: F401
@@ -54,6 +53,27 @@ def tanh(input):
 
 def sigmoid(input):
     return input.sigmoid()
+
+
+def _activation(op):
+    """F.<name>(input, *params, inplace=False) and F.<name>_ for an op-table entry that names an nn module."""
+    n = len(op.params)
+
+    def fn(input, *args, **kwargs):
+        inplace = args[n] if len(args) > n else kwargs.pop("inplace", False)
+        args = args[:n]
+        return getattr(input, op.name + "_")(*args, **kwargs) if inplace else op.call(input, *args, **kwargs)
+
+    def fn_(input, *args, **kwargs):
+        return getattr(input, op.name + "_")(*args, **kwargs)
+    fn.__name__, fn_.__name__ = op.name, op.name + "_"
+    return fn, fn_
+
+
+_ACTIVATIONS = {}
+for _op in _NN.values():
+    _ACTIVATIONS[_op.name], _ACTIVATIONS[_op.name + "_"] = _activation(_op)
+globals().update(_ACTIVATIONS)
 
 
 def _implicit_dim(name, input, dim):
@@ -187,4 +207,4 @@ __all__ = ["adaptive_avg_pool2d", "avg_pool2d", "batch_norm", "bilinear", "binar
            "binary_cross_entropy_with_logits", "conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d",
            "cross_entropy", "dropout", "elu", "embedding", "gelu", "group_norm", "huber_loss", "kl_div", "l1_loss",
            "layer_norm", "leaky_relu", "linear", "log_softmax", "max_pool2d", "mse_loss", "nll_loss", "one_hot", "pad",
-           "relu", "relu_", "sigmoid", "silu", "smooth_l1_loss", "softmax", "softplus", "tanh"]
+           "relu", "relu_", "sigmoid", "silu", "smooth_l1_loss", "softmax", "softplus", "tanh"] + sorted(_ACTIVATIONS)

@@ -4,17 +4,10 @@ from .._dtype import check_scalar
 from .._inplace import inplace, setitem
 from .._op import broadcast_shapes
 from .._tensor import Tensor
-from . import elementwise, indexing, linalg, reduction, shape, softmax  # noqa: F401  (registers the entries)
-from . import conv, layers  # noqa: F401,E402  (nn ops: convolution, pooling, linear, embedding, pad)
-from ._table import FUNCTIONS, METHODS, OPS  # noqa: F401  (OPS, FUNCTIONS: the public registry)
+from . import unary, elementwise, indexing, linalg, reduction, extrema, shape, join, softmax  # noqa: F401  (the entries)
+from . import conv, pool, layers  # noqa: F401,E402  (nn ops: convolution, pooling, linear, embedding, pad)
+from ._table import FUNCTIONS, INPLACE, METHODS, NN, OPERATORS, OPS  # noqa: F401  (derived from the entries)
 from .shape import cast, copy_from, fill, move  # noqa: F401
-
-# Ops with an in-place form (name_): run out of place on a stand-in, then write back (see _inplace).
-INPLACE = ["add", "sub", "mul", "div", "pow", "clamp", "clamp_min", "clamp_max", "clip", "relu", "sigmoid", "tanh",
-           "exp", "expm1", "log", "log1p", "sqrt", "rsqrt", "reciprocal", "neg", "abs", "sign", "square", "sin", "cos",
-           "tan", "floor", "ceil", "round", "trunc", "masked_fill", "leaky_relu", "elu", "silu", "gelu", "remainder",
-           "scatter_add", "floor_divide", "maximum", "minimum", "atan2", "logical_not", "subtract", "multiply",
-           "divide", "true_divide", "erf"]
 
 
 def _inplace_method(fn):
@@ -27,48 +20,6 @@ def _inplace_method(fn):
 def _swap(fn):
     def method(self, other):
         return fn(other, self)
-    return method
-
-
-def _operators():
-    e = elementwise
-    ops = {
-        "__add__": e.add, "__radd__": _swap(e.add), "__sub__": e.sub, "__rsub__": _swap(e.sub),
-        "__mul__": e.mul, "__rmul__": _swap(e.mul), "__truediv__": e.div, "__rtruediv__": _swap(e.div),
-        "__floordiv__": e.floor_divide, "__rfloordiv__": _swap(e.floor_divide), "__mod__": e.remainder,
-        "__rmod__": _swap(e.remainder), "__pow__": e.pow, "__rpow__": _swap(e.pow),
-        "__matmul__": _tensor_operand(linalg.matmul), "__rmatmul__": _tensor_operand(_swap(linalg.matmul)),
-        "__neg__": METHODS["neg"], "__abs__": METHODS["abs"],
-        "__pos__": lambda self: self, "__invert__": _invert,
-        "__eq__": METHODS["eq"], "__ne__": METHODS["ne"], "__lt__": METHODS["lt"], "__le__": METHODS["le"],
-        "__gt__": METHODS["gt"], "__ge__": METHODS["ge"],
-        "__and__": _bitwise("logical_and"), "__or__": _bitwise("logical_or"), "__xor__": _bitwise("logical_xor"),
-        "__rand__": _bitwise("logical_and"), "__ror__": _bitwise("logical_or"), "__rxor__": _bitwise("logical_xor"),
-        "__iadd__": METHODS_INPLACE["add_"], "__isub__": METHODS_INPLACE["sub_"], "__imul__": METHODS_INPLACE["mul_"],
-        "__itruediv__": METHODS_INPLACE["div_"], "__ipow__": METHODS_INPLACE["pow_"],
-    }
-    return ops
-
-
-def _tensor_operand(fn):
-    """An operator taking tensors only: anything else gets Python's TypeError (unsupported operand type(s))."""
-    def method(self, other):
-        return fn(self, other) if isinstance(other, Tensor) else NotImplemented
-    return method
-
-
-def _invert(self):
-    if self.dtype.name != "bool":
-        raise TypeError("~ (bitwise_not) is only supported on bool tensors here, got " + self.dtype.name)
-    return METHODS["logical_not"](self)
-
-
-def _bitwise(name):
-    def method(self, other):
-        for t in (self, other):
-            if isinstance(t, Tensor) and t.dtype.name != "bool":
-                raise TypeError("bitwise operators (&, |, ^) are supported on bool tensors only, got " + t.dtype.name)
-        return METHODS[name](self, other)
     return method
 
 
@@ -104,15 +55,19 @@ METHODS_INPLACE = {}
 
 
 def install():
+    """Tensor methods, in-place forms and operators, as the entries and exported functions declare them."""
     for name, fn in METHODS.items():
         setattr(Tensor, name, fn)
-    for name in INPLACE:
-        if name in METHODS:
-            METHODS_INPLACE[name + "_"] = _inplace_method(METHODS[name])
+    for name, fn in INPLACE.items():
+        METHODS_INPLACE[name + "_"] = _inplace_method(fn)
     METHODS_INPLACE.update(zero_=_zero_, fill_=_fill_, copy_=_copy_)
     for name, fn in METHODS_INPLACE.items():
         setattr(Tensor, name, fn)
-    for name, fn in _operators().items():
+    for name, fn in OPERATORS.items():  # __rX__: the operands swapped; __iX__: the in-place form
+        if name.startswith("__r"):
+            fn = _swap(fn)
+        elif name.startswith("__i") and name != "__invert__":
+            fn = _inplace_method(fn)
         setattr(Tensor, name, fn)
     Tensor.__setitem__ = _setitem
     Tensor.__hash__ = lambda self: id(self)

@@ -13,6 +13,7 @@ FUNCTIONS = {}  # jitgrad.<name> -> function
 
 _TYPE_NAMES = {"bool": "Bool", "int32": "Int", "int64": "Long"}
 INTS = ("int32", "int64")
+EMPTY = {}
 
 
 def no_kernel(kernel, *dtypes):
@@ -31,15 +32,28 @@ def c_order(a):
     return a if a.__class__ is not np.ndarray or a.flags.c_contiguous else np.ascontiguousarray(a)
 
 
+INPLACE = {}  # Tensor method name -> the out-of-place function its in-place form name_ runs (see _inplace)
+OPERATORS = {}  # Tensor.__op__ -> the function it runs (__rX__ with the operands swapped, __iX__ in place)
+NN = {}  # nn module class name -> the entry it applies (generated in nn/modules/activation.py)
+
+
 def register(op):
+    """Add an entry to the table and publish its ``call`` as the entry says (api, in-place, operators)."""
     if op.name in OPS:
         raise ValueError("op %r defined twice" % op.name)
     OPS[op.name] = op
+    if op.api:
+        export(*op.api, method=op.method, function=op.function, inplace=op.inplace,
+               operators=op.operators)(op.call)
+    if op.module:
+        NN[op.module] = op
     return op
 
 
-def export(*names, method=True, function=True):
-    """Decorator: publish an API function as jitgrad.<name> and/or Tensor.<name>."""
+def export(*names, method=True, function=True, inplace=False, operators=()):
+    """Decorator: publish an API function as jitgrad.<name> and/or Tensor.<name>, with an in-place
+    Tensor.<name>_ form (``inplace``: True for every name, or the names that have one) and as
+    Python operators."""
     def deco(fn):
         public = _typed(fn) if function else fn
         for n in names or (fn.__name__,):
@@ -47,6 +61,10 @@ def export(*names, method=True, function=True):
                 FUNCTIONS[n] = public
             if method:
                 METHODS[n] = fn
+            if inplace is True or n in (inplace or ()):
+                INPLACE[n] = fn
+        for name in operators:
+            OPERATORS[name] = fn
         return fn
     return deco
 

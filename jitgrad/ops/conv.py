@@ -1,4 +1,4 @@
-"""Convolution and pooling ops (kernels in kernels/conv.py).
+"""Convolution ops (kernels in kernels/conv.py).
 
 Convolution is three ops that are each other's VJPs, so gradients of any order are ordinary
 graph nodes: with ``P`` the geometry of a convolution (stride, top/left padding, dilation,
@@ -9,16 +9,11 @@ groups, input and output image sizes, kernel size),
     conv2d_weight(x, y)     x-grad: conv_transpose2d(y, g)   y-grad: conv2d(x, g)
 
 (all with the same ``P``). 1-d convolutions are the same ops on arrays with a height of 1.
-Average pooling (plain and adaptive) is a sum over explicit windows, and its backward is the
-adjoint op; max pooling saves the argmax indices and its backward scatters into them.
 """
-import math
-
 import numpy as np
 
 from .._op import Op, dispatch
 from .._tensor import Tensor
-from ..kernels import conv as KC
 from ._table import _arr, export, register
 
 
@@ -36,7 +31,6 @@ def _from4(xp, a, nd):
     return a if nd == 2 else xp.reshape(a, a.shape[:2] + a.shape[3:])
 
 
-# ---------------------------------------------------------------------- convolution entries
 def _conv_forward(xp, dt, x, w, b, stride, padding, dilation, groups, in_hw, out_hw, k_hw, nd):
     out = _kernels(xp).conv2d(_to4(xp, x, nd), _to4(xp, w, nd), b, stride, padding, dilation, groups, out_hw)
     return _from4(xp, out, nd)
@@ -54,58 +48,6 @@ def _conv_w_forward(xp, dt, x, y, stride, padding, dilation, groups, in_hw, out_
 
 def _bias_grad(g, s):
     return g.sum((0, 2, 3) if s.nd == 2 else (0, 2))
-
-
-def _conv_op(name, forward, inputs, vjp, node):
-    # (no op-level bench sizes: convolutions are timed in benchmarks/ as part of a CNN step)
-    return register(Op(name, forward, inputs=inputs, vjp=vjp, dtype="promote", node=node))
-
-
-CONV = _conv_op("conv2d", _conv_forward, ("self", "weight", "bias"),
-                [(lambda g, s: dispatch(CONV_T, (g, s.weight, None), s.params), ("weight",)),
-                 (lambda g, s: dispatch(CONV_W, (s.self, g), s.params), ("self",)),
-                 (_bias_grad, ())], "ConvolutionBackward0")
-CONV_T = _conv_op("conv_transpose2d", _conv_t_forward, ("self", "weight", "bias"),
-                  [(lambda g, s: dispatch(CONV, (g, s.weight, None), s.params), ("weight",)),
-                   (lambda g, s: dispatch(CONV_W, (g, s.self), s.params), ("self",)),
-                   (_bias_grad, ())], "ConvolutionBackward0")
-CONV_W = _conv_op("conv2d_weight", _conv_w_forward, ("self", "grad_output"),
-                  [(lambda g, s: dispatch(CONV_T, (s.grad_output, g, None), s.params), ("grad_output",)),
-                   (lambda g, s: dispatch(CONV, (s.self, g, None), s.params), ("self",))],
-                  "ConvolutionBackwardWeight0")
-
-
-# ---------------------------------------------------------------------- pooling entries
-def _max_pool_forward(xp, dt, x, kernel_size, stride, padding, dilation, out_hw):
-    return _kernels(xp).max_pool2d(x, kernel_size, stride, padding, dilation, out_hw)
-
-
-def _max_pool_grad(g, s):
-    return dispatch(MAX_POOL_BWD, (g[0],), {"indices": s.indices, "in_hw": s.self_shape[2:]})
-
-
-def _avg_forward(xp, dt, x, windows, in_hw):
-    return _kernels(xp).window_avg(x, windows)
-
-
-def _avg_backward_forward(xp, dt, g, windows, in_hw):
-    return _kernels(xp).window_avg_backward(g, windows, in_hw)
-
-
-MAX_POOL = register(Op("max_pool2d", _max_pool_forward, vjp=[(_max_pool_grad, ())], n_outputs=2, dtype="keep",
-                       node="MaxPool2DWithIndicesBackward0", bench={"sizes": [(2, 3, 8, 8), (64, 16, 28, 28)]}))
-MAX_POOL_BWD = register(Op("max_pool2d_backward",
-                           lambda xp, dt, g, indices, in_hw: _kernels(xp).max_pool2d_backward(g, indices._data, in_hw),
-                           vjp=[(lambda g, s: g.flatten(2).gather(2, s.indices.flatten(2)).reshape(s.indices.shape),
-                                 ())], dtype="keep", node="MaxPool2DWithIndicesBackwardBackward0"))
-AVG_POOL = register(Op("avg_pool2d", _avg_forward, vjp=[(lambda g, s: dispatch(AVG_POOL_BWD, (g,), s.params), ())],
-                       dtype="keep", node="AvgPool2DBackward0", bench={"sizes": [(2, 3, 8, 8), (64, 16, 28, 28)]}))
-ADAPTIVE_AVG_POOL = register(Op("adaptive_avg_pool2d", _avg_forward,
-                                vjp=[(lambda g, s: dispatch(AVG_POOL_BWD, (g,), s.params), ())], dtype="keep",
-                                node="AdaptiveAvgPool2DBackward0"))
-AVG_POOL_BWD = register(Op("avg_pool2d_backward", _avg_backward_forward,
-                           vjp=[(lambda g, s: dispatch(AVG_POOL, (g,), s.params), ())], dtype="keep",
-                           node="AvgPool2DBackwardBackward0"))
 
 
 # ---------------------------------------------------------------------- argument checks
@@ -275,7 +217,6 @@ def _conv_transposend(nd, input, weight, bias, stride, padding, output_padding, 
     return x.squeeze(0) if unbatched else x
 
 
-@export("conv2d", method=False)
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     return _convnd(2, input, weight, bias, stride, padding, dilation, groups)
 
@@ -285,7 +226,6 @@ def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     return _convnd(1, input, weight, bias, stride, padding, dilation, groups)
 
 
-@export("conv_transpose2d", method=False)
 def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
     return _conv_transposend(2, input, weight, bias, stride, padding, output_padding, groups, dilation)
 
@@ -311,103 +251,7 @@ def conv2d_weight(input, weight_size, grad_output, stride=1, padding=0, dilation
                               tuple(grad_output.shape[2:])))
 
 
-# ---------------------------------------------------------------------- pooling API
-def _pool_tuple(v, name, what, allow_none=False):
-    if allow_none and (v is None or (isinstance(v, (tuple, list)) and len(v) == 0)):
-        return None
-    t = tuple(v) if isinstance(v, (tuple, list)) else (v,)
-    if len(t) not in (1, 2):
-        raise RuntimeError("%s: %s" % (name, what))
-    return tuple(int(x) for x in (t * 2 if len(t) == 1 else t))
-
-
-def _pool_out(size, k, s, p, d, ceil_mode):
-    """PyTorch's pooling_output_shape."""
-    out = (size + 2 * p - d * (k - 1) - 1 + (s - 1 if ceil_mode else 0)) // s + 1
-    if ceil_mode and (out - 1) * s >= size + p:
-        out -= 1
-    return out
-
-
-def _pool_args(name, input, kernel_size, stride, padding, dilation, ceil_mode):
-    if not isinstance(input, Tensor):
-        raise TypeError("%s(): argument 'input' must be Tensor, not %s" % (name, type(input).__name__))
-    k = _pool_tuple(kernel_size, name, "kernel_size must either be a single int, or a tuple of two ints")
-    s = _pool_tuple(stride, name, "stride must either be omitted, a single int, or a tuple of two ints",
-                    allow_none=True) or k
-    p = _pool_tuple(padding, name, "padding must either be a single int, or a tuple of two ints")
-    d = _pool_tuple(dilation, name, "dilation must be either a single int, or a tuple of two ints")
-    if input.ndim not in (3, 4) or any(n == 0 for n in input.shape[-3:]):
-        raise RuntimeError("non-empty 3D or 4D (batch mode) tensor expected for input")
-    if any(x == 0 for x in s):
-        raise RuntimeError("stride should not be zero")
-    if any(x <= 0 for x in k):
-        raise RuntimeError("kernel size should be greater than zero, but got kH: %d kW: %d" % k)
-    if any(x <= 0 for x in d):
-        raise RuntimeError("dilation should be greater than zero, but got dilationH: %d dilationW: %d" % d)
-    for i in range(2):
-        if p[i] > ((k[i] - 1) * d[i] + 1) // 2:
-            raise RuntimeError("pad should be at most half of effective kernel size, but got pad=%d, kernel_size=%d "
-                               "and dilation=%d" % (p[i], k[i], d[i]))
-    hw = tuple(input.shape[-2:])
-    out = tuple(_pool_out(hw[i], k[i], s[i], p[i], d[i], ceil_mode) for i in range(2))
-    if any(o < 1 for o in out):
-        c = input.shape[-3]
-        raise RuntimeError("Given input size: (%dx%dx%d). Calculated output size: (%dx%dx%d). Output size is too small"
-                           % ((c,) + hw + (c,) + out))
-    return k, s, p, d, out
-
-
-@export("max_pool2d", method=False)
-def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
-    k, s, p, d, out = _pool_args("max_pool2d", input, kernel_size, stride, padding, dilation, ceil_mode)
-    _no_kernel(input, "max_pool2d")
-    unbatched = input.ndim == 3
-    x = input.unsqueeze(0) if unbatched else input
-    values, indices = dispatch(MAX_POOL, (x,), {"kernel_size": k, "stride": s, "padding": p, "dilation": d,
-                                                "out_hw": out})
-    if values.grad_fn is not None:
-        values.grad_fn.saved["indices"] = indices
-    if unbatched:
-        values, indices = values.squeeze(0), indices.squeeze(0)
-    return (values, indices) if return_indices else values
-
-
-def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
-               divisor_override=None):
-    k, s, p, _, out = _pool_args("avg_pool2d", input, kernel_size, stride, padding, 1, ceil_mode)
-    _no_kernel(input, "avg_pool2d")
-    if divisor_override is not None and divisor_override == 0:
-        raise RuntimeError("divisor must be not zero")
-    unbatched = input.ndim == 3
-    x = input.unsqueeze(0) if unbatched else input
-    hw = tuple(x.shape[2:])
-    windows = KC.avg_pool_windows(hw, k, s, p, out, count_include_pad, divisor_override)
-    y = dispatch(AVG_POOL, (x,), {"windows": windows, "in_hw": hw})
-    return y.squeeze(0) if unbatched else y
-
-
-def adaptive_avg_pool2d(input, output_size):
-    if not isinstance(input, Tensor):
-        raise TypeError("adaptive_avg_pool2d(): argument 'input' must be Tensor, not %s" % type(input).__name__)
-    if input.ndim not in (3, 4):
-        raise RuntimeError("adaptive_avg_pool2d(): Expected 3D or 4D tensor, but got [%s]" % _dims(input.shape))
-    size = tuple(output_size) if isinstance(output_size, (tuple, list)) else (output_size, output_size)
-    if len(size) != 2:
-        raise RuntimeError("adaptive_avg_pool2d: output_size must be 2")
-    _no_kernel(input, "adaptive_avg_pool2d", "biu")
-    hw = tuple(input.shape[-2:])
-    out = tuple(hw[i] if size[i] is None else int(size[i]) for i in range(2))
-    if any(o < 0 for o in out):
-        raise RuntimeError("adaptive_avg_pool2d: elements of output_size must be greater than or equal to 0 but "
-                           "received {%d, %d}" % out)
-    unbatched = input.ndim == 3
-    x = input.unsqueeze(0) if unbatched else input
-    y = dispatch(ADAPTIVE_AVG_POOL, (x,), {"windows": KC.adaptive_windows(hw, out), "in_hw": hw})
-    return y.squeeze(0) if unbatched else y
-
-
-# ---------------------------------------------------------------------- test metadata (see _table.py)
+# ---------------------------------------------------------------------- references and samples (see _table.py)
 def _np_conv2d(x, w, b=None, stride=1, padding=0, dilation=1, groups=1):
     """Direct convolution with NumPy (sliding windows), the reference for the kernels."""
     nd = x.ndim - 2
@@ -426,63 +270,6 @@ def _np_conv2d(x, w, b=None, stride=1, padding=0, dilation=1, groups=1):
                                     win[:, gi * Cg:(gi + 1) * Cg], w[gi * (O // groups):(gi + 1) * (O // groups)])
                           for gi in range(groups)], axis=1)
     return out if b is None else out + b.reshape((1, O) + (1,) * nd)
-
-
-def _np_max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
-    """Window by window: the max and the flat h*W+w index of its first occurrence."""
-    k = _pool_tuple(kernel_size, "", "")
-    s = _pool_tuple(stride, "", "", allow_none=True) or k
-    p, d = _pool_tuple(padding, "", ""), _pool_tuple(dilation, "", "")
-    N, C, H, W = x.shape
-    out = [_pool_out((H, W)[i], k[i], s[i], p[i], d[i], ceil_mode) for i in range(2)]
-    big = [max((H, W)[i] + 2 * p[i], (out[i] - 1) * s[i] + d[i] * (k[i] - 1) + 1) for i in range(2)]
-    xp = np.full((N, C) + tuple(big), -np.inf, x.dtype)
-    xp[:, :, p[0]:p[0] + H, p[1]:p[1] + W] = x
-    pos = np.full(big, -1, np.int64)
-    pos[p[0]:p[0] + H, p[1]:p[1] + W] = np.arange(H * W).reshape(H, W)
-    vals = np.empty((N, C) + tuple(out), x.dtype)
-    idx = np.empty((N, C) + tuple(out), np.int64)
-    for i in range(out[0]):
-        for j in range(out[1]):
-            rows = slice(i * s[0], i * s[0] + d[0] * (k[0] - 1) + 1, d[0])
-            cols = slice(j * s[1], j * s[1] + d[1] * (k[1] - 1) + 1, d[1])
-            win = xp[:, :, rows, cols].reshape(N, C, -1)
-            a = win.argmax(axis=2)
-            vals[:, :, i, j] = np.take_along_axis(win, a[..., None], 2)[..., 0]
-            idx[:, :, i, j] = pos[rows, cols].reshape(-1)[a]
-    return (vals, idx) if return_indices else vals
-
-
-def _np_avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
-                   divisor_override=None):
-    k = _pool_tuple(kernel_size, "", "")
-    s = _pool_tuple(stride, "", "", allow_none=True) or k
-    p = _pool_tuple(padding, "", "")
-    H, W = x.shape[2:]
-    out = [_pool_out(n, k[i], s[i], p[i], 1, ceil_mode) for i, n in enumerate((H, W))]
-    res = np.zeros(x.shape[:2] + tuple(out), x.dtype)
-    for i in range(out[0]):
-        for j in range(out[1]):
-            h0, w0 = i * s[0] - p[0], j * s[1] - p[1]
-            h1, w1 = min(h0 + k[0], H + p[0]), min(w0 + k[1], W + p[1])
-            area = (h1 - h0) * (w1 - w0)
-            h0, w0, h1, w1 = max(h0, 0), max(w0, 0), min(h1, H), min(w1, W)
-            div = divisor_override or (area if count_include_pad else (h1 - h0) * (w1 - w0))
-            res[:, :, i, j] = x[:, :, h0:h1, w0:w1].sum(axis=(2, 3)) / div
-    return res
-
-
-def _np_adaptive_avg_pool2d(x, output_size):
-    size = tuple(output_size) if isinstance(output_size, (tuple, list)) else (output_size,) * 2
-    H, W = x.shape[2:]
-    size = tuple(n if o is None else o for n, o in zip((H, W), size))
-    res = np.zeros(x.shape[:2] + size, x.dtype)
-    for i in range(size[0]):
-        for j in range(size[1]):
-            h0, h1 = i * H // size[0], math.ceil((i + 1) * H / size[0])
-            w0, w1 = j * W // size[1], math.ceil((j + 1) * W / size[1])
-            res[:, :, i, j] = x[:, :, h0:h1, w0:w1].mean(axis=(2, 3))
-    return res
 
 
 def _conv_samples(rng, dtype):
@@ -522,15 +309,6 @@ def _np_conv_transpose2d(y, w, b=None, stride=1, padding=0, output_padding=0, gr
     return out if b is None else out + b.reshape(1, Co, 1, 1)
 
 
-def _pool_samples(extra, **common):
-    def samples(rng, dtype):
-        A = lambda *s: _arr(rng, s, -1.0, 1.0, dtype)  # noqa: E731
-        out = [((A(2, 3, 4, 4), 2), {}), ((A(1, 2, 5, 5), 3), dict({"stride": 2, "padding": 1}, **extra)),
-               ((A(1, 1, 5, 4), (2, 3)), {"stride": (1, 2), "ceil_mode": True}), ((A(2, 4, 4), 2), {})]
-        return [(args, dict(kw, **common)) for args, kw in out]
-    return samples
-
-
 def _conv_w_samples(rng, dtype):
     A = lambda *s: _arr(rng, s, -1.0, 1.0, dtype)  # noqa: E731
     return [((A(2, 3, 5, 5), (4, 3, 3, 3), A(2, 4, 3, 3)), {}),
@@ -547,61 +325,6 @@ def _np_conv2d_weight(x, weight_size, g, stride=1, padding=0, dilation=1, groups
     return out
 
 
-def _max_pool_bwd_call(g, x, kernel_size):
-    """max_pool2d_backward applied to g for the argmax positions of max_pool2d(x, kernel_size)."""
-    _, idx = max_pool2d(x.detach(), kernel_size, return_indices=True)
-    return dispatch(MAX_POOL_BWD, (g,), {"indices": idx, "in_hw": tuple(x.shape[2:])})
-
-
-def _np_max_pool_bwd(g, x, kernel_size):
-    k = kernel_size
-    N, C, H, W = x.shape
-    out = np.zeros_like(x)
-    for n, c, i, j in np.ndindex(*g.shape):
-        win = x[n, c, i * k:i * k + k, j * k:j * k + k]
-        a, b = np.unravel_index(np.argmax(win), win.shape)
-        out[n, c, i * k + a, j * k + b] += g[n, c, i, j]
-    return out
-
-
-def _avg_pool_bwd_call(g, in_hw, kernel_size):
-    windows = KC.avg_pool_windows(in_hw, (kernel_size,) * 2, (kernel_size,) * 2, (0, 0),
-                                  tuple(n // kernel_size for n in in_hw), True, None)
-    return dispatch(AVG_POOL_BWD, (g,), {"windows": windows, "in_hw": in_hw})
-
-
-def _np_avg_pool_bwd(g, in_hw, kernel_size):
-    return np.repeat(np.repeat(g, kernel_size, 2), kernel_size, 3) / kernel_size ** 2
-
-
-CONV.call, CONV.ref, CONV.samples = conv2d, _np_conv2d, _conv_samples
-CONV_T.call, CONV_T.ref, CONV_T.samples = conv_transpose2d, _np_conv_transpose2d, _conv_t_samples
-CONV_W.call, CONV_W.ref, CONV_W.samples = conv2d_weight, _np_conv2d_weight, _conv_w_samples
-def _unbatched_ok(ref):
-    """A pooling reference that also takes an unbatched (C, H, W) input."""
-    def fn(x, *args, **kwargs):
-        if x.ndim == 4:
-            return ref(x, *args, **kwargs)
-        out = ref(x[None], *args, **kwargs)
-        return tuple(o[0] for o in out) if isinstance(out, tuple) else out[0]
-    return fn
-
-
-MAX_POOL.call, MAX_POOL.ref = max_pool2d, _unbatched_ok(_np_max_pool2d)
-MAX_POOL.samples = _pool_samples({"dilation": 1}, return_indices=True)  # two outputs, like the op
-AVG_POOL.call, AVG_POOL.ref = avg_pool2d, _unbatched_ok(_np_avg_pool2d)
-AVG_POOL.samples = _pool_samples({"count_include_pad": False})
-ADAPTIVE_AVG_POOL.call, ADAPTIVE_AVG_POOL.ref = adaptive_avg_pool2d, _unbatched_ok(_np_adaptive_avg_pool2d)
-ADAPTIVE_AVG_POOL.samples = lambda rng, dtype: [((_arr(rng, s, -1.0, 1.0, dtype), o), {})
-                                                for s, o in [((2, 3, 5, 5), 2), ((1, 2, 5, 7), (3, 2)), ((2, 4, 4), 1),
-                                                             ((1, 1, 3, 4), (None, 3))]]
-MAX_POOL_BWD.call, MAX_POOL_BWD.ref = _max_pool_bwd_call, _np_max_pool_bwd
-MAX_POOL_BWD.samples = lambda rng, dtype: [((_arr(rng, (2, 3, 2, 2), -1.0, 1.0, dtype),
-                                             rng.permutation(2 * 3 * 4 * 4).reshape(2, 3, 4, 4).astype(dtype), 2), {})]
-AVG_POOL_BWD.call, AVG_POOL_BWD.ref = _avg_pool_bwd_call, _np_avg_pool_bwd
-AVG_POOL_BWD.samples = lambda rng, dtype: [((_arr(rng, (2, 3, 2, 2), -1.0, 1.0, dtype), (4, 4), 2), {})]
-
-
 def _float_only(samples):
     """Samples for floating dtypes only (integer/bool behaviour is tested in tests/test_nn_layers.py)."""
     def fn(rng, dtype):
@@ -609,5 +332,25 @@ def _float_only(samples):
     return fn
 
 
-for _op in (CONV, CONV_T, CONV_W, MAX_POOL, AVG_POOL, ADAPTIVE_AVG_POOL, MAX_POOL_BWD, AVG_POOL_BWD):
-    _op.samples = _float_only(_op.samples)
+# ---------------------------------------------------------------------- the entries
+def _conv_op(name, forward, inputs, vjp, node, **kw):
+    # (no op-level bench sizes: convolutions are timed in benchmarks/ as part of a CNN step)
+    return register(Op(name, forward, inputs=inputs, vjp=vjp, dtype="promote", node=node, **kw))
+
+
+CONV = _conv_op("conv2d", _conv_forward, ("self", "weight", "bias"),
+                [lambda g, s: dispatch(CONV_T, (g, s.weight, None), s.params),
+                 lambda g, s: dispatch(CONV_W, (s.self, g), s.params),
+                 _bias_grad], "ConvolutionBackward0",
+                call=conv2d, ref=_np_conv2d, samples=_float_only(_conv_samples), api=("conv2d",), method=False)
+CONV_T = _conv_op("conv_transpose2d", _conv_t_forward, ("self", "weight", "bias"),
+                  [lambda g, s: dispatch(CONV, (g, s.weight, None), s.params),
+                   lambda g, s: dispatch(CONV_W, (g, s.self), s.params),
+                   _bias_grad], "ConvolutionBackward0",
+                  call=conv_transpose2d, ref=_np_conv_transpose2d, samples=_float_only(_conv_t_samples),
+                  api=("conv_transpose2d",), method=False)
+CONV_W = _conv_op("conv2d_weight", _conv_w_forward, ("self", "grad_output"),
+                  [lambda g, s: dispatch(CONV_T, (s.grad_output, g, None), s.params),
+                   lambda g, s: dispatch(CONV, (s.self, g, None), s.params)],
+                  "ConvolutionBackwardWeight0", call=conv2d_weight, ref=_np_conv2d_weight,
+                  samples=_float_only(_conv_w_samples))

@@ -121,16 +121,6 @@ def _index_operands(x, key, shape):
     return ops
 
 
-SELECT = register(Op("select", lambda xp, dt, x, key: xp.getitem(x, key), vjp=[(lambda g, s: index_put_zeros(g, s.self_shape, s.key, False), ())],
-                     dtype="keep", view=True, ref=None, samples=None, node="SelectBackward0"))
-SLICE = register(Op("slice", lambda xp, dt, x, key: xp.getitem(x, key), vjp=[(lambda g, s: index_put_zeros(g, s.self_shape, s.key, False), ())],
-                    dtype="keep", view=True, ref=None, samples=None, node="SliceBackward0"))
-INDEX = register(Op("index", _index_forward, vjp=[(lambda g, s: index_put_zeros(g, s.self_shape, s.key, True), ())],
-                    dtype="keep", ref=None, samples=_idx_samples, node="IndexBackward0"))
-INDEX_PUT_ZEROS = register(Op("index_put_zeros", _put_forward, vjp=[(lambda g, s: g[s.key], ())], dtype="keep",
-                              ref=None, samples=None, node="IndexPutBackward0"))
-
-
 def index_put_zeros(g, shape, key, accumulate):
     """zeros(shape) with ``g`` written (or added, for repeated indices) at ``key``."""
     return dispatch(INDEX_PUT_ZEROS, (g,), {"shape": shape, "key": key, "accumulate": accumulate})
@@ -152,11 +142,6 @@ def _index_select_forward(xp, dt, x, index, dim):
     return xp.take(x, index, axis=dim)
 
 
-INDEX_SELECT = register(Op("index_select", _index_select_forward, inputs=("self", "index"),
-                           vjp=[(lambda g, s: index_put_zeros(g, s.self_shape, (slice(None),) * s.dim + (s.index._data,), True),
-                                 ("index",))], dtype="keep", keep_inputs=(1,), ref=None, samples=None))
-
-
 def _gather_forward(xp, dt, x, index, dim):
     return c_order(xp.take_along_axis(x, index, axis=dim))
 
@@ -165,14 +150,6 @@ def _scatter_add_forward(xp, dt, x, index, src, dim):
     out = xp.copy(x)
     xp.scatter_add(out, dim, index, src)
     return out
-
-
-GATHER = register(Op("gather", _gather_forward, inputs=("self", "index"),
-                     vjp=[(lambda g, s: scatter_into_zeros(s.self_shape, s.dim, s.index, g), ("index",))],
-                     dtype="keep", keep_inputs=(1,), ref=None, samples=None))
-SCATTER_ADD = register(Op("scatter_add", _scatter_add_forward, inputs=("self", "index", "src"),
-                          vjp=[(lambda g, s: g, ()), None, (lambda g, s: g.gather(s.dim, s.index), ("index",))],
-                          dtype="keep", keep_inputs=(1,), ref=None, samples=None))
 
 
 _INDEX_DTYPE_ERRORS = {"index_select": "index_select(): Expected dtype int32 or int64 for index",
@@ -187,7 +164,6 @@ def _check_index(index, name):
         raise RuntimeError(_INDEX_DTYPE_ERRORS[name])
 
 
-@export()
 def index_select(input, dim, index):
     _check_index(index, "index_select")
     if index.ndim > 1:
@@ -218,7 +194,6 @@ def _check_gather(input, dim, index, name):
     return d
 
 
-@export()
 def gather(input, dim, index):
     d = _check_gather(input, dim, index, "gather")
     if any(index.shape[k] != input.shape[k] for k in range(input.ndim) if k != d):
@@ -226,7 +201,6 @@ def gather(input, dim, index):
     return dispatch(GATHER, (input, index.long()), {"dim": d})
 
 
-@export()
 def scatter_add(input, dim, index, src):
     d = _check_gather(input, dim, index, "scatter_add")
     return dispatch(SCATTER_ADD, (input, index.long(), src), {"dim": d})
@@ -264,7 +238,7 @@ def one_hot(tensor, num_classes=-1):
     return Tensor._wrap(out)
 
 
-# ---------------------------------------------------------------------- test metadata (see _table.py)
+# ---------------------------------------------------------------------- references and samples (see _table.py)
 def _np_index_put_zeros(g, shape, key, accumulate):
     out = np.zeros(shape, g.dtype)
     if accumulate:
@@ -322,13 +296,35 @@ def _scatter_add_samples(rng, dtype):
             ((A(3, 4), 1, idx(4, 2, 3), A(2, 3)), {}), ((_noncontig(rng, (3, 4), -1.0, 1.0, dtype), 0, idx(3, 3, 4), A(3, 4)), {})]
 
 
-SELECT.call = SLICE.call = INDEX.call = getitem
-SELECT.ref = SLICE.ref = INDEX.ref = lambda x, key: np.asarray(x[key])
-SELECT.samples = _basic_samples(1, (1, -1), (Ellipsis, 0), (None, 2, slice(0, 2)))
-SLICE.samples = _basic_samples((slice(1, 3),), (slice(None), slice(None, None, 2)), (None, slice(0, 1)), Ellipsis,
-                               (slice(-2, None), None))
-INDEX_PUT_ZEROS.call, INDEX_PUT_ZEROS.ref, INDEX_PUT_ZEROS.samples = index_put_zeros, _np_index_put_zeros, _put_samples
-INDEX_SELECT.ref = lambda x, dim, index: np.take(x, index.reshape(-1), axis=dim)
-INDEX_SELECT.samples = _index_select_samples
-GATHER.ref, GATHER.samples = _np_gather, _gather_samples
-SCATTER_ADD.ref, SCATTER_ADD.samples = _np_scatter_add, _scatter_add_samples
+def _np_getitem(x, key):
+    return np.asarray(x[key])
+
+
+# ---------------------------------------------------------------------- the entries
+SELECT = register(Op("select", lambda xp, dt, x, key: xp.getitem(x, key),
+                     vjp=[lambda g, s: index_put_zeros(g, s.self_shape, s.key, False)], dtype="keep", view=True,
+                     ref=_np_getitem, samples=_basic_samples(1, (1, -1), (Ellipsis, 0), (None, 2, slice(0, 2))),
+                     node="SelectBackward0", call=getitem))
+SLICE = register(Op("slice", lambda xp, dt, x, key: xp.getitem(x, key),
+                    vjp=[lambda g, s: index_put_zeros(g, s.self_shape, s.key, False)], dtype="keep", view=True,
+                    ref=_np_getitem, node="SliceBackward0", call=getitem,
+                    samples=_basic_samples((slice(1, 3),), (slice(None), slice(None, None, 2)), (None, slice(0, 1)),
+                                           Ellipsis, (slice(-2, None), None))))
+INDEX = register(Op("index", _index_forward, vjp=[lambda g, s: index_put_zeros(g, s.self_shape, s.key, True)],
+                    dtype="keep", ref=_np_getitem, samples=_idx_samples, node="IndexBackward0", call=getitem))
+INDEX_PUT_ZEROS = register(Op("index_put_zeros", _put_forward, vjp=[lambda g, s: g[s.key]], dtype="keep",
+                              ref=_np_index_put_zeros, samples=_put_samples, node="IndexPutBackward0",
+                              call=index_put_zeros))
+INDEX_SELECT = register(Op("index_select", _index_select_forward, inputs=("self", "index"),
+                           vjp=[lambda g, s: index_put_zeros(g, s.self_shape, (slice(None),) * s.dim + (s.index._data,),
+                                                             True)], dtype="keep", keep_inputs=(1,),
+                           ref=lambda x, dim, index: np.take(x, index.reshape(-1), axis=dim),
+                           samples=_index_select_samples, call=index_select, api=("index_select",)))
+GATHER = register(Op("gather", _gather_forward, inputs=("self", "index"),
+                     vjp=[lambda g, s: scatter_into_zeros(s.self_shape, s.dim, s.index, g)],
+                     dtype="keep", keep_inputs=(1,), ref=_np_gather, samples=_gather_samples, call=gather,
+                     api=("gather",)))
+SCATTER_ADD = register(Op("scatter_add", _scatter_add_forward, inputs=("self", "index", "src"),
+                          vjp=[lambda g, s: g, None, lambda g, s: g.gather(s.dim, s.index)],
+                          dtype="keep", keep_inputs=(1,), ref=_np_scatter_add, samples=_scatter_add_samples,
+                          call=scatter_add, api=("scatter_add",), inplace=True))

@@ -7,7 +7,7 @@ import numpy as np
 from .._grad_mode import no_grad
 from .._op import Op, dispatch
 from .._tensor import Tensor
-from ._table import _arr, export, register
+from ._table import _arr, register
 from .indexing import index_put_zeros
 
 
@@ -32,13 +32,6 @@ def _linear_weight_grad(g, s):
     return g.reshape(_rows(g)).t().mm(x.reshape(_rows(x)))
 
 
-LINEAR = register(Op("linear", _linear_forward, inputs=("self", "weight", "bias"),
-                     vjp=[(lambda g, s: g.matmul(s.weight), ("weight",)), (_linear_weight_grad, ("self",)),
-                          (lambda g, s: g.reshape(_rows(g)).sum(0), ())],
-                     dtype="promote", node="AddmmBackward0"))
-
-
-@export("linear", method=False)
 def linear(input, weight, bias=None):
     """input @ weight.T + bias, over any leading dims of input."""
     if weight.ndim != 2:
@@ -78,11 +71,6 @@ def _embedding_grad(g, s):
     return index_put_zeros(g.reshape(-1, s.weight_shape[1]), s.weight_shape, (idx._data.reshape(-1),), True)
 
 
-EMBEDDING = register(Op("embedding", lambda xp, dt, w, idx, padding_idx, scale_grad_by_freq: xp.take(w, idx, axis=0),
-                        inputs=("weight", "indices"), vjp=[(_embedding_grad, ("indices",))], dtype="keep",
-                        keep_inputs=(1,)))
-
-
 def _renorm_rows(weight, idx, max_norm, norm_type):
     """embedding's max_norm: rows looked up with a larger norm are scaled down in place (no grad)."""
     rows = Tensor._wrap(np.unique(idx._data))
@@ -93,7 +81,6 @@ def _renorm_rows(weight, idx, max_norm, norm_type):
         weight[rows] = w * scale
 
 
-@export("embedding", method=False)
 def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False, sparse=False):
     if not isinstance(input, Tensor) or input.dtype.name not in ("int64", "int32"):
         raise RuntimeError("Expected tensor for argument #1 'indices' to have one of the following scalar types: "
@@ -129,9 +116,6 @@ def _pad_grad(g, s):
     return index_put_zeros(inner, s.self_shape, s.src, False)  # negative pads cropped the input
 
 
-PAD = register(Op("constant_pad_nd", _pad_forward, vjp=[(_pad_grad, ())], dtype="keep", node="ConstantPadNdBackward0"))
-
-
 def pad(input, pad, mode="constant", value=None):
     """Pad the last len(pad)//2 dims: pad = (left, right) of the last dim, then of the one before..."""
     if len(pad) % 2:
@@ -158,7 +142,7 @@ def pad(input, pad, mode="constant", value=None):
     return dispatch(PAD, (input,), {"shape": tuple(shape), "src": tuple(src), "dst": tuple(dst), "value": value})
 
 
-# ---------------------------------------------------------------------- test metadata (see _table.py)
+# ---------------------------------------------------------------------- references and samples (see _table.py)
 def _np_pad(x, pad, mode="constant", value=None):
     widths = [(0, 0)] * x.ndim
     for k in range(len(pad) // 2):
@@ -173,34 +157,10 @@ def _linear_samples(rng, dtype):
             ((A(3, 4).T, A(2, 3), A(2)), {})]
 
 
-LINEAR.call = linear
-LINEAR.samples = lambda rng, dtype: _linear_samples(rng, dtype) if np.dtype(dtype).kind == "f" else []
-LINEAR.ref = lambda x, w, b=None: x @ w.T + (0 if b is None else b)
-EMBEDDING.call = embedding
-EMBEDDING.ref = lambda input, weight, padding_idx=None, **kw: weight[input]
-# (padding_idx is left out: its row's gradient is zero by definition, which finite differences don't see;
-# tests/test_nn_layers.py covers it)
-EMBEDDING.samples = lambda rng, dtype: [((np.array([[0, 2], [3, 2]]), _arr(rng, (4, 3), -1.0, 1.0, dtype)), {}),
-                                        ((np.array([1, 0, 1]), _arr(rng, (3, 2), -1.0, 1.0, dtype)),
-                                         {"scale_grad_by_freq": False})]
-PAD.call, PAD.ref = pad, _np_pad
-PAD.samples = lambda rng, dtype: [((_arr(rng, s, -1.0, 1.0, dtype), p), kw) for s, p, kw in [
-    ((2, 3), (1, 2), {}), ((2, 3, 4), (1, 0, 2, 1), {"value": 1.5}), ((3, 4), (-1, 2, 1, -1), {}), ((4,), (0, 0), {})]]
-
-
 # ---------------------------------------------------------------------- binary cross entropy
 def _bce_forward(xp, dt, x, t):
     """-(t log x + (1 - t) log(1 - x)), each log clamped at -100 as PyTorch does (x = 0 or 1 stays finite)."""
     return xp.run("binary_cross_entropy", dt, x, t)
-
-
-# The VJPs are PyTorch's: the input's divides by max(x (1 - x), 1e-12) so saturated probabilities
-# (a sigmoid that rounded to 1.0) give a large finite gradient instead of 0 * inf.
-BCE = register(Op("binary_cross_entropy", _bce_forward, inputs=("self", "target"),
-                  vjp=[(lambda g, s: g * (s.self - s.target) / ((1 - s.self) * s.self).clamp_min(1e-12),
-                        ("self", "target")),
-                       (lambda g, s: g * ((1 - s.self).log() - s.self.log()), ("self",))],
-                  dtype="promote", node="BinaryCrossEntropyBackward0"))
 
 
 def binary_cross_entropy_elementwise(input, target):
@@ -214,7 +174,32 @@ def binary_cross_entropy_elementwise(input, target):
     return dispatch(BCE, (input, target))
 
 
-BCE.call = binary_cross_entropy_elementwise
-BCE.ref = lambda x, t: -(t * np.maximum(np.log(x), -100) + (1 - t) * np.maximum(np.log(1 - x), -100))
-BCE.samples = lambda rng, dtype: [] if np.dtype(dtype).kind != "f" else [
-    ((_arr(rng, s, 0.05, 0.95, dtype), _arr(rng, s, 0.0, 1.0, dtype)), {}) for s in [(), (4,), (2, 3)]]
+# ---------------------------------------------------------------------- the entries
+LINEAR = register(Op("linear", _linear_forward, inputs=("self", "weight", "bias"),
+                     vjp=[lambda g, s: g.matmul(s.weight), _linear_weight_grad, lambda g, s: g.reshape(_rows(g)).sum(0)],
+                     dtype="promote", node="AddmmBackward0", call=linear, api=("linear",), method=False,
+                     ref=lambda x, w, b=None: x @ w.T + (0 if b is None else b),
+                     samples=lambda rng, dtype: _linear_samples(rng, dtype) if np.dtype(dtype).kind == "f" else []))
+# (padding_idx is left out of the samples: its row's gradient is zero by definition, which finite differences
+# don't see; tests/test_nn_layers.py covers it)
+EMBEDDING = register(Op("embedding", lambda xp, dt, w, idx, padding_idx, scale_grad_by_freq: xp.take(w, idx, axis=0),
+                        inputs=("weight", "indices"), vjp=[_embedding_grad], dtype="keep", keep_inputs=(1,),
+                        call=embedding, api=("embedding",), method=False,
+                        ref=lambda input, weight, padding_idx=None, **kw: weight[input],
+                        samples=lambda rng, dtype: [
+                            ((np.array([[0, 2], [3, 2]]), _arr(rng, (4, 3), -1.0, 1.0, dtype)), {}),
+                            ((np.array([1, 0, 1]), _arr(rng, (3, 2), -1.0, 1.0, dtype)), {"scale_grad_by_freq": False})]))
+PAD = register(Op("constant_pad_nd", _pad_forward, vjp=[_pad_grad], dtype="keep", node="ConstantPadNdBackward0",
+                  call=pad, ref=_np_pad, samples=lambda rng, dtype: [
+                      ((_arr(rng, s, -1.0, 1.0, dtype), p), kw) for s, p, kw in [
+                          ((2, 3), (1, 2), {}), ((2, 3, 4), (1, 0, 2, 1), {"value": 1.5}), ((3, 4), (-1, 2, 1, -1), {}),
+                          ((4,), (0, 0), {})]]))
+# The VJPs are PyTorch's: the input's divides by max(x (1 - x), 1e-12) so saturated probabilities
+# (a sigmoid that rounded to 1.0) give a large finite gradient instead of 0 * inf.
+BCE = register(Op("binary_cross_entropy", _bce_forward, inputs=("self", "target"),
+                  vjp=[lambda g, s: g * (s.self - s.target) / ((1 - s.self) * s.self).clamp_min(1e-12),
+                       lambda g, s: g * ((1 - s.self).log() - s.self.log())],
+                  dtype="promote", node="BinaryCrossEntropyBackward0", call=binary_cross_entropy_elementwise,
+                  ref=lambda x, t: -(t * np.maximum(np.log(x), -100) + (1 - t) * np.maximum(np.log(1 - x), -100)),
+                  samples=lambda rng, dtype: [] if np.dtype(dtype).kind != "f" else [
+                      ((_arr(rng, s, 0.05, 0.95, dtype), _arr(rng, s, 0.0, 1.0, dtype)), {}) for s in [(), (4,), (2, 3)]]))

@@ -2,6 +2,7 @@
 import numpy as np
 
 from .._op import Op, broadcast_shapes, dispatch
+from .._tensor import Tensor
 from ._table import _arr, _noncontig, export, no_kernel, register
 
 
@@ -15,39 +16,6 @@ def _samples(*shapes):
     return samples
 
 
-def _linop(name, forward, vjps, samples, node=None):
-    return register(Op(name, forward, inputs=("self", "other"), vjp=vjps, dtype="promote", ref=forward and None,
-                       samples=samples, node=node, bench={"sizes": [(16, 16, 16), (1024, 1024, 1024)]}))
-
-
-MM = _linop("mm", lambda xp, dt, a, b: xp.matmul(a, b),
-            [(lambda g, s: g.mm(s.other.t()), ("other",)), (lambda g, s: s.self.t().mm(g), ("self",))],
-            _samples(((2, 3), (3, 4)), ((1, 5), (5, 1))))
-BMM = _linop("bmm", lambda xp, dt, a, b: xp.matmul(a, b),
-             [(lambda g, s: g.bmm(s.other.mT), ("other",)), (lambda g, s: s.self.mT.bmm(g), ("self",))],
-             _samples(((2, 2, 3), (2, 3, 4)),))
-MATMUL = _linop("matmul", lambda xp, dt, a, b: xp.matmul(a, b),
-                [(lambda g, s: (g @ s.other.mT).sum_to_size(s.self_shape), ("other",)),
-                 (lambda g, s: (s.self.mT @ g).sum_to_size(s.other_shape), ("self",))],
-                _samples(((2, 2, 3), (3, 4)), ((3, 4), (2, 4, 2)), ((2, 1, 2, 3), (3, 3, 2)), ((3,), (3,)),
-                         ((2, 3), (3,)), ((3,), (3, 2)), ((2, 3), (3, 4)), ((3,), (2, 3, 2)), ((2, 2, 3), (3,))),
-                node="UnsafeViewBackward0")
-MV = _linop("mv", lambda xp, dt, a, b: xp.matmul(a, b),
-            [(lambda g, s: g.outer(s.other), ("other",)), (lambda g, s: s.self.t().mv(g), ("self",))],
-            _samples(((2, 3), (3,)),))
-DOT = _linop("dot", lambda xp, dt, a, b: xp.matmul(a, b),
-             [(lambda g, s: g * s.other, ("other",)), (lambda g, s: g * s.self, ("self",))],
-             _samples(((3,), (3,)),))
-OUTER = _linop("outer", lambda xp, dt, a, b: xp.outer(a, b),
-               # mul-and-sum, not mv: outer promotes mixed dtypes (it is a broadcast multiply in PyTorch)
-               [(lambda g, s: (g * s.other).sum(1), ("other",)), (lambda g, s: (g * s.self.unsqueeze(1)).sum(0), ("self",))],
-               _samples(((3,), (2,)),), node="MulBackward0")
-for _op in (MM, BMM, MATMUL, MV, DOT, OUTER):
-    _op.ref = np.matmul if _op.name not in ("dot", "outer") else (np.dot if _op.name == "dot" else np.outer)
-for _op, _kernel in [(MM, "addmm_impl_cpu_"), (BMM, "bmm"), (MATMUL, "bmm"), (MV, "addmv_impl_cpu"), (DOT, "dot")]:
-    _op.unsupported = no_kernel(_kernel, "bool")  # PyTorch has no bool GEMM
-
-
 _NAMES = {"float32": "float", "float64": "double", "int64": "long", "int32": "int", "bool": "bool"}
 
 
@@ -57,7 +25,6 @@ def _same_dtype(a, b, what="m1 and m2"):
                            % (what, _NAMES[a.dtype.name], _NAMES[b.dtype.name]))
 
 
-@export()
 def mm(input, mat2):
     if input.ndim != 2 or mat2.ndim != 2:
         raise RuntimeError("%s must be a matrix" % ("self" if input.ndim != 2 else "mat2"))
@@ -68,7 +35,6 @@ def mm(input, mat2):
     return dispatch(MM, (input, mat2))
 
 
-@export()
 def bmm(input, mat2):
     if input.ndim != 3 or mat2.ndim != 3:
         raise RuntimeError("batch%d must be a 3D tensor" % (1 if input.ndim != 3 else 2))
@@ -79,7 +45,6 @@ def bmm(input, mat2):
     return dispatch(BMM, (input, mat2))
 
 
-@export()
 def mv(input, vec):
     if input.ndim != 2 or vec.ndim != 1:
         raise RuntimeError("vector + matrix @ vector expected, got 1, %d, %d" % (input.ndim, vec.ndim))
@@ -90,7 +55,6 @@ def mv(input, vec):
     return dispatch(MV, (input, vec))
 
 
-@export("dot", "inner")
 def dot(input, other):
     if input.ndim != 1 or other.ndim != 1:
         raise RuntimeError("1D tensors expected, but got %dD and %dD tensors" % (input.ndim, other.ndim))
@@ -104,7 +68,6 @@ def dot(input, other):
     return dispatch(DOT, (input, other))
 
 
-@export("outer", "ger")
 def outer(input, vec2):
     for name, t in (("self", input), ("vec2", vec2)):
         if t.ndim != 1:
@@ -112,7 +75,6 @@ def outer(input, vec2):
     return dispatch(OUTER, (input, vec2))
 
 
-@export()
 def matmul(input, other):
     a, b = input.ndim, other.ndim
     if a == 0 or b == 0:
@@ -147,3 +109,36 @@ def matmul(input, other):
     if a == 1:
         out = out.squeeze(-2)
     return out
+
+
+@export(method=False, function=False, operators=("__matmul__", "__rmatmul__"))
+def _matmul_operator(self, other):
+    """``a @ b`` takes tensors only: anything else gets Python's TypeError (unsupported operand type(s))."""
+    return matmul(self, other) if isinstance(self, Tensor) and isinstance(other, Tensor) else NotImplemented
+
+
+# ---------------------------------------------------------------------- the entries (PyTorch has no bool GEMM)
+def _linop(name, forward, vjps, samples, node=None, ref=np.matmul, kernel=None, api=None, **kw):
+    return register(Op(name, forward, inputs=("self", "other"), vjp=vjps, dtype="promote", ref=ref,
+                       samples=samples, node=node, bench={"sizes": [(16, 16, 16), (1024, 1024, 1024)]},
+                       unsupported=no_kernel(kernel, "bool") if kernel else {}, api=api or (name,), **kw))
+
+
+MM = _linop("mm", lambda xp, dt, a, b: xp.matmul(a, b), [lambda g, s: g.mm(s.other.t()), lambda g, s: s.self.t().mm(g)],
+            _samples(((2, 3), (3, 4)), ((1, 5), (5, 1))), kernel="addmm_impl_cpu_", call=mm)
+BMM = _linop("bmm", lambda xp, dt, a, b: xp.matmul(a, b), [lambda g, s: g.bmm(s.other.mT), lambda g, s: s.self.mT.bmm(g)],
+             _samples(((2, 2, 3), (2, 3, 4)),), kernel="bmm", call=bmm)
+MATMUL = _linop("matmul", lambda xp, dt, a, b: xp.matmul(a, b),
+                [lambda g, s: (g @ s.other.mT).sum_to_size(s.self_shape),
+                 lambda g, s: (s.self.mT @ g).sum_to_size(s.other_shape)],
+                _samples(((2, 2, 3), (3, 4)), ((3, 4), (2, 4, 2)), ((2, 1, 2, 3), (3, 3, 2)), ((3,), (3,)),
+                         ((2, 3), (3,)), ((3,), (3, 2)), ((2, 3), (3, 4)), ((3,), (2, 3, 2)), ((2, 2, 3), (3,))),
+                node="UnsafeViewBackward0", kernel="bmm", call=matmul)
+MV = _linop("mv", lambda xp, dt, a, b: xp.matmul(a, b), [lambda g, s: g.outer(s.other), lambda g, s: s.self.t().mv(g)],
+            _samples(((2, 3), (3,)),), kernel="addmv_impl_cpu", call=mv)
+DOT = _linop("dot", lambda xp, dt, a, b: xp.matmul(a, b), [lambda g, s: g * s.other, lambda g, s: g * s.self],
+             _samples(((3,), (3,)),), ref=np.dot, kernel="dot", call=dot, api=("dot", "inner"))
+OUTER = _linop("outer", lambda xp, dt, a, b: xp.outer(a, b),
+               # mul-and-sum, not mv: outer promotes mixed dtypes (it is a broadcast multiply in PyTorch)
+               [lambda g, s: (g * s.other).sum(1), lambda g, s: (g * s.self.unsqueeze(1)).sum(0)],
+               _samples(((3,), (2,)),), node="MulBackward0", ref=np.outer, call=outer, api=("outer", "ger"))

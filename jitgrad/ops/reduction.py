@@ -1,4 +1,5 @@
-"""Reductions: sum, mean, prod, amax/amin, max/min, argmax/argmin, var/std, norm, logsumexp, cumsum.
+"""Reductions that combine elements: sum, mean, prod, var/std, norm, logsumexp, all/any, cumsum
+(amax, max, argmax and the like are in extrema.py).
 
 Each takes ``dim`` (None, an int or a tuple) and ``keepdim``. Forward kernels are in
 kernels/reduce.py; backward formulas re-expand the gradient with ``_unreduce``.
@@ -12,9 +13,8 @@ from .. import _dtype as D
 from .._grad_mode import STATE
 from .._op import Op, dispatch
 from .._tensor import Tensor
-from ._table import INTS, _arr, _noncontig, export, register, rejects, unary_samples
-from .elementwise import maximum, minimum, where
-from .indexing import scatter_into_zeros
+from ._table import INTS, _arr, _noncontig, export, register, rejects
+from .elementwise import where
 
 
 def normalize_dims(t, dim):
@@ -87,18 +87,6 @@ def _prod_grad(g, s):
     return _unreduce(g, s) * grad
 
 
-def _extreme_grad(g, s):
-    mask = (s.self == _kept(s.result, s)).to(g.dtype)
-    return _kept(g, s) * mask / mask.sum(s.dims, keepdim=True)
-
-
-def _evenly_grad(g, s):
-    """max()/min() of all elements: split among the elements equal to the result, or among the
-    NaNs where the result is NaN (PyTorch's evenly_distribute_backward)."""
-    mask = ((s.self == s.result) | s.self.isnan()).to(g.dtype)  # a NaN anywhere makes the result NaN
-    return g * mask / mask.sum()
-
-
 def _var_forward(xp, dt, x, dims, keepdim, correction):
     """Two passes (mean, then squared deviations): stable where E[x^2] - E[x]^2 is not."""
     n = math.prod(x.shape[d] for d in dims) if dims else 1
@@ -153,39 +141,12 @@ def _norm_grad(g, s):
     return (g * x * x.abs() ** (p - 2) / r ** (p - 1)).masked_fill(r == 0, 0.0)
 
 
+def _std_forward(xp, dt, x, dims, keepdim, correction):
+    return xp.run("sqrt", dt, _var_forward(xp, dt, x, dims, keepdim, correction))
+
+
 def _logsumexp_forward(xp, dt, x, dims, keepdim):
     return _restore(xp, _reduce_arr(xp, "logsumexp", x, dims), x.shape, dims, keepdim)
-
-
-def _red(name, forward, vjp, needs, dtype="same", node=None, domain=(-2.0, 2.0), **kw):
-    return register(Op(name, forward, vjp=[(vjp, needs)] if vjp else [], dtype=dtype, node=node,
-                       samples=unary_samples(*domain), bench={"sizes": [(16,), (4096, 4096)]},
-                       **kw))
-
-
-SUM = _red("sum", _reduce_forward("sum"), lambda g, s: _unreduce(g, s), (), node="SumBackward1", ref=np.sum)
-SUM_ALL = _red("sum_all", _reduce_forward("sum"), lambda g, s: _unreduce(g, s), (), node="SumBackward0", ref=np.sum)
-MEAN = _red("mean", _mean_forward, lambda g, s: _unreduce(g / _count(s), s), (), node="MeanBackward1", ref=np.mean)
-MEAN_ALL = _red("mean_all", _mean_forward, lambda g, s: _unreduce(g / _count(s), s), (), node="MeanBackward0",
-                ref=np.mean)
-PROD = _red("prod", _reduce_forward("prod"), _prod_grad, ("self",), node="ProdBackward1", ref=np.prod,
-            domain=(0.5, 1.5))
-AMAX = _red("amax", _reduce_forward("amax"), _extreme_grad, ("self", "result"), ref=np.amax)
-AMIN = _red("amin", _reduce_forward("amin"), _extreme_grad, ("self", "result"), ref=np.amin)
-MAX_ALL = _red("max_all", _reduce_forward("amax"), _evenly_grad, ("self", "result"), node="MaxBackward1", ref=np.max)
-MIN_ALL = _red("min_all", _reduce_forward("amin"), _evenly_grad, ("self", "result"), node="MinBackward1", ref=np.min)
-VAR = _red("var", _var_forward, _var_grad, ("self",), node="VarBackward0", ref=lambda x, ddof=1, axis=None: np.var(x, ddof=ddof, axis=axis))
-STD = _red("std", _var_forward, _std_grad, ("self", "result"), node="StdBackward0", ref=np.std)
-STD.forward = lambda xp, dt, x, dims, keepdim, correction: xp.run("sqrt", dt, _var_forward(xp, dt, x, dims, keepdim,
-                                                                                           correction))
-NORM = _red("norm", _norm_forward, _norm_grad, ("self", "result"), node="LinalgVectorNormBackward0",
-            ref=np.linalg.norm)
-LOGSUMEXP = _red("logsumexp", _logsumexp_forward, lambda g, s: _kept(g, s) * (s.self - _kept(s.result, s)).exp(),
-                 ("self", "result"), ref=None)
-ARGMAX = _red("argmax", lambda xp, dt, x, dims, keepdim: _restore(xp, xp.reduce("argmax", x, dims), x.shape, dims, keepdim),
-              None, (), dtype="int64", differentiable=False, ref=np.argmax)
-ARGMIN = _red("argmin", lambda xp, dt, x, dims, keepdim: _restore(xp, xp.reduce("argmin", x, dims), x.shape, dims, keepdim),
-              None, (), dtype="int64", differentiable=False, ref=np.argmin)
 
 
 def _all_any_forward(kind):
@@ -199,44 +160,8 @@ def _all_any_forward(kind):
     return forward
 
 
-ALL = _red("all", _all_any_forward("all"), None, (), dtype="bool", differentiable=False, ref=None)
-ANY = _red("any", _all_any_forward("any"), None, (), dtype="bool", differentiable=False, ref=None)
-
-
-def _max_dim_forward(kind):
-    arg = "argmax" if kind == "amax" else "argmin"
-
-    def forward(xp, dt, x, dims, keepdim):
-        if not dims:
-            return xp.copy(x), xp.zeros(x.shape, np.int64)
-        idx = xp.reduce(arg, x, dims)
-        vals = xp.reshape(xp.take_along_axis(x, xp.expand_dims(idx, dims[0]), dims[0]), idx.shape)
-        return _restore(xp, vals, x.shape, dims, keepdim), _restore(xp, idx, x.shape, dims, keepdim)
-    return forward
-
-
-def _max_dim_grad(g, s):
-    gv = g[0]
-    if not s.dims:
-        return gv
-    dim = s.dims[0]
-    idx = _kept(s.indices, s)
-    return scatter_into_zeros(s.self_shape, dim, idx, _kept(gv, s))
-
-
-MAX_DIM = register(Op("max_dim", _max_dim_forward("amax"), vjp=[(_max_dim_grad, ("indices",))], n_outputs=2,
-                      node="MaxBackward0", samples=unary_samples(), ref=None))
-MIN_DIM = register(Op("min_dim", _max_dim_forward("amin"), vjp=[(_max_dim_grad, ("indices",))], n_outputs=2,
-                      node="MinBackward0", samples=unary_samples(), ref=None))
-
-
 def _cumsum_forward(xp, dt, x, dim):
     return xp.scan("cumsum", x, dim) if x.ndim else xp.copy(x)
-
-
-CUMSUM = register(Op("cumsum", _cumsum_forward, vjp=[(lambda g, s: g.flip(s.dim).cumsum(s.dim).flip(s.dim)
-                                                      if s.self_shape else g, ())],
-                     samples=unary_samples(), ref=np.cumsum))
 
 
 # ---------------------------------------------------------------------- API
@@ -256,97 +181,20 @@ def _reduce(op_dim, op_all, input, dim, keepdim, extra=None):
     return dispatch(op_all if dim is None and op_all is not None else op_dim, (input,), params)
 
 
-@export()
 def sum(input, dim=None, keepdim=False, *, dtype=None):
     return _reduce(SUM, SUM_ALL, _cast_for(input, dtype), dim, keepdim)
 
 
-@export()
 def mean(input, dim=None, keepdim=False, *, dtype=None):
     if dtype is not None:
         input = input.to(dtype)
-    if not input.dtype.is_floating_point:
-        raise RuntimeError("mean(): could not infer output dtype. Input dtype must be either a floating point or "
-                           "complex dtype. Got: " + input.dtype.tensor_type[:-6])
     return _reduce(MEAN, MEAN_ALL, input, dim, keepdim)
 
 
-@export()
 def prod(input, dim=None, keepdim=False, *, dtype=None):
     if dim is not None and not isinstance(dim, (int, np.integer)):
         raise TypeError("prod(): argument 'dim' must be int, not " + type(dim).__name__)
     return _reduce(PROD, PROD, _cast_for(input, dtype), dim, keepdim)
-
-
-def _check_nonempty(input, dims, name):
-    """max-like reductions have no identity: reducing a dim of size 0 is an error."""
-    for d in dims:
-        if input.shape[d] == 0:
-            raise IndexError("%s(): Expected reduction dim %d to have non-zero size." % (name, d))
-
-
-def _amax_like(op, name, input, dim, keepdim):
-    if dim == () and input.numel() == 0:
-        raise RuntimeError("%s(): Expected reduction dim to be specified for input.numel() == 0. Specify the "
-                           "reduction dim with the 'dim' argument." % name)
-    dims = normalize_dims(input, None if dim == () else dim)
-    _check_nonempty(input, dims, name)
-    return dispatch(op, (input,), {"dims": dims, "keepdim": keepdim})
-
-
-@export()
-def amax(input, dim=(), keepdim=False):
-    return _amax_like(AMAX, "amax", input, dim, keepdim)
-
-
-@export()
-def amin(input, dim=(), keepdim=False):
-    return _amax_like(AMIN, "amin", input, dim, keepdim)
-
-
-class _ValuesIndices(tuple):
-    """(values, indices), with the names PyTorch's torch.return_types give them."""
-
-    @property
-    def values(self):
-        return self[0]
-
-    @property
-    def indices(self):
-        return self[1]
-
-    def __repr__(self):
-        return "jitgrad.return_types.%s(\nvalues=%r,\nindices=%r)" % (self.name, self[0], self[1])
-
-
-def _extreme(op_all, op_dim, name, input, dim, keepdim, other):
-    if isinstance(dim, Tensor):
-        other, dim = dim, None
-    if other is not None:
-        return (maximum if name == "max" else minimum)(input, other)
-    if dim is None:
-        if input.numel() == 0:
-            raise RuntimeError("%s(): Expected reduction dim to be specified for input.numel() == 0. Specify the "
-                               "reduction dim with the 'dim' argument." % name)
-        return dispatch(op_all, (input,), {"dims": tuple(range(input.ndim)), "keepdim": False})
-    d = (input._wrap_dim(dim),) if input.ndim else ()
-    _check_nonempty(input, d, name)
-    values, indices = dispatch(op_dim, (input,), {"dims": d, "keepdim": keepdim})
-    if op_dim.name in ("max_dim", "min_dim") and values.grad_fn is not None:
-        values.grad_fn.saved["indices"] = indices
-    out = _ValuesIndices((values, indices))
-    out.name = name
-    return out
-
-
-@export()
-def max(input, dim=None, keepdim=False, *, other=None):
-    return _extreme(MAX_ALL, MAX_DIM, "max", input, dim, keepdim, other)
-
-
-@export()
-def min(input, dim=None, keepdim=False, *, other=None):
-    return _extreme(MIN_ALL, MIN_DIM, "min", input, dim, keepdim, other)
 
 
 def _all(input, dim=None, keepdim=False):
@@ -360,30 +208,6 @@ def _any(input, dim=None, keepdim=False):
 
 
 _all.__name__, _any.__name__ = "all", "any"  # (not defined as all/any: this module uses the builtins)
-export("all")(_all)
-export("any")(_any)
-
-
-@export()
-def argmax(input, dim=None, keepdim=False):
-    if dim is None:
-        return dispatch(ARGMAX, (input.reshape(-1),), {"dims": (0,), "keepdim": False}) if input.numel() else \
-            _empty_arg_error("argmax")
-    _check_nonempty(input, normalize_dims(input, dim), "argmax")
-    return _reduce(ARGMAX, None, input, dim, keepdim)
-
-
-@export()
-def argmin(input, dim=None, keepdim=False):
-    if dim is None:
-        return dispatch(ARGMIN, (input.reshape(-1),), {"dims": (0,), "keepdim": False}) if input.numel() else \
-            _empty_arg_error("argmin")
-    _check_nonempty(input, normalize_dims(input, dim), "argmin")
-    return _reduce(ARGMIN, None, input, dim, keepdim)
-
-
-def _empty_arg_error(name):
-    raise IndexError("%s(): Expected reduction dim to be specified for input.numel() == 0." % name)
 
 
 def _correction(unbiased, correction):
@@ -392,7 +216,6 @@ def _correction(unbiased, correction):
     return 1 if unbiased is None or unbiased else 0
 
 
-@export()
 def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     if isinstance(unbiased, bool) is False and unbiased is not None and dim is None:
         dim, unbiased = unbiased, None
@@ -401,7 +224,6 @@ def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     return _reduce(VAR, None, input, dim, keepdim, {"correction": correction})
 
 
-@export()
 def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     if isinstance(unbiased, bool) is False and unbiased is not None and dim is None:
         dim, unbiased = unbiased, None
@@ -417,7 +239,6 @@ def _check_dof(name, input, dim, correction):
                       "(input numel divided by output numel)." % name, UserWarning, stacklevel=3)
 
 
-@export()
 def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
     if p == "fro" or p is None:
         p = 2
@@ -428,12 +249,10 @@ def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
     return _reduce(NORM, None, input, dim, keepdim, {"p": float(p)})
 
 
-@export()
 def logsumexp(input, dim, keepdim=False):
     return _reduce(LOGSUMEXP, None, input.float() if not input.dtype.is_floating_point else input, dim, keepdim)
 
 
-@export()
 def cumsum(input, dim, *, dtype=None):
     input = _cast_for(input, dtype)
     return dispatch(CUMSUM, (input,), {"dim": input._wrap_dim(dim) if input.ndim else 0})
@@ -454,16 +273,7 @@ def sum_to_size(self, *size):
     return out.reshape(shape) if lead else out
 
 
-# input dtypes PyTorch rejects (see Op.unsupported)
-ARGMAX.unsupported = rejects(RuntimeError, "argmax(): does not support bool input", "bool")
-ARGMIN.unsupported = rejects(RuntimeError, "argmin(): does not support bool input", "bool")
-VAR.unsupported = STD.unsupported = rejects(RuntimeError, "std and var only support floating point and complex dtypes",
-                                            "bool", *INTS)
-NORM.unsupported = rejects(RuntimeError, "linalg.vector_norm: Expected a floating point or complex tensor as input. "
-                           "Got %(type)s", "bool", *INTS)
-
-
-# ---------------------------------------------------------------------- test metadata (see _table.py)
+# ---------------------------------------------------------------------- references and samples (see _table.py)
 def _cases(*cases, lo=-2.0, hi=2.0):
     """Samples from (shape, keywords) pairs; a shape given as a list makes a non-contiguous input."""
     def samples(rng, dtype):
@@ -483,14 +293,6 @@ def _np_reduce(fn):
 
 def _np_var(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
     return np.var(x, axis=_axis(x, dim), ddof=_correction(unbiased, correction), keepdims=keepdim)
-
-
-def _np_max_dim(fn, arg):
-    def ref(x, dim, keepdim=False):
-        if x.ndim == 0:
-            return x.copy(), np.zeros((), np.int64)
-        return fn(x, axis=dim, keepdims=keepdim), arg(x, axis=dim, keepdims=keepdim)
-    return ref
 
 
 def _np_norm(x, p="fro", dim=None, keepdim=False):
@@ -515,43 +317,53 @@ def _np_logsumexp(x, dim, keepdim=False):
 _ALL = _cases(((), {}), ((5,), {}), ((2, 3), {}), ([3, 2], {}))
 _DIMS = _cases(((2, 3), {"dim": 1}), ((2, 3), {"dim": (0, 1)}), ((2, 3), {"dim": -1, "keepdim": True}),
                ((), {"dim": 0}), ([3, 2], {"dim": 0}), ((2, 3, 2), {"dim": (0, 2)}))
-SUM.call = SUM_ALL.call = sum
-SUM.ref = SUM_ALL.ref = _np_reduce(np.sum)
-SUM.samples, SUM_ALL.samples = _DIMS, _ALL
-MEAN.call = MEAN_ALL.call = mean
-MEAN.ref = MEAN_ALL.ref = _np_reduce(np.mean)
-MEAN.samples, MEAN_ALL.samples = _DIMS, _ALL
-PROD.call, PROD.ref = prod, _np_reduce(np.prod)
-PROD.samples = _cases(((2, 3), {}), ((2, 3), {"dim": 1}), ((2, 3), {"dim": -1, "keepdim": True}), ((), {}),
-                      ([3, 2], {"dim": 0}), lo=-1.5, hi=1.5)
-AMAX.ref, AMIN.ref = _np_reduce(np.amax), _np_reduce(np.amin)
-AMAX.samples = AMIN.samples = _cases(((2, 3), {}), ((2, 3), {"dim": 1}), ((2, 3), {"dim": (0, 1), "keepdim": True}),
-                                     ((), {}), ([3, 2], {"dim": -1}))
-MAX_ALL.call, MAX_ALL.ref, MAX_ALL.samples = max, _np_reduce(np.amax), _ALL
-MIN_ALL.call, MIN_ALL.ref, MIN_ALL.samples = min, _np_reduce(np.amin), _ALL
-MAX_DIM.call, MAX_DIM.ref = max, _np_max_dim(np.amax, np.argmax)
-MIN_DIM.call, MIN_DIM.ref = min, _np_max_dim(np.amin, np.argmin)
-MAX_DIM.samples = MIN_DIM.samples = _cases(((2, 3), {"dim": 1}), ((2, 3), {"dim": 0, "keepdim": True}),
-                                           ((), {"dim": 0}), ([3, 2], {"dim": -1}))
-VAR.ref, STD.ref = _np_var, lambda *args, **kwargs: np.sqrt(_np_var(*args, **kwargs))
-VAR.samples = STD.samples = _cases(((2, 3), {}), ((2, 3), {"dim": 1}), ((2, 3), {"dim": 1, "correction": 0}),
-                                   ((2, 3), {"dim": (0, 1), "keepdim": True}), ((2, 3), {"dim": 0, "unbiased": False}),
-                                   ([3, 2], {"dim": 0}))
-NORM.ref = _np_norm
-NORM.samples = _cases(((2, 3), {}), ((5,), {"p": 1}), ((2, 3), {"p": math.inf, "dim": 1}),
-                      ((2, 3), {"p": 3, "dim": -1, "keepdim": True}), ((2, 3), {"p": -math.inf}),
-                      ((2, 3), {"p": 0, "dim": 1}), ([3, 2], {"p": 2, "dim": 0}), ((), {}))
-LOGSUMEXP.ref = _np_logsumexp
-LOGSUMEXP.samples = _cases(((2, 3), {"dim": 1}), ((2, 3), {"dim": (0, 1)}), ((2, 3), {"dim": -1, "keepdim": True}),
-                           ((), {"dim": 0}), ([3, 2], {"dim": 0}))
-ARGMAX.ref, ARGMIN.ref = _np_reduce(np.argmax), _np_reduce(np.argmin)
-ARGMAX.samples = ARGMIN.samples = _cases(((2, 3), {}), ((2, 3), {"dim": 1}), ((2, 3), {"dim": 0, "keepdim": True}),
-                                         ([3, 2], {"dim": -1}), ((), {}))
-ALL.call, ANY.call = _all, _any
-ALL.ref, ANY.ref = _np_reduce(np.all), _np_reduce(np.any)
-ALL.samples = ANY.samples = _cases(((2, 3), {}), ((2, 3), {"dim": 1}), ((2, 3), {"dim": (0, 1), "keepdim": True}),
-                                   ((), {}), ((), {"dim": 0}), ([3, 2], {"dim": -1}), ((0, 3), {"dim": 0}),
-                                   lo=-1.0, hi=1.0)  # integers -1, 0, 1: zeros among them
-CUMSUM.ref = lambda x, dim: np.cumsum(x, axis=_axis(x, dim)).reshape(x.shape)
-CUMSUM.samples = _cases(((2, 3), {"dim": 1}), ((2, 3), {"dim": 0}), ((5,), {"dim": -1}), ((), {"dim": 0}),
-                        ([3, 2], {"dim": 0}))
+_VAR = _cases(((2, 3), {}), ((2, 3), {"dim": 1}), ((2, 3), {"dim": 1, "correction": 0}),
+              ((2, 3), {"dim": (0, 1), "keepdim": True}), ((2, 3), {"dim": 0, "unbiased": False}), ([3, 2], {"dim": 0}))
+_ALL_ANY = _cases(((2, 3), {}), ((2, 3), {"dim": 1}), ((2, 3), {"dim": (0, 1), "keepdim": True}), ((), {}),
+                  ((), {"dim": 0}), ([3, 2], {"dim": -1}), ((0, 3), {"dim": 0}),
+                  lo=-1.0, hi=1.0)  # integers -1, 0, 1: zeros among them
+_FLOAT_ONLY = ("bool",) + INTS
+_MEAN_REJECTS = rejects(RuntimeError, "mean(): could not infer output dtype. Input dtype must be either a floating point "
+                        "or complex dtype. Got: %(type)s", *_FLOAT_ONLY)
+_VAR_REJECTS = rejects(RuntimeError, "std and var only support floating point and complex dtypes", *_FLOAT_ONLY)
+
+
+# ---------------------------------------------------------------------- the entries
+def _red(name, forward, vjp, dtype="same", node=None, **kw):
+    return register(Op(name, forward, vjp=[vjp], dtype=dtype, node=node, bench={"sizes": [(16,), (4096, 4096)]}, **kw))
+
+
+SUM = _red("sum", _reduce_forward("sum"), lambda g, s: _unreduce(g, s), node="SumBackward1", ref=_np_reduce(np.sum),
+           samples=_DIMS, call=sum, api=("sum",))
+SUM_ALL = _red("sum_all", _reduce_forward("sum"), lambda g, s: _unreduce(g, s), node="SumBackward0",
+               ref=_np_reduce(np.sum), samples=_ALL, call=sum)
+MEAN = _red("mean", _mean_forward, lambda g, s: _unreduce(g / _count(s), s), node="MeanBackward1",
+            ref=_np_reduce(np.mean), samples=_DIMS, unsupported=_MEAN_REJECTS, call=mean, api=("mean",))
+MEAN_ALL = _red("mean_all", _mean_forward, lambda g, s: _unreduce(g / _count(s), s), node="MeanBackward0",
+                ref=_np_reduce(np.mean), samples=_ALL, unsupported=_MEAN_REJECTS, call=mean)
+PROD = _red("prod", _reduce_forward("prod"), _prod_grad, node="ProdBackward1", ref=_np_reduce(np.prod),
+            samples=_cases(((2, 3), {}), ((2, 3), {"dim": 1}), ((2, 3), {"dim": -1, "keepdim": True}), ((), {}),
+                           ([3, 2], {"dim": 0}), lo=-1.5, hi=1.5), call=prod, api=("prod",))
+VAR = _red("var", _var_forward, _var_grad, node="VarBackward0", ref=_np_var, samples=_VAR, unsupported=_VAR_REJECTS,
+           call=var, api=("var",))
+STD = _red("std", _std_forward, _std_grad, node="StdBackward0", ref=lambda *args, **kwargs: np.sqrt(_np_var(*args, **kwargs)),
+           samples=_VAR, unsupported=_VAR_REJECTS, call=std, api=("std",))
+NORM = _red("norm", _norm_forward, _norm_grad, node="LinalgVectorNormBackward0", ref=_np_norm,
+            samples=_cases(((2, 3), {}), ((5,), {"p": 1}), ((2, 3), {"p": math.inf, "dim": 1}),
+                           ((2, 3), {"p": 3, "dim": -1, "keepdim": True}), ((2, 3), {"p": -math.inf}),
+                           ((2, 3), {"p": 0, "dim": 1}), ([3, 2], {"p": 2, "dim": 0}), ((), {})),
+            unsupported=rejects(RuntimeError, "linalg.vector_norm: Expected a floating point or complex tensor as "
+                                "input. Got %(type)s", *_FLOAT_ONLY), call=norm, api=("norm",))
+LOGSUMEXP = _red("logsumexp", _logsumexp_forward, lambda g, s: _kept(g, s) * (s.self - _kept(s.result, s)).exp(),
+                 ref=_np_logsumexp, call=logsumexp, api=("logsumexp",),
+                 samples=_cases(((2, 3), {"dim": 1}), ((2, 3), {"dim": (0, 1)}), ((2, 3), {"dim": -1, "keepdim": True}),
+                                ((), {"dim": 0}), ([3, 2], {"dim": 0})))
+ALL = _red("all", _all_any_forward("all"), None, dtype="bool", differentiable=False, ref=_np_reduce(np.all),
+           samples=_ALL_ANY, call=_all, api=("all",))
+ANY = _red("any", _all_any_forward("any"), None, dtype="bool", differentiable=False, ref=_np_reduce(np.any),
+           samples=_ALL_ANY, call=_any, api=("any",))
+CUMSUM = register(Op("cumsum", _cumsum_forward, vjp=[lambda g, s: g.flip(s.dim).cumsum(s.dim).flip(s.dim)
+                                                     if s.self_shape else g],
+                     ref=lambda x, dim: np.cumsum(x, axis=_axis(x, dim)).reshape(x.shape), call=cumsum, api=("cumsum",),
+                     samples=_cases(((2, 3), {"dim": 1}), ((2, 3), {"dim": 0}), ((5,), {"dim": -1}), ((), {"dim": 0}),
+                                    ([3, 2], {"dim": 0}))))

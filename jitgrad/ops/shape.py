@@ -1,5 +1,6 @@
 """Shape ops: views (view, reshape, squeeze, unsqueeze, expand, transpose, permute, narrow) share the
-input's storage and version counter; cat, stack, repeat, flip, clone and casts copy."""
+input's storage and version counter; repeat, flip, clone, casts and device moves copy (cat and stack are
+in join.py)."""
 import math
 import warnings
 
@@ -10,13 +11,9 @@ from .._device import CPU, cuda_backend
 from .._op import Op, dispatch
 from .._tensor import Tensor
 from ..kernels import cpu
-from ._table import _arr, _noncontig, c_order, export, register, unary_samples
+from ._table import _arr, _noncontig, export, register, unary_samples
 from .indexing import getitem
-
-
-def _shape_op(name, forward, vjp, node=None, view=True, needs=(), **kw):
-    return register(Op(name, forward, vjp=[(vjp, needs)], dtype="keep", node=node, view=view,
-                       samples=kw.pop("samples", unary_samples()), ref=None, **kw))
+from .join import cat, stack  # noqa: F401  (jitgrad.ops.shape.stack: joining lives in join.py)
 
 
 def _reshape_forward(xp, dt, x, shape):
@@ -35,24 +32,6 @@ def _back_reshape(g, s):
     return g.reshape(s.self_shape)
 
 
-VIEW = _shape_op("view", _view_forward, _back_reshape, node="ViewBackward0")
-RESHAPE = _shape_op("reshape", _reshape_forward, _back_reshape, node="ViewBackward0")
-SQUEEZE = _shape_op("squeeze", _reshape_forward, _back_reshape, node="SqueezeBackward0")
-SQUEEZE_DIM = _shape_op("squeeze_dim", _reshape_forward, _back_reshape, node="SqueezeBackward1")
-UNSQUEEZE = _shape_op("unsqueeze", _reshape_forward, _back_reshape, node="UnsqueezeBackward0")
-EXPAND = _shape_op("expand", lambda xp, dt, x, shape: xp.reshape(x, shape) if x.shape == shape else xp.broadcast_to(x, shape),
-                   lambda g, s: g.sum_to_size(s.self_shape), node="ExpandBackward0")
-TRANSPOSE = _shape_op("transpose", lambda xp, dt, x, d0, d1: xp.swapaxes(x, d0, d1),
-                      lambda g, s: g.transpose(s.d0, s.d1), node="TransposeBackward0")
-PERMUTE = _shape_op("permute", lambda xp, dt, x, dims: xp.transpose(x, dims),
-                    lambda g, s: g.permute(tuple(np.argsort(s.dims))), node="PermuteBackward0")
-REPEAT = _shape_op("repeat", lambda xp, dt, x, reps: xp.tile(x, reps), lambda g, s: _repeat_grad(g, s), view=False)
-FLIP = _shape_op("flip", lambda xp, dt, x, dims: xp.flip(x, dims), lambda g, s: g.flip(s.dims), view=False)
-CLONE = _shape_op("clone", lambda xp, dt, x: xp.copy(x), lambda g, s: g, view=False)
-CAST = _shape_op("cast", lambda xp, dt, x, dtype: xp.astype(x, dtype.np), lambda g, s: g, view=False,
-                 node="ToCopyBackward0")
-
-
 def _repeat_grad(g, s):
     shape, reps = s.self_shape, s.reps
     lead = len(reps) - len(shape)
@@ -62,20 +41,6 @@ def _repeat_grad(g, s):
         split += [r, n]
     g = g.reshape(split)
     return g.sum(tuple(range(0, 2 * len(full), 2))).reshape(shape)
-
-
-def _cat_forward(xp, dt, *arrays, dim, offsets):
-    return c_order(xp.concatenate(arrays, axis=dim))
-
-
-def _cat_grad(g, s, i):
-    return g.narrow(s.dim, s.offsets[i], s.input_meta[i][0][s.dim])
-
-
-CAT = register(Op("cat", _cat_forward, inputs=None, vjp=[(_cat_grad, ())], dtype="promote", ref=np.concatenate,
-                  node="CatBackward0", samples=None))
-STACK = register(Op("stack", lambda xp, dt, *arrays, dim: c_order(xp.stack(arrays, axis=dim)), inputs=None,
-                    vjp=[(lambda g, s, i: g.select(s.dim, i), ())], dtype="promote", ref=np.stack, node="StackBackward0", samples=None))
 
 
 # ---------------------------------------------------------------------- shape arithmetic
@@ -113,14 +78,12 @@ def infer_shape(shape, numel):
     return tuple(shape)
 
 
-@export(function=False)
 def view(self, *shape):
     if len(shape) == 1 and (isinstance(shape[0], D.dtype) or shape[0] in (float, int, bool)):
         raise RuntimeError("view(dtype) is not supported")
     return dispatch(VIEW, (self,), {"shape": infer_shape(_sizes(shape), self.numel())})
 
 
-@export()
 def reshape(input, *shape):
     return dispatch(RESHAPE, (input,), {"shape": infer_shape(_sizes(shape), input.numel())})
 
@@ -159,7 +122,6 @@ def unflatten(input, dim, sizes):
     return reshape(input, shape[:d] + sizes + shape[d + 1:])
 
 
-@export()
 def squeeze(input, dim=None):
     shape = input.shape
     if dim is None:
@@ -170,14 +132,12 @@ def squeeze(input, dim=None):
                                                           if not (i in dims and s == 1))})
 
 
-@export()
 def unsqueeze(input, dim):
     d = input._wrap_dim(dim, input.ndim + 1)
     shape = input.shape
     return dispatch(UNSQUEEZE, (input,), {"shape": shape[:d] + (1,) + shape[d:]})
 
 
-@export(function=False)
 def expand(self, *sizes):
     sizes = _sizes(sizes)
     shape = self.shape
@@ -213,7 +173,6 @@ def broadcast_to(input, size):
     return expand(input, tuple(size))
 
 
-@export(function=False)
 def repeat(self, *sizes):
     reps = _sizes(sizes)
     if len(reps) < self.ndim:
@@ -226,7 +185,6 @@ def repeat(self, *sizes):
     return dispatch(REPEAT, (self,), {"reps": reps})
 
 
-@export("transpose", "swapaxes", "swapdims")
 def transpose(input, dim0, dim1):
     if input.ndim == 0:
         input._wrap_dim(dim0)
@@ -242,7 +200,6 @@ def t(input):
     return transpose(input, 0, 1) if input.ndim == 2 else _same_view(input)
 
 
-@export()
 def permute(input, *dims):
     dims = _sizes(dims)
     if len(dims) != input.ndim:
@@ -265,7 +222,6 @@ def movedim(input, source, destination):
     return permute(input, order)
 
 
-@export()
 def flip(input, dims):
     _check_ints("flip", "dims", dims)
     dims = (dims,) if isinstance(dims, int) else tuple(dims)
@@ -297,7 +253,6 @@ def select(input, dim, index):
     return getitem(input, (slice(None),) * d + (index,))
 
 
-@export()
 def clone(input, *, memory_format=None):
     return dispatch(CLONE, (input,))
 
@@ -309,55 +264,6 @@ def contiguous(self, memory_format=None):
 
 def cast(input, dtype):
     return dispatch(CAST, (input,), {"dtype": dtype})
-
-
-def _check_cat(tensors, dim, name):
-    if not isinstance(tensors, (list, tuple)):
-        raise TypeError("%s(): argument 'tensors' (position 1) must be tuple of Tensors, not %s"
-                        % (name, type(tensors).__name__))
-    if not tensors:
-        if name == "cat":
-            raise ValueError("torch.cat(): expected a non-empty list of Tensors")
-        raise RuntimeError("%s expects a non-empty TensorList" % name)
-    for i, t in enumerate(tensors):
-        if not isinstance(t, Tensor):
-            raise TypeError("expected Tensor as element %d in argument 0, but got %s" % (i, type(t).__name__))
-
-
-@export(method=False)
-def cat(tensors, dim=0):
-    _check_cat(tensors, dim, "cat")
-    ref = next((t for t in tensors if t.ndim), tensors[0])
-    if ref.ndim == 0:
-        raise RuntimeError("zero-dimensional tensor (at position 0) cannot be concatenated")
-    d = ref._wrap_dim(dim)
-    parts = [t for t in tensors if not (t.ndim == 1 and t.numel() == 0)] or list(tensors)
-    for i, t in enumerate(parts):
-        if t.ndim != ref.ndim:
-            raise RuntimeError("Tensors must have same number of dimensions: got %d and %d" % (ref.ndim, t.ndim))
-        for k in range(ref.ndim):
-            if k != d and t.shape[k] != ref.shape[k]:
-                raise RuntimeError("Sizes of tensors must match except in dimension %d. Expected size %d but got size %d "
-                                   "for tensor number %d in the list." % (d, ref.shape[k], t.shape[k], i))
-    offsets, o = [], 0
-    for t in parts:
-        offsets.append(o)
-        o += t.shape[d]
-    return dispatch(CAT, tuple(parts), {"dim": d, "offsets": offsets})
-
-
-concat = export("concat", "concatenate", method=False)(cat)
-
-
-@export(method=False)
-def stack(tensors, dim=0):
-    _check_cat(tensors, dim, "stack")
-    shape = tensors[0].shape
-    for i, t in enumerate(tensors):
-        if t.shape != shape:
-            raise RuntimeError("stack expects each tensor to be equal size, but got [%s] at entry 0 and [%s] at entry %d"
-                               % (", ".join(map(str, shape)), ", ".join(map(str, t.shape)), i))
-    return dispatch(STACK, tuple(tensors), {"dim": tensors[0]._wrap_dim(dim, tensors[0].ndim + 1)})
 
 
 @export()
@@ -422,7 +328,7 @@ Tensor.T = property(_T)
 Tensor.mT = property(_mT)
 
 
-# ---------------------------------------------------------------------- test metadata (see _table.py)
+# ---------------------------------------------------------------------- references and samples (see _table.py)
 def _cases(*cases):
     """Samples from (shape, *other args) tuples; a shape given as a list makes a non-contiguous input."""
     def samples(rng, dtype):
@@ -436,53 +342,61 @@ def _np_squeeze(x, dim):
     return x.reshape([n for i, n in enumerate(x.shape) if not (i in dims and n == 1)])
 
 
-def _tensor_list_samples(rng, dtype):
-    A = lambda s: _arr(rng, s, -2.0, 2.0, dtype)  # noqa: E731
-    return [(([A((2, 3)), A((1, 3))],), {}), (([A((2, 3)), A((2, 1)), _noncontig(rng, (2, 2), -2.0, 2.0, dtype)], 1), {}),
-            (([A((3,)), A((3,))], -1), {})]
+def _np_reshape(x, shape):
+    return x.reshape(shape)
 
 
-def _stack_samples(rng, dtype):
-    A = lambda s: _arr(rng, s, -2.0, 2.0, dtype)  # noqa: E731
-    return [(([A((2, 3)), A((2, 3))],), {}), (([A((3,)), A((3,)), A((3,))], 1), {}),
-            (([A(()), A(())], 0), {}), (([A((2, 3)), _noncontig(rng, (2, 3), -2.0, 2.0, dtype)], -1), {})]
+# ---------------------------------------------------------------------- the entries
+def _shape_op(name, forward, vjp, node=None, view=True, samples=None, **kw):
+    return register(Op(name, forward, vjp=[vjp], dtype="keep", node=node, view=view,
+                       samples=samples or unary_samples(), **kw))
 
 
-VIEW.call, VIEW.ref = view, lambda x, shape: x.reshape(shape)
-VIEW.samples = _cases(((2, 3), (3, 2)), ((2, 3), (-1,)), ((), (1, 1)), ((4,), (2, -1)), ([3, 2], (3, 1, 2)))
-RESHAPE.call, RESHAPE.ref = reshape, lambda x, shape: x.reshape(shape)
-RESHAPE.samples = _cases(((2, 3), (3, 2)), ((2, 3), (-1,)), ((), (1,)), ([3, 2], (6,)), ([3, 2], (2, -1)))
-SQUEEZE.call, SQUEEZE.ref = squeeze, np.squeeze
-SQUEEZE.samples = _cases(((1, 3, 1),), ((),), ((2, 3),), ([3, 1],))
-SQUEEZE_DIM.call, SQUEEZE_DIM.ref = squeeze, _np_squeeze
-SQUEEZE_DIM.samples = _cases(((1, 3, 1), 0), ((1, 3, 1), -1), ((2, 3), 1), ((1, 3, 1), (0, 2)), ((), 0), ([3, 1], 1))
-UNSQUEEZE.call, UNSQUEEZE.ref = unsqueeze, np.expand_dims
-UNSQUEEZE.samples = _cases(((2, 3), 0), ((2, 3), -1), ((2, 3), 1), ((), 0), ([3, 2], 2))
-EXPAND.call, EXPAND.ref = expand, np.broadcast_to
-EXPAND.samples = _cases(((3, 1), (3, 4)), ((), (2, 2)), ((3,), (2, 3)), ((2, 1), (2, 2, 3)), ([1, 3], (2, 1, 3)))
-TRANSPOSE.call, TRANSPOSE.ref = transpose, np.swapaxes
-TRANSPOSE.samples = _cases(((2, 3), 0, 1), ((2, 3, 2), 0, 2), ((2, 3), -1, 0), ((2, 3), 1, 1), ([3, 2], 0, 1))
-PERMUTE.call, PERMUTE.ref = permute, np.transpose
-PERMUTE.samples = _cases(((2, 3), (1, 0)), ((2, 3, 2), (2, 0, 1)), ((2, 3, 2), (-1, 0, 1)), ((), ()), ([3, 2], (1, 0)))
-REPEAT.call, REPEAT.ref = repeat, np.tile
-REPEAT.samples = _cases(((2, 3), (2, 1)), ((3,), (2, 2)), ((), (3,)), ((2, 1), (1, 2, 3)), ([3, 2], (2, 2)))
-FLIP.call, FLIP.ref = flip, np.flip
-FLIP.samples = _cases(((2, 3), (0,)), ((2, 3), (0, 1)), ((2, 3, 2), (-1,)), ((5,), (0,)), ([3, 2], (1,)))
-CLONE.ref = np.copy
-CAST.call, CAST.ref = Tensor.to, lambda x, dtype: x.astype(dtype.np)
-CAST.samples = _cases(((2, 3), D.float32), ((2, 3), D.float64), ((5,), D.int64), ((), D.bool_), ([3, 2], D.int32))
-CAT.call, CAT.ref, CAT.samples = cat, lambda tensors, dim=0: np.concatenate(tensors, axis=dim), _tensor_list_samples
-STACK.call, STACK.ref, STACK.samples = stack, lambda tensors, dim=0: np.stack(tensors, axis=dim), _stack_samples
+VIEW = _shape_op("view", _view_forward, _back_reshape, node="ViewBackward0", call=view, api=("view",), function=False,
+                 ref=_np_reshape, samples=_cases(((2, 3), (3, 2)), ((2, 3), (-1,)), ((), (1, 1)), ((4,), (2, -1)),
+                                                 ([3, 2], (3, 1, 2))))
+RESHAPE = _shape_op("reshape", _reshape_forward, _back_reshape, node="ViewBackward0", call=reshape, api=("reshape",),
+                    ref=_np_reshape, samples=_cases(((2, 3), (3, 2)), ((2, 3), (-1,)), ((), (1,)), ([3, 2], (6,)),
+                                                    ([3, 2], (2, -1))))
+SQUEEZE = _shape_op("squeeze", _reshape_forward, _back_reshape, node="SqueezeBackward0", call=squeeze,
+                    api=("squeeze",), ref=np.squeeze, samples=_cases(((1, 3, 1),), ((),), ((2, 3),), ([3, 1],)))
+SQUEEZE_DIM = _shape_op("squeeze_dim", _reshape_forward, _back_reshape, node="SqueezeBackward1", call=squeeze,
+                        ref=_np_squeeze, samples=_cases(((1, 3, 1), 0), ((1, 3, 1), -1), ((2, 3), 1),
+                                                        ((1, 3, 1), (0, 2)), ((), 0), ([3, 1], 1)))
+UNSQUEEZE = _shape_op("unsqueeze", _reshape_forward, _back_reshape, node="UnsqueezeBackward0", call=unsqueeze,
+                      api=("unsqueeze",), ref=np.expand_dims,
+                      samples=_cases(((2, 3), 0), ((2, 3), -1), ((2, 3), 1), ((), 0), ([3, 2], 2)))
+EXPAND = _shape_op("expand", lambda xp, dt, x, shape: xp.reshape(x, shape) if x.shape == shape else xp.broadcast_to(x, shape),
+                   lambda g, s: g.sum_to_size(s.self_shape), node="ExpandBackward0", call=expand, api=("expand",),
+                   function=False, ref=np.broadcast_to,
+                   samples=_cases(((3, 1), (3, 4)), ((), (2, 2)), ((3,), (2, 3)), ((2, 1), (2, 2, 3)), ([1, 3], (2, 1, 3))))
+TRANSPOSE = _shape_op("transpose", lambda xp, dt, x, d0, d1: xp.swapaxes(x, d0, d1),
+                      lambda g, s: g.transpose(s.d0, s.d1), node="TransposeBackward0", call=transpose,
+                      api=("transpose", "swapaxes", "swapdims"), ref=np.swapaxes,
+                      samples=_cases(((2, 3), 0, 1), ((2, 3, 2), 0, 2), ((2, 3), -1, 0), ((2, 3), 1, 1), ([3, 2], 0, 1)))
+PERMUTE = _shape_op("permute", lambda xp, dt, x, dims: xp.transpose(x, dims),
+                    lambda g, s: g.permute(tuple(np.argsort(s.dims))), node="PermuteBackward0", call=permute,
+                    api=("permute",), ref=np.transpose,
+                    samples=_cases(((2, 3), (1, 0)), ((2, 3, 2), (2, 0, 1)), ((2, 3, 2), (-1, 0, 1)), ((), ()),
+                                   ([3, 2], (1, 0))))
+REPEAT = _shape_op("repeat", lambda xp, dt, x, reps: xp.tile(x, reps), lambda g, s: _repeat_grad(g, s), view=False,
+                   call=repeat, api=("repeat",), function=False, ref=np.tile,
+                   samples=_cases(((2, 3), (2, 1)), ((3,), (2, 2)), ((), (3,)), ((2, 1), (1, 2, 3)), ([3, 2], (2, 2))))
+FLIP = _shape_op("flip", lambda xp, dt, x, dims: xp.flip(x, dims), lambda g, s: g.flip(s.dims), view=False,
+                 call=flip, api=("flip",), ref=np.flip,
+                 samples=_cases(((2, 3), (0,)), ((2, 3), (0, 1)), ((2, 3, 2), (-1,)), ((5,), (0,)), ([3, 2], (1,))))
+CLONE = _shape_op("clone", lambda xp, dt, x: xp.copy(x), lambda g, s: g, view=False, ref=np.copy, call=clone,
+                  api=("clone",))
+CAST = _shape_op("cast", lambda xp, dt, x, dtype: xp.astype(x, dtype.np), lambda g, s: g, view=False,
+                 node="ToCopyBackward0", call=Tensor.to, ref=lambda x, dtype: x.astype(dtype.np),
+                 samples=_cases(((2, 3), D.float32), ((2, 3), D.float64), ((5,), D.int64), ((), D.bool_),
+                                ([3, 2], D.int32)))
 
 
 # ---------------------------------------------------------------------- devices
 def _move_forward(xp, dt, x, device, source):
     target = cpu if device.type == "cpu" else cuda_backend()
     return target.from_host(xp.to_host(x))
-
-
-MOVE = register(Op("move", _move_forward, vjp=[(lambda g, s: move(g, s.source), ())], dtype="keep",
-                   node="ToCopyBackward0", ref=None, samples=None))
 
 
 def move(input, device):
@@ -494,23 +408,13 @@ def _move_samples(rng, dtype):
     return [(args + (CPU,), kwargs) for args, kwargs in _cases(((2, 3),), ((),), ([3, 2],))(rng, dtype)]
 
 
-MOVE.call, MOVE.ref, MOVE.samples = move, lambda x, device: x.copy(), _move_samples  # CPU to CPU: a copy
+MOVE = register(Op("move", _move_forward, vjp=[lambda g, s: move(g, s.source)], dtype="keep", node="ToCopyBackward0",
+                   call=move, ref=lambda x, device: x.copy(), samples=_move_samples))  # CPU to CPU: a copy
 
 
 # ---------------------------------------------------------------------- fill_ and copy_
 # Out-of-place forms of the in-place fill_/copy_ (see _inplace.inplace): the old values get a zero
 # gradient, the new value (a 0-d tensor, or copy_'s source) gets the gradient of what it filled.
-FILL = register(Op("fill", lambda xp, dt, x, value: xp.full(x.shape, value, x.dtype), inputs=("self", "value"),
-                   vjp=[(lambda g, s: g.new_zeros(g.shape), ()), (lambda g, s: g.sum(), ())], dtype="keep",
-                   node="FillBackward0", ref=lambda x, value: np.full_like(x, value),
-                   samples=lambda rng, dtype: [((rng.uniform(-1, 1, (2, 3)).astype(dtype), 1.5), {})]))
-COPY = register(Op("copy_from", lambda xp, dt, x, src: xp.copy(xp.broadcast_to(src, x.shape)),
-                   inputs=("self", "src"), vjp=[(lambda g, s: g.new_zeros(g.shape), ()), (lambda g, s: g, ())],
-                   dtype="keep", node="CopyBackwards", ref=lambda x, src: np.broadcast_to(src, x.shape).astype(x.dtype),
-                   samples=lambda rng, dtype: [((rng.uniform(-1, 1, (2, 3)).astype(dtype),
-                                                rng.uniform(-1, 1, (3,)).astype(dtype)), {})]))
-
-
 def fill(input, value):
     """A tensor like ``input`` filled with ``value`` (the out-of-place form of fill_)."""
     return dispatch(FILL, (input, value))
@@ -521,4 +425,12 @@ def copy_from(input, src):
     return dispatch(COPY, (input, src))
 
 
-FILL.call, COPY.call = fill, copy_from
+FILL = register(Op("fill", lambda xp, dt, x, value: xp.full(x.shape, value, x.dtype), inputs=("self", "value"),
+                   vjp=[lambda g, s: g.new_zeros(g.shape), lambda g, s: g.sum()], dtype="keep",
+                   node="FillBackward0", ref=lambda x, value: np.full_like(x, value), call=fill,
+                   samples=lambda rng, dtype: [((rng.uniform(-1, 1, (2, 3)).astype(dtype), 1.5), {})]))
+COPY = register(Op("copy_from", lambda xp, dt, x, src: xp.copy(xp.broadcast_to(src, x.shape)),
+                   inputs=("self", "src"), vjp=[lambda g, s: g.new_zeros(g.shape), lambda g, s: g],
+                   dtype="keep", node="CopyBackwards", ref=lambda x, src: np.broadcast_to(src, x.shape).astype(x.dtype),
+                   call=copy_from, samples=lambda rng, dtype: [((rng.uniform(-1, 1, (2, 3)).astype(dtype),
+                                                               rng.uniform(-1, 1, (3,)).astype(dtype)), {})]))

@@ -4,7 +4,7 @@ import numpy as np
 from .._op import Op, dispatch
 from .._tensor import Tensor
 from .._device import backend
-from ._table import INTS, export, no_kernel, register, unary_samples
+from ._table import INTS, no_kernel, register, unary_samples
 
 
 def _fused(log):
@@ -22,36 +22,22 @@ def _forward(log):
     return forward
 
 
-SOFTMAX = register(Op("softmax", _forward(False), vjp=[(lambda g, s: s.result * (g - (g * s.result).sum(s.dim, keepdim=True))
-                                                         if s.result.ndim else g * 0, ("result",))],
-                      fused=[_fused(False)], dtype="float", ref=None,
-                      samples=unary_samples(dim=-1), bench={"sizes": [(16,), (4096, 1024)]}))
-LOG_SOFTMAX = register(Op("log_softmax", _forward(True),
-                          vjp=[(lambda g, s: g - s.result.exp() * g.sum(s.dim, keepdim=True) if s.result.ndim else g * 0,
-                                ("result",))],
-                          fused=[_fused(True)], dtype="float", ref=None,
-                          samples=unary_samples(dim=-1), bench={"sizes": [(16,), (4096, 1024)]}))
-
-
-def _softmax_api(op):
+def _softmax_api(name):
     def fn(input, dim=None, dtype=None, _stacklevel=3):
         if dtype is not None:
             input = input.to(dtype)
         if dim is None:
             dim = 0 if input.ndim in (0, 1, 3) else 1
         d = input._wrap_dim(dim) if input.ndim else 0
-        return dispatch(op, (input,), {"dim": d})
-    fn.__name__ = op.name
+        return dispatch(SOFTMAX if name == "softmax" else LOG_SOFTMAX, (input,), {"dim": d})
+    fn.__name__ = name
     return fn
 
 
-softmax = export("softmax")(_softmax_api(SOFTMAX))
-log_softmax = export("log_softmax")(_softmax_api(LOG_SOFTMAX))
-SOFTMAX.unsupported = no_kernel("softmax_lastdim_kernel_impl", "bool", *INTS)  # pass dtype= to convert first
-LOG_SOFTMAX.unsupported = no_kernel("log_softmax_lastdim_kernel_impl", "bool", *INTS)
+softmax = _softmax_api("softmax")
+log_softmax = _softmax_api("log_softmax")
 
 
-# ---------------------------------------------------------------------- test metadata (see _table.py)
 def _np_log_softmax(x, dim=None, dtype=None):
     if x.ndim == 0:
         return x * 0
@@ -59,5 +45,15 @@ def _np_log_softmax(x, dim=None, dtype=None):
     return x - np.log(np.exp(x).sum(axis=dim, keepdims=True))
 
 
-SOFTMAX.ref = lambda x, dim=None, dtype=None: np.exp(_np_log_softmax(x, dim))
-LOG_SOFTMAX.ref = _np_log_softmax
+# integer and bool inputs: PyTorch has no kernel (pass dtype= to convert first)
+SOFTMAX = register(Op("softmax", _forward(False), vjp=[lambda g, s: s.result * (g - (g * s.result).sum(s.dim, keepdim=True))
+                                                       if s.result.ndim else g * 0],
+                      fused=[_fused(False)], dtype="float", ref=lambda x, dim=None, dtype=None: np.exp(_np_log_softmax(x, dim)),
+                      samples=unary_samples(dim=-1), bench={"sizes": [(16,), (4096, 1024)]},
+                      unsupported=no_kernel("softmax_lastdim_kernel_impl", "bool", *INTS), call=softmax, api=("softmax",)))
+LOG_SOFTMAX = register(Op("log_softmax", _forward(True),
+                          vjp=[lambda g, s: g - s.result.exp() * g.sum(s.dim, keepdim=True) if s.result.ndim else g * 0],
+                          fused=[_fused(True)], dtype="float", ref=_np_log_softmax,
+                          samples=unary_samples(dim=-1), bench={"sizes": [(16,), (4096, 1024)]},
+                          unsupported=no_kernel("log_softmax_lastdim_kernel_impl", "bool", *INTS), call=log_softmax,
+                          api=("log_softmax",)))

@@ -1,0 +1,159 @@
+"""Unary elementwise ops and activations: one entry each, with its public function generated from
+the entry's scalar params. VJP formulas are HIPS-style one-liners over tensor ops (``g`` is the
+output gradient, ``s`` the node with the saved values ``s.self``, ``s.result`` and params);
+``fused`` names the kernel in kernels/elementwise.py that computes the same formula in one pass
+when no graph of the backward is being built."""
+import math
+
+import numpy as np
+
+from .._op import Op, dispatch
+from .._tensor import Tensor
+from ._table import EMPTY, INTS, no_kernel, register, rejects, unary_samples
+
+
+def ew_forward(kernel, out=None):
+    """Forward of an elementwise op: run scalar ``kernel``; params become trailing scalar args."""
+    def forward(xp, dt, *arrays, **params):
+        if params:
+            arrays += tuple(dt.type(v) for v in params.values())
+        return xp.run(kernel, out or dt, *arrays)
+    forward.kernel = kernel
+    return forward
+
+
+def _unary(name, vjp=None, fused=None, *, dtype="float", domain=(-2.0, 2.0), kernel=None, params=EMPTY,
+           call=None, api=None, **kw):
+    """An entry of one input. Unless ``call`` is given, its public function is generated from ``params``
+    (name -> default, also positional), published as jitgrad.<name> and Tensor.<name> (``api``)."""
+    names = list(params)
+
+    def fn(input, *args, **kwargs):
+        p = dict(params)
+        for k, v in zip(names, args):
+            p[k] = v
+        for k, v in kwargs.items():
+            if k == "inplace":
+                continue
+            if k not in p:
+                raise TypeError("%s() got an unexpected keyword argument '%s'" % (name, k))
+            p[k] = v
+        return dispatch(op, (input,), p)
+
+    def fn0(input):
+        return dispatch(op, (input,))
+    fn = fn if params else fn0
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = "Elementwise %s (op table entry %r)." % (name, name)
+    kw.setdefault("samples", unary_samples(*domain, **params))
+    op = register(Op(name, ew_forward(kernel or name, np.bool_ if dtype == "bool" else None), vjp=[vjp],
+                     fused=[fused], dtype=dtype, params=params, call=call or fn, api=(name,) if api is None else api,
+                     bench={"sizes": [(16,), (1 << 22,)]}, **kw))
+    return op
+
+
+def zero_grad(g, s):
+    return g.new_zeros(g.shape)  # not g * 0: that is NaN where g is infinite
+
+
+def _on(mask, g):
+    """g where ``mask`` holds, else 0: a select, as PyTorch's masks are (not g * mask, NaN for an infinite g)."""
+    return g.where(mask, 0.0)
+
+
+def _sign(x):
+    return (x > 0).to(x.dtype) - (x < 0).to(x.dtype)
+
+
+def _np_erf(x):
+    return np.vectorize(math.erf, otypes=[x.dtype if x.dtype.kind == "f" else np.float64])(x)
+
+
+_SQRT1_2, _INV_SQRT_2PI = 1 / math.sqrt(2), 1 / math.sqrt(2 * math.pi)
+
+
+def _gelu_tanh_grad(g, x):
+    t = ((x + 0.044715 * x * x * x) * math.sqrt(2 / math.pi)).tanh()
+    return g * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * math.sqrt(2 / math.pi) * (1 + 3 * 0.044715 * x * x))
+
+
+def square(input):
+    """input * input; a bool tensor squares to int64, as in PyTorch."""
+    return dispatch(SQUARE, (input.long() if isinstance(input, Tensor) and input.dtype.name == "bool" else input,))
+
+
+def gelu(input, approximate="none"):
+    if approximate == "tanh":
+        return dispatch(GELU_TANH, (input,))
+    if approximate != "none":
+        raise RuntimeError("approximate argument must be either none or tanh.")
+    return dispatch(GELU, (input,))
+
+
+POS = (0.5, 2.0)
+NEG = _unary("neg", lambda g, s: -g, dtype="same", ref=np.negative, inplace=True, operators=("__neg__",),
+             unsupported=rejects(RuntimeError, "Negation, the `-` operator, on a bool tensor is not supported. If you "
+                                 "are trying to invert a mask, use the `~` or `logical_not()` operator instead.", "bool"))
+ABS = _unary("abs", lambda g, s: g * _sign(s.self), ("abs_vjp", ("g", "self")), dtype="same", ref=np.abs,
+             inplace=True, operators=("__abs__",), unsupported=no_kernel("abs_cpu", "bool"))
+SIGN = _unary("sign", zero_grad, dtype="same", inplace=True,
+              ref=lambda x: x.copy() if x.dtype == bool else np.sign(np.where(np.isnan(x), 0, x)).astype(x.dtype))
+EXP = _unary("exp", lambda g, s: g * s.result, ("mul", ("g", "result")), ref=np.exp, inplace=True)
+EXPM1 = _unary("expm1", lambda g, s: g * (s.result + 1), ("expm1_vjp", ("g", "result")), ref=np.expm1, inplace=True)
+LOG = _unary("log", lambda g, s: g / s.self, ("div", ("g", "self")), ref=np.log, domain=POS, inplace=True)
+LOG1P = _unary("log1p", lambda g, s: g / (s.self + 1), ("log1p_vjp", ("g", "self")), ref=np.log1p,
+               domain=(-0.5, 2.0), inplace=True)
+SQRT = _unary("sqrt", lambda g, s: g / (2 * s.result), ("sqrt_vjp", ("g", "result")), ref=np.sqrt, domain=POS,
+              inplace=True)
+RSQRT = _unary("rsqrt", lambda g, s: -0.5 * g * s.result ** 3, ("rsqrt_vjp", ("g", "result")),
+               ref=lambda x: 1 / np.sqrt(x), domain=POS, inplace=True)
+RECIPROCAL = _unary("reciprocal", lambda g, s: -g * s.result * s.result, ("reciprocal_vjp", ("g", "result")),
+                    ref=lambda x: 1 / x, domain=POS, inplace=True)
+SQUARE = _unary("square", lambda g, s: 2 * g * s.self, ("square_vjp", ("g", "self")), dtype="same",
+                ref=np.square, node="PowBackward0", call=square, inplace=True)
+SIN = _unary("sin", lambda g, s: g * s.self.cos(), ("sin_vjp", ("g", "self")), ref=np.sin, inplace=True)
+COS = _unary("cos", lambda g, s: -g * s.self.sin(), ("cos_vjp", ("g", "self")), ref=np.cos, inplace=True)
+TAN = _unary("tan", lambda g, s: g * (1 + s.result * s.result), ("tan_vjp", ("g", "result")), ref=np.tan,
+             domain=(-1.0, 1.0), inplace=True)
+TANH = _unary("tanh", lambda g, s: g * (1 - s.result * s.result), ("tanh_vjp", ("g", "result")), ref=np.tanh,
+              inplace=True)
+SIGMOID = _unary("sigmoid", lambda g, s: g * s.result * (1 - s.result), ("sigmoid_vjp", ("g", "result")),
+                 ref=lambda x: 1 / (1 + np.exp(-x)), inplace=True)
+RELU = _unary("relu", lambda g, s: _on(s.result > 0, g), ("relu_vjp", ("g", "result")), dtype="same",
+              ref=lambda x: np.maximum(x, 0), inplace=True,
+              unsupported=rejects(RuntimeError, "Boolean inputs not supported for relu", "bool"))
+LEAKY_RELU = _unary("leaky_relu", lambda g, s: g.where(s.self > 0, g * s.negative_slope),
+                    ("leaky_relu_vjp", ("g", "self", "negative_slope")),
+                    ref=lambda x, negative_slope=0.01: np.where(x > 0, x, x * negative_slope),
+                    params={"negative_slope": 0.01}, inplace=True, unsupported=no_kernel("leaky_relu_cpu", "bool", *INTS))
+ELU = _unary("elu", lambda g, s: g.where(s.self > 0, g * s.alpha * s.self.exp()), ("elu_vjp", ("g", "self", "alpha")),
+             ref=lambda x, alpha=1.0: np.where(x > 0, x, alpha * np.expm1(x)), params={"alpha": 1.0}, inplace=True,
+             unsupported=no_kernel("elu_cpu", "bool", *INTS))
+# PyTorch's hardtanh keeps integer dtypes (its bounds cut to integers) and passes g strictly inside the bounds
+HARDTANH = _unary("hardtanh", lambda g, s: _on(~((s.self <= s.min_val) | (s.self >= s.max_val)), g),
+                  ("hardtanh_vjp", ("g", "self", "min_val", "max_val")), dtype="same",
+                  ref=lambda x, min_val=-1.0, max_val=1.0: np.clip(x, min_val, max_val).astype(x.dtype),
+                  params={"min_val": -1.0, "max_val": 1.0}, inplace=True, module="Hardtanh",
+                  unsupported=rejects(RuntimeError, "Bool inputs not supported for hardtanh", "bool"))
+GELU = _unary("gelu", lambda g, s: g * (0.5 * (1 + (s.self * _SQRT1_2).erf())
+                                        + s.self * _INV_SQRT_2PI * (-0.5 * s.self * s.self).exp()),
+              ("gelu_vjp", ("g", "self")), ref=lambda x: 0.5 * x * (1 + _np_erf(x / np.sqrt(2))), call=gelu,
+              inplace=True, unsupported=no_kernel("GeluKernelImpl", "bool", *INTS))
+GELU_TANH = _unary("gelu_tanh", lambda g, s: _gelu_tanh_grad(g, s.self), ("gelu_tanh_vjp", ("g", "self")),
+                   node="GeluBackward0", call=gelu, api=(), samples=unary_samples(approximate="tanh"),
+                   ref=lambda x, approximate="tanh": 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3))),
+                   unsupported=no_kernel("GeluKernelImpl", "bool", *INTS))
+SILU = _unary("silu", lambda g, s: g * s.self.sigmoid() * (1 + s.self * (1 - s.self.sigmoid())),
+              ("silu_vjp", ("g", "self")), ref=lambda x: x / (1 + np.exp(-x)), inplace=True,
+              unsupported=no_kernel("silu_cpu", "bool", *INTS))
+SOFTPLUS = _unary("softplus", lambda g, s: g.where(s.self * s.beta > s.threshold, g * (s.self * s.beta).sigmoid()),
+                  ("softplus_vjp", ("g", "self", "beta", "threshold")), params={"beta": 1.0, "threshold": 20.0},
+                  ref=lambda x, beta=1.0, threshold=20.0: np.where(x * beta > threshold, x, np.log1p(np.exp(beta * x)) / beta),
+                  unsupported=no_kernel("softplus_cpu", "bool", *INTS))
+FLOOR = _unary("floor", zero_grad, dtype="same", ref=np.floor, inplace=True, unsupported=no_kernel("floor_vml_cpu", "bool"))
+CEIL = _unary("ceil", zero_grad, dtype="same", ref=np.ceil, inplace=True, unsupported=no_kernel("ceil_vml_cpu", "bool"))
+ROUND = _unary("round", zero_grad, dtype="same", ref=np.round, inplace=True, unsupported=no_kernel("round_vml_cpu", "bool"))
+TRUNC = _unary("trunc", zero_grad, dtype="same", ref=np.trunc, inplace=True, unsupported=no_kernel("trunc_vml_cpu", "bool"))
+ERF = _unary("erf", lambda g, s: g * (2 / math.sqrt(math.pi)) * (-s.self * s.self).exp(), ref=_np_erf, inplace=True)
+LOGICAL_NOT = _unary("logical_not", dtype="bool", ref=np.logical_not, inplace=True)
+ISNAN = _unary("isnan", dtype="bool", ref=np.isnan)
