@@ -242,7 +242,7 @@ class OpNode(Node):
 
     def _release(self):
         for v in self.saved.values():
-            if isinstance(v, SavedTensor):
+            if v.__class__ is SavedTensor:
                 v.release()
 
 
@@ -252,24 +252,21 @@ def _run_fused(node, spec, g):
     kernel, names = spec
     garr = g._data
     dt = garr.dtype
+    saved = node.saved
     args = []
     for n in names:
         if n == "g":
             args.append(garr)
             continue
-        if n == "zero":
-            args.append(dt.type(0))
-            continue
-        v = node.saved.get(n, _MISSING)
-        if v is _MISSING:
-            v = node.params[n]
-        if isinstance(v, SavedTensor):
+        v = saved.get(n, _MISSING)
+        if v.__class__ is SavedTensor:
             args.append(v.unpack_data())
-        elif isinstance(v, Tensor):
-            args.append(v._data)
+        elif v is _MISSING:  # a param (negative_slope), or the constant 0 of a select
+            args.append(dt.type(0 if n == "zero" else node.params[n]))
         else:
-            args.append(dt.type(v))
-    return Tensor._wrap(backend(garr).run(kernel, dt, *args))
+            args.append(v._data if isinstance(v, Tensor) else dt.type(v))
+    xp = CPU_BACKEND if garr.__class__ is np.ndarray else backend(garr)
+    return Tensor._wrap(xp.run(kernel, dt, *args))
 
 
 def dispatch(op, args, params=EMPTY):

@@ -193,7 +193,7 @@ def run(roots, retain_graph, create_graph, targets=None, accumulate_leaves=True)
                     for slot in capture.get((node, k), ()):
                         captured[slot] = g
             outs = ()
-            if (needed is None or node in needed) and any(g is not None for g in grads) and (
+            if (needed is None or node in needed) and (grads[0] is not None or any(g is not None for g in grads)) and (
                     accumulate_leaves or node.__class__ is not AccumulateGrad):
                 outs = _apply_with_anomaly(node, grads) if anomaly else node.apply(grads)
                 if node._post_hooks:
