@@ -4,6 +4,7 @@ They sit below Tensor, which keeps its grad_fn, hooks and AccumulateGrad node th
 tensors, which wrap Tensors, are in jitgrad/_saved.py. The public names are in jitgrad.autograd.graph.
 """
 import itertools
+import sys
 import threading
 import weakref
 
@@ -163,7 +164,7 @@ def accumulate_into(var, g):
         g = g.to(var.dtype)
     old = var._grad
     if old is None:
-        var._grad = g if STATE.grad_enabled else g._owned_copy()
+        var._grad = g if STATE.grad_enabled or _can_steal(g) else g._owned_copy()
     elif STATE.grad_enabled:
         var._grad = old + g
     else:
@@ -172,6 +173,15 @@ def accumulate_into(var, g):
             old._accumulate_(g)
         else:
             _accumulate_strided(var, old, g)
+
+
+def _can_steal(g):
+    """Whether ``.grad`` may take over gradient ``g`` itself instead of a copy: nothing else holds
+    the tensor or its array (the engine's buffer and this call's frames aside), and the array owns
+    its C-contiguous, writable memory, so later in-place accumulation writes to nobody else's data."""
+    d = g._data
+    return (sys.getrefcount(g) <= 4 and d.__class__ is np.ndarray and d.base is None and sys.getrefcount(d) <= 3
+            and d.flags.c_contiguous and d.flags.writeable)
 
 
 def _accumulate_strided(var, old, g):

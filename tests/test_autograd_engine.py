@@ -244,3 +244,45 @@ def test_inputs_that_the_graph_does_not_reach_are_not_run():
     b.grad_fn.register_prehook(lambda go: ran.append("b"))
     (a + b).sum().backward(inputs=[x])
     assert ran == [] and w.grad is None and x.grad.tolist() == [3.0]
+
+
+def _shares(p, q):
+    return np.shares_memory(p.detach().numpy(), q.detach().numpy())
+
+
+def test_grad_takes_over_no_buffer_that_something_else_holds():
+    """.grad may take over a fresh gradient buffer, but never one that another tensor, another
+    .grad, a retained gradient or the caller's gradient argument also holds."""
+    b = jg.randn(3, requires_grad=True)
+    c = jg.randn(3, requires_grad=True)
+    ((b + c) * 3).sum().backward()  # add hands one gradient tensor to both leaves
+    assert not _shares(b.grad, c.grad)
+    b.grad.add_(1)
+    np.testing.assert_allclose(c.grad.numpy(), [3.0, 3.0, 3.0])
+    t = jg.ones(3)
+    b.grad = c.grad = None
+    (b + c).backward(t)
+    assert not _shares(b.grad, t) and not _shares(c.grad, t)
+    b.grad = None
+    b.backward(t)
+    assert not _shares(b.grad, t)
+    b.grad.mul_(5)
+    np.testing.assert_allclose(t.numpy(), [1.0, 1.0, 1.0])
+    a = jg.randn(3, requires_grad=True)
+    z = a * 2
+    z.retain_grad()
+    (z * z).sum().backward()
+    assert not _shares(a.grad, z.grad)
+    np.testing.assert_allclose(a.grad.numpy(), 8 * a.detach().numpy(), rtol=1e-6)
+
+
+def test_grad_of_a_product_keeps_the_inputs_intact():
+    x = jg.randn(4, requires_grad=True)
+    w = jg.randn(4, requires_grad=True)
+    xs, ws = x.detach().numpy().copy(), w.detach().numpy().copy()
+    (x * w).sum().backward()
+    x.grad.add_(100)
+    w.grad.add_(100)
+    np.testing.assert_array_equal(x.detach().numpy(), xs)
+    np.testing.assert_array_equal(w.detach().numpy(), ws)
+    np.testing.assert_allclose(x.grad.numpy(), ws + 100, rtol=1e-6)

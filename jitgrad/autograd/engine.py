@@ -216,6 +216,7 @@ def run(roots, retain_graph, create_graph, targets=None, accumulate_leaves=True)
                 deps[m] = left - 1
                 if left == 1:
                     push(ready, (-m._seq, id(m), m))
+            g = outs = None  # hold no gradient between nodes: a leaf's .grad may take over its buffer
     return captured
 
 
