@@ -368,12 +368,12 @@ def _run_general(fn, out_dtype, args, out):
         if a.__class__ is not np.ndarray:
             flat.append(a)
             key.append(False)
-        elif a.shape == shape and (size != 1 or a.ndim):
+        elif a.size == 1 or not any(a.strides):  # one value, maybe broadcast (sum's gradient): a scalar
+            flat.append(a[(0,) * a.ndim])
+            key.append(False)
+        elif a.shape == shape:
             flat.append(a.reshape(-1))  # a view when contiguous, else a C-ordered copy
             key.append(True)
-        elif a.size == 1:
-            flat.append(a.reshape(())[()])
-            key.append(False)
         else:
             flat.append(np.broadcast_to(a, shape).reshape(-1))
             key.append(True)

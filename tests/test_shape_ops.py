@@ -236,3 +236,17 @@ def test_node_names():
     assert x.unbind()[0].grad_fn.name() == "SelectBackward0" and x.clone().grad_fn.name() == "CloneBackward0"
     assert x.double().grad_fn.name() == "ToCopyBackward0"
     assert m._base is x and not m.is_leaf
+
+
+def test_elementwise_ops_on_expanded_values_read_them_in_place():
+    """An expanded value (stride 0 everywhere, as sum's gradient) enters the loop as one scalar."""
+    v = jg.tensor(2.5).expand(4, 3)
+    y = jg.arange(12.0).reshape(4, 3)
+    np.testing.assert_allclose((v * y).numpy(), 2.5 * np.arange(12.0).reshape(4, 3))
+    np.testing.assert_allclose((y - v).numpy(), np.arange(12.0).reshape(4, 3) - 2.5)
+    np.testing.assert_allclose((v + v).numpy(), np.full((4, 3), 5.0))
+    w = jg.tensor([[1.0, 2.0, 3.0]]).expand(4, 3)  # stride 0 in one dim only: still an array
+    np.testing.assert_allclose((w * y).numpy(), np.array([1.0, 2.0, 3.0]) * np.arange(12.0).reshape(4, 3))
+    x = jg.randn(5, requires_grad=True)
+    (x * 3).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), np.full(5, 3.0))
