@@ -67,8 +67,10 @@ def device_minimum(a, b):
     return a if a != a or a < b else b
 
 
-# What the device backends use in place of the CPU primitives (see kernels/cuda/reduce.py).
-DEVICE_MATH = {"maximum": device_maximum, "minimum": device_minimum, "vexp": math.exp}
+# What device backends use in place of the CPU primitives: their own math, and Python functions
+# they compile (see kernels/cuda/reduce.py).
+DEVICE_MATH = {"vexp": math.exp}
+DEVICE_FUNCTIONS = {"maximum": device_maximum, "minimum": device_minimum}
 
 
 # ---------------------------------------------------------------- folds: (v, w) + (v2, w2)

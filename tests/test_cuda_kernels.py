@@ -250,6 +250,21 @@ else:
             x = _reduce_input("sum", dtype, shape, rng)
             close(host(R.scan("cumsum", dev(x), dim)), CR.scan("cumsum", x, dim), dtype)
 
+    @pytest.mark.parametrize("kind", ["cumprod", "cummax", "cummin"])
+    @pytest.mark.parametrize("layout", [((5, 9), 1), ((12,), 0), ((4, 3, 5), 0), ((2, 40), 1)], ids=str)
+    def test_scans_match_cpu(kind, layout, rng):
+        shape, dim = layout
+        for dtype in (np.float32, np.float64, np.int32, np.int64, np.bool_):
+            x = _reduce_input("prod" if kind == "cumprod" else "amax", dtype, shape, rng)
+            if np.dtype(dtype).kind == "f":
+                x.flat[len(x.flat) // 2] = np.nan  # a NaN propagates from where it is met on
+                x.flat[1] = np.inf if kind == "cummax" else -np.inf
+            close(host(R.scan(kind, dev(x), dim)), CR.scan(kind, x, dim), dtype)
+
+    def test_unknown_scan_kind_is_an_error():
+        with pytest.raises(ValueError, match="unknown scan kind: cumfoo"):
+            R.scan("cumfoo", dev(np.ones(3)), 0)
+
     @pytest.mark.parametrize("log", [False, True])
     @pytest.mark.parametrize("layout", [((5, 9), 1), ((9, 5), 0), ((3, 7, 6), 1), ((2, 40), 1), ((7,), 0)], ids=str)
     def test_softmax_and_its_vjp_match_cpu(layout, log, rng):
