@@ -113,9 +113,11 @@ print("ok")
 else:
     from numba import cuda
 
+    from jitgrad.kernels import conv as KC
     from jitgrad.kernels import index as CI
     from jitgrad.kernels import reduce as CR
     from jitgrad.kernels.cuda import _launch as L
+    from jitgrad.kernels.cuda import conv as CV
     from jitgrad.kernels.cuda import elementwise as E
     from jitgrad.kernels.cuda import index as I
     from jitgrad.kernels.cuda import matmul as MM
@@ -260,6 +262,14 @@ else:
                 x.flat[len(x.flat) // 2] = np.nan  # a NaN propagates from where it is met on
                 x.flat[1] = np.inf if kind == "cummax" else -np.inf
             close(host(R.scan(kind, dev(x), dim)), CR.scan(kind, x, dim), dtype)
+
+    def test_max_pool_with_nans_matches_cpu(rng):
+        x = rng.standard_normal((1, 2, 5, 5))
+        x[0, 0, 1, 1] = x[0, 0, 1, 2] = x[0, 1, 4, 4] = np.nan  # a window with two NaNs, one at the border
+        x[0, 1, 0, :2] = 9.0  # a tie
+        geometry = ((3, 3), (2, 2), (1, 1), (1, 1), (3, 3))
+        for got, ref in zip(CV.max_pool2d(dev(x), *geometry), KC.max_pool2d(x, *geometry)):
+            close(host(got), ref, np.float64)
 
     def test_unknown_scan_kind_is_an_error():
         with pytest.raises(ValueError, match="unknown scan kind: cumfoo"):
