@@ -27,7 +27,7 @@ from ._jit import compiled, twins
 from .elementwise import vexp
 
 COLS = 1024  # columns of B folded by one task: a row segment of a few KiB streams from memory
-SKIP = 256  # arg reductions test a chunk of this many elements at once for a better element
+SKIP = 4096  # arg reductions of rows test blocks of this many elements (in L1 when searched) at once
 
 _scalar = njit(error_model="numpy", fastmath=config.FASTMATH)
 
@@ -49,7 +49,9 @@ def _extremum(float_name, signed_name, unsigned_name, bool_op):
                 return getattr(builder, bool_op)(x, y)
             name = float_name if isinstance(t, types.Float) else signed_name if t.signed else unsigned_name
             lt = context.get_value_type(t)
-            return builder.call(builder.module.declare_intrinsic(name, [lt], ir.FunctionType(lt, [lt, lt])), (x, y))
+            fn = builder.module.declare_intrinsic(name, [lt], ir.FunctionType(lt, [lt, lt]))
+            # nsz: either zero may win over the other (as in PyTorch), which saves x86 a blend per step
+            return builder.call(fn, (x, y), fastmath=("nsz",) if isinstance(t, types.Float) else ())
         return ty(ty, ty), codegen
     return extremum
 
@@ -97,25 +99,18 @@ def amin_fold(v, w, v2, w2):
 
 @_scalar
 def argmax_fold(v, k, v2, k2):
-    """(value, index) of the maximum, the first on ties; a NaN counts as the maximum."""
-    if v2 != v2:
-        if v != v and k < k2:
-            return v, k
-        return v2, k2
-    if v != v or v > v2 or (v == v2 and k < k2):
-        return v, k
-    return v2, k2
+    """(value, index) of the maximum, the first on ties; a NaN counts as the maximum. Written with
+    & and | (no branches), so that loops over columns of states vectorize."""
+    first = v == v
+    take = ((v2 != v2) & (first | (k2 < k))) | (first & ((v2 > v) | ((v2 == v) & (k2 < k))))
+    return (v2, k2) if take else (v, k)
 
 
 @_scalar
 def argmin_fold(v, k, v2, k2):
-    if v2 != v2:
-        if v != v and k < k2:
-            return v, k
-        return v2, k2
-    if v != v or v < v2 or (v == v2 and k < k2):
-        return v, k
-    return v2, k2
+    first = v == v
+    take = ((v2 != v2) & (first | (k2 < k))) | (first & ((v2 < v) | ((v2 == v) & (k2 < k))))
+    return (v2, k2) if take else (v, k)
 
 
 @_scalar
@@ -146,6 +141,24 @@ def lse_final(m, s):
     if m == math.inf or m == -math.inf:
         return m
     return m + math.log(s)
+
+
+@_scalar
+def first_index(xs, m):
+    """The first i with xs[i] == m (the first NaN where m is NaN); m is in xs. Tested 64 elements
+    at a time, with | (no early exit), which vectorizes."""
+    nan = m != m
+    for s in range(0, xs.shape[0], 64):
+        xc = xs[s:s + 64]
+        hit = False
+        for i in range(xc.shape[0]):
+            hit |= (xc[i] == m) | (nan & (xc[i] != xc[i]))
+        if hit:
+            i = 0
+            while not ((xc[i] == m) | (nan & (xc[i] != xc[i]))):
+                i += 1
+            return s + i
+    return 0
 
 
 def _acc_dtype(dtype, kind):
@@ -235,8 +248,8 @@ def _{name}(x, pv, pw, out, v0, w0):
             {store_w}
 """
 
-# Arg reductions of rows: the values of each chunk of SKIP elements are folded alone (vectorized);
-# only a chunk that holds a better element than the state is walked again with the (value, index) fold.
+# Arg reductions of rows: the values of each block of SKIP elements are folded alone (vectorized);
+# only a block whose best value beats the state is searched, for the first element that is that value.
 _ARG_ROWS = """
 def _{name}(x, pv, pw, out, v0, w0):
     A, R = x.shape
@@ -252,8 +265,7 @@ def _{name}(x, pv, pw, out, v0, w0):
             for i in range(1, xs.shape[0]):
                 m = {values}(m, w, xs[i], i)[0]
             if {fold}(v, w, m, r0 + s)[1] != w:
-                for i in range(xs.shape[0]):
-                    v, w = {fold}(v, w, xs[i], r0 + s + i)
+                v, w = {fold}(v, w, m, r0 + s + first_index(xs, m))
         if C == 1:
             out[a, 0] = {final}(v, w)
         else:
