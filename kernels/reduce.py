@@ -6,7 +6,8 @@ at position r enters as the state (x, r), or (x, 1) for logsumexp; ``final`` tur
 the result. A scan is the running fold of a reduction (cumsum: sum, cumprod: prod, cummax: amax,
 cummin: amin). These scalar functions are the whole definition of a kind: the CPU loops below are
 generated from them, and kernels/cuda/reduce.py compiles the same functions into its block kernels
-(with the primitives of DEVICE_MATH swapped for their device versions).
+(with DEVICE_MATH and DEVICE_FUNCTIONS in place of the CPU's primitives). logsumexp alone keeps a
+CPU kernel of its own (two passes, max then sum of exp, which vectorize; its fold does not).
 
 Every loop works on a C-contiguous 3-D view ``x[A, R, B]`` and reduces (or scans) the middle axis
 R; ``reduce_layout`` brings any array and set of dims to that shape. Work is split over (A, tiles of
@@ -23,7 +24,7 @@ from numba import njit, prange, types  # noqa: F401  (prange: used by the genera
 from numba.core.extending import intrinsic
 
 from . import config
-from ._jit import compiled, twins
+from ._jit import twins
 from .elementwise import vexp
 
 COLS = 1024  # columns of B folded by one task: a row segment of a few KiB streams from memory
@@ -49,9 +50,7 @@ def _extremum(float_name, signed_name, unsigned_name, bool_op):
                 return getattr(builder, bool_op)(x, y)
             name = float_name if isinstance(t, types.Float) else signed_name if t.signed else unsigned_name
             lt = context.get_value_type(t)
-            fn = builder.module.declare_intrinsic(name, [lt], ir.FunctionType(lt, [lt, lt]))
-            # nsz: either zero may win over the other (as in PyTorch), which saves x86 a blend per step
-            return builder.call(fn, (x, y), fastmath=("nsz",) if isinstance(t, types.Float) else ())
+            return builder.call(builder.module.declare_intrinsic(name, [lt], ir.FunctionType(lt, [lt, lt])), (x, y))
         return ty(ty, ty), codegen
     return extremum
 
@@ -190,7 +189,7 @@ class Reduction(NamedTuple):
     element_w: str  # source of the w of the element at position r
     final: str  # name of the function from state to result
     init: Callable  # x's dtype -> the empty state (v0, w0), v0 in the accumulator's dtype
-    values: str = None  # arg kinds: the reduction of the values alone (lets the CPU skip chunks)
+    values: str = None  # arg kinds: the reduction of the values alone (lets the CPU skip blocks)
 
 
 REDUCTIONS = {
@@ -309,7 +308,19 @@ def _{name}(pv, pw, out, v0, w0):
         out[a, b] = {final}(v, w)
 """
 
-# Running fold along R; the states of a tile of columns live in sv, sw.
+# Running fold along R. B == 1, x and out as (A, R): the state of a row stays in registers.
+_SCAN_ROWS = """
+def _{name}(x, out, v0, w0):
+    A, R = x.shape
+    for a in prange(A):
+        xs, os = x[a], out[a]
+        v, w = v0, w0
+        for r in range(R):
+            v, w = {fold}(v, w, xs[r], {element_w})
+            os[r] = {final}(v, w)
+"""
+
+# B > 1: the states of a tile of columns live in sv, sw.
 _SCAN = """
 def _{name}(x, out, sv, sw, v0, w0):
     A, R, B = x.shape
@@ -354,9 +365,13 @@ def _loops(kind):
     return rows, cols, merge
 
 
+def _scans(scan):
+    fields = {k: getattr(REDUCTIONS[SCANS[scan]], k) for k in ("fold", "element_w", "final")}
+    return _generate(_SCAN_ROWS, scan + "_rows", **fields), _generate(_SCAN, scan + "_cols", **fields)
+
+
 _GENERATED = [f for kind in REDUCTIONS if kind != "logsumexp" for f in _loops(kind)] + \
-    [_generate(_SCAN, scan, **{k: getattr(REDUCTIONS[kind], k) for k in ("fold", "element_w", "final")})
-     for scan, kind in SCANS.items()]
+    [f for scan in SCANS for f in _scans(scan)]
 
 
 def _softmax(x, out, log):
@@ -521,7 +536,10 @@ def scan(kind, x, dim):
     A, R, B = x3.shape
     v0, w0 = REDUCTIONS[SCANS[kind]].init(x.dtype)
     out = np.empty(x3.shape, v0.dtype)
-    kernel(kind, x.size)(x3, out, np.empty((A, B), v0.dtype), np.empty((A, B), w0.dtype), v0, w0)
+    if B == 1:
+        kernel(kind + "_rows", x.size)(x3.reshape(A, R), out.reshape(A, R), v0, w0)
+    else:
+        kernel(kind + "_cols", x.size)(x3, out, np.empty((A, B), v0.dtype), np.empty((A, B), w0.dtype), v0, w0)
     return out.astype(result_dtype(kind, x.dtype), copy=False).reshape(x.shape)
 
 
