@@ -8,14 +8,14 @@ shared-memory tree. When A * B blocks are too few to fill the GPU, R is also spl
 (blockIdx.y): each writes a partial state and a second launch folds the partials.
 
 The kinds are kernels/reduce.py's REDUCTIONS and SCANS: the same scalar folds over (v, w) states
-and final steps, compiled here as device functions (with DEVICE_MATH in place of the CPU's
-primitives), and one template per algorithm generates the kernels of every kind.
+and final steps, compiled here as device functions (with DEVICE_MATH and DEVICE_FUNCTIONS in place
+of the CPU's primitives), and one template per algorithm generates the kernels of every kind.
 """
 import inspect
 import math
 
 import numpy as np
-from numba import cuda, float64, from_dtype, int64  # noqa: F401  (int64: used by the generated kernels)
+from numba import cuda, float64, from_dtype
 
 from . import _launch as L
 from .array import ascontiguous, transpose
@@ -136,9 +136,9 @@ def _kernel(template, name, kind, **fields):
     k = _kernels.get(name)
     if k is None:
         r = KINDS[kind]
+        fields = dict(dict(fold="_" + r.fold, final="_" + r.final, element_w=r.element_w), **fields)
         k = _kernels[name] = L.generate(template, name, globals(), __file__, salt=_source(kind), threads=THREADS,
-                                        **dict(dict(fold="_" + r.fold, final="_" + r.final, element_w=r.element_w),
-                                               **fields))
+                                        **fields)
     return k
 
 
