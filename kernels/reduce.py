@@ -465,7 +465,9 @@ def reduce(kind, x, dims):
         if out is not None:
             return out.reshape(out_shape)
     out = _reduce_acc(kind, x, dims)
-    return out.astype(result_dtype(kind, x.dtype), copy=False).reshape(out_shape)
+    if out.dtype != x.dtype and kind != "logsumexp":
+        out = out.astype(_plan(kind, x.dtype).result, copy=False)
+    return out.reshape(out_shape)
 
 
 def _chunks(tasks, R, width):
@@ -474,7 +476,27 @@ def _chunks(tasks, R, width):
     return max(1, min(-(-4 * numba.get_num_threads() // tasks), R * width // 32768))
 
 
-_DUMMY = {np.dtype(t): np.empty((1, 1, 1), t) for t in (np.int64, np.float64)}
+class _Plan(NamedTuple):
+    v0: object  # the empty state
+    w0: object
+    out: np.dtype  # of the kernels' result (the accumulator's, or int64 for an index)
+    result: np.dtype  # of reduce()'s result
+    paired: bool  # whether partial states keep w
+    pv: np.ndarray  # (1, 1, 1) stand-ins for the partial states of a kernel that has none (one chunk)
+    pw: np.ndarray
+
+
+_PLANS = {}  # (kind, dtype) -> _Plan: small reductions spend their time here, not in the loops
+
+
+def _plan(kind, dtype):
+    p = _PLANS.get((kind, dtype))
+    if p is None:
+        v0, w0 = REDUCTIONS[kind].init(dtype)
+        out = w0.dtype if REDUCTIONS[kind].final == "index" else v0.dtype
+        p = _PLANS[(kind, dtype)] = _Plan(v0, w0, out, result_dtype(kind, dtype), _paired(kind),
+                                          np.empty((1, 1, 1), v0.dtype), np.empty((1, 1, 1), w0.dtype))
+    return p
 
 
 def _reduce_acc(kind, x, dims):
@@ -485,22 +507,19 @@ def _reduce_acc(kind, x, dims):
         out = np.empty((A, B), x.dtype)
         kernel(kind, x.size)(x3, out)
         return out
-    v0, w0 = REDUCTIONS[kind].init(x.dtype)
-    out = np.empty((A, B), w0.dtype if REDUCTIONS[kind].final == "index" else v0.dtype)
-    parallel = x.size >= config.PARALLEL_THRESHOLD
-    C = _chunks(A * -(-B // COLS), R, min(B, COLS)) if parallel else 1
-    paired = _paired(kind)
-    if B == 1 and C == 1:  # the rows' states stay in registers
-        pv, pw = out.reshape(A, 1, 1), _DUMMY[w0.dtype]
-    elif C == 1:  # out holds the single-part states of the columns
-        pv = out.reshape(A, 1, B) if not paired else np.empty((A, 1, B), v0.dtype)
-        pw = np.empty((A, 1, B), w0.dtype) if paired else _DUMMY[w0.dtype]
+    p = _plan(kind, x.dtype)
+    out = np.empty((A, B), p.out)
+    C = _chunks(A * -(-B // COLS), R, min(B, COLS)) if x.size >= config.PARALLEL_THRESHOLD else 1
+    if C == 1:  # no partial states: rows keep theirs in registers, columns in out when single-part
+        pv = p.pv if B == 1 else np.empty((A, 1, B), p.v0.dtype) if p.paired else out.reshape(A, 1, B)
+        pw = np.empty((A, 1, B), p.w0.dtype) if B > 1 and p.paired else p.pw
     else:
-        pv = np.empty((A, C, B), v0.dtype)
-        pw = np.empty((A, C, B), w0.dtype) if paired else _DUMMY[w0.dtype]
-    kernel(kind + ("_rows" if B == 1 else "_cols"), x.size)(x3.reshape(A, R) if B == 1 else x3, pv, pw, out, v0, w0)
+        pv = np.empty((A, C, B), p.v0.dtype)
+        pw = np.empty((A, C, B), p.w0.dtype) if p.paired else p.pw
+    kernel(kind + ("_rows" if B == 1 else "_cols"), x.size)(x3.reshape(A, R) if B == 1 else x3, pv, pw, out, p.v0,
+                                                            p.w0)
     if C > 1:
-        kernel(kind + "_merge", 0)(pv, pw, out, v0, w0)
+        kernel(kind + "_merge", 0)(pv, pw, out, p.v0, p.w0)
     return out
 
 
@@ -534,13 +553,13 @@ def scan(kind, x, dim):
         raise ValueError("unknown scan kind: %s" % kind)
     x3 = reduce_layout(x, (dim,))
     A, R, B = x3.shape
-    v0, w0 = REDUCTIONS[SCANS[kind]].init(x.dtype)
-    out = np.empty(x3.shape, v0.dtype)
+    p = _plan(SCANS[kind], x.dtype)
+    out = np.empty(x3.shape, p.v0.dtype)
     if B == 1:
-        kernel(kind + "_rows", x.size)(x3.reshape(A, R), out.reshape(A, R), v0, w0)
+        kernel(kind + "_rows", x.size)(x3.reshape(A, R), out.reshape(A, R), p.v0, p.w0)
     else:
-        kernel(kind + "_cols", x.size)(x3, out, np.empty((A, B), v0.dtype), np.empty((A, B), w0.dtype), v0, w0)
-    return out.astype(result_dtype(kind, x.dtype), copy=False).reshape(x.shape)
+        kernel(kind + "_cols", x.size)(x3, out, np.empty((A, B), p.v0.dtype), np.empty((A, B), p.w0.dtype), p.v0, p.w0)
+    return out.astype(p.result, copy=False).reshape(x.shape)
 
 
 def softmax(x, dim, log):
