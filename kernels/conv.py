@@ -15,7 +15,7 @@ special cases. Pooling kernels loop directly over (N*C) planes.
 import math
 
 import numpy as np
-from numba import prange
+from numba import njit, prange
 
 from . import config
 from ._jit import twins
@@ -64,6 +64,15 @@ def _col2im(cols, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, x):
 
 
 # ---------------------------------------------------------------- pooling
+@njit(error_model="numpy", fastmath=config.FASTMATH)
+def max_pool_step(best, bi, v, i):
+    """A window's (max, flat index) after its element v at i (bi < 0: none yet). A NaN wins, the
+    last one met, as in PyTorch. kernels/cuda/conv.py compiles the same function."""
+    if bi < 0 or v > best or v != v:
+        return v, i
+    return best, bi
+
+
 def _max_pool(x, kh, kw, sh, sw, ph, pw, dh, dw, out, idx):
     """Max over each window (NaN wins, as in PyTorch); idx is the flat h*W+w of the max."""
     N, C, H, W = x.shape
@@ -84,10 +93,7 @@ def _max_pool(x, kh, kw, sh, sw, ph, pw, dh, dw, out, idx):
                         w = w0 + kj * dw
                         if w < 0 or w >= W:
                             continue
-                        v = x[n, c, h, w]
-                        if bi < 0 or v > best or v != v:
-                            best = v
-                            bi = h * W + w
+                        best, bi = max_pool_step(best, bi, x[n, c, h, w], h * W + w)
                 out[n, c, i, j] = best
                 idx[n, c, i, j] = bi
 

@@ -113,9 +113,11 @@ print("ok")
 else:
     from numba import cuda
 
+    from jitgrad.kernels import conv as KC
     from jitgrad.kernels import index as CI
     from jitgrad.kernels import reduce as CR
     from jitgrad.kernels.cuda import _launch as L
+    from jitgrad.kernels.cuda import conv as CV
     from jitgrad.kernels.cuda import elementwise as E
     from jitgrad.kernels.cuda import index as I
     from jitgrad.kernels.cuda import matmul as MM
@@ -249,6 +251,29 @@ else:
         for dtype in (np.float32, np.float64, np.int64, np.bool_):
             x = _reduce_input("sum", dtype, shape, rng)
             close(host(R.scan("cumsum", dev(x), dim)), CR.scan("cumsum", x, dim), dtype)
+
+    @pytest.mark.parametrize("kind", ["cumprod", "cummax", "cummin"])
+    @pytest.mark.parametrize("layout", [((5, 9), 1), ((12,), 0), ((4, 3, 5), 0), ((2, 40), 1)], ids=str)
+    def test_scans_match_cpu(kind, layout, rng):
+        shape, dim = layout
+        for dtype in (np.float32, np.float64, np.int32, np.int64, np.bool_):
+            x = _reduce_input("prod" if kind == "cumprod" else "amax", dtype, shape, rng)
+            if np.dtype(dtype).kind == "f":
+                x.flat[len(x.flat) // 2] = np.nan  # a NaN propagates from where it is met on
+                x.flat[1] = np.inf if kind == "cummax" else -np.inf
+            close(host(R.scan(kind, dev(x), dim)), CR.scan(kind, x, dim), dtype)
+
+    def test_max_pool_with_nans_matches_cpu(rng):
+        x = rng.standard_normal((1, 2, 5, 5))
+        x[0, 0, 1, 1] = x[0, 0, 1, 2] = x[0, 1, 4, 4] = np.nan  # a window with two NaNs, one at the border
+        x[0, 1, 0, :2] = 9.0  # a tie
+        geometry = ((3, 3), (2, 2), (1, 1), (1, 1), (3, 3))
+        for got, ref in zip(CV.max_pool2d(dev(x), *geometry), KC.max_pool2d(x, *geometry)):
+            close(host(got), ref, np.float64)
+
+    def test_unknown_scan_kind_is_an_error():
+        with pytest.raises(ValueError, match="unknown scan kind: cumfoo"):
+            R.scan("cumfoo", dev(np.ones(3)), 0)
 
     @pytest.mark.parametrize("log", [False, True])
     @pytest.mark.parametrize("layout", [((5, 9), 1), ((9, 5), 0), ((3, 7, 6), 1), ((2, 40), 1), ((7,), 0)], ids=str)

@@ -60,6 +60,7 @@ def _sweep(mode):
 
     from jitgrad.kernels import conv as KC
     from jitgrad.kernels import elementwise as C
+    from jitgrad.kernels import reduce as CR
     from jitgrad.kernels.cuda import _launch as L
     from jitgrad.kernels.cuda import array as ARRAY
     from jitgrad.kernels.cuda import conv as CV
@@ -117,7 +118,8 @@ def _sweep(mode):
         for dt in floats + ((np.int32, np.int64, np.bool_) if full and kind != "logsumexp" else ()):
             R.reduce(kind, np.zeros((1, 200000), dt), (1,))
     for dt in floats + ((np.int64, np.bool_) if full else ()):
-        R.scan("cumsum", np.zeros((3, 7, 5), dt), 1)
+        for kind in CR.SCANS:
+            R.scan(kind, np.zeros((3, 7, 5), dt), 1)
     for dt in floats:
         for log in (False, True):
             R.softmax(np.zeros((4, 10), dt), 1, log)

@@ -11,10 +11,14 @@ over host-computed ranges of the windows that cover each image row and column.
 Every kernel is a grid-stride loop over its output and indexes 4-D arrays of any strides.
 Geometry arrays of the window averages are copied to the device once per distinct geometry.
 """
+import hashlib
+import inspect
+
 import numpy as np
 from numba import cuda
 
 from . import _launch as L
+from .. import conv as KC
 from .array import reshape, transpose
 from .elementwise import run
 from .matmul import matmul
@@ -77,7 +81,9 @@ def _col2im(cols, k, stride, pad, dil, out_hw, zero, x):
         x[n, c, h, w] = s
 
 
-@L.jit
+_max_pool_step = L.device_jit(KC.max_pool_step.py_func)
+
+
 def _max_pool(x, k, stride, pad, dil, out, idx):
     """Max over each window (NaN wins, as in PyTorch); idx is the flat h*W+w of the max."""
     H, W = x.shape[2], x.shape[3]
@@ -94,12 +100,13 @@ def _max_pool(x, k, stride, pad, dil, out, idx):
                 w = j * stride[1] - pad[1] + kj * dil[1]
                 if w < 0 or w >= W:
                     continue
-                v = x[n, c, h, w]
-                if bi < 0 or v > best or v != v:
-                    best = v
-                    bi = h * W + w
+                best, bi = _max_pool_step(best, bi, x[n, c, h, w], h * W + w)
         out[n, c, i, j] = best
         idx[n, c, i, j] = bi
+
+
+# the step is compiled into the cached kernel: its source names the cache entry
+_max_pool = L.jit(_max_pool, tag=hashlib.sha1(inspect.getsource(KC.max_pool_step.py_func).encode()).hexdigest()[:10])
 
 
 @L.jit

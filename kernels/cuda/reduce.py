@@ -1,4 +1,4 @@
-"""CUDA twins of kernels/reduce.py: block-parallel reductions, cumsum and softmax over (A, R, B).
+"""CUDA twins of kernels/reduce.py: block-parallel reductions, scans and softmax over (A, R, B).
 
 As on the CPU, every kernel reads a 3-D view ``x[A, R, B]`` and reduces (or scans) its middle
 axis R. A block of (tb, tr) threads owns one row ``a`` and a tile of ``tb`` neighbouring columns
@@ -7,121 +7,34 @@ otherwise, so loads coalesce across b. The block's tr thread rows stride through
 shared-memory tree. When A * B blocks are too few to fill the GPU, R is also split across blocks
 (blockIdx.y): each writes a partial state and a second launch folds the partials.
 
-A reduction kind is a fold over a two-part state (v, w): (value, unused) for sum/prod/amax/amin,
-(value, index) for argmax/argmin, (running max, sum of exp(x - max)) for logsumexp. An element x
-at position r enters as the state (x, r), or (x, 1) for logsumexp. One template generates the
-kernels of every kind. Sums and products of float32 accumulate in float64, as on the CPU.
+The kinds are kernels/reduce.py's REDUCTIONS and SCANS: the same scalar folds over (v, w) states
+and final steps, compiled here as device functions (with DEVICE_MATH and DEVICE_FUNCTIONS in place
+of the CPU's primitives), and one template per algorithm generates the kernels of every kind.
 """
+import inspect
 import math
 
 import numpy as np
-from numba import cuda, float64, int64  # noqa: F401  (int64: used by the generated kernels)
+from numba import cuda, float64, from_dtype
 
 from . import _launch as L
 from .array import ascontiguous, transpose
-from ..reduce import _acc_dtype
+from .. import reduce as CR
 
 THREADS = L.THREADS  # shared-memory size of every block: a compile-time constant, in every kernel's name
+KINDS = CR.REDUCTIONS
+
+_MATH = dict(CR.DEVICE_MATH, **{name: L.device_jit(f) for name, f in CR.DEVICE_FUNCTIONS.items()})
+_FUNCTIONS = sorted({name for kind in KINDS for name in CR.fold_functions(kind)})
+for _name in _FUNCTIONS:  # the scalar folds of kernels/reduce.py as device functions, named _<fold>
+    globals()["_" + _name] = L.device_jit(L.function_with_globals(getattr(CR, _name).py_func, **_MATH))
 
 
-# ---------------------------------------------------------------- folds: (v, w) + (v2, w2)
-def _sum_fold(v, w, v2, w2):
-    return v + v2, w
+def _source(kind):
+    """The source of what the kernels of ``kind`` inline: part of their cached names."""
+    return "".join(inspect.getsource(f) for f in [getattr(CR, n).py_func for n in CR.fold_functions(kind)] +
+                   list(CR.DEVICE_FUNCTIONS.values()))
 
-
-def _prod_fold(v, w, v2, w2):
-    return v * v2, w
-
-
-def _amax_fold(v, w, v2, w2):
-    """The larger value; a NaN wins and stays."""
-    if v == v and (v2 > v or v2 != v2):
-        return v2, w
-    return v, w
-
-
-def _amin_fold(v, w, v2, w2):
-    if v == v and (v2 < v or v2 != v2):
-        return v2, w
-    return v, w
-
-
-def _argmax_fold(v, k, v2, k2):
-    """(value, index) of the maximum, the first on ties; a NaN counts as the maximum."""
-    if v2 != v2:
-        if v != v and k < k2:
-            return v, k
-        return v2, k2
-    if v != v or v > v2 or (v == v2 and k < k2):
-        return v, k
-    return v2, k2
-
-
-def _argmin_fold(v, k, v2, k2):
-    if v2 != v2:
-        if v != v and k < k2:
-            return v, k
-        return v2, k2
-    if v != v or v < v2 or (v == v2 and k < k2):
-        return v, k
-    return v2, k2
-
-
-def _lse_fold(m, s, m2, s2):
-    """Merge (max, sum of exp(x - max)) pairs. A NaN element never becomes the max: it turns the
-    sum into NaN. Infinite maxima are resolved by ``_lse_final``, as the CPU kernel does."""
-    if m2 > m:
-        m, s, m2, s2 = m2, s2, m, s
-    if m2 == -math.inf:  # contributes nothing, but a NaN sum stays NaN
-        return m, s + s2 * 0.0
-    if m2 == m:
-        return m, s + s2
-    return m, s + s2 * math.exp(m2 - m)
-
-
-def _value(v, w):
-    return v
-
-
-def _index(v, w):
-    return w
-
-
-def _lse_final(m, s):
-    if m == math.inf or m == -math.inf:
-        return m
-    return m + math.log(s)
-
-
-for _f in (_sum_fold, _prod_fold, _amax_fold, _amin_fold, _argmax_fold, _argmin_fold, _lse_fold, _value, _index,
-           _lse_final):
-    globals()[_f.__name__] = L.device_jit(_f)
-
-
-def _acc(dtype, kind):
-    return np.dtype(_acc_dtype(dtype, kind))
-
-
-def _lowest(dtype):
-    return -np.inf if dtype.kind == "f" else (False if dtype.kind == "b" else np.iinfo(dtype).min)
-
-
-def _highest(dtype):
-    return np.inf if dtype.kind == "f" else (True if dtype.kind == "b" else np.iinfo(dtype).max)
-
-
-_FIRST = np.iinfo(np.int64).max  # index of the empty argmax/argmin state: any element comes first
-
-# kind -> (fold, w of an element at position r, final, initial state (v0, w0) for x's dtype)
-KINDS = {
-    "sum": ("_sum_fold", "r", "_value", lambda dt: (_acc(dt, "sum").type(0), np.int64(0))),
-    "prod": ("_prod_fold", "r", "_value", lambda dt: (_acc(dt, "prod").type(1), np.int64(0))),
-    "amax": ("_amax_fold", "r", "_value", lambda dt: (dt.type(_lowest(dt)), np.int64(0))),
-    "amin": ("_amin_fold", "r", "_value", lambda dt: (dt.type(_highest(dt)), np.int64(0))),
-    "argmax": ("_argmax_fold", "r", "_index", lambda dt: (dt.type(_lowest(dt)), np.int64(_FIRST))),
-    "argmin": ("_argmin_fold", "r", "_index", lambda dt: (dt.type(_highest(dt)), np.int64(_FIRST))),
-    "logsumexp": ("_lse_fold", "1.0", "_lse_final", lambda dt: (dt.type(-np.inf), np.float64(0))),
-}
 
 # ---------------------------------------------------------------- kernel templates
 # src: x[A, R, B] (first pass, src_w unused) or partial states (src, src_w)[A, chunks, B] (second
@@ -170,59 +83,80 @@ def {name}(src, src_w, pv, pw, out, v0, w0):
 """
 
 # Inclusive scan: the block walks R in segments of tr rows; each segment is a Hillis-Steele scan
-# in shared memory, offset by the carried total of the segments before it.
+# of states in shared memory, folded after the carried state of the segments before it.
 _SCAN = """
-def {name}(x, out):
+def {name}(x, out, v0, w0):
     tb = cuda.blockDim.x
     tr = cuda.blockDim.y
     tx = cuda.threadIdx.x
     ty = cuda.threadIdx.y
     t = ty * tb + tx
     A, R, B = x.shape
-    sh = cuda.shared.array({threads}, {acc})
+    shv = cuda.shared.array({threads}, {vtype})
+    shw = cuda.shared.array({threads}, {wtype})
     ntile = (B + tb - 1) // tb
     for task in range(cuda.blockIdx.x, A * ntile, cuda.gridDim.x):
         a = task // ntile
         b = task % ntile * tb + tx
-        carry = {acc}(0)
+        cv = v0
+        cw = w0
         for r0 in range(0, R, tr):
             r = r0 + ty
-            v = {acc}(0)
+            v = v0
+            w = w0
             if b < B and r < R:
-                v = x[a, r, b]
-            sh[t] = v
+                v, w = {fold}(v0, w0, x[a, r, b], {element_w})
+            shv[t] = v
+            shw[t] = w
             cuda.syncthreads()
             k = 1
             while k < tr:
-                add = sh[t - k * tb] if ty >= k else {acc}(0)
+                lv = v0
+                lw = w0
+                if ty >= k:
+                    lv = shv[t - k * tb]
+                    lw = shw[t - k * tb]
                 cuda.syncthreads()
-                sh[t] += add
+                v, w = {fold}(lv, lw, shv[t], shw[t])
+                shv[t] = v
+                shw[t] = w
                 cuda.syncthreads()
                 k *= 2
             if b < B and r < R:
-                out[a, r, b] = sh[t] + carry
-            carry += sh[(tr - 1) * tb + tx]
+                v, w = {fold}(cv, cw, shv[t], shw[t])
+                out[a, r, b] = {final}(v, w)
+            cv, cw = {fold}(cv, cw, shv[(tr - 1) * tb + tx], shw[(tr - 1) * tb + tx])
             cuda.syncthreads()
 """
 
 _kernels = {}
 
 
-def _kernel(template, name, **fields):
+def _kernel(template, name, kind, **fields):
     k = _kernels.get(name)
     if k is None:
-        k = _kernels[name] = L.generate(template, name, globals(), __file__, threads=THREADS, **fields)
+        r = KINDS[kind]
+        fields = dict(dict(fold="_" + r.fold, final="_" + r.final, element_w=r.element_w), **fields)
+        k = _kernels[name] = L.generate(template, name, globals(), __file__, salt=_source(kind), threads=THREADS,
+                                        **fields)
     return k
 
 
 def _reduce_kernel(kind, partials):
-    fold, element_w, final, _ = KINDS[kind]
-    return _kernel(_REDUCE, "_reduce_%s_%s" % (kind, "partials" if partials else "x"), fold=fold, final=final,
-                   element_w="src_w[a, r, b]" if partials else element_w)
+    return _kernel(_REDUCE, "_reduce_%s_%s" % (kind, "partials" if partials else "x"), kind,
+                   **({"element_w": "src_w[a, r, b]"} if partials else {}))
 
 
-def _scan_kernel(acc):
-    return _kernel(_SCAN, "_cumsum_" + acc, acc=acc)
+def _dtype_name(dtype):
+    """A global of this module naming the numba type of ``dtype`` (for shared arrays)."""
+    name = "_type_" + dtype.name
+    globals().setdefault(name, from_dtype(dtype))
+    return name
+
+
+def _scan_kernel(kind, v0, w0):
+    vt, wt = _dtype_name(v0.dtype), _dtype_name(w0.dtype)
+    return _kernel(_SCAN, "_%s_%s_%s" % (kind, v0.dtype.name, w0.dtype.name), CR.SCANS[kind], vtype=vt, wtype=wt)
 
 
 # ---------------------------------------------------------------- block-wide helpers (softmax)
@@ -242,8 +176,8 @@ def _block_fold(sh, v, tx, ty, tb, tr):
     return total
 
 
-_block_sum = L.device_jit(L.function_with_globals(_block_fold, _combine=_sum_fold))
-_block_max = L.device_jit(L.function_with_globals(_block_fold, _combine=_amax_fold))  # NaN-propagating
+_block_sum = L.device_jit(L.function_with_globals(_block_fold, _combine=_sum_fold))  # noqa: F821
+_block_max = L.device_jit(L.function_with_globals(_block_fold, _combine=_amax_fold))  # noqa: F821  (NaN-propagating)
 
 
 def _softmax(x, out, log):
@@ -262,7 +196,7 @@ def _softmax(x, out, log):
         m = -math.inf
         if inside:
             for r in range(ty, R, tr):
-                m = _amax_fold(m, 0, float64(x[a, r, b]), 0)[0]
+                m = _amax_fold(m, 0, float64(x[a, r, b]), 0)[0]  # noqa: F821
         m = _block_max(sh, m, tx, ty, tb, tr)
         if m == -math.inf:
             m = 0.0
@@ -326,7 +260,7 @@ def _rows_grid(A, B, tb):
 def _fold(kind, x3, out):
     """Reduce x3[A, R, B] over R into out[A, B], splitting R across blocks when rows are too few."""
     A, R, B = x3.shape
-    v0, w0 = KINDS[kind][3](x3.dtype)
+    v0, w0 = KINDS[kind].init(x3.dtype)
     tb, tr = _block_shape(B)
     tasks, blocks = _rows_grid(A, B, tb)
     chunks = max(1, min(-(-R // (tr * L.REDUCE_MIN_PER_THREAD)), -(-L.reduce_blocks() // tasks), 65535))
@@ -358,21 +292,13 @@ def reduce_layout(x, dims):
     return xt.reshape(math.prod([shape[d] for d in keep]), math.prod([shape[d] for d in dims]), 1)
 
 
-def _result_dtype(kind, dtype):
-    if kind in ("argmax", "argmin"):
-        return np.dtype(np.int64)
-    if kind in ("sum", "prod"):
-        return dtype if dtype.kind == "f" else np.dtype(np.int64)
-    return dtype
-
-
 def reduce(kind, x, dims):
     """Reduce ``x`` over ``dims`` with kind in sum/prod/amax/amin/argmax/argmin/logsumexp.
 
     Returns a device array of ``x.shape`` without ``dims`` (the caller restores keepdim).
     """
     out_shape = tuple(s for d, s in enumerate(x.shape) if d not in dims)
-    out = L.empty(out_shape, _result_dtype(kind, x.dtype))
+    out = L.empty(out_shape, CR.result_dtype(kind, x.dtype))
     if out.size:
         x3 = reduce_layout(x, dims)
         _fold(kind, x3, out.reshape(x3.shape[0], x3.shape[2]))
@@ -380,13 +306,15 @@ def reduce(kind, x, dims):
 
 
 def scan(kind, x, dim):
-    """cumsum of ``x`` along ``dim`` (accumulated in the reduction's dtype)."""
-    if kind != "cumsum":
+    """Running reduction of ``x`` along ``dim``: kind in cumsum/cumprod/cummax/cummin (cumsum and
+    cumprod accumulate in the reduction's dtype)."""
+    if kind not in CR.SCANS:
         raise ValueError("unknown scan kind: %s" % kind)
-    out = L.empty(tuple(x.shape), _result_dtype("sum", x.dtype))
+    out = L.empty(tuple(x.shape), CR.result_dtype(kind, x.dtype))
     if out.size:
         x3 = reduce_layout(x, (dim,))
-        _row_launch(_scan_kernel(_acc(x.dtype, "sum").name), x3.shape, x3, out.reshape(x3.shape))
+        v0, w0 = KINDS[CR.SCANS[kind]].init(x.dtype)
+        _row_launch(_scan_kernel(kind, v0, w0), x3.shape, x3, out.reshape(x3.shape), v0, w0)
     return out
 
 
