@@ -9,7 +9,8 @@ import numpy as np
 from . import conv  # noqa: F401
 from .elementwise import run  # noqa: F401
 from .index import index_add, one_hot, scatter_add  # noqa: F401
-from .reduce import reduce, scan, softmax, softmax_vjp  # noqa: F401
+from .reduce import reduce, scan  # noqa: F401
+from .softmax import softmax, softmax_vjp  # noqa: F401
 
 name = "cpu"
 ndarray = np.ndarray

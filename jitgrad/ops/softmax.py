@@ -1,4 +1,4 @@
-"""softmax and log_softmax along a dim (max-shifted; fused VJP kernels in kernels/reduce.py)."""
+"""softmax and log_softmax along a dim (max-shifted; fused VJP kernels in kernels/softmax.py)."""
 import numpy as np
 
 from .._op import Op, dispatch
