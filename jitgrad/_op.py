@@ -14,8 +14,8 @@ from ._device import backend, cuda_backend
 from .kernels import cpu as CPU_BACKEND
 from ._grad_mode import STATE
 from ._dtype import FROM_NP
-from ._anomaly import record_trace
 from ._factories import zeros
+from ._anomaly import record_trace
 from ._graph import NO_EDGE, SEQUENCE, Node, accumulate_node
 from ._saved import SavedTensor
 from ._tensor import Tensor
@@ -170,16 +170,17 @@ class OpNode(Node):
     __slots__ = ("op", "params", "saved", "input_meta", "__dict__")
 
     def __init__(self, op, next_functions, input_meta, params):
-        # Node's fields set directly: one node per recorded op, on the per-op path
+        # Node's fields set here, not through Node.__init__: one node per recorded op, and the extra
+        # call (with its check for None edges, which dispatch never makes) costs ~1 us per recorded op
         self.next_functions = next_functions
         self._seq = next(SEQUENCE)
         self._pre_hooks = self._post_hooks = self._tensor_hooks = self._retain_hooks = None
         self._metadata = self._anomaly_trace = None
+        if STATE.anomaly:
+            record_trace(self)
         self.op = op
         self.input_meta = input_meta
         self.params = params
-        if STATE.anomaly:
-            record_trace(self)
 
     def apply(self, grads):
         op = self.op
@@ -305,7 +306,7 @@ def dispatch(op, args, params=EMPTY):
             arrays[i] = cnp.type(a) if a.__class__ in _NUMBER_TYPES else a.astype(cnp)
     if op.broadcast:
         _check_broadcast(arrays)
-    xp = CPU_BACKEND if kind is np.ndarray or kind is None else backend_of_type(kind)
+    xp = CPU_BACKEND if kind is np.ndarray or kind is None else cuda_backend()
     out = op.forward(xp, cnp, *arrays, **params)
     if op.n_outputs != 1 or op.view or STATE.inference or grad and STATE.grad_enabled and op.differentiable:
         return record(op, args, params, out, grad)
@@ -322,10 +323,6 @@ def _plan(op, args):
     convert = tuple(i for i, a in enumerate(args)
                     if not isinstance(a, Tensor) or a._data.dtype != compute and i not in op.keep_inputs)
     return compute, convert
-
-
-def backend_of_type(kind):
-    return cuda_backend()
 
 
 def _device_mismatch(args):
@@ -419,11 +416,7 @@ def _attach(op, args, params, outs):
             nexts.append(NO_EDGE)  # PyTorch's entry for an input that takes no gradient
             meta.append(None)
             active.append(False)
-    active = tuple(active)
-    plan = op._plans.get(active)
-    if plan is None:
-        plan = _save_plan(op, active)
-    inputs, save_outputs = plan
+    inputs, save_outputs = _save_plan(op, tuple(active))
     if op.n_outputs > 1:
         params = dict(params)
         params["_out_meta"] = [(o.shape, o.dtype) for o in outs]

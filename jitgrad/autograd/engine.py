@@ -32,8 +32,7 @@ def _root_grads(tensors, grad_tensors, what="grad"):
                 raise RuntimeError("grad can be implicitly created only for scalar outputs")
             if not t.dtype.is_floating_point:
                 raise RuntimeError("grad can be implicitly created only for real scalar outputs but got " + t.dtype.name)
-            d = t._data
-            g = Tensor._wrap(np.ones(d.shape, d.dtype)) if d.__class__ is np.ndarray else ones_like(t)
+            g = ones_like(t)
         elif not isinstance(g, Tensor):
             raise TypeError("gradients can be either Tensors or None, but got " + type(g).__name__)
         if g.shape != t.shape:
