@@ -1,0 +1,2 @@
+"""jitgrad.utils.data: datasets, samplers and the DataLoader, with torch.utils.data's API."""
+from .sampler import Sampler  # noqa: F401
