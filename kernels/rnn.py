@@ -9,6 +9,8 @@ Gates are laid out as PyTorch's weights are: LSTM (i, f, g, o), GRU (r, z, n).
 The forward writes a workspace that the backward reads instead of recomputing the GEMMs: the
 activated LSTM gates (i, f, g, o), or for GRU (r, z, n, h_n) with h_n = W_hn h + b_hn.
 """
+from types import SimpleNamespace
+
 import numpy as np
 from numba import njit, prange  # noqa: F401  (prange: used by the kernels)
 
@@ -211,3 +213,138 @@ def rnn_cell_vjp(hy, ghy, relu):
     dz = np.empty(hy.shape, hy.dtype)
     kernel("rnn_cell_vjp", hy.size)(_c(hy), _c(ghy), dz, relu)
     return dz
+
+
+# ---------------------------------------------------------------- whole layers (one direction)
+# A layer runs its steps over a packed sequence: ``ig`` holds the input gates of every step's rows,
+# step t's ``batch_sizes[t]`` rows after those of the steps before it (a dense (T, B) sequence has
+# every batch size B). Rows finish in order (batch sizes never grow), so a state row keeps its last
+# value once its sequence has ended; a reverse layer walks the steps backwards, and a row starts
+# from h0 when its sequence begins. The workspace holds, per row, what the backward reads:
+# LSTM [gates i f g o | c before | h before | h before the projection], GRU [r z n h_n | h before],
+# RNN [h after | h before]; its backward runs the steps in the opposite order, one fused VJP kernel
+# and one GEMM per step, then one GEMM for the whole W_hh gradient. ``K`` is the backend:
+# matmul, empty, zeros, copy_into(dst, src), add_into(dst, src), sum0, and the step kernels.
+def _steps(batch_sizes, reverse):
+    """(row offset, batch size) of each step in the order the layer runs them."""
+    out, off = [], 0
+    for bs in batch_sizes:
+        out.append((off, bs))
+        off += bs
+    return out[::-1] if reverse else out
+
+
+def _ws_width(mode, H, P, proj):
+    return {"LSTM": 5 * H + P + (H if proj else 0), "GRU": 5 * H, "RNN_TANH": 2 * H, "RNN_RELU": 2 * H}[mode]
+
+
+def layer(K, mode, ig, h0, c0, w_hh, b_hh, w_hr, batch_sizes, reverse):
+    """Run one direction of a layer: (workspace, output rows, h_n, c_n or None)."""
+    N, B, P = ig.shape[0], h0.shape[0], h0.shape[1]
+    proj = w_hr is not None
+    H = w_hr.shape[1] if proj else P
+    dt = ig.dtype
+    ws = K.empty((N, _ws_width(mode, H, P, proj)), dt)
+    out = K.empty((N, P), dt)
+    h = K.empty((B, P), dt)
+    K.copy_into(h, h0)
+    c = None
+    if mode == "LSTM":
+        c = K.empty((B, H), dt)
+        K.copy_into(c, c0)
+    w_t = K.swapaxes(w_hh, 0, 1)
+    bias = K.empty((0,), dt) if b_hh is None else b_hh
+    relu = mode == "RNN_RELU"
+    for off, bs in _steps(batch_sizes, reverse):
+        rows = slice(off, off + bs)
+        hb = h[:bs]
+        hg = K.matmul(hb, w_t)
+        if mode == "LSTM":
+            cb = c[:bs]
+            K.copy_into(ws[rows, 4 * H:5 * H], cb)
+            K.copy_into(ws[rows, 5 * H:5 * H + P], hb)
+            if proj:
+                hraw = ws[rows, 5 * H + P:]
+                K.step("lstm_cell", ig[rows], hg, bias, cb, ws[rows, :4 * H], hraw, cb)
+                K.copy_into(hb, K.matmul(hraw, K.swapaxes(w_hr, 0, 1)))
+            else:
+                K.step("lstm_cell", ig[rows], hg, bias, cb, ws[rows, :4 * H], hb, cb)
+        elif mode == "GRU":
+            K.copy_into(ws[rows, 4 * H:], hb)
+            K.step("gru_cell", ig[rows], hg, bias, hb, ws[rows, :4 * H], hb)
+        else:
+            K.copy_into(ws[rows, H:], hb)
+            K.step("rnn_cell", ig[rows], hg, bias, hb, relu)
+            K.copy_into(ws[rows, :H], hb)
+        K.copy_into(out[rows], hb)
+    return ws, out, h, c
+
+
+def layer_vjp(K, mode, ws, w_hh, w_hr, g_out, g_hn, g_cn, batch_sizes, reverse, has_bias):
+    """Gradients (input gates, h0, c0 or None, W_hh, b_hh or None, W_hr or None) of one direction of a layer."""
+    N, P = g_out.shape
+    proj = w_hr is not None
+    H = w_hr.shape[1] if proj else P
+    B = batch_sizes[0]
+    dt = g_out.dtype
+    G = {"LSTM": 4 * H, "GRU": 3 * H}.get(mode, H)
+    dh = K.empty((B, P), dt)
+    K.copy_into(dh, g_hn)
+    dc = None
+    if mode == "LSTM":
+        dc = K.empty((B, H), dt)
+        K.copy_into(dc, g_cn)
+    dz = K.empty((N, G), dt)  # gradient of the input gates (and, but for GRU, of the hidden gates)
+    dhg = K.empty((N, G), dt) if mode == "GRU" else dz
+    dproj = K.empty((N, P), dt) if proj else None
+    relu = mode == "RNN_RELU"
+    for off, bs in _steps(batch_sizes, not reverse):
+        rows = slice(off, off + bs)
+        hb = dh[:bs]
+        K.add_into(hb, g_out[rows])
+        if mode == "LSTM":
+            cb = dc[:bs]
+            draw = hb
+            if proj:
+                K.copy_into(dproj[rows], hb)
+                draw = K.matmul(hb, w_hr)
+            K.step("lstm_cell_vjp", ws[rows, :4 * H], ws[rows, 4 * H:5 * H], draw, cb, dz[rows], cb)
+            K.copy_into(hb, K.matmul(dz[rows], w_hh))
+        elif mode == "GRU":
+            direct = K.empty((bs, H), dt)
+            K.step("gru_cell_vjp", ws[rows, :4 * H], ws[rows, 4 * H:], hb, dz[rows], dhg[rows], direct)
+            K.copy_into(hb, K.matmul(dhg[rows], w_hh))
+            K.add_into(hb, direct)
+        else:
+            K.step("rnn_cell_vjp", ws[rows, :H], hb, dz[rows], relu)
+            K.copy_into(hb, K.matmul(dz[rows], w_hh))
+    h_prev = ws[:, 5 * H:5 * H + P] if mode == "LSTM" else ws[:, 4 * H:] if mode == "GRU" else ws[:, H:]
+    g_w = K.matmul(K.swapaxes(dhg, 0, 1), h_prev)
+    g_b = K.sum0(dhg) if has_bias else None
+    g_whr = K.matmul(K.swapaxes(dproj, 0, 1), ws[:, 5 * H + P:]) if proj else None
+    return dz, dh, dc, g_w, g_b, g_whr
+
+
+def _step(name, *args):
+    """A step kernel on (possibly strided) views; serial or parallel by size."""
+    kernel(name, args[0].size)(*args)
+
+
+def _add_into(dst, src):
+    np.add(dst, src, out=dst)
+
+
+def _sum0(x):
+    return x.sum(0)
+
+
+CPU = SimpleNamespace(matmul=np.matmul, empty=np.empty, swapaxes=np.swapaxes, copy_into=np.copyto,
+                      add_into=_add_into, sum0=_sum0, step=_step)
+
+
+def rnn_layer(mode, ig, h0, c0, w_hh, b_hh, w_hr, batch_sizes, reverse):
+    return layer(CPU, mode, ig, h0, c0, w_hh, b_hh, w_hr, batch_sizes, reverse)
+
+
+def rnn_layer_vjp(mode, ws, w_hh, w_hr, g_out, g_hn, g_cn, batch_sizes, reverse, has_bias):
+    return layer_vjp(CPU, mode, ws, w_hh, w_hr, g_out, g_hn, g_cn, batch_sizes, reverse, has_bias)

@@ -249,3 +249,196 @@ RNN_RELU_CELL = register(Op("rnn_relu_cell_step", _rnn_forward, inputs=_CELL_INP
                             vjp=[_rnn_vjp(k) for k in range(4)], fused=[_rnn_fused(k) for k in range(4)],
                             node="ReluBackward0", call=rnn_relu_cell_step,
                             ref=lambda ig, hx, w, b: np.maximum(ig + _np_hidden(hx, w, b), 0), samples=_cell_samples(1)))
+
+
+# ---------------------------------------------------------------------- whole layers (one direction)
+# A layer's entry runs every step of one direction of one layer (kernels/rnn.py ``layer``): the input
+# gates of all steps come in from one GEMM, and the node's fused backward walks the steps back. The
+# formulas unroll the same recurrence over table ops (the cell-step entries' formulas), so
+# create_graph records it.
+class _Step:
+    """The attributes a cell-step formula reads (s.igates, s.hx, ...), for one step of a layer."""
+
+    def __init__(self, igates, hx, weight_hh, bias_hh, cx=None):
+        self.igates, self.hx, self.weight_hh, self.bias_hh, self.cx = igates, hx, weight_hh, bias_hh, cx
+
+
+def _layer_steps(s):
+    out, off = [], 0
+    for bs in s.batch_sizes:
+        out.append((off, bs))
+        off += bs
+    return out[::-1] if s.reverse else out
+
+
+def _rows_cat(head, full):
+    """The first rows of a state replaced by ``head`` (the rest of ``full`` kept)."""
+    return head if head.shape[0] == full.shape[0] else cat([head, full[head.shape[0]:]], 0)
+
+
+def _layer_formula_parts(g, s):
+    """Every input gradient of a layer node over table ops: the recurrence rerun, then walked back."""
+    mode = s.mode
+    lstm = mode == "LSTM"
+    w, b, whr = s.weight_hh, s.bias_hh, s.weight_hr if lstm else None
+    h, c = s.hx, s.cx if lstm else None
+    steps = _layer_steps(s)
+    saved = {}
+    for off, bs in steps:  # forward, keeping what each step's formula reads
+        st = _Step(s.igates[off:off + bs], h[:bs], w, b, c[:bs] if c is not None else None)
+        if mode == "LSTM":
+            hy, cy = lstm_cell_step(st.igates, st.hx, w, b, st.cx)
+            raw = hy
+            if whr is not None:
+                hy = hy.matmul(whr.t())
+            c = _rows_cat(cy, c)
+            saved[off] = (st, raw)
+        elif mode == "GRU":
+            hy = gru_cell_step(st.igates, st.hx, w, b)
+            saved[off] = (st, None)
+        else:
+            hy = (rnn_relu_cell_step if mode == "RNN_RELU" else rnn_tanh_cell_step)(st.igates, st.hx, w, b)
+            saved[off] = (st, hy)
+        h = _rows_cat(hy, h)
+    g_out, dh, dc = g[1], g[2], g[3] if mode == "LSTM" else None
+    dz, dhg, hprev, dproj, raws = {}, {}, {}, {}, {}
+    for off, bs in steps[::-1]:  # backward
+        st, extra = saved[off]
+        ghy = dh[:bs] + g_out[off:off + bs]
+        if mode == "LSTM":
+            draw = ghy
+            if whr is not None:
+                dproj[off], raws[off] = ghy, extra
+                draw = ghy.matmul(whr)
+            dz[off], dcx = _lstm_formula((None, draw, dc[:bs]), st)
+            dhg[off] = dz[off]
+            dc = _rows_cat(dcx, dc)
+            dhx = dz[off].matmul(w)
+        elif mode == "GRU":
+            dz[off], dhg[off], direct = _gru_formula((None, ghy), st)
+            dhx = direct + dhg[off].matmul(w)
+        else:
+            dz[off] = ghy * (extra > 0) if mode == "RNN_RELU" else ghy * (1 - extra * extra)
+            dhg[off] = dz[off]
+            dhx = dz[off].matmul(w)
+        hprev[off] = st.hx
+        dh = _rows_cat(dhx, dh)
+    order = sorted(dz)
+    g_hg = cat([dhg[o] for o in order], 0)
+    grads = {"igates": cat([dz[o] for o in order], 0), "hx": dh, "cx": dc,
+             "weight_hh": g_hg.t().matmul(cat([hprev[o] for o in order], 0)),
+             "bias_hh": g_hg.sum(0) if b is not None else None}
+    if dproj:
+        grads["weight_hr"] = cat([dproj[o] for o in order], 0).t().matmul(cat([raws[o] for o in order], 0))
+    return grads
+
+
+def _layer_vjp(name):
+    def vjp(g, s):
+        grads = _parts(g, s, _layer_formula_parts)
+        grad = grads[name]
+        if all(nf[0] is None for nf in s.next_functions[s.op.inputs.index(name) + 1:]):
+            s.__dict__.pop("_fused_parts", None)
+        return grad
+    return vjp
+
+
+def _layer_parts(g, s):
+    xp = backend(g[1]._data)
+    whr = s.weight_hr if s.mode == "LSTM" else None
+    dz, dh, dc, g_w, g_b, g_whr = xp.rnn_layer_vjp(
+        s.mode, s.workspace._data, s.weight_hh._data, None if whr is None else whr._data, g[1]._data, g[2]._data,
+        g[3]._data if s.mode == "LSTM" else None, s.batch_sizes, s.reverse, s.bias_hh is not None)
+    return {"igates": dz, "hx": dh, "cx": dc, "weight_hh": g_w, "bias_hh": g_b, "weight_hr": g_whr}
+
+
+def _layer_fused(name):
+    def fused(g, s):
+        grads = _parts(g, s, _layer_parts)
+        return _done(s, s.op.inputs.index(name), grads[name])
+    return fused
+
+
+def _lstm_layer_forward(xp, dt, ig, hx, cx, w, b, whr, mode, batch_sizes, reverse):
+    return xp.rnn_layer(mode, ig, hx, cx, w, b, whr, batch_sizes, reverse)
+
+
+def _layer_forward(xp, dt, ig, hx, w, b, mode, batch_sizes, reverse):
+    return xp.rnn_layer(mode, ig, hx, None, w, b, None, batch_sizes, reverse)[:3]
+
+
+def rnn_layer(mode, igates, hx, cx, weight_hh, bias_hh, weight_hr, batch_sizes, reverse):
+    """One direction of one recurrent layer over a packed sequence of input gates (N, G):
+    (output rows (N, P), h_n (B, P), c_n (B, H) or None)."""
+    op = _LAYERS[mode]
+    params = {"mode": mode, "batch_sizes": tuple(int(b) for b in batch_sizes), "reverse": bool(reverse)}
+    if mode == "LSTM":
+        _, out, hn, cn = dispatch(op, (igates, hx, cx, weight_hh, bias_hh, weight_hr), params)
+        return out, hn, cn
+    _, out, hn = dispatch(op, (igates, hx, weight_hh, bias_hh), params)
+    return out, hn, None
+
+
+def _np_layer(mode, ig, hx, cx, w, b, whr, batch_sizes, reverse):
+    """The layer as a loop of the NumPy cell references."""
+    h, c = hx.copy(), None if cx is None else cx.copy()
+    out = np.empty((ig.shape[0], hx.shape[1]), ig.dtype)
+    offs = np.cumsum((0,) + tuple(batch_sizes))[:-1]
+    order = list(zip(offs, batch_sizes))
+    for off, bs in order[::-1] if reverse else order:
+        igs = ig[off:off + bs]
+        if mode == "LSTM":
+            hy, c[:bs] = _np_lstm(igs, h[:bs], w, b, c[:bs])
+            h[:bs] = hy if whr is None else hy @ whr.T
+        elif mode == "GRU":
+            h[:bs] = _np_gru(igs, h[:bs], w, b)[0]
+        else:
+            z = igs + _np_hidden(h[:bs], w, b)
+            h[:bs] = np.maximum(z, 0) if mode == "RNN_RELU" else np.tanh(z)
+        out[off:off + bs] = h[:bs]
+    return (out, h, c) if mode == "LSTM" else (out, h)
+
+
+def _layer_samples(mode):
+    G = {"LSTM": 4, "GRU": 3}.get(mode, 1)
+
+    def samples(rng, dtype):
+        if np.dtype(dtype).kind != "f":
+            return []
+        A = lambda *s: _arr(rng, s, -1.0, 1.0, dtype)  # noqa: E731
+        out = []
+        for sizes, reverse, bias, proj in (((2, 2, 2), False, True, False), ((3, 2, 1), True, False, mode == "LSTM")):
+            P = 2 if proj else 3
+            args = [A(sum(sizes), 3 * G), A(sizes[0], P), A(sizes[0], 3) if mode == "LSTM" else None,
+                    A(3 * G, P), A(3 * G) if bias else None, A(P, 3) if proj else None]
+            out.append(((mode,) + tuple(args) + (sizes, reverse), {}))
+        return out
+    return samples
+
+
+def _np_layer_ref(mode, ig, hx, cx, w, b, whr, batch_sizes, reverse):
+    return _np_layer(mode, ig, hx, cx, w, b, whr, batch_sizes, reverse)
+
+
+def _layer_call(mode, igates, hx, cx, weight_hh, bias_hh, weight_hr, batch_sizes, reverse):
+    out = rnn_layer(mode, igates, hx, cx, weight_hh, bias_hh, weight_hr, batch_sizes, reverse)
+    return out if mode == "LSTM" else out[:2]
+
+
+_LSTM_LAYER_INPUTS = ("igates", "hx", "cx", "weight_hh", "bias_hh", "weight_hr")
+_LAYER_INPUTS = ("igates", "hx", "weight_hh", "bias_hh")
+
+
+def _layer_entry(name, mode, node):
+    inputs = _LSTM_LAYER_INPUTS if mode == "LSTM" else _LAYER_INPUTS
+    outputs = ("workspace", "output", "h_n") + (("c_n",) if mode == "LSTM" else ())
+    forward = _lstm_layer_forward if mode == "LSTM" else _layer_forward
+    return register(Op(name, forward, inputs=inputs, n_outputs=len(outputs), outputs=outputs,
+                       vjp=[_layer_vjp(n) for n in inputs], fused=[_layer_fused(n) for n in inputs], node=node,
+                       call=_layer_call, ref=_np_layer_ref, samples=_layer_samples(mode)))
+
+
+_LAYERS = {"LSTM": _layer_entry("lstm_layer", "LSTM", "MkldnnRnnLayerBackward0"),
+           "GRU": _layer_entry("gru_layer", "GRU", "GruLayerBackward0"),
+           "RNN_TANH": _layer_entry("rnn_tanh_layer", "RNN_TANH", "RnnTanhLayerBackward0"),
+           "RNN_RELU": _layer_entry("rnn_relu_layer", "RNN_RELU", "RnnReluLayerBackward0")}
