@@ -129,6 +129,12 @@ def _repeat_heads(t, groups):
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
                                  enable_gqa=False):
     """softmax(query key^T * scale + attn_mask) value, over the last two dims (PyTorch's semantics)."""
+    return attention(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)[1]
+
+
+def attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+    """(attention weights after dropout, output) of scaled dot-product attention (the weights are what
+    nn.MultiheadAttention returns with need_weights=True)."""
     _check(query, key, value)
     if is_causal and attn_mask is not None:
         raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be set when is_causal=True")
@@ -148,7 +154,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         keep = generator().random(batch + (L, S)) >= dropout_p
         dmask = Tensor._wrap((keep * (1.0 / (1.0 - dropout_p)) if dropout_p < 1.0 else np.zeros(keep.shape))
                              .astype(query.dtype.np)).to(query.device)
-    return dispatch(SDPA, (query, key, value, attn_mask, dmask), {"scale": scale, "causal": bool(is_causal)})[1]
+    weights, out = dispatch(SDPA, (query, key, value, attn_mask, dmask), {"scale": scale, "causal": bool(is_causal)})
+    return (weights if dmask is None else weights * dmask), out
 
 
 # ---------------------------------------------------------------------- reference and samples
