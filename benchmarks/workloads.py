@@ -5,6 +5,8 @@ compare.py) and on ``torch`` (compare.py). A builder takes the library module an
 ``step()`` closure that runs one forward and backward pass (and, for the training steps, the
 optimizer update). Inputs come from NumPy with a fixed seed, so both libraries see the same data.
 """
+import os
+
 import numpy as np
 
 SEED = 0
@@ -233,7 +235,7 @@ def library(name):
     """Import ``jitgrad`` or ``torch`` (PyTorch limited to 2 threads, like the 2-core bar machine)."""
     if name == "torch":
         import torch
-        torch.set_num_threads(2)
+        torch.set_num_threads(int(os.environ.get("JITGRAD_BENCH_THREADS", 2)))
         return torch
     import jitgrad
     return jitgrad

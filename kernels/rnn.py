@@ -16,11 +16,11 @@ from numba import njit, prange  # noqa: F401  (prange: used by the kernels)
 
 from . import config
 from ._jit import twins
-from .elementwise import vexp, vtanh
+from .elementwise import vexp
 
 
 # ---------------------------------------------------------------- one hidden unit (shared with CUDA)
-_point = njit(error_model="numpy", fastmath=config.FASTMATH)
+_point = njit(error_model="numpy", fastmath=config.FASTMATH, inline="always")
 POINTS = {}  # name -> the Python function, which kernels/cuda/rnn.py compiles as a device function
 
 
@@ -35,20 +35,27 @@ def sigmoid(x):
 
 
 @point
+def ftanh(x):
+    """tanh as 2 sigmoid(2x) - 1: within 4e-16 of tanh (absolute), and the loops that use it vectorize
+    (vtanh's branch for small |x| keeps them scalar)."""
+    return 2.0 / (1.0 + vexp(-2.0 * x)) - 1.0
+
+
+@point
 def lstm_point(zi, zf, zg, zo, c):
     """(i, f, g, o, c', h') of an LSTM unit from its gate pre-activations and cell state."""
     i = sigmoid(zi)
     f = sigmoid(zf)
-    g = vtanh(zg)
+    g = ftanh(zg)
     o = sigmoid(zo)
     cy = f * c + i * g
-    return i, f, g, o, cy, o * vtanh(cy)
+    return i, f, g, o, cy, o * ftanh(cy)
 
 
 @point
 def lstm_point_vjp(i, f, g, o, c, ghy, gcy):
     """Pre-activation gradients (di, df, dg, do) and the cell-state gradient dc of an LSTM unit."""
-    tc = vtanh(f * c + i * g)
+    tc = ftanh(f * c + i * g)
     dcy = gcy + ghy * o * (1.0 - tc * tc)
     return dcy * g * i * (1.0 - i), dcy * c * f * (1.0 - f), dcy * i * (1.0 - g * g), ghy * tc * o * (1.0 - o), dcy * f
 
@@ -58,7 +65,7 @@ def gru_point(ir, iz, in_, hr, hz, hn, h):
     """(r, z, n, h') of a GRU unit: n = tanh(x_n + r * h_n), h' = (1 - z) n + z h."""
     r = sigmoid(ir + hr)
     z = sigmoid(iz + hz)
-    n = vtanh(in_ + r * hn)
+    n = ftanh(in_ + r * hn)
     return r, z, n, (1.0 - z) * n + z * h
 
 
@@ -75,7 +82,7 @@ def gru_point_vjp(r, z, n, hn, h, g):
 def rnn_point(x, relu):
     if relu:
         return x if x > 0 or x != x else 0.0
-    return vtanh(x)
+    return ftanh(x)
 
 
 @point
@@ -86,71 +93,85 @@ def rnn_point_vjp(y, g, relu):
 
 
 # ---------------------------------------------------------------- CPU loops over (batch, hidden)
+# Each batch row is taken as 1-D views first, so that the inner loop over the hidden units reads and
+# writes unit-stride streams and LLVM vectorizes it. The bias is always an array (zeros when absent)
+# and no output aliases an input: both would keep the loop scalar.
 def _lstm_cell(ig, hg, bias, cx, ws, hy, cy):
+    # lstm_point's math, one stream at a time (each loop vectorizes; the fused form of all four gates
+    # per unit does not): the gates i f o through sigmoid, g through tanh, then c' and h'
     B, H = cx.shape
-    has_bias = bias.shape[0] != 0
     for b in prange(B):
+        igr, hgr, cxr, wsr, hyr, cyr = ig[b], hg[b], cx[b], ws[b], hy[b], cy[b]
+        for j in range(2 * H):
+            wsr[j] = sigmoid(igr[j] + hgr[j] + bias[j])
+        for j in range(3 * H, 4 * H):
+            wsr[j] = sigmoid(igr[j] + hgr[j] + bias[j])
+        for j in range(2 * H, 3 * H):
+            wsr[j] = ftanh(igr[j] + hgr[j] + bias[j])
         for j in range(H):
-            zi, zf, zg, zo = ig[b, j] + hg[b, j], ig[b, H + j] + hg[b, H + j], \
-                ig[b, 2 * H + j] + hg[b, 2 * H + j], ig[b, 3 * H + j] + hg[b, 3 * H + j]
-            if has_bias:
-                zi, zf, zg, zo = zi + bias[j], zf + bias[H + j], zg + bias[2 * H + j], zo + bias[3 * H + j]
-            i, f, g, o, c, h = lstm_point(zi, zf, zg, zo, cx[b, j])
-            ws[b, j], ws[b, H + j], ws[b, 2 * H + j], ws[b, 3 * H + j] = i, f, g, o
-            cy[b, j] = c
-            hy[b, j] = h
+            c = wsr[H + j] * cxr[j] + wsr[j] * wsr[2 * H + j]
+            cyr[j] = c
+            hyr[j] = wsr[3 * H + j] * ftanh(c)
 
 
 def _lstm_cell_vjp(ws, cx, ghy, gcy, dz, dcx):
     B, H = cx.shape
     for b in prange(B):
+        wsr, cxr, ghr, gcr, dzr, dcr = ws[b], cx[b], ghy[b], gcy[b], dz[b], dcx[b]
         for j in range(H):
-            di, df, dg, do, dc = lstm_point_vjp(ws[b, j], ws[b, H + j], ws[b, 2 * H + j], ws[b, 3 * H + j],
-                                                cx[b, j], ghy[b, j], gcy[b, j])
-            dz[b, j], dz[b, H + j], dz[b, 2 * H + j], dz[b, 3 * H + j] = di, df, dg, do
-            dcx[b, j] = dc
+            di, df, dg, do, dc = lstm_point_vjp(wsr[j], wsr[H + j], wsr[2 * H + j], wsr[3 * H + j], cxr[j], ghr[j],
+                                                gcr[j])
+            dzr[j] = di
+            dzr[H + j] = df
+            dzr[2 * H + j] = dg
+            dzr[3 * H + j] = do
+            dcr[j] = dc
 
 
 def _gru_cell(ig, hg, bias, hx, ws, hy):
     B, H = hx.shape
-    has_bias = bias.shape[0] != 0
     for b in prange(B):
+        igr, hgr, hxr, wsr, hyr = ig[b], hg[b], hx[b], ws[b], hy[b]
         for j in range(H):
-            hr, hz, hn = hg[b, j], hg[b, H + j], hg[b, 2 * H + j]
-            if has_bias:
-                hr, hz, hn = hr + bias[j], hz + bias[H + j], hn + bias[2 * H + j]
-            r, z, n, h = gru_point(ig[b, j], ig[b, H + j], ig[b, 2 * H + j], hr, hz, hn, hx[b, j])
-            ws[b, j], ws[b, H + j], ws[b, 2 * H + j], ws[b, 3 * H + j] = r, z, n, hn
-            hy[b, j] = h
+            hn = hgr[2 * H + j] + bias[2 * H + j]
+            r, z, n, h = gru_point(igr[j], igr[H + j], igr[2 * H + j], hgr[j] + bias[j], hgr[H + j] + bias[H + j],
+                                   hn, hxr[j])
+            wsr[j] = r
+            wsr[H + j] = z
+            wsr[2 * H + j] = n
+            wsr[3 * H + j] = hn
+            hyr[j] = h
 
 
 def _gru_cell_vjp(ws, hx, ghy, dig, dhg, dhx):
     B, H = hx.shape
     for b in prange(B):
+        wsr, hxr, ghr, digr, dhgr, dhr = ws[b], hx[b], ghy[b], dig[b], dhg[b], dhx[b]
         for j in range(H):
-            dr, dz, dn, dhn, dh = gru_point_vjp(ws[b, j], ws[b, H + j], ws[b, 2 * H + j], ws[b, 3 * H + j],
-                                                hx[b, j], ghy[b, j])
-            dig[b, j], dig[b, H + j], dig[b, 2 * H + j] = dr, dz, dn
-            dhg[b, j], dhg[b, H + j], dhg[b, 2 * H + j] = dr, dz, dhn
-            dhx[b, j] = dh
+            dr, dz, dn, dhn, dh = gru_point_vjp(wsr[j], wsr[H + j], wsr[2 * H + j], wsr[3 * H + j], hxr[j], ghr[j])
+            digr[j] = dr
+            digr[H + j] = dz
+            digr[2 * H + j] = dn
+            dhgr[j] = dr
+            dhgr[H + j] = dz
+            dhgr[2 * H + j] = dhn
+            dhr[j] = dh
 
 
 def _rnn_cell(ig, hg, bias, hy, relu):
     B, H = hy.shape
-    has_bias = bias.shape[0] != 0
     for b in prange(B):
+        igr, hgr, hyr = ig[b], hg[b], hy[b]
         for j in range(H):
-            x = ig[b, j] + hg[b, j]
-            if has_bias:
-                x += bias[j]
-            hy[b, j] = rnn_point(x, relu)
+            hyr[j] = rnn_point(igr[j] + hgr[j] + bias[j], relu)
 
 
 def _rnn_cell_vjp(hy, ghy, dz, relu):
     B, H = hy.shape
     for b in prange(B):
+        hyr, ghr, dzr = hy[b], ghy[b], dz[b]
         for j in range(H):
-            dz[b, j] = rnn_point_vjp(hy[b, j], ghy[b, j], relu)
+            dzr[j] = rnn_point_vjp(hyr[j], ghr[j], relu)
 
 
 _KERNELS = {f.__name__[1:]: twins(f) for f in (_lstm_cell, _lstm_cell_vjp, _gru_cell, _gru_cell_vjp, _rnn_cell,
@@ -167,15 +188,15 @@ def _c(a):
     return np.ascontiguousarray(a)
 
 
-def _bias(bias, dtype):
-    return np.empty(0, dtype) if bias is None else _c(bias)
+def _bias(bias, n, dtype):
+    return np.zeros(n, dtype) if bias is None else _c(bias)
 
 
 def lstm_cell(ig, hg, bias, cx):
     """(workspace, h', c') of an LSTM step."""
     B, H = cx.shape
     ws, hy, cy = np.empty((B, 4 * H), cx.dtype), np.empty((B, H), cx.dtype), np.empty((B, H), cx.dtype)
-    kernel("lstm_cell", ws.size)(_c(ig), _c(hg), _bias(bias, cx.dtype), _c(cx), ws, hy, cy)
+    kernel("lstm_cell", ws.size)(_c(ig), _c(hg), _bias(bias, 4 * H, cx.dtype), _c(cx), ws, hy, cy)
     return ws, hy, cy
 
 
@@ -190,7 +211,7 @@ def gru_cell(ig, hg, bias, hx):
     """(workspace, h') of a GRU step."""
     B, H = hx.shape
     ws, hy = np.empty((B, 4 * H), hx.dtype), np.empty((B, H), hx.dtype)
-    kernel("gru_cell", ws.size)(_c(ig), _c(hg), _bias(bias, hx.dtype), _c(hx), ws, hy)
+    kernel("gru_cell", ws.size)(_c(ig), _c(hg), _bias(bias, 3 * H, hx.dtype), _c(hx), ws, hy)
     return ws, hy
 
 
@@ -205,7 +226,7 @@ def gru_cell_vjp(ws, hx, ghy):
 def rnn_cell(ig, hg, bias, relu):
     """h' = tanh or relu of the summed gates (plus bias)."""
     hy = np.empty(hg.shape, hg.dtype)
-    kernel("rnn_cell", hy.size)(_c(ig), _c(hg), _bias(bias, hg.dtype), hy, relu)
+    kernel("rnn_cell", hy.size)(_c(ig), _c(hg), _bias(bias, hg.shape[1], hg.dtype), hy, relu)
     return hy
 
 
@@ -220,11 +241,12 @@ def rnn_cell_vjp(hy, ghy, relu):
 # step t's ``batch_sizes[t]`` rows after those of the steps before it (a dense (T, B) sequence has
 # every batch size B). Rows finish in order (batch sizes never grow), so a state row keeps its last
 # value once its sequence has ended; a reverse layer walks the steps backwards, and a row starts
-# from h0 when its sequence begins. The workspace holds, per row, what the backward reads:
-# LSTM [gates i f g o | c before | h before | h before the projection], GRU [r z n h_n | h before],
-# RNN [h after | h before]; its backward runs the steps in the opposite order, one fused VJP kernel
-# and one GEMM per step, then one GEMM for the whole W_hh gradient. ``K`` is the backend:
-# matmul, empty, zeros, copy_into(dst, src), add_into(dst, src), sum0, and the step kernels.
+# from h0 when its sequence begins. The workspace (one flat array) holds, per row, what the
+# backward reads, as blocks of rows: LSTM gates i f g o, c before, h before, h before the projection;
+# GRU r z n h_n, h before; RNN h after, h before. Its backward runs the steps in the opposite order,
+# one fused VJP kernel and one GEMM per step, then one GEMM for the whole W_hh gradient.
+# ``K`` is the backend: matmul, empty, zeros, reshape, copy_into(dst, src), add_into(dst, src),
+# sum0, swapaxes and step (a step kernel by name).
 def _steps(batch_sizes, reverse):
     """(row offset, batch size) of each step in the order the layer runs them."""
     out, off = [], 0
@@ -234,8 +256,26 @@ def _steps(batch_sizes, reverse):
     return out[::-1] if reverse else out
 
 
-def _ws_width(mode, H, P, proj):
-    return {"LSTM": 5 * H + P + (H if proj else 0), "GRU": 5 * H, "RNN_TANH": 2 * H, "RNN_RELU": 2 * H}[mode]
+def _blocks(mode, H, P, proj):
+    """The workspace's blocks: (name, columns per row)."""
+    if mode == "LSTM":
+        return [("gates", 4 * H), ("c", H), ("h", P)] + ([("raw", H)] if proj else [])
+    if mode == "GRU":
+        return [("gates", 4 * H), ("h", H)]
+    return [("y", H), ("h", H)]
+
+
+def workspace_size(mode, N, H, P, proj):
+    return N * sum(w for _, w in _blocks(mode, H, P, proj))
+
+
+def _views(K, ws, mode, N, H, P, proj):
+    """The workspace's blocks as C-contiguous (N, columns) views."""
+    out, off = {}, 0
+    for name, width in _blocks(mode, H, P, proj):
+        out[name] = K.reshape(ws[off:off + N * width], (N, width))
+        off += N * width
+    return out
 
 
 def layer(K, mode, ig, h0, c0, w_hh, b_hh, w_hr, batch_sizes, reverse):
@@ -244,7 +284,8 @@ def layer(K, mode, ig, h0, c0, w_hh, b_hh, w_hr, batch_sizes, reverse):
     proj = w_hr is not None
     H = w_hr.shape[1] if proj else P
     dt = ig.dtype
-    ws = K.empty((N, _ws_width(mode, H, P, proj)), dt)
+    ws = K.empty((workspace_size(mode, N, H, P, proj),), dt)
+    v = _views(K, ws, mode, N, H, P, proj)
     out = K.empty((N, P), dt)
     h = K.empty((B, P), dt)
     K.copy_into(h, h0)
@@ -253,29 +294,30 @@ def layer(K, mode, ig, h0, c0, w_hh, b_hh, w_hr, batch_sizes, reverse):
         c = K.empty((B, H), dt)
         K.copy_into(c, c0)
     w_t = K.swapaxes(w_hh, 0, 1)
-    bias = K.empty((0,), dt) if b_hh is None else b_hh
+    w_hr_t = K.swapaxes(w_hr, 0, 1) if proj else None
+    bias = K.zeros((w_hh.shape[0],), dt) if b_hh is None else b_hh
     relu = mode == "RNN_RELU"
     for off, bs in _steps(batch_sizes, reverse):
         rows = slice(off, off + bs)
         hb = h[:bs]
         hg = K.matmul(hb, w_t)
+        K.copy_into(v["h"][rows], hb)
         if mode == "LSTM":
             cb = c[:bs]
-            K.copy_into(ws[rows, 4 * H:5 * H], cb)
-            K.copy_into(ws[rows, 5 * H:5 * H + P], hb)
+            K.copy_into(v["c"][rows], cb)
+            new_c = K.empty((bs, H), dt)
             if proj:
-                hraw = ws[rows, 5 * H + P:]
-                K.step("lstm_cell", ig[rows], hg, bias, cb, ws[rows, :4 * H], hraw, cb)
-                K.copy_into(hb, K.matmul(hraw, K.swapaxes(w_hr, 0, 1)))
+                raw = v["raw"][rows]
+                K.step("lstm_cell", ig[rows], hg, bias, cb, v["gates"][rows], raw, new_c)
+                K.copy_into(hb, K.matmul(raw, w_hr_t))
             else:
-                K.step("lstm_cell", ig[rows], hg, bias, cb, ws[rows, :4 * H], hb, cb)
+                K.step("lstm_cell", ig[rows], hg, bias, cb, v["gates"][rows], hb, new_c)
+            K.copy_into(cb, new_c)
         elif mode == "GRU":
-            K.copy_into(ws[rows, 4 * H:], hb)
-            K.step("gru_cell", ig[rows], hg, bias, hb, ws[rows, :4 * H], hb)
+            K.step("gru_cell", ig[rows], hg, bias, v["h"][rows], v["gates"][rows], hb)
         else:
-            K.copy_into(ws[rows, H:], hb)
-            K.step("rnn_cell", ig[rows], hg, bias, hb, relu)
-            K.copy_into(ws[rows, :H], hb)
+            K.step("rnn_cell", ig[rows], hg, bias, v["y"][rows], relu)
+            K.copy_into(hb, v["y"][rows])
         K.copy_into(out[rows], hb)
     return ws, out, h, c
 
@@ -287,6 +329,7 @@ def layer_vjp(K, mode, ws, w_hh, w_hr, g_out, g_hn, g_cn, batch_sizes, reverse, 
     H = w_hr.shape[1] if proj else P
     B = batch_sizes[0]
     dt = g_out.dtype
+    v = _views(K, ws, mode, N, H, P, proj)
     G = {"LSTM": 4 * H, "GRU": 3 * H}.get(mode, H)
     dh = K.empty((B, P), dt)
     K.copy_into(dh, g_hn)
@@ -308,20 +351,21 @@ def layer_vjp(K, mode, ws, w_hh, w_hr, g_out, g_hn, g_cn, batch_sizes, reverse, 
             if proj:
                 K.copy_into(dproj[rows], hb)
                 draw = K.matmul(hb, w_hr)
-            K.step("lstm_cell_vjp", ws[rows, :4 * H], ws[rows, 4 * H:5 * H], draw, cb, dz[rows], cb)
+            new_dc = K.empty((bs, H), dt)
+            K.step("lstm_cell_vjp", v["gates"][rows], v["c"][rows], draw, cb, dz[rows], new_dc)
+            K.copy_into(cb, new_dc)
             K.copy_into(hb, K.matmul(dz[rows], w_hh))
         elif mode == "GRU":
             direct = K.empty((bs, H), dt)
-            K.step("gru_cell_vjp", ws[rows, :4 * H], ws[rows, 4 * H:], hb, dz[rows], dhg[rows], direct)
+            K.step("gru_cell_vjp", v["gates"][rows], v["h"][rows], hb, dz[rows], dhg[rows], direct)
             K.copy_into(hb, K.matmul(dhg[rows], w_hh))
             K.add_into(hb, direct)
         else:
-            K.step("rnn_cell_vjp", ws[rows, :H], hb, dz[rows], relu)
+            K.step("rnn_cell_vjp", v["y"][rows], hb, dz[rows], relu)
             K.copy_into(hb, K.matmul(dz[rows], w_hh))
-    h_prev = ws[:, 5 * H:5 * H + P] if mode == "LSTM" else ws[:, 4 * H:] if mode == "GRU" else ws[:, H:]
-    g_w = K.matmul(K.swapaxes(dhg, 0, 1), h_prev)
+    g_w = K.matmul(K.swapaxes(dhg, 0, 1), v["h"])
     g_b = K.sum0(dhg) if has_bias else None
-    g_whr = K.matmul(K.swapaxes(dproj, 0, 1), ws[:, 5 * H + P:]) if proj else None
+    g_whr = K.matmul(K.swapaxes(dproj, 0, 1), v["raw"]) if proj else None
     return dz, dh, dc, g_w, g_b, g_whr
 
 
@@ -338,8 +382,8 @@ def _sum0(x):
     return x.sum(0)
 
 
-CPU = SimpleNamespace(matmul=np.matmul, empty=np.empty, swapaxes=np.swapaxes, copy_into=np.copyto,
-                      add_into=_add_into, sum0=_sum0, step=_step)
+CPU = SimpleNamespace(matmul=np.matmul, empty=np.empty, zeros=np.zeros, reshape=np.reshape, swapaxes=np.swapaxes,
+                      copy_into=np.copyto, add_into=_add_into, sum0=_sum0, step=_step)
 
 
 def rnn_layer(mode, ig, h0, c0, w_hh, b_hh, w_hr, batch_sizes, reverse):

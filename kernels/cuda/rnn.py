@@ -13,15 +13,15 @@ from numba import cuda
 
 from .. import rnn as cpu
 from . import _launch as L
-from .array import copy_into, swapaxes
+from .array import copy_into, reshape, swapaxes, zeros
 from .elementwise import run
 from .matmul import matmul
 from .reduce import reduce
 
-_MATH = {"vexp": math.exp, "vtanh": math.tanh}
+_MATH = {"vexp": math.exp, "ftanh": math.tanh}
 _sigmoid = L.device_jit(L.function_with_globals(cpu.POINTS["sigmoid"], **_MATH))
 _POINTS = {name: L.device_jit(L.function_with_globals(fn, sigmoid=_sigmoid, **_MATH))
-           for name, fn in cpu.POINTS.items() if name != "sigmoid"}
+           for name, fn in cpu.POINTS.items() if name not in ("sigmoid", "ftanh")}
 _lstm_point, _lstm_point_vjp = _POINTS["lstm_point"], _POINTS["lstm_point_vjp"]
 _gru_point, _gru_point_vjp = _POINTS["gru_point"], _POINTS["gru_point_vjp"]
 _rnn_point, _rnn_point_vjp = _POINTS["rnn_point"], _POINTS["rnn_point_vjp"]
@@ -167,8 +167,12 @@ def _empty(shape, dtype):
     return L.empty(shape, np.dtype(dtype))
 
 
-GPU = SimpleNamespace(matmul=matmul, empty=_empty, swapaxes=swapaxes, copy_into=copy_into, add_into=_add_into,
-                      sum0=_sum0, step=step)
+def _zeros(shape, dtype):
+    return zeros(shape, np.dtype(dtype))
+
+
+GPU = SimpleNamespace(matmul=matmul, empty=_empty, zeros=_zeros, reshape=reshape, swapaxes=swapaxes,
+                      copy_into=copy_into, add_into=_add_into, sum0=_sum0, step=step)
 
 
 def rnn_layer(mode, ig, h0, c0, w_hh, b_hh, w_hr, batch_sizes, reverse):
