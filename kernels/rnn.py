@@ -115,17 +115,21 @@ def _lstm_cell(ig, hg, bias, cx, ws, hy, cy):
 
 
 def _lstm_cell_vjp(ws, cx, ghy, gcy, dz, dcx):
+    # lstm_point_vjp's math, one stream at a time (as _lstm_cell): dz_o and dc' first (dc' kept in dcx)
     B, H = cx.shape
     for b in prange(B):
         wsr, cxr, ghr, gcr, dzr, dcr = ws[b], cx[b], ghy[b], gcy[b], dz[b], dcx[b]
         for j in range(H):
-            di, df, dg, do, dc = lstm_point_vjp(wsr[j], wsr[H + j], wsr[2 * H + j], wsr[3 * H + j], cxr[j], ghr[j],
-                                                gcr[j])
-            dzr[j] = di
-            dzr[H + j] = df
-            dzr[2 * H + j] = dg
-            dzr[3 * H + j] = do
-            dcr[j] = dc
+            o = wsr[3 * H + j]
+            tc = ftanh(wsr[H + j] * cxr[j] + wsr[j] * wsr[2 * H + j])
+            dzr[3 * H + j] = ghr[j] * tc * o * (1.0 - o)
+            dcr[j] = gcr[j] + ghr[j] * o * (1.0 - tc * tc)
+        for j in range(H):
+            i, f, g, dc = wsr[j], wsr[H + j], wsr[2 * H + j], dcr[j]
+            dzr[j] = dc * g * i * (1.0 - i)
+            dzr[H + j] = dc * cxr[j] * f * (1.0 - f)
+            dzr[2 * H + j] = dc * i * (1.0 - g * g)
+            dcr[j] = dc * f
 
 
 def _gru_cell(ig, hg, bias, hx, ws, hy):
