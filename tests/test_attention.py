@@ -90,8 +90,8 @@ def test_sdpa_errors():
     q = jg.randn(2, 3, 4)
     with pytest.raises(RuntimeError, match="Explicit attn_mask should not be set when is_causal=True"):
         F.scaled_dot_product_attention(q, q, q, attn_mask=jg.zeros(3, 3), is_causal=True)
-    with pytest.raises(RuntimeError, match="Expected query, key, and value to have the same dtype, but got query.dtype: "
-                                           "float key.dtype: double and value.dtype: float instead."):
+    with pytest.raises(RuntimeError, match="Expected query, key, and value to have the same dtype, but got "
+                                           "query.dtype: float key.dtype: double and value.dtype: float instead."):
         F.scaled_dot_product_attention(q, q.double(), q)
     with pytest.raises(RuntimeError, match=r"Expected size for first two dimensions of batch2 tensor to be: \[2, 4\] "
                                            r"but got: \[2, 3\]."):
@@ -250,7 +250,8 @@ def test_transformer_encoder_matches_pytorch(kw, masking, rng):
     import torch
     tm = torch.nn.TransformerEncoder(torch.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, **kw), 2,
                                      norm=torch.nn.LayerNorm(8), enable_nested_tensor=False).double()
-    jm = nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, **kw), 2, norm=nn.LayerNorm(8)).double()
+    jm = nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, **kw), 2,
+                               norm=nn.LayerNorm(8)).double()
     tx, jx = _pair(rng, *((3, 5, 8) if kw.get("batch_first") else (5, 3, 8)))
     if masking == "causal":
         tkw = {"mask": torch.nn.Transformer.generate_square_subsequent_mask(5).double()}

@@ -208,5 +208,7 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
 __all__ = ["adaptive_avg_pool2d", "avg_pool2d", "batch_norm", "bilinear", "binary_cross_entropy",
            "binary_cross_entropy_with_logits", "conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d",
            "cross_entropy", "dropout", "elu", "embedding", "gelu", "group_norm", "huber_loss", "kl_div", "l1_loss",
-           "layer_norm", "leaky_relu", "linear", "log_softmax", "max_pool2d", "mse_loss", "multi_head_attention_forward", "nll_loss", "one_hot", "pad",
-           "relu", "relu_", "scaled_dot_product_attention", "sigmoid", "silu", "smooth_l1_loss", "softmax", "softplus", "tanh"] + sorted(_ACTIVATIONS)
+           "layer_norm", "leaky_relu", "linear", "log_softmax", "max_pool2d", "mse_loss",
+           "multi_head_attention_forward", "nll_loss", "one_hot", "pad", "relu", "relu_",
+           "scaled_dot_product_attention", "sigmoid", "silu", "smooth_l1_loss", "softmax", "softplus",
+           "tanh"] + sorted(_ACTIVATIONS)

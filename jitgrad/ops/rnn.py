@@ -248,7 +248,8 @@ RNN_TANH_CELL = register(Op("rnn_tanh_cell_step", _rnn_forward, inputs=_CELL_INP
 RNN_RELU_CELL = register(Op("rnn_relu_cell_step", _rnn_forward, inputs=_CELL_INPUTS,
                             vjp=[_rnn_vjp(k) for k in range(4)], fused=[_rnn_fused(k) for k in range(4)],
                             node="ReluBackward0", call=rnn_relu_cell_step,
-                            ref=lambda ig, hx, w, b: np.maximum(ig + _np_hidden(hx, w, b), 0), samples=_cell_samples(1)))
+                            ref=lambda ig, hx, w, b: np.maximum(ig + _np_hidden(hx, w, b), 0),
+                            samples=_cell_samples(1)))
 
 
 # ---------------------------------------------------------------------- whole layers (one direction)

@@ -18,9 +18,10 @@ from .transformer import (Transformer, TransformerDecoder, TransformerDecoderLay
 
 __all__ = ["AdaptiveAvgPool2d", "AvgPool2d", "BCELoss", "BCEWithLogitsLoss", "BatchNorm1d", "BatchNorm2d", "Bilinear",
            "Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d", "CrossEntropyLoss", "Dropout", "ELU", "Embedding",
-           "Flatten", "GELU", "GRU", "GRUCell", "LSTM", "LSTMCell", "GroupNorm", "HuberLoss", "Identity", "KLDivLoss", "L1Loss", "LayerNorm", "LeakyReLU",
-           "Linear", "LogSoftmax", "MSELoss", "MaxPool2d", "MultiheadAttention", "ModuleDict", "ModuleList", "NLLLoss", "RNN", "RNNBase", "RNNCell", "RNNCellBase", "ReLU", "Sequential",
-           "SiLU", "Sigmoid", "SmoothL1Loss", "Softmax", "Softplus", "Tanh", "Transformer", "TransformerDecoder", "TransformerDecoderLayer",
-           "TransformerEncoder", "TransformerEncoderLayer", "Unflatten"]
+           "Flatten", "GELU", "GRU", "GRUCell", "LSTM", "LSTMCell", "GroupNorm", "HuberLoss", "Identity", "KLDivLoss",
+           "L1Loss", "LayerNorm", "LeakyReLU", "Linear", "LogSoftmax", "MSELoss", "MaxPool2d", "MultiheadAttention",
+           "ModuleDict", "ModuleList", "NLLLoss", "RNN", "RNNBase", "RNNCell", "RNNCellBase", "ReLU", "Sequential",
+           "SiLU", "Sigmoid", "SmoothL1Loss", "Softmax", "Softplus", "Tanh", "Transformer", "TransformerDecoder",
+           "TransformerDecoderLayer", "TransformerEncoder", "TransformerEncoderLayer", "Unflatten"]
 globals().update(_GENERATED)
 __all__ += sorted(_GENERATED)
