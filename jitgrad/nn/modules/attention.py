@@ -1,6 +1,6 @@
 """nn.MultiheadAttention, with PyTorch's parameters (in_proj_weight, in_proj_bias, out_proj, ...), init and API."""
 from ... import _factories as Fa
-from .._attention_functions import multi_head_attention_forward
+from .._attention_functions import batch_first_self_attention, multi_head_attention_forward
 from .. import init
 from ..module import Module
 from ..parameter import Parameter
@@ -72,6 +72,12 @@ class MultiheadAttention(Module):
     def forward(self, query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
                 average_attn_weights=True, is_causal=False):
         batched = query.ndim == 3
+        if self.batch_first and batched and self._qkv_same_embed_dim and self.bias_k is None \
+                and not self.add_zero_attn:
+            return batch_first_self_attention(
+                query, key, value, self.embed_dim, self.num_heads, self.in_proj_weight, self.in_proj_bias, self.out_proj.weight,
+                self.out_proj.bias, self.dropout, self.training, key_padding_mask, need_weights, attn_mask,
+                average_attn_weights, is_causal)
         if self.batch_first and batched:
             query, key, value = (t.transpose(1, 0) for t in (query, key, value))
         out, weights = multi_head_attention_forward(
