@@ -75,9 +75,9 @@ class MultiheadAttention(Module):
         if self.batch_first and batched and self._qkv_same_embed_dim and self.bias_k is None \
                 and not self.add_zero_attn:
             return batch_first_self_attention(
-                query, key, value, self.embed_dim, self.num_heads, self.in_proj_weight, self.in_proj_bias, self.out_proj.weight,
-                self.out_proj.bias, self.dropout, self.training, key_padding_mask, need_weights, attn_mask,
-                average_attn_weights, is_causal)
+                query, key, value, self.embed_dim, self.num_heads, self.in_proj_weight, self.in_proj_bias,
+                self.out_proj.weight, self.out_proj.bias, self.dropout, self.training, key_padding_mask, need_weights,
+                attn_mask, average_attn_weights, is_causal)
         if self.batch_first and batched:
             query, key, value = (t.transpose(1, 0) for t in (query, key, value))
         out, weights = multi_head_attention_forward(
