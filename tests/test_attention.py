@@ -122,6 +122,31 @@ def test_mha_parameters_init_and_numpy_reference(rng):
         nn.MultiheadAttention(6, 4)
 
 
+@pytest.mark.parametrize("kw", [{}, {"attn_mask": "bool", "key_padding_mask": True}, {"is_causal": True}])
+def test_mha_batch_first_equals_sequence_first(kw, rng):
+    """batch_first runs its own path (heads as views of the (N, L, E) projections): same numbers, weights
+    and gradients as the (L, N, E) path."""
+    jg.manual_seed(0)
+    a, b = nn.MultiheadAttention(8, 2, batch_first=True).double(), nn.MultiheadAttention(8, 2).double()
+    b.load_state_dict(a.state_dict())
+    x = rng.standard_normal((2, 5, 8))
+    call = {"need_weights": not kw.get("is_causal"), "is_causal": kw.get("is_causal", False)}
+    if kw.get("attn_mask") or kw.get("is_causal"):
+        call["attn_mask"] = T(np.triu(np.ones((5, 5), bool), 1))
+    if kw.get("key_padding_mask"):
+        call["key_padding_mask"] = T(np.array([[False] * 4 + [True], [False] * 5]))
+    xa, xb = T(x, True), T(x.transpose(1, 0, 2).copy(), True)
+    oa, wa = a(xa, xa, xa, **call)
+    ob, wb = b(xb, xb, xb, **call)
+    np.testing.assert_allclose(oa.detach().numpy(), ob.detach().numpy().transpose(1, 0, 2), rtol=1e-12, atol=1e-12)
+    if wa is not None:
+        np.testing.assert_allclose(wa.detach().numpy(), wb.detach().numpy(), rtol=1e-12, atol=1e-12)
+    (oa * oa).sum().backward()
+    (ob * ob).sum().backward()
+    np.testing.assert_allclose(xa.grad.numpy(), xb.grad.numpy().transpose(1, 0, 2), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(a.in_proj_weight.grad.numpy(), b.in_proj_weight.grad.numpy(), rtol=1e-10, atol=1e-12)
+
+
 def test_mha_gradcheck_with_masks(rng):
     jg.manual_seed(0)
     m = nn.MultiheadAttention(4, 2, kdim=3, vdim=2, add_bias_kv=True).double()
