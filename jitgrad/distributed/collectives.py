@@ -185,7 +185,7 @@ def _check(pg, kind, tensor=None, root=-1, op=None, other=-1):
     """Compare what each rank is about to run; raise the same RuntimeError on every rank if they differ."""
     row = _fingerprint(kind, tensor, root, op, other)
     rows = np.empty((pg.size(), row.size), dtype=np.int64)
-    _mpi.wait([pg.comm.Iallgather(row, rows)], pg.timeout, kind + " (checking the ranks agree)")
+    _mpi.wait([pg.comm.Iallgather(row, rows)], pg.timeout, kind)
     bad = np.flatnonzero((rows != rows[0]).any(axis=1))
     if bad.size:
         r = int(bad[0])
