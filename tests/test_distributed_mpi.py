@@ -25,11 +25,12 @@ HERE = os.path.abspath(__file__)
 DTYPES = [jg.float32, jg.float64, jg.int32, jg.int64, jg.bool]
 
 
-def launch(scenario, n, tmp_path, timeout=240):
+def launch(scenario, n, tmp_path, timeout=240, script=HERE):
     """Run ``scenario`` on ``n`` ranks; returns (returncode, stdout, stderr, seconds, passed checks per rank)."""
     env = dict(os.environ, NUMBA_NUM_THREADS="1", OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
                MKL_NUM_THREADS="1")
-    cmd = [dist.find_mpiexec(), "-n", str(n), sys.executable, HERE, scenario, str(tmp_path)]
+    args = [scenario, str(tmp_path)] if script == HERE else scenario
+    cmd = [dist.find_mpiexec(), "-n", str(n), sys.executable, script] + args
     start = time.monotonic()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                             start_new_session=True)
@@ -458,6 +459,16 @@ def test_failing_rank_ends_the_job(tmp_path, scenario, message):
     assert rc != 0, out + err
     assert message in err, err
     assert seconds < 60  # the whole job ended: nobody is left waiting for the 30-minute default timeout
+
+
+def test_ddp_digits_example_on_2_ranks(tmp_path):
+    script = os.path.join(os.path.dirname(os.path.dirname(HERE)), "examples", "ddp_digits.py")
+    out_file = str(tmp_path / "w.jg")
+    rc, out, err, _, _ = launch(["--epochs", "3", "--out", out_file], 2, tmp_path, script=script)
+    assert rc == 0, out + err
+    assert "2 ranks, global batch 32 (16 per rank)" in out and "weights identical on all 2 ranks: True" in out
+    acc = float(out.split("held-out accuracy ")[1].split("%")[0])
+    assert acc > 80 and os.path.exists(out_file)  # three epochs learn most digits (20 reach 97.6%, README)
 
 
 if __name__ == "__main__":
