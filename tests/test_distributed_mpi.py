@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -20,6 +21,7 @@ import jitgrad as jg
 import jitgrad.distributed as dist
 import jitgrad.nn as nn
 from jitgrad.nn.parallel import DistributedDataParallel as DDP
+from jitgrad.utils.data import DistributedSampler
 
 HERE = os.path.abspath(__file__)
 DTYPES = [jg.float32, jg.float64, jg.int32, jg.int64, jg.bool]
@@ -116,7 +118,8 @@ def scenario_collectives(directory):
     checks = Checks(directory)
     r, n = dist.get_rank(), dist.get_world_size()
     assert dist.is_initialized() and dist.get_backend() == "mpi" and n == 3
-    expect_error(lambda: dist.init_process_group("mpi"), ValueError, "trying to initialize the default process group twice!")
+    expect_error(lambda: dist.init_process_group("mpi"), ValueError,
+                 "trying to initialize the default process group twice!")
     shape = (2, 3)
     for dtype in DTYPES:
         everyone = np.stack([rank_data(k, shape, dtype) for k in range(n)])
@@ -200,7 +203,6 @@ def scenario_collectives(directory):
     g = dist.new_group([2, 0])
     if r == 1:
         assert g is dist.GroupMember.NON_GROUP_MEMBER and dist.get_rank(g) == -1
-        import warnings
         with warnings.catch_warnings(record=True) as w:
             warnings.simplefilter("always")
             assert dist.all_reduce(jg.ones(1), group=g) is None
@@ -223,7 +225,8 @@ def scenario_collectives(directory):
     expect_error(lambda: dist.all_reduce(jg.zeros(2, dtype=jg.float64 if r == 2 else jg.float32)), RuntimeError,
                  "dtype=jitgrad.float64")
     expect_error(lambda: dist.broadcast(jg.zeros(2), src=r % 2), RuntimeError, mismatch)
-    expect_error(lambda: dist.all_reduce(jg.zeros(2)) if r else dist.barrier(), RuntimeError, "is running collective: barrier")
+    expect_error(lambda: dist.all_reduce(jg.zeros(2)) if r else dist.barrier(), RuntimeError,
+                 "is running collective: barrier")
     expect_error(lambda: dist.all_reduce(jg.zeros(4)[::2]), RuntimeError, "input tensor has to be contiguous")
     expect_error(lambda: dist.all_gather([jg.zeros(2)], jg.zeros(2)), ValueError, "one tensor per rank")
     expect_error(lambda: dist.all_gather_into_tensor(jg.zeros(5), jg.zeros(2)), ValueError, "world_size times")
@@ -396,7 +399,6 @@ def scenario_ddp(directory):
     checks.passed("ddp_errors")
 
     # DistributedSampler takes rank and world size from the default group
-    from jitgrad.utils.data import DistributedSampler
     s = DistributedSampler(range(11), shuffle=False)
     assert (s.num_replicas, s.rank, list(s)) == (n, r, list(range(11))[r::n] + ([0] if r == 1 else []))
     checks.passed("sampler_from_group")

@@ -21,7 +21,8 @@ def mpi():
     """The ``mpi4py.MPI`` module, imported (and MPI initialized) on first use."""
     if _MPI[0] is None:
         if not is_available():
-            raise RuntimeError("jitgrad.distributed needs mpi4py and an MPI library: pip install \"jitgrad[distributed]\"")
+            raise RuntimeError("jitgrad.distributed needs mpi4py and an MPI library: "
+                               "pip install \"jitgrad[distributed]\"")
         from mpi4py import MPI  # optional package; initializes MPI (thread level MULTIPLE, mpi4py's default)
         _MPI[0] = MPI
     return _MPI[0]

@@ -3,9 +3,10 @@
 Parameters are grouped into flat buckets in reverse order of registration (the order backward
 usually produces their gradients), the first bucket capped at 1 MiB and the others at 25 MiB by
 default, at ``bucket_cap_mb`` when it is given, as PyTorch does (PyTorch also rebuilds its buckets
-after the first iteration, in the order the gradients arrived; these stay as built). A post-accumulate-grad hook on each parameter copies its gradient into its bucket
-(or finds it already there, with ``gradient_as_bucket_view``); when a bucket's last gradient has
-arrived, its non-blocking MPI allreduce starts, so communication overlaps the rest of backward.
+after the first iteration, in the order the gradients arrived; these stay as built). A
+post-accumulate-grad hook on each parameter copies its gradient into its bucket (or finds it
+already there, with ``gradient_as_bucket_view``); when a bucket's last gradient has arrived, its
+non-blocking MPI allreduce starts, so communication overlaps the rest of backward.
 Buckets start in bucket order on every rank (MPI matches collectives by order). When the last
 bucket has started, the reducer waits for all of them, divides by the world size and writes the
 averages into the gradients.
@@ -86,7 +87,8 @@ class Reducer:
         self.comm, self.timeout = comm, timeout
         self.world = comm.Get_size()
         self.find_unused, self.as_view = find_unused, as_view
-        self.buckets = [Bucket(indices, params) for indices in assign_buckets(params, bucket_cap_bytes, first_cap_bytes)]
+        self.buckets = [Bucket(indices, params)
+                        for indices in assign_buckets(params, bucket_cap_bytes, first_cap_bytes)]
         self.where = {}  # parameter index -> (bucket, its view in the bucket)
         for b in self.buckets:
             for i, view in zip(b.indices, b.views):

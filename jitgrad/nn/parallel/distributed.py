@@ -88,9 +88,6 @@ class DistributedDataParallel(Module):
         finally:
             self.require_backward_grad_sync = old
 
-    def __getstate__(self):
-        raise RuntimeError("DistributedDataParallel cannot be pickled: save model.module.state_dict() instead")
-
 
 def _verify_same_parameters(comm, named, timeout):
     """PyTorch's check that every rank wraps the same model: same number, shapes and dtypes of parameters."""
