@@ -473,5 +473,13 @@ def test_ddp_digits_example_on_2_ranks(tmp_path):
     assert acc > 80 and os.path.exists(out_file)  # three epochs learn most digits (20 reach 97.6%, README)
 
 
+@pytest.mark.slow
+def test_ddp_digits_example_reaches_its_target_on_2_ranks(tmp_path):
+    script = os.path.join(os.path.dirname(os.path.dirname(HERE)), "examples", "ddp_digits.py")
+    rc, out, err, _, _ = launch(["--out", str(tmp_path / "w.jg")], 2, tmp_path, timeout=600, script=script)
+    assert rc == 0, out + err
+    assert float(out.split("held-out accuracy ")[1].split("%")[0]) >= 95.0
+
+
 if __name__ == "__main__":
     globals()["scenario_" + sys.argv[1]](sys.argv[2])
