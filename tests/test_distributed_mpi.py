@@ -142,7 +142,7 @@ def scenario_collectives(directory):
         checks.passed("all_reduce_" + dtype.name)
 
         t = mine()
-        dist.broadcast(t, src=1)
+        dist.broadcast(t, src=np.int64(1))  # any integer type names a rank
         close(t, everyone[1], dtype)
         t = mine()
         dist.broadcast(t, src=2, async_op=True).wait()
@@ -156,7 +156,9 @@ def scenario_collectives(directory):
         if r == 1:
             close(t, reference("MAX", everyone, dtype), dtype)
         out = [jg.from_numpy(np.zeros(shape, dtype.np)) for _ in range(n)]
-        dist.all_gather(out, mine())
+        work = dist.all_gather(out, mine(), async_op=True)
+        while not work.is_completed():  # polling completes it too (and copies into the list)
+            time.sleep(1e-4)
         for k in range(n):
             close(out[k], everyone[k], dtype)
         for out_shape in [(n * 2, 3), (n, 2, 3)]:

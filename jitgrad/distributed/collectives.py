@@ -6,6 +6,7 @@ collective, the ranks exchange a short fingerprint (which collective, dtype, sha
 that a mismatch across ranks is an error on every rank instead of a hang or garbage.
 """
 import enum
+import operator
 
 import numpy as np
 
@@ -195,8 +196,10 @@ def _check(pg, kind, tensor=None, root=-1, op=None, other=-1):
 
 def _root(pg, rank, name):
     """The group rank of global rank ``rank`` (src or dst of a rooted collective)."""
-    if not isinstance(rank, int) or isinstance(rank, bool):
-        raise TypeError("%s must be an int rank, got %r" % (name, rank))
+    try:
+        rank = operator.index(rank)
+    except TypeError:
+        raise TypeError("%s must be an int rank, got %r" % (name, rank)) from None
     return pg.group_rank(rank)
 
 

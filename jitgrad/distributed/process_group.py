@@ -55,11 +55,16 @@ class ProcessGroup:
         return "<jitgrad.distributed.ProcessGroup ranks=%s backend=mpi>" % list(self.ranks)
 
 
+class _NonGroupMember:
+    def __repr__(self):
+        return "GroupMember.NON_GROUP_MEMBER"
+
+
 class GroupMember:
     """``GroupMember.WORLD`` is the default group once initialized; NON_GROUP_MEMBER is what
     ``new_group`` returns on a process that is not in the new group."""
     WORLD = None
-    NON_GROUP_MEMBER = object()
+    NON_GROUP_MEMBER = _NonGroupMember()
 
 
 class _WorldGroup:
