@@ -262,7 +262,14 @@ def same_on_every_rank(tensors):
 
 def scenario_ddp(directory):
     """DDP: equivalence with one process, no_sync, unused parameters, buffers, overlap, state_dict, sampler."""
-    dist.init_process_group("mpi", timeout=datetime.timedelta(seconds=120))
+    size, me = int(os.environ["PMI_SIZE"]), int(os.environ["PMI_RANK"])  # what mpiexec told this process
+    expect_error(lambda: dist.init_process_group("mpi", world_size=size + 1), ValueError,
+                 "world_size=%d, but MPI started %d processes" % (size + 1, size))
+    expect_error(lambda: dist.init_process_group("mpi", rank=(me + 1) % size), ValueError,
+                 "but MPI gave this process rank %d" % me)
+    expect_error(lambda: dist.init_process_group("nccl"), ValueError, "backend must be 'mpi'")
+    assert not dist.is_initialized()
+    dist.init_process_group("mpi", world_size=size, rank=me, timeout=datetime.timedelta(seconds=120))
     checks = Checks(directory)
     r, n = dist.get_rank(), dist.get_world_size()
     rng = np.random.default_rng(0)
