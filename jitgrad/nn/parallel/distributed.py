@@ -57,7 +57,7 @@ class DistributedDataParallel(Module):
         requests, copies = [], []
         for t in tensors:
             d = t._data
-            buf = d if d.flags.c_contiguous and d.flags.writeable else np.ascontiguousarray(d)
+            buf = d if d.flags.c_contiguous and d.flags.writeable else np.array(d, order="C")  # a writable copy
             requests.append(self._comm.Ibcast(buf.reshape(-1), root=0))
             copies.append((t, buf))
         _mpi.wait(requests, self._timeout, "DistributedDataParallel's broadcast of rank 0's parameters and buffers")
