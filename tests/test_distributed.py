@@ -34,7 +34,8 @@ def test_public_names():
     assert dist.is_available()
     for name in ["init_process_group", "is_available", "is_initialized", "get_rank", "get_world_size", "get_backend",
                  "barrier", "destroy_process_group", "all_reduce", "broadcast", "reduce", "all_gather",
-                 "all_gather_into_tensor", "gather", "scatter", "reduce_scatter_tensor", "send", "recv", "new_group"]:
+                 "all_gather_into_tensor", "gather", "scatter", "reduce_scatter_tensor", "send", "recv", "new_group",
+                 "all_gather_object", "broadcast_object_list", "gather_object"]:
         assert callable(getattr(dist, name)), name
     assert [op.name for op in dist.ReduceOp.RedOpType][:5] == ["SUM", "AVG", "PRODUCT", "MIN", "MAX"]
     assert dist.ReduceOp.SUM is dist.ReduceOp.RedOpType.SUM

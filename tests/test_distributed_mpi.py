@@ -201,6 +201,18 @@ def scenario_collectives(directory):
     dist.barrier()
     checks.passed("point_to_point")
 
+    # picklable objects (metrics, configurations)
+    objs = [None] * n
+    dist.all_gather_object(objs, {"rank": r, "name": "r" * r})
+    assert objs == [{"rank": k, "name": "r" * k} for k in range(n)]
+    lst = [r, "from %d" % r]
+    dist.broadcast_object_list(lst, src=1)
+    assert lst == [1, "from 1"]
+    gathered = [None] * n if r == 2 else None
+    dist.gather_object((r, [r] * r), gathered, dst=2)
+    assert r != 2 or gathered == [(k, [k] * k) for k in range(n)]
+    checks.passed("objects")
+
     # subgroups: ranks 0 and 2; rank 1 is not a member
     g = dist.new_group([2, 0])
     if r == 1:
@@ -441,7 +453,7 @@ def scenario_timeout(directory):
 
 # ====================================================================== the tests
 COLLECTIVE_CHECKS = (["all_reduce_" + d.name for d in DTYPES] + ["rooted_and_gathers_" + d.name for d in DTYPES]
-                     + ["point_to_point", "subgroups", "mismatch_errors", "destroyed"])
+                     + ["point_to_point", "objects", "subgroups", "mismatch_errors", "destroyed"])
 COLLECTIVE_CHECKS = sorted(COLLECTIVE_CHECKS, key=lambda c: (c.startswith("rooted"), c))
 
 

@@ -14,6 +14,7 @@ from ._mpi import find_mpiexec  # noqa: F401
 from .collectives import (ReduceOp, Work, all_gather, all_gather_into_tensor, all_reduce, barrier,  # noqa: F401
                           broadcast, gather, irecv, isend, recv, reduce, reduce_scatter, reduce_scatter_tensor,
                           scatter, send)
+from .objects import all_gather_object, broadcast_object_list, gather_object  # noqa: F401
 from .process_group import (Backend, GroupMember, ProcessGroup, default_pg_timeout, destroy_process_group,  # noqa: F401
                             get_backend, get_global_rank, get_group_rank, get_process_group_ranks, get_rank,
                             get_world_size, group, init_process_group, is_available, is_initialized,
