@@ -139,12 +139,22 @@ def step_table(batch, repeats):
             step()
             times[name].append(slowest(time.perf_counter() - t0))
     ddp = s.models["ddp_small"][0]
+    overlap = []  # per step: how long before the last bucket the first started; buckets done by then; final wait
+    small = variants["DDP, 0.5 MB buckets (hooks: overlap)"]
+    for _ in range(repeats):
+        dist.barrier()
+        small()
+        red = ddp.reducer
+        overlap.append((red.started_at[-1] - red.started_at[0], red.done_before_wait,
+                        red.completed_at - red.started_at[-1]))
     buckets = [b.nbytes for b in ddp.reducer.buckets]
     grad_bytes = sum(p.numel() * 4 for p in ddp.parameters())
     arr = np.ones(grad_bytes // 4, dtype=np.float32)
     comm, MPI = dist.group.WORLD.comm, _mpi.mpi()
     raw = timed(lambda: comm.Allreduce(MPI.IN_PLACE, arr, op=MPI.SUM), repeats)
-    return {name: (float(np.median(t)), min(t)) for name, t in times.items()}, raw, grad_bytes, buckets
+    overlap = np.array(overlap)
+    summary = (float(np.median(overlap[:, 0])), float(overlap[:, 1].mean()), float(np.median(overlap[:, 2])))
+    return {name: (float(np.median(t)), min(t)) for name, t in times.items()}, raw, grad_bytes, buckets, summary
 
 
 def main(argv=None):
@@ -163,7 +173,7 @@ def main(argv=None):
         size = "%d KB" % (nbytes >> 10) if nbytes < 1 << 20 else "%d MB" % (nbytes >> 20)
         lines.append("| %s | %.3f | %.3f | %.3f | %.2f | %.2f |" % (size, 1e3 * j, 1e3 * d, 1e3 * m,
                                                                    nbytes / j / 1e9, nbytes / m / 1e9))
-    steps, raw, grad_bytes, buckets = step_table(args.batch, args.steps)
+    steps, raw, grad_bytes, buckets, (window, done, tail) = step_table(args.batch, args.steps)
     local = steps["local step, no communication (batch %d)" % args.batch][0]
     lines += ["", "MLP 784-512-256-10, %d samples per rank, gradients %.2f MB; 0.5 MB buckets: %s; "
               "mpi4py Allreduce of %.2f MB: %.3f ms" % (args.batch, grad_bytes / 1e6,
@@ -175,6 +185,10 @@ def main(argv=None):
         extra = t - local
         beyond = "" if "whole" in name or "local" in name else "%.1f%%" % (100 * (extra - raw) / t)
         lines.append("| %s | %.3f | %.3f | %+.3f | %s |" % (name, 1e3 * t, 1e3 * fastest, 1e3 * extra, beyond))
+    lines += ["", "0.5 MB buckets, on rank 0 (medians): the first bucket's allreduce started %.3f ms before the last "
+              "one (the rest of backward ran meanwhile); %.0f%% of the steps had the first bucket's allreduce "
+              "complete by then; waiting for the buckets after the last one started took %.3f ms."
+              % (1e3 * window, 100 * done / max(1, len(buckets) - 1), 1e3 * tail)]
     if dist.get_rank() == 0:
         print("\n".join(lines), flush=True)
         if args.output:

@@ -11,6 +11,8 @@ Buckets start in bucket order on every rank (MPI matches collectives by order). 
 bucket has started, the reducer waits for all of them, divides by the world size and writes the
 averages into the gradients.
 """
+import time
+
 import numpy as np
 
 from ..._graph import AccumulateGrad
@@ -98,6 +100,10 @@ class Reducer:
         self.ready = [False] * len(params)
         self.used = np.zeros(len(params), dtype=np.int32)
         self.next_bucket = 0
+        # perf_counter() when each bucket's allreduce started and when the last one had completed (the
+        # last iteration's; benchmarks/ddp_bench.py reports how long communication overlapped backward)
+        self.started_at, self.completed_at = [None] * len(self.buckets), None
+        self.done_before_wait = 0  # buckets whose allreduce had completed when the last one started
         self.handles = [p.register_post_accumulate_grad_hook(self._hook(i)) for i, p in enumerate(params)]
 
     def _hook(self, i):
@@ -152,6 +158,7 @@ class Reducer:
         while self.next_bucket < len(self.buckets) and self.buckets[self.next_bucket].pending == 0:
             b = self.buckets[self.next_bucket]
             b.request = self.comm.Iallreduce(MPI.IN_PLACE, b.flat, op=MPI.SUM)
+            self.started_at[self.next_bucket] = time.perf_counter()
             self.next_bucket += 1
         if self.next_bucket == len(self.buckets):
             self.finalize()
@@ -165,7 +172,9 @@ class Reducer:
 
     def finalize(self):
         """Wait for every bucket, average, and write the averages into the parameters' gradients."""
+        self.done_before_wait = sum(1 for b in self.buckets[:-1] if b.request is not None and b.request.Test())
         self._wait_started()
+        self.completed_at = time.perf_counter()
         globally_used = None
         if self.find_unused:
             globally_used = self.used.copy()
