@@ -3,6 +3,7 @@ under ``mpiexec -n 2`` (see test_distributed_mpi.py for how launches and checks 
 import datetime
 import os
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -10,6 +11,7 @@ import pytest
 import jitgrad as jg
 import jitgrad.distributed as dist
 import jitgrad.nn as nn
+from jitgrad.distributed import _mpi
 from jitgrad.nn.parallel import DistributedDataParallel as DDP
 from jitgrad.utils.data import DistributedSampler
 
@@ -93,6 +95,21 @@ def scenario_ddp(directory):
     ddp = DDP(model, bucket_cap_mb=0.0001)
     mse(ddp(jg.from_numpy(X[mine])), jg.from_numpy(Y[mine])).backward()
     assert seen and seen[0] >= 1 and seen[0] < len(ddp.reducer.buckets)
+    assert not ddp.reducer.poller.active and all(b.request is None for b in ddp.reducer.buckets)
+
+    # the progress thread: a 4 MB allreduce completes while this rank makes no MPI call (MPICH moves
+    # a non-blocking collective only inside MPI calls); rank 1 joins 0.1 s late
+    comm, MPI = dist.group.WORLD.comm, _mpi.mpi()
+    buf = np.full(1 << 20, float(r + 1), dtype=np.float32)
+    if r == 1:
+        time.sleep(0.1)
+    poller = _mpi.Poller()
+    poller.add(comm.Iallreduce(MPI.IN_PLACE, buf, op=MPI.SUM))
+    deadline = time.monotonic() + 60
+    while poller.active and time.monotonic() < deadline:
+        time.sleep(0.01)  # "computing": no MPI call on this thread
+    assert not poller.active and buf[0] == buf[-1] == 3.0  # the thread completed it and ended
+    assert poller.stop()[0] == MPI.REQUEST_NULL
     checks.passed("ddp_overlap")
 
     # no_sync: local accumulation, then the sync step averages the accumulated gradients
@@ -189,7 +206,6 @@ def scenario_ddp(directory):
     assert (s.num_replicas, s.rank, list(s)) == (n, r, list(range(11))[r::n] + ([0] if r == 1 else []))
     checks.passed("sampler_from_group")
     dist.destroy_process_group()
-
 
 
 def test_ddp_on_2_ranks(tmp_path):

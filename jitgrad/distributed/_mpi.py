@@ -7,6 +7,7 @@ import importlib.util
 import os
 import shutil
 import sys
+import threading
 import time
 
 _MPI = [None]
@@ -63,6 +64,66 @@ def wait(requests, timeout, what, statuses=None):
                       "died, raised an error or is running a different collective. Aborting the job."
                       % (what, timeout))
             time.sleep(0 if elapsed < 1e-3 else min(1e-3, elapsed * 0.05))
+
+
+class Poller:
+    """A thread that tests non-blocking MPI requests every ``interval`` seconds, so that they progress
+    while this process computes.
+
+    MPICH moves a non-blocking collective forward only inside MPI calls of the ranks taking part;
+    the thread makes those calls while the kernels and BLAS run (they release the GIL). MPI forbids
+    completing one request from two threads at once: every MPI call on the requests made elsewhere
+    holds ``lock``, and ``stop()`` ends the thread before the caller waits on them. The thread ends
+    by itself once every request has completed.
+    """
+
+    def __init__(self, interval=2e-4):
+        self.interval = interval
+        self.lock = threading.Lock()
+        self.requests = []
+        self._thread = None
+        self._stop = False
+        self._error = None
+
+    @property
+    def active(self):
+        return self._thread is not None
+
+    def add(self, request):
+        """Poll ``request`` from now on (the caller holds ``lock`` no longer)."""
+        with self.lock:
+            self.requests.append(request)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="jitgrad-mpi-progress", daemon=True)
+                self._thread.start()
+
+    def _run(self):
+        testall = mpi().Request.Testall
+        while True:
+            with self.lock:
+                try:
+                    done = self._stop or testall(self.requests)
+                except Exception as exc:  # handed to stop()'s caller
+                    self._error, done = exc, True
+                if done:
+                    self._thread = None
+                    return
+            time.sleep(self.interval)
+
+    def stop(self):
+        """End the thread; returns the requests added since the last stop (to be waited for)."""
+        with self.lock:
+            self._stop = True
+            thread = self._thread
+        if thread is not None:
+            thread.join()
+        with self.lock:
+            self._stop = False
+            requests, self.requests = self.requests, []
+            error, self._error = self._error, None
+        if error is not None:
+            raise error
+        return requests
 
 
 _hook = [None, None]  # (the hook installed, the one it replaced)

@@ -6,7 +6,8 @@ default, at ``bucket_cap_mb`` when it is given, as PyTorch does (PyTorch also re
 after the first iteration, in the order the gradients arrived; these stay as built). A
 post-accumulate-grad hook on each parameter copies its gradient into its bucket (or finds it
 already there, with ``gradient_as_bucket_view``); when a bucket's last gradient has arrived, its
-non-blocking MPI allreduce starts, so communication overlaps the rest of backward.
+non-blocking MPI allreduce starts, so communication overlaps the rest of backward (a progress
+thread, ``_mpi.Poller``, keeps it moving: MPICH advances it only inside MPI calls).
 Buckets start in bucket order on every rank (MPI matches collectives by order). When the last
 bucket has started, the reducer waits for all of them, divides by the world size and writes the
 averages into the gradients.
@@ -104,6 +105,7 @@ class Reducer:
         # last iteration's; benchmarks/ddp_bench.py reports how long communication overlapped backward)
         self.started_at, self.completed_at = [None] * len(self.buckets), None
         self.done_before_wait = 0  # buckets whose allreduce had completed when the last one started
+        self.poller = _mpi.Poller()  # progresses the started buckets while the rest of backward computes
         self.handles = [p.register_post_accumulate_grad_hook(self._hook(i)) for i, p in enumerate(params)]
 
     def _hook(self, i):
@@ -150,21 +152,24 @@ class Reducer:
         bucket.pending -= 1
         if bucket.pending == 0:
             self._start_ready_buckets()
-        elif self.next_bucket:
-            _mpi.mpi().Request.Testall([b.request for b in self.buckets[:self.next_bucket]])  # progress
 
     def _start_ready_buckets(self):
         MPI = _mpi.mpi()
         while self.next_bucket < len(self.buckets) and self.buckets[self.next_bucket].pending == 0:
             b = self.buckets[self.next_bucket]
-            b.request = self.comm.Iallreduce(MPI.IN_PLACE, b.flat, op=MPI.SUM)
+            with self.poller.lock:
+                b.request = self.comm.Iallreduce(MPI.IN_PLACE, b.flat, op=MPI.SUM)
             self.started_at[self.next_bucket] = time.perf_counter()
             self.next_bucket += 1
+            if self.next_bucket < len(self.buckets):  # backward goes on: keep this bucket moving meanwhile
+                self.poller.add(b.request)
         if self.next_bucket == len(self.buckets):
             self.finalize()
 
     def _wait_started(self):
+        self.poller.stop()
         requests = [b.request for b in self.buckets if b.request is not None]
+        self.done_before_wait = sum(1 for r in requests[:-1] if r.Test())
         if requests:
             _mpi.wait(requests, self.timeout, "DistributedDataParallel's gradient allreduce")
         for b in self.buckets:
@@ -172,7 +177,6 @@ class Reducer:
 
     def finalize(self):
         """Wait for every bucket, average, and write the averages into the parameters' gradients."""
-        self.done_before_wait = sum(1 for b in self.buckets[:-1] if b.request is not None and b.request.Test())
         self._wait_started()
         self.completed_at = time.perf_counter()
         globally_used = None
