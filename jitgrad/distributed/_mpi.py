@@ -73,52 +73,54 @@ class Poller:
     MPICH moves a non-blocking collective forward only inside MPI calls of the ranks taking part;
     the thread makes those calls while the kernels and BLAS run (they release the GIL). MPI forbids
     completing one request from two threads at once: every MPI call on the requests made elsewhere
-    holds ``lock``, and ``stop()`` ends the thread before the caller waits on them. The thread ends
-    by itself once every request has completed.
+    holds ``lock``, and the thread leaves them alone after ``stop()``. The thread is started once and
+    sleeps (on an event) whenever nothing is pending, so neither add() nor stop() waits for it.
     """
 
     def __init__(self, interval=2e-4):
         self.interval = interval
         self.lock = threading.Lock()
         self.requests = []
+        self._pending = False
+        self._wake = threading.Event()
         self._thread = None
-        self._stop = False
         self._error = None
 
     @property
     def active(self):
-        return self._thread is not None
+        """Whether some added request has not completed yet (and the thread polls it)."""
+        return self._pending
 
     def add(self, request):
         """Poll ``request`` from now on (the caller holds ``lock`` no longer)."""
         with self.lock:
             self.requests.append(request)
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="jitgrad-mpi-progress", daemon=True)
-                self._thread.start()
+            self._pending = True
+            self._wake.set()
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="jitgrad-mpi-progress", daemon=True)
+            self._thread.start()
 
     def _run(self):
         testall = mpi().Request.Testall
         while True:
+            self._wake.wait()
             with self.lock:
-                try:
-                    done = self._stop or testall(self.requests)
-                except Exception as exc:  # handed to stop()'s caller
-                    self._error, done = exc, True
-                if done:
-                    self._thread = None
-                    return
+                if self._pending:
+                    try:
+                        self._pending = not testall(self.requests)
+                    except Exception as exc:  # handed to stop()'s caller
+                        self._error, self._pending = exc, False
+                if not self._pending:
+                    self._wake.clear()
+                    continue
             time.sleep(self.interval)
 
     def stop(self):
-        """End the thread; returns the requests added since the last stop (to be waited for)."""
+        """Stop polling; returns the requests added since the last stop (for the caller to wait on)."""
         with self.lock:
-            self._stop = True
-            thread = self._thread
-        if thread is not None:
-            thread.join()
-        with self.lock:
-            self._stop = False
+            self._pending = False
+            self._wake.clear()
             requests, self.requests = self.requests, []
             error, self._error = self._error, None
         if error is not None:

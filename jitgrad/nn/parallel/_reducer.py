@@ -161,7 +161,7 @@ class Reducer:
                 b.request = self.comm.Iallreduce(MPI.IN_PLACE, b.flat, op=MPI.SUM)
             self.started_at[self.next_bucket] = time.perf_counter()
             self.next_bucket += 1
-            if self.next_bucket < len(self.buckets):  # backward goes on: keep this bucket moving meanwhile
+            if self.world > 1 and self.next_bucket < len(self.buckets):  # backward goes on: keep it moving
                 self.poller.add(b.request)
         if self.next_bucket == len(self.buckets):
             self.finalize()
