@@ -77,7 +77,7 @@ class Poller:
     sleeps (on an event) whenever nothing is pending, so neither add() nor stop() waits for it.
     """
 
-    def __init__(self, interval=2e-4):
+    def __init__(self, interval=5e-4):
         self.interval = interval
         self.lock = threading.Lock()
         self.requests = []
