@@ -103,6 +103,13 @@ class Steps:
         return step
 
 
+def unpolled(model):
+    """DDP whose started buckets advance only in its hooks and final wait (no progress thread)."""
+    ddp = DistributedDataParallel(model, bucket_cap_mb=0.5)
+    ddp.reducer.use_poller = False
+    return ddp
+
+
 def one_allreduce_after_backward(params):
     """Every gradient into one flat array, one blocking allreduce, averages back: no overlap."""
     comm = dist.group.WORLD.comm
@@ -124,6 +131,7 @@ def step_table(batch, repeats):
         "DDP, default buckets (hooks)": s.variant("ddp", wrap=DistributedDataParallel),
         "DDP, 0.5 MB buckets (hooks: overlap)": s.variant(
             "ddp_small", wrap=lambda m: DistributedDataParallel(m, bucket_cap_mb=0.5)),
+        "DDP, 0.5 MB buckets, no progress thread": s.variant("ddp_small_unpolled", wrap=unpolled),
         "one allreduce after backward (no overlap)": s.variant("after", after=one_allreduce_after_backward),
         "one process, whole global batch (%d)" % (batch * dist.get_world_size()): s.variant("whole", whole_batch=True),
     }

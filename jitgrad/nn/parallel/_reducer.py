@@ -106,6 +106,7 @@ class Reducer:
         self.started_at, self.completed_at = [None] * len(self.buckets), None
         self.done_before_wait = 0  # buckets whose allreduce had completed when the last one started
         self.poller = _mpi.Poller()  # progresses the started buckets while the rest of backward computes
+        self.use_poller = comm.Get_size() > 1  # (benchmarks/ddp_bench.py compares with it off)
         self.handles = [p.register_post_accumulate_grad_hook(self._hook(i)) for i, p in enumerate(params)]
 
     def _hook(self, i):
@@ -161,7 +162,7 @@ class Reducer:
                 b.request = self.comm.Iallreduce(MPI.IN_PLACE, b.flat, op=MPI.SUM)
             self.started_at[self.next_bucket] = time.perf_counter()
             self.next_bucket += 1
-            if self.world > 1 and self.next_bucket < len(self.buckets):  # backward goes on: keep it moving
+            if self.use_poller and self.next_bucket < len(self.buckets):  # backward goes on: keep it moving
                 self.poller.add(b.request)
         if self.next_bucket == len(self.buckets):
             self.finalize()
