@@ -3,12 +3,14 @@
 mpi4py is an optional package (the ``distributed`` extra) and importing ``mpi4py.MPI`` initializes
 MPI, so it is imported when a process group is first created, never when jitgrad is imported.
 """
+import atexit
 import importlib.util
 import os
 import shutil
 import sys
 import threading
 import time
+import weakref
 
 _MPI = [None]
 
@@ -85,6 +87,7 @@ class Poller:
         self._wake = threading.Event()
         self._thread = None
         self._error = None
+        _pollers.add(self)
 
     @property
     def active(self):
@@ -126,6 +129,16 @@ class Poller:
         if error is not None:
             raise error
         return requests
+
+
+_pollers = weakref.WeakSet()
+
+
+@atexit.register  # before mpi4py's own exit handler finalizes MPI (registered earlier, so run later)
+def _stop_pollers():
+    for poller in list(_pollers):
+        with poller.lock:
+            poller._pending = False
 
 
 _hook = [None, None]  # (the hook installed, the one it replaced)
