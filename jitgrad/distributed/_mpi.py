@@ -28,6 +28,7 @@ def mpi():
                                "pip install \"jitgrad[distributed]\"")
         from mpi4py import MPI  # optional package; initializes MPI (thread level MULTIPLE, mpi4py's default)
         _MPI[0] = MPI
+        atexit.register(_stop_pollers)  # after mpi4py's exit handler, so it runs before MPI is finalized
     return _MPI[0]
 
 
@@ -134,7 +135,6 @@ class Poller:
 _pollers = weakref.WeakSet()
 
 
-@atexit.register  # before mpi4py's own exit handler finalizes MPI (registered earlier, so run later)
 def _stop_pollers():
     for poller in list(_pollers):
         with poller.lock:
