@@ -197,6 +197,11 @@ def scenario_collectives(directory):
     elif r == 2:
         buf = jg.zeros(2)
         assert dist.recv(buf, tag=7) == 0 and buf.tolist() == [1.5, 2.5]
+    if r == 0:
+        dist.send(jg.zeros(2), dst=1, tag=8)
+    elif r == 1:
+        expect_error(lambda: dist.recv(jg.zeros(3), src=0, tag=8), RuntimeError,
+                     "recv: expected 12 bytes (3 elements of jitgrad.float32) but rank 0 sent 8 bytes")
     dist.barrier()
     checks.passed("point_to_point")
 
