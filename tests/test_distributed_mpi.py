@@ -283,6 +283,14 @@ def scenario_timeout(directory):
     dist.all_reduce(jg.ones(3))
 
 
+def scenario_exit(directory):
+    """Rank 1 exits (sys.exit: no excepthook) while rank 0 waits in a collective: rank 0's timeout ends the job."""
+    dist.init_process_group("mpi", timeout=datetime.timedelta(seconds=3))
+    if dist.get_rank() == 1:
+        sys.exit(3)
+    dist.all_reduce(jg.ones(3))
+
+
 # ====================================================================== the tests
 COLLECTIVE_CHECKS = (["all_reduce_" + d.name for d in DTYPES] + ["rooted_and_gathers_" + d.name for d in DTYPES]
                      + ["point_to_point", "objects", "subgroups", "mismatch_errors", "destroyed"])
@@ -300,6 +308,7 @@ def test_collectives_on_3_ranks(tmp_path):
     ("raise", "ValueError: rank 1 fails on purpose"),
     ("kill", "Killed (signal 9)"),  # mpiexec's report of the dead rank
     ("timeout", "all_reduce did not complete within the timeout of 3.0 s"),
+    ("exit", "all_reduce did not complete within the timeout of 3.0 s"),
 ])
 def test_failing_rank_ends_the_job(tmp_path, scenario, message):
     rc, out, err, seconds, _ = launch(scenario, 2, tmp_path, timeout=90)

@@ -42,6 +42,7 @@ def abort(message, code=1):
     sys.stderr.write("[rank %d] %s\n" % (world_rank(), message))
     sys.stderr.flush()
     mpi().COMM_WORLD.Abort(code)
+    os._exit(code)  # MPI_Abort may return before mpiexec has ended this process: never go on
 
 
 def wait(requests, timeout, what, statuses=None):
@@ -64,7 +65,7 @@ def wait(requests, timeout, what, statuses=None):
             elapsed = time.monotonic() - start
             if elapsed > timeout:
                 abort("jitgrad.distributed: %s did not complete within the timeout of %.1f s: another rank has "
-                      "died, raised an error or is running a different collective. Aborting the job."
+                      "died, exited, raised an error or is running a different collective. Aborting the job."
                       % (what, timeout))
             time.sleep(0 if elapsed < 1e-3 else min(1e-3, elapsed * 0.05))
 
@@ -159,6 +160,7 @@ def install_excepthook():
         previous(exc_type, exc, tb)
         sys.stderr.flush()
         mpi().COMM_WORLD.Abort(1)
+        os._exit(1)
 
     _hook[:] = excepthook, previous
     sys.excepthook = excepthook
