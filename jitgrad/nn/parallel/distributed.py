@@ -5,6 +5,7 @@ import numpy as np
 
 from ..._grad_mode import is_grad_enabled
 from ...distributed import _mpi
+from ...distributed.objects import all_gather_object
 from ...distributed.process_group import resolve
 from ..module import Module
 from ._reducer import FIRST_BUCKET_BYTES, Reducer
@@ -44,7 +45,7 @@ class DistributedDataParallel(Module):
         self.process_group = pg
         self._comm = pg.comm.Dup()  # DDP's own communicator: its allreduces never match user collectives
         self._timeout = pg.timeout
-        _verify_same_parameters(self._comm, named, self._timeout)
+        _verify_same_parameters(pg, named)
         self._sync_states([p for _, p in module.named_parameters()] + list(module.buffers()))
         self.reducer = Reducer([p for _, p in named], [n for n, _ in named], self._comm, self._timeout,
                                self.bucket_bytes_cap, FIRST_BUCKET_BYTES if bucket_cap_mb is None else
@@ -89,18 +90,19 @@ class DistributedDataParallel(Module):
             self.require_backward_grad_sync = old
 
 
-def _verify_same_parameters(comm, named, timeout):
+def _verify_same_parameters(pg, named):
     """PyTorch's check that every rank wraps the same model: same number, shapes and dtypes of parameters."""
     mine = [(tuple(p.shape), p._data.dtype.str) for _, p in named]
-    # metadata only (no tensor data): a small pickled allgather is the simplest exchange
-    everyone = comm.allgather(mine)
+    everyone = [None] * pg.size()
+    all_gather_object(everyone, mine, group=pg)  # metadata only, no tensor data
+    me = pg.rank()
     for r, theirs in enumerate(everyone):
         if len(theirs) != len(mine):
             raise RuntimeError("DDP expects same model across all ranks, but Rank %d has %d params, while rank %d has "
-                               "inconsistent %d params." % (comm.Get_rank(), len(mine), r, len(theirs)))
+                               "inconsistent %d params." % (me, len(mine), r, len(theirs)))
         for i, ((shape, dt), (their_shape, their_dt)) in enumerate(zip(mine, theirs)):
             if shape != their_shape or dt != their_dt:
                 raise RuntimeError("DDP expects same model across all ranks, but Rank %d has parameter %s of shape %s "
                                    "and dtype %s, while rank %d has shape %s and dtype %s."
-                                   % (comm.Get_rank(), named[i][0], list(shape), np.dtype(dt).name, r,
+                                   % (me, named[i][0], list(shape), np.dtype(dt).name, r,
                                       list(their_shape), np.dtype(their_dt).name))
