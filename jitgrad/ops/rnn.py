@@ -417,10 +417,6 @@ def _layer_samples(mode):
     return samples
 
 
-def _np_layer_ref(mode, ig, hx, cx, w, b, whr, batch_sizes, reverse):
-    return _np_layer(mode, ig, hx, cx, w, b, whr, batch_sizes, reverse)
-
-
 def _layer_call(mode, igates, hx, cx, weight_hh, bias_hh, weight_hr, batch_sizes, reverse):
     out = rnn_layer(mode, igates, hx, cx, weight_hh, bias_hh, weight_hr, batch_sizes, reverse)
     return out if mode == "LSTM" else out[:2]
@@ -436,7 +432,7 @@ def _layer_entry(name, mode, node):
     forward = _lstm_layer_forward if mode == "LSTM" else _layer_forward
     return register(Op(name, forward, inputs=inputs, n_outputs=len(outputs), outputs=outputs,
                        vjp=[_layer_vjp(n) for n in inputs], fused=[_layer_fused(n) for n in inputs], node=node,
-                       call=_layer_call, ref=_np_layer_ref, samples=_layer_samples(mode)))
+                       call=_layer_call, ref=_np_layer, samples=_layer_samples(mode)))
 
 
 _LAYERS = {"LSTM": _layer_entry("lstm_layer", "LSTM", "MkldnnRnnLayerBackward0"),
