@@ -1,2 +1,8 @@
 """jitgrad.utils.data: datasets, samplers and the DataLoader, with torch.utils.data's API."""
-from .sampler import Sampler  # noqa: F401
+from ._collate import default_collate, default_convert  # noqa: F401
+from ._worker import WorkerInfo, get_worker_info  # noqa: F401
+from .dataloader import DataLoader  # noqa: F401
+from .dataset import (ChainDataset, ConcatDataset, Dataset, IterableDataset, Subset, TensorDataset,  # noqa: F401
+                      random_split)
+from .sampler import (BatchSampler, RandomSampler, Sampler, SequentialSampler, SubsetRandomSampler,  # noqa: F401
+                      WeightedRandomSampler)
