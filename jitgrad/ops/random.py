@@ -173,7 +173,7 @@ def bernoulli_fill(input, p=0.5, *, generator=None):
     if not isinstance(p, Tensor):
         return _bernoulli_p(input, p, generator)
     _check_probabilities(p)
-    if broadcast_shapes(tuple(input.shape), tuple(p.shape)) != tuple(input.shape):
+    if p.shape != input.shape:
         p.expand(input.shape)  # PyTorch's error for a p that does not expand to input
     return dispatch(BERNOULLI_TENSOR_FILL, (input, p), {"rng": _rng(generator, input)})
 
