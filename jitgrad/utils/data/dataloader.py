@@ -10,7 +10,7 @@ from ._worker import ExceptionWrapper, IterableDatasetStopIteration, ResumeItera
 from .dataset import IterableDataset
 from .sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler
 
-_POLL = 5.0  # seconds between checks that the workers are alive, while waiting for a batch without a timeout
+_POLL = 1.0  # seconds between checks that the workers are alive, while waiting for a batch without a timeout
 
 
 class _InfiniteConstantSampler(Sampler):

@@ -26,9 +26,9 @@ def _check_num_samples(num_samples):
         raise ValueError("num_samples should be a positive integer value, but got num_samples=%s" % (num_samples,))
 
 
-def _check_replacement(replacement):
+def _check_replacement(replacement, exc=TypeError):
     if not isinstance(replacement, bool):
-        raise TypeError("replacement should be a boolean value, but got replacement=%s" % (replacement,))
+        raise exc("replacement should be a boolean value, but got replacement=%s" % (replacement,))
 
 
 class SequentialSampler(Sampler):
@@ -99,7 +99,7 @@ class WeightedRandomSampler(Sampler):
 
     def __init__(self, weights, num_samples, replacement=True, generator=None):
         _check_num_samples(num_samples)
-        _check_replacement(replacement)
+        _check_replacement(replacement, ValueError)
         weights_tensor = as_tensor(weights, dtype=float64)
         if weights_tensor.ndim != 1:
             raise ValueError("weights should be a 1d sequence but given weights have shape %s"
