@@ -4,6 +4,7 @@ Determinism under a seed and state round trips are checked exactly; distribution
 seeds (means and frequencies within several standard errors); errors with PyTorch's messages.
 """
 import math
+import os
 import pickle
 
 import numpy as np
@@ -393,3 +394,45 @@ def test_statistics_agree_with_pytorch():
     ours = jg.multinomial(jg.tensor([1.0, 3.0]), 4000, True, generator=gen(0)).numpy().mean()
     theirs = torch.multinomial(torch.tensor([1.0, 3.0]), 4000, True).numpy().mean()
     assert abs(ours - theirs) < 4 * math.sqrt(0.75 * 0.25 / 4000) * math.sqrt(2)
+
+
+_CUDA_SCRIPT = r"""
+import numpy as np
+import jitgrad as jg
+
+def same(a, b):
+    assert a.device.type == "cuda", a.device
+    np.testing.assert_array_equal(a.cpu().numpy(), b.numpy())
+
+def both(fn, seed=0):
+    return fn("cuda", jg.Generator("cuda").manual_seed(seed)), fn("cpu", jg.Generator().manual_seed(seed))
+
+w = [[1.0, 2.0, 0.0, 5.0], [0.0, 0.0, 1.0, 1.0]]
+for replacement in (True, False):  # the CUDA sampling kernels give the CPU's categories for the same draws
+    same(*both(lambda d, g: jg.multinomial(jg.tensor(w, device=d), 3, replacement, generator=g)))
+    same(*both(lambda d, g: jg.multinomial(jg.tensor(w[0], device=d), 4, replacement, generator=g)))
+same(*both(lambda d, g: jg.rand(3, 2, device=d, generator=g)))
+same(*both(lambda d, g: jg.randn(5, device=d, generator=g)))
+same(*both(lambda d, g: jg.randint(0, 9, (4,), device=d, generator=g)))
+same(*both(lambda d, g: jg.randperm(6, device=d, generator=g)))
+same(*both(lambda d, g: jg.normal(jg.zeros(3, 1, device=d), jg.ones(2, device=d), generator=g)))
+same(*both(lambda d, g: jg.bernoulli(jg.full((6,), 0.5, device=d), generator=g)))
+same(*both(lambda d, g: jg.zeros(4, device=d).uniform_(2, 3, generator=g)))
+same(*both(lambda d, g: jg.zeros(4, device=d).bernoulli_(jg.full((4,), 0.5, device=d), generator=g)))
+try:
+    jg.rand(2, device="cuda", generator=jg.Generator())
+except RuntimeError as e:
+    assert "Expected a 'cuda' device type for generator but found 'cpu'" in str(e)
+else:
+    raise AssertionError("a CPU generator filled a CUDA tensor")
+print("ok")
+"""
+
+
+def test_random_ops_on_cuda_match_the_cpu_under_the_simulator():
+    """CUDA tensors draw the host's numbers: a CUDA generator seeded as a CPU one gives the same samples."""
+    import subprocess
+    import sys
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
+    proc = subprocess.run([sys.executable, "-c", _CUDA_SCRIPT], env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stdout[-2000:] + proc.stderr[-4000:]

@@ -13,7 +13,6 @@ from .._factories import _num, normal_factory
 from .._generator import numpy_rng
 from .._op import Op, broadcast_shapes, dispatch
 from .._tensor import Tensor
-from ..kernels import random as K
 from ._table import INTS, export, no_kernel, register, rejects
 
 
@@ -221,14 +220,11 @@ def normal(mean, std=1.0, size=None, *, generator=None, out=None, dtype=None, la
 
 # ------------------------------------------------------------------ multinomial
 def _multinomial_forward(xp, dt, probs, n, replacement, rng):
-    p = np.asarray(xp.to_host(probs), dtype=np.float64)
-    p2 = p.reshape(-1, p.shape[-1])
-    out = np.empty((p2.shape[0], n), np.int64)
-    if replacement:
-        K.multinomial_with_replacement(p2, rng.random((p2.shape[0], n)), out)
-    else:
-        K.multinomial_without_replacement(p2, rng.standard_exponential(p2.shape), out)
-    return xp.from_host(out.reshape(p.shape[:-1] + (n,)))
+    rows, k = (probs.shape[0], probs.shape[1]) if probs.ndim == 2 else (1, probs.shape[0])
+    p = xp.reshape(xp.astype(probs, np.float64), (rows, k))
+    draws = rng.random((rows, n)) if replacement else rng.standard_exponential((rows, k))
+    out = xp.multinomial(p, xp.from_host(draws), n, replacement)
+    return out if probs.ndim == 2 else xp.reshape(out, (n,))
 
 
 MULTINOMIAL = register(Op("multinomial", _multinomial_forward, dtype="keep", differentiable=False))

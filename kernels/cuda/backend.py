@@ -14,6 +14,7 @@ from .array import copy_into
 from .elementwise import run  # noqa: F401
 from .index import index_add, one_hot, scatter_add  # noqa: F401
 from .matmul import matmul as _matmul
+from .random import multinomial  # noqa: F401
 from .reduce import reduce, scan, softmax, softmax_vjp  # noqa: F401
 
 name = "cuda"
