@@ -347,25 +347,44 @@ def _float_only(d, kernel):
     return d
 
 
-def _random(draw, size, name, generator, dtype, device, requires_grad):
-    """A leaf of ``draw(numpy_rng, shape)`` (a host array, moved to ``device``)."""
-    rng = numpy_rng(generator, device or "cpu")
+def _random(draw, size, name, generator, dtype, device, requires_grad, out=None):
+    """A leaf of ``draw(numpy_rng, shape)`` (a host array, moved to ``device``), or ``out`` holding it."""
+    rng = numpy_rng(generator, device or (out.device if out is not None else "cpu"))
     shape = _size(size, name, dtype.itemsize)
-    return _leaf(draw(rng, shape), None, requires_grad, device)
+    return write_out(_leaf(draw(rng, shape), None, requires_grad, device), out)
+
+
+def write_out(result, out):
+    """``result``, or ``out`` (a tensor of the same shape) with ``result`` copied into it; jitgrad does not
+    resize an ``out=`` tensor as PyTorch does, so another shape is an error."""
+    if out is None:
+        return result
+    if not isinstance(out, Tensor):
+        raise TypeError("argument 'out' must be Tensor, not %s" % type(out).__name__)
+    if tuple(out.shape) != tuple(result.shape):
+        raise RuntimeError("out= tensor of shape [%s] cannot hold the result of shape [%s] (jitgrad does not resize "
+                           "out= tensors)" % (", ".join(map(str, out.shape)), ", ".join(map(str, result.shape))))
+    out.copy_(result.to(device=out.device))
+    return out
+
+
+def _out_dtype(dtype, out):
+    return dtype if dtype is not None or out is None else out.dtype
 
 
 def rand(*size, generator=None, dtype=None, device=None, requires_grad=False, out=None, layout=None,
          pin_memory=False):
     """Uniform samples on [0, 1)."""
-    d = _float_only(_dt(dtype), "check_uniform_bounds")
-    return _random(lambda r, s: r.random(s, dtype=d.np), size, "rand", generator, d, device, requires_grad)
+    d = _float_only(_dt(_out_dtype(dtype, out)), "check_uniform_bounds")
+    return _random(lambda r, s: r.random(s, dtype=d.np), size, "rand", generator, d, device, requires_grad, out)
 
 
 def randn(*size, generator=None, dtype=None, device=None, requires_grad=False, out=None, layout=None,
           pin_memory=False):
     """Standard normal samples."""
-    d = _float_only(_dt(dtype), "normal_kernel_cpu")
-    return _random(lambda r, s: r.standard_normal(s, dtype=d.np), size, "randn", generator, d, device, requires_grad)
+    d = _float_only(_dt(_out_dtype(dtype, out)), "normal_kernel_cpu")
+    return _random(lambda r, s: r.standard_normal(s, dtype=d.np), size, "randn", generator, d, device, requires_grad,
+                   out)
 
 
 def randint(low=0, high=None, size=None, *, generator=None, dtype=None, device=None, requires_grad=False,
@@ -380,28 +399,29 @@ def randint(low=0, high=None, size=None, *, generator=None, dtype=None, device=N
     low, high = int(low), int(high)
     if low >= high:
         raise RuntimeError("random_ expects 'from' to be less than 'to', but got from=%d >= to=%d" % (low, high))
-    d = _dt(dtype, D.int64)
+    d = _dt(_out_dtype(dtype, out), D.int64)
     return _random(lambda r, s: r.integers(low, high, s).astype(d.np), (size,), "randint", generator, d, device,
-                   requires_grad)
+                   requires_grad, out)
 
 
 def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False, out=None, layout=None,
              pin_memory=False):
     """A random permutation of 0 .. n-1."""
-    d = _dt(dtype, D.int64)
+    d = _dt(_out_dtype(dtype, out), D.int64)
     n = int(n)
     if n < 0:
         raise RuntimeError("Trying to create tensor with negative dimension %d: [%d]" % (n, n))
-    return _leaf(numpy_rng(generator, device or "cpu").permutation(n).astype(d.np), None, requires_grad, device)
+    return _random(lambda r, s: r.permutation(n).astype(d.np), (n,), "randperm", generator, d, device, requires_grad,
+                   out)
 
 
-def normal_factory(mean, std, size, generator=None, dtype=None, device=None, requires_grad=False):
+def normal_factory(mean, std, size, generator=None, dtype=None, device=None, requires_grad=False, out=None):
     """normal(mean: float, std: float, size): samples of one normal distribution."""
     if std < 0:
         raise RuntimeError("normal expects std >= 0.0, but found std %s" % _num(std))
-    d = _float_only(_dt(dtype), "normal_kernel_cpu")
+    d = _float_only(_dt(_out_dtype(dtype, out)), "normal_kernel_cpu")
     return _random(lambda r, s: (r.standard_normal(s, dtype=d.np) * d.np.type(std) + d.np.type(mean)).astype(d.np),
-                   (size,), "normal", generator, d, device, requires_grad)
+                   (size,), "normal", generator, d, device, requires_grad, out)
 
 
 def _num(x):

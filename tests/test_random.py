@@ -284,6 +284,36 @@ def test_bernoulli_errors():
         jg.zeros(3).bernoulli_(jg.ones(2))
 
 
+# ------------------------------------------------------------------ poisson
+def test_poisson():
+    rates = jg.tensor([0.0, 1.0, 20.0]).expand(4000, 3)
+    s = jg.poisson(rates, generator=gen(0))
+    m = s.numpy().mean(axis=0)
+    assert s.dtype == jg.float32 and m[0] == 0 and abs(m[1] - 1) < 0.1 and abs(m[2] - 20) < 0.5
+    assert np.array_equal(s.numpy(), np.round(s.numpy()))
+    with pytest.raises(RuntimeError, match="invalid Poisson rate, expected rate to be non-negative"):
+        jg.poisson(jg.tensor([-1.0]))
+    with pytest.raises(RuntimeError, match="invalid Poisson rate"):
+        jg.poisson(jg.tensor([float("nan")]))
+    with pytest.raises(NotImplementedError, match="\"poisson_cpu\" not implemented for 'Long'"):
+        jg.poisson(jg.tensor([1, 2]))
+
+
+# ------------------------------------------------------------------ out=
+def test_out_argument():
+    out = jg.empty(2, 3, dtype=jg.float64)
+    assert jg.rand(2, 3, out=out, generator=gen(0)) is out and out.numpy().max() < 1
+    assert same(out, jg.rand(2, 3, dtype=jg.float64, generator=gen(0)))  # out's dtype is the default
+    o = jg.empty(5, dtype=jg.int64)
+    assert jg.randperm(5, out=o) is o and sorted(o.tolist()) == list(range(5))
+    o = jg.empty(4)
+    assert jg.normal(jg.zeros(4), 1.0, out=o) is o and jg.randn(4, out=o) is o
+    o = jg.empty(3, dtype=jg.int64)
+    assert jg.multinomial(jg.ones(3), 3, out=o) is o and sorted(o.tolist()) == [0, 1, 2]
+    with pytest.raises(RuntimeError, match="does not resize out= tensors"):
+        jg.rand(3, out=jg.empty(2))
+
+
 # ------------------------------------------------------------------ in-place fills
 def test_fill_statistics_and_dtypes():
     g = gen(0)
@@ -356,6 +386,7 @@ ENTRY_CALLS = {
     "normal_tensor_float": (lambda t: jg.normal(t, 2.0), "NormalBackward1"),
     "normal_float_tensor": (lambda t: jg.normal(0.0, t.abs()), "NormalBackward2"),
     "multinomial": (lambda t: jg.multinomial(t.abs() + 1, 2), None),
+    "poisson": (lambda t: jg.poisson(t * 3), "PoissonBackward0"),
 }
 
 
@@ -418,6 +449,7 @@ same(*both(lambda d, g: jg.randperm(6, device=d, generator=g)))
 same(*both(lambda d, g: jg.normal(jg.zeros(3, 1, device=d), jg.ones(2, device=d), generator=g)))
 same(*both(lambda d, g: jg.bernoulli(jg.full((6,), 0.5, device=d), generator=g)))
 same(*both(lambda d, g: jg.zeros(4, device=d).uniform_(2, 3, generator=g)))
+same(*both(lambda d, g: jg.poisson(jg.full((5,), 3.0, device=d), generator=g)))
 same(*both(lambda d, g: jg.zeros(4, device=d).bernoulli_(jg.full((4,), 0.5, device=d), generator=g)))
 try:
     jg.rand(2, device="cuda", generator=jg.Generator())

@@ -1,4 +1,4 @@
-"""Random ops: multinomial, bernoulli, normal of tensors, and the in-place fills (uniform_, normal_, random_,
+"""Random ops: multinomial, bernoulli, poisson, normal of tensors, and the in-place fills (uniform_, normal_, random_,
 exponential_, geometric_, cauchy_, log_normal_, bernoulli_).
 
 The numbers come from a jitgrad.Generator (``generator=``, else the default one), drawn on the host with
@@ -9,7 +9,7 @@ node names the distribution: NormalBackward1, UniformBackward0, ...).
 import numpy as np
 
 from .. import _dtype as D
-from .._factories import _num, normal_factory
+from .._factories import _num, normal_factory, write_out
 from .._generator import numpy_rng
 from .._op import Op, broadcast_shapes, dispatch
 from .._tensor import Tensor
@@ -162,9 +162,9 @@ def bernoulli(input, p=None, *, generator=None, out=None):
     """Samples of Bernoulli(input) (input holds the probabilities); with ``p``, samples of Bernoulli(p) shaped
     like input."""
     if p is not None:
-        return _bernoulli_p(input, p, generator)
+        return write_out(_bernoulli_p(input, p, generator), out)
     _check_probabilities(input)
-    return dispatch(BERNOULLI, (input,), {"rng": _rng(generator, input)})
+    return write_out(dispatch(BERNOULLI, (input,), {"rng": _rng(generator, input)}), out)
 
 
 def bernoulli_fill(input, p=0.5, *, generator=None):
@@ -175,6 +175,25 @@ def bernoulli_fill(input, p=0.5, *, generator=None):
     if p.shape != input.shape:
         p.expand(input.shape)  # PyTorch's error for a p that does not expand to input
     return dispatch(BERNOULLI_TENSOR_FILL, (input, p), {"rng": _rng(generator, input)})
+
+
+# ------------------------------------------------------------------ poisson
+def _poisson_forward(xp, dt, rates, rng):
+    return xp.from_host(rng.poisson(xp.to_host(rates)).astype(dt))
+
+
+POISSON = register(Op("poisson", _poisson_forward, vjp=[_zero], dtype="keep",
+                      unsupported=no_kernel("poisson_cpu", "bool", *INTS)))
+
+
+@export("poisson", method=False)
+def poisson(input, generator=None):
+    """Samples of Poisson(input), elementwise (input holds the rates)."""
+    if input.dtype.is_floating_point:
+        host = input._host()
+        if host.size and not (host >= 0).all():
+            raise RuntimeError("invalid Poisson rate, expected rate to be non-negative")
+    return dispatch(POISSON, (input,), {"rng": _rng(generator, input)})
 
 
 # ------------------------------------------------------------------ normal(mean, std)
@@ -203,7 +222,7 @@ def normal(mean, std=1.0, size=None, *, generator=None, out=None, dtype=None, la
         if size is None:
             raise TypeError("normal() received an invalid combination of arguments - got (%s, %s), but expected a "
                             "Tensor mean or std, or a size" % (type(mean).__name__, type(std).__name__))
-        return normal_factory(mean, std, size, generator, dtype, device, requires_grad)
+        return normal_factory(mean, std, size, generator, dtype, device, requires_grad, out)
     ref = mean if mt else std
     if not D.result_type([t.dtype for t in (mean, std) if isinstance(t, Tensor)], [], []).is_floating_point:
         raise NotImplementedError("\"normal_kernel_cpu\" not implemented for '%s'"
@@ -215,7 +234,8 @@ def normal(mean, std=1.0, size=None, *, generator=None, out=None, dtype=None, la
     else:
         _check_std(std)
     op = NORMAL_TENSOR_TENSOR if mt and st else NORMAL_TENSOR_FLOAT if mt else NORMAL_FLOAT_TENSOR
-    return dispatch(op, (mean if mt else float(mean), std if st else float(std)), {"rng": _rng(generator, ref)})
+    return write_out(dispatch(op, (mean if mt else float(mean), std if st else float(std)),
+                              {"rng": _rng(generator, ref)}), out)
 
 
 # ------------------------------------------------------------------ multinomial
@@ -252,8 +272,8 @@ def multinomial(input, num_samples, replacement=False, *, generator=None, out=No
             raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
     elif input.ndim == 1:
         raise RuntimeError("cannot sample from an empty probability distribution")
-    return dispatch(MULTINOMIAL, (input,), {"n": n, "replacement": bool(replacement),
-                                            "rng": _rng(generator, input)})
+    return write_out(dispatch(MULTINOMIAL, (input,), {"n": n, "replacement": bool(replacement),
+                                                      "rng": _rng(generator, input)}), out)
 
 
 # ------------------------------------------------------------------ Tensor.<dist>_ (in place, see _inplace)
