@@ -36,6 +36,7 @@ def _fill_op(name, draw, node, unsupported):
 
 
 _NOT_FLOAT = ("bool",) + INTS
+_C_TYPES = {"bool": "bool", "int32": "int", "int64": "long int"}  # as PyTorch's messages name them
 UNIFORM = _fill_op("uniform", lambda r, s, low, high: r.uniform(low, high, s), "UniformBackward0",
                    no_kernel("check_uniform_bounds", *_NOT_FLOAT))
 NORMAL_FILL = _fill_op("normal_fill", lambda r, s, mean, std: r.normal(mean, std, s), "NormalBackward0",
@@ -43,7 +44,8 @@ NORMAL_FILL = _fill_op("normal_fill", lambda r, s, mean, std: r.normal(mean, std
 LOG_NORMAL = _fill_op("log_normal", lambda r, s, mean, std: r.lognormal(mean, std, s), "LogNormalBackward0",
                       no_kernel("log_normal_cpu", *_NOT_FLOAT))
 CAUCHY = _fill_op("cauchy", lambda r, s, median, sigma: median + sigma * r.standard_cauchy(s), "CauchyBackward0",
-                  no_kernel("cauchy_cpu", *_NOT_FLOAT))
+                  {d: (RuntimeError, "Cauchy distribution is a continuous probability distribution. dtype must be a "
+                       "floating point but you specified " + c) for d, c in _C_TYPES.items()})
 EXPONENTIAL = _fill_op("exponential", lambda r, s, lambd: r.exponential(1.0 / lambd, s), "ExponentialBackward0",
                        rejects(RuntimeError, "Exponential distribution is a continuous probability distribution. "
                                "dtype must be a floating point but you specified %(type)s", *_NOT_FLOAT))
@@ -53,14 +55,8 @@ RANDOM = _fill_op("random", lambda r, s, low, high: r.integers(low, high, s), "R
 BERNOULLI_FILL = _fill_op("bernoulli_fill", lambda r, s, p: r.random(s) < p, "BernoulliBackward2", {})
 
 
-def _float_check(input):
-    if not isinstance(input, Tensor):
-        raise TypeError("expected a Tensor, got " + type(input).__name__)
-
-
 def uniform(input, from_=0.0, to=1.0, *, generator=None):
     """The out-of-place form of Tensor.uniform_(from, to): samples of U[from, to)."""
-    _float_check(input)
     if input.dtype.is_floating_point:
         if from_ > to:
             raise RuntimeError("uniform_ expects to return a [from, to) range, but found from=%s > to=%s"
@@ -115,6 +111,9 @@ def random(input, from_=None, to=None, *, generator=None):
     """The out-of-place form of Tensor.random_(): random_(), random_(to), random_(from, to)."""
     if from_ is not None and to is None:
         from_, to = 0, from_
+    for v in (from_, to):
+        if v is not None and not -2 ** 63 <= int(v) < 2 ** 63:
+            raise ValueError("Overflow when unpacking long long")
     low = 0 if from_ is None else int(from_)
     high = _RANDOM_TO[input.dtype.name] if to is None else int(to)
     if low >= high:
