@@ -161,7 +161,8 @@ def dataloader_epoch(num_workers):
         except ImportError:
             raise NotImplementedError("%s.utils.data is missing" % lib.__name__) from None
         rng = np.random.default_rng(SEED)
-        dataset = data.TensorDataset(lib.from_numpy(_f32(rng, 60000, 28, 28)), lib.from_numpy(rng.integers(0, 10, 60000)))
+        images, labels = _f32(rng, 60000, 28, 28), rng.integers(0, 10, 60000)
+        dataset = data.TensorDataset(lib.from_numpy(images), lib.from_numpy(labels))
         loader = data.DataLoader(dataset, batch_size=64, shuffle=True, num_workers=num_workers,
                                  generator=lib.Generator().manual_seed(SEED))
 

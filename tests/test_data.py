@@ -273,7 +273,8 @@ def test_dataloader_shuffle_is_deterministic_under_a_generator():
     ds = Squares(20)
     a = [b.tolist() for b in DataLoader(ds, batch_size=5, shuffle=True, generator=gen(3))]
     b = [b.tolist() for b in DataLoader(ds, batch_size=5, shuffle=True, generator=gen(3))]
-    assert a == b and sorted(sum(a, [])) == sorted(i * i for i in range(20)) and sum(a, []) != [i * i for i in range(20)]
+    squares = [i * i for i in range(20)]
+    assert a == b and sorted(sum(a, [])) == squares and sum(a, []) != squares
     dl = DataLoader(ds, batch_size=5, shuffle=True, generator=gen(3))
     assert [x.tolist() for x in dl] != [x.tolist() for x in dl]  # each epoch a new order
     jg.manual_seed(8)

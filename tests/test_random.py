@@ -361,9 +361,9 @@ def test_fill_statistics_and_dtypes():
     (lambda: jg.zeros(3, dtype=jg.int64).log_normal_(), NotImplementedError, "\"log_normal_cpu\" not implemented for "
                                                                               "'Long'"),
     (lambda: jg.zeros(3).cauchy_(0, -1), RuntimeError, "cauchy_ expects sigma > 0.0, but found sigma=-1"),
-    (lambda: jg.zeros(3, dtype=jg.int64).cauchy_(), RuntimeError, "Cauchy distribution is a continuous probability "
-                                                                   "distribution. dtype must be a floating point but you "
-                                                                   "specified long int"),
+    (lambda: jg.zeros(3, dtype=jg.int64).cauchy_(), RuntimeError,
+     "Cauchy distribution is a continuous probability distribution. dtype must be a floating point but you specified "
+     "long int"),
     (lambda: jg.zeros(3).random_(0, 2 ** 70), ValueError, "Overflow when unpacking long long"),
     (lambda: jg.zeros(3).geometric_(1), RuntimeError, "geometric_ expects p to be in \\(0, 1\\), but got p=1"),
     (lambda: jg.zeros(3, dtype=jg.bool).geometric_(0.5), NotImplementedError, "\"geometric_cpu\" not implemented for "

@@ -217,12 +217,12 @@ class DataLoader:
 class _BaseIter:
     def __init__(self, loader):
         self._index_sampler = loader._index_sampler
-        self._num_yielded = 0
-        self._reset_common(loader)
-
-    def _reset_common(self, loader):
-        # as PyTorch: every epoch draws a base seed from the loader's generator before the sampler runs
+        # as PyTorch: each iterator draws the workers' base seed from the loader's generator (the default
+        # one if none), before the sampler draws the epoch's order
         self._base_seed = int(numpy_rng(loader.generator).integers(2 ** 63))
+        self._new_epoch()
+
+    def _new_epoch(self):
         self._sampler_iter = iter(self._index_sampler)
         self._num_yielded = 0
 
@@ -277,11 +277,10 @@ class _MultiProcessIter(_BaseIter):
 
     def _reset(self, loader, first_iter=False):
         if not first_iter:
-            self._reset_common(loader)
+            self._new_epoch()
         self._send_idx = 0  # next task id to send
         self._rcvd_idx = 0  # next task id to hand out
         self._task_info = {}  # task id -> (worker id,) while pending, (worker id, data) once received
-        self._tasks_outstanding = 0
         self._workers_status = [True] * self._num_workers
         self._worker_queue_cycle = itertools.cycle(range(self._num_workers))
         if not first_iter:  # persistent workers: start them on a new epoch, and wait until each has
@@ -307,7 +306,6 @@ class _MultiProcessIter(_BaseIter):
             return  # every worker is done with its IterableDataset
         self._index_queues[worker].put((self._send_idx, index))
         self._task_info[self._send_idx] = (worker,)
-        self._tasks_outstanding += 1
         self._send_idx += 1
 
     def _get_data(self):
@@ -343,7 +341,6 @@ class _MultiProcessIter(_BaseIter):
                 self._rcvd_idx += 1
                 return self._process(data)
             idx, data = self._get_data()
-            self._tasks_outstanding -= 1
             if isinstance(data, IterableDatasetStopIteration):
                 if self._persistent:
                     self._workers_status[data.worker_id] = False
