@@ -9,8 +9,9 @@ import pytest
 
 import jitgrad as jg
 from jitgrad.utils.data import (BatchSampler, ChainDataset, ConcatDataset, DataLoader, Dataset, IterableDataset,
-                                RandomSampler, Sampler, SequentialSampler, Subset, SubsetRandomSampler, TensorDataset,
-                                WeightedRandomSampler, default_collate, default_convert, get_worker_info, random_split)
+                                RandomSampler, Sampler, SequentialSampler, StackDataset, Subset, SubsetRandomSampler,
+                                TensorDataset, WeightedRandomSampler, default_collate, default_convert, get_worker_info,
+                                random_split)
 
 Point = collections.namedtuple("Point", "x y")
 
@@ -92,6 +93,21 @@ def test_tensor_dataset_of_tensors_requiring_grad_gives_graph_connected_samples(
     batch = next(iter(DataLoader(TensorDataset(w), batch_size=4)))
     (batch[0] * jg.arange(8.).reshape(4, 2)).sum().backward()
     assert w.grad.tolist() == jg.arange(8.).reshape(4, 2).tolist()
+
+
+def test_stack_dataset():
+    tup = StackDataset(Squares(3), TensorDataset(jg.arange(3)))
+    assert len(tup) == 3 and tup[2][0] == 4 and tup[2][1][0].item() == 2
+    d = StackDataset(a=Squares(2), b=["x", "y"])
+    assert d[1] == {"a": 1, "b": "y"}
+    batch = next(iter(DataLoader(d, batch_size=2)))
+    assert batch["a"].tolist() == [0, 1] and batch["b"] == ["x", "y"]
+    with pytest.raises(ValueError, match="Size mismatch between datasets"):
+        StackDataset(Squares(2), Squares(3))
+    with pytest.raises(ValueError, match="At least one dataset should be passed"):
+        StackDataset()
+    with pytest.raises(ValueError, match="but both types are given"):
+        StackDataset(Squares(2), b=Squares(2))
 
 
 def test_subset_and_concat():

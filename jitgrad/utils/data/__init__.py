@@ -2,7 +2,7 @@
 from ._collate import default_collate, default_convert  # noqa: F401
 from ._worker import WorkerInfo, get_worker_info  # noqa: F401
 from .dataloader import DataLoader  # noqa: F401
-from .dataset import (ChainDataset, ConcatDataset, Dataset, IterableDataset, Subset, TensorDataset,  # noqa: F401
-                      random_split)
+from .dataset import (ChainDataset, ConcatDataset, Dataset, IterableDataset, StackDataset, Subset,  # noqa: F401
+                      TensorDataset, random_split)
 from .sampler import (BatchSampler, RandomSampler, Sampler, SequentialSampler, SubsetRandomSampler,  # noqa: F401
                       WeightedRandomSampler)

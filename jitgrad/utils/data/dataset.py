@@ -1,5 +1,5 @@
-"""Datasets: the map-style and iterable base classes, TensorDataset, Subset, ConcatDataset, ChainDataset and
-random_split."""
+"""Datasets: the map-style and iterable base classes, TensorDataset, StackDataset, Subset, ConcatDataset,
+ChainDataset and random_split."""
 import bisect
 import itertools
 import math
@@ -63,6 +63,31 @@ class TensorDataset(Dataset):
 
     def __len__(self):
         return self.tensors[0].size(0)
+
+
+class StackDataset(Dataset):
+    """Several datasets of one length side by side: sample i is the tuple (positional datasets) or the dict
+    (keyword datasets) of their samples i."""
+
+    def __init__(self, *args, **kwargs):
+        if args and kwargs:
+            raise ValueError("Supported either ``tuple``- (via ``args``) or``dict``- (via ``kwargs``) like "
+                             "input/output, but both types are given.")
+        if not args and not kwargs:
+            raise ValueError("At least one dataset should be passed")
+        parts = args or list(kwargs.values())
+        self._length = len(parts[0])
+        if any(len(d) != self._length for d in parts):
+            raise ValueError("Size mismatch between datasets")
+        self.datasets = args or kwargs
+
+    def __getitem__(self, index):
+        if isinstance(self.datasets, dict):
+            return {k: d[index] for k, d in self.datasets.items()}
+        return tuple(d[index] for d in self.datasets)
+
+    def __len__(self):
+        return self._length
 
 
 class Subset(Dataset):
