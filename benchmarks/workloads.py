@@ -156,6 +156,7 @@ def dataloader_epoch(num_workers):
     shuffled, in the main process or with worker processes (started for the epoch, as by default)."""
     def build(lib):
         import importlib
+        import multiprocessing
         try:
             data = importlib.import_module(lib.__name__ + ".utils.data")
         except ImportError:
@@ -163,8 +164,11 @@ def dataloader_epoch(num_workers):
         rng = np.random.default_rng(SEED)
         images, labels = _f32(rng, 60000, 28, 28), rng.integers(0, 10, 60000)
         dataset = data.TensorDataset(lib.from_numpy(images), lib.from_numpy(labels))
+        # workers as a script on Linux starts them (fork); compare.py's spawned process would otherwise spawn them,
+        # each a fresh interpreter that imports the library and unpickles the whole dataset
+        fork = "fork" if num_workers and "fork" in multiprocessing.get_all_start_methods() else None
         loader = data.DataLoader(dataset, batch_size=64, shuffle=True, num_workers=num_workers,
-                                 generator=lib.Generator().manual_seed(SEED))
+                                 generator=lib.Generator().manual_seed(SEED), multiprocessing_context=fork)
 
         def step():
             n = 0
