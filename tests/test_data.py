@@ -392,6 +392,31 @@ def test_workers_give_the_batches_in_order():
     assert sorted(sum(unordered, [])) == list(range(20))
 
 
+class Counted(Squares):
+    """Counts its fetches in shared memory (workers are forked: they share the counter)."""
+
+    def __init__(self, n, counter):
+        super().__init__(n)
+        self.counter = counter
+
+    def __getitem__(self, i):
+        with self.counter.get_lock():
+            self.counter.value += 1
+        return super().__getitem__(i)
+
+
+def test_prefetch_factor_bounds_the_batches_ahead():
+    import multiprocessing
+    ctx = multiprocessing.get_context("fork")
+    counter = ctx.Value("i", 0)
+    it = iter(DataLoader(Counted(40, counter), batch_size=2, num_workers=1, prefetch_factor=3, timeout=20,
+                         multiprocessing_context=ctx))
+    assert next(it).tolist() == [0, 1]
+    time.sleep(0.5)
+    assert counter.value == 2 * 4  # the batch handed out and the 3 queued behind it, no more
+    assert [b.tolist() for b in it][-1] == [38 * 38, 39 * 39]
+
+
 def test_worker_info_seeds_and_init_fn():
     dl = DataLoader(Indexed(8), batch_size=None, num_workers=2, timeout=20, generator=gen(1),
                     worker_init_fn=_record_init, prefetch_factor=1)
