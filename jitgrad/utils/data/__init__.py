@@ -6,3 +6,4 @@ from .dataset import (ChainDataset, ConcatDataset, Dataset, IterableDataset, Sta
                       TensorDataset, random_split)
 from .sampler import (BatchSampler, RandomSampler, Sampler, SequentialSampler, SubsetRandomSampler,  # noqa: F401
                       WeightedRandomSampler)
+from .distributed import DistributedSampler  # noqa: F401
