@@ -86,6 +86,9 @@ def test_tensor_dataset():
     assert plain(ds._gather([3, 0, 3])) == plain(default_collate([ds[3], ds[0], ds[3]]))
     with pytest.raises(IndexError, match="index 4 is out of bounds for dimension 0 with size 4"):
         ds._gather([0, 4])
+    # indices that are not Python ints (a sampler's tensors) take the sample-by-sample way, as the same batch
+    batch = next(iter(DataLoader(ds, batch_size=2, sampler=[jg.tensor(3), jg.tensor(1)])))
+    assert ds._gather([jg.tensor(3)]) is None and plain(batch) == plain(ds._gather([3, 1]))
 
 
 def test_tensor_dataset_of_tensors_requiring_grad_gives_graph_connected_samples():

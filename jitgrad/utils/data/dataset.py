@@ -48,10 +48,11 @@ class TensorDataset(Dataset):
         return tuple(t[index] for t in self.tensors)
 
     def _gather(self, indices):
-        """``default_collate([self[i] for i in indices])`` in one gather per tensor, where nothing is recorded
-        by autograd and the tensors are on the CPU; else None (the DataLoader then collates sample by sample)."""
+        """``default_collate([self[i] for i in indices])`` in one gather per tensor, for Python int indices into
+        CPU tensors that autograd need not see; else None (the DataLoader then collates sample by sample)."""
         if STATE.grad_enabled and any(t._requires_grad for t in self.tensors) or \
-                not all(t._data.__class__ is np.ndarray for t in self.tensors):
+                not all(t._data.__class__ is np.ndarray for t in self.tensors) or \
+                not all(i.__class__ is int for i in indices):
             return None
         idx = np.asarray(indices, dtype=np.int64)
         for t in self.tensors:
