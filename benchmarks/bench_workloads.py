@@ -76,6 +76,24 @@ class Matmul(_Workload):
     name = "matmul_1024"
 
 
+class LSTMStep(_Workload):
+    """LSTM tagger training step: 2 layers, hidden 256, 64 steps, batch 32, AdamW."""
+    name = "lstm_step"
+    timeout = 300
+
+    def peakmem_step(self):
+        self.step()
+
+
+class TransformerStep(_Workload):
+    """4-layer causal transformer LM training step: d_model 128, 64 tokens, batch 32, AdamW."""
+    name = "transformer_step"
+    timeout = 300
+
+    def peakmem_step(self):
+        self.step()
+
+
 class DataLoaderEpoch(_Workload):
     """An epoch of a DataLoader over 60000 28x28 float32 samples + labels, batch 64, shuffled, with 0 or 2
     worker processes."""
