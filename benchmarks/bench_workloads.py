@@ -94,6 +94,18 @@ class TransformerStep(_Workload):
         self.step()
 
 
+class DataLoaderEpoch(_Workload):
+    """An epoch of a DataLoader over 60000 28x28 float32 samples + labels, batch 64, shuffled, with 0 or 2
+    worker processes."""
+    params = [0, 2]
+    param_names = ["num_workers"]
+    timeout = 300
+
+    def setup(self, num_workers):
+        self.name = "dataloader_%dw" % num_workers
+        super().setup(num_workers)
+
+
 class CompileCost:
     """Seconds from a fresh process's start to its first result (import, build, first step)."""
     params = (["chain100", "elementwise_4m", "mlp_step"], ["empty", "warm"])

@@ -90,7 +90,9 @@ class Worker:
     def __init__(self, lib_name):
         ctx = multiprocessing.get_context("spawn")
         self.conn, child = ctx.Pipe()
-        self.process = ctx.Process(target=_serve, args=(child, lib_name), daemon=True)
+        # not a daemon: the DataLoader workloads start worker processes of their own (the worker still ends
+        # with the driver: its recv() fails once the driver's end of the pipe is gone)
+        self.process = ctx.Process(target=_serve, args=(child, lib_name))
         self.process.start()
         status, self.versions = self.conn.recv()
         self.available = status == "ok"

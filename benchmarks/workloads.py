@@ -218,16 +218,48 @@ def transformer_step(lib):
     return _adamw_step(lib, LM(), tokens, targets, vocab)
 
 
+def dataloader_epoch(num_workers):
+    """One epoch of a DataLoader over a TensorDataset of 60000 28x28 float32 images and int64 labels, batch 64,
+    shuffled, in the main process or with worker processes (started for the epoch, as by default)."""
+    def build(lib):
+        import importlib
+        import multiprocessing
+        try:
+            data = importlib.import_module(lib.__name__ + ".utils.data")
+        except ImportError:
+            raise NotImplementedError("%s.utils.data is missing" % lib.__name__) from None
+        rng = np.random.default_rng(SEED)
+        images, labels = _f32(rng, 60000, 28, 28), rng.integers(0, 10, 60000)
+        dataset = data.TensorDataset(lib.from_numpy(images), lib.from_numpy(labels))
+        # workers as a script on Linux starts them (fork); compare.py's spawned process would otherwise spawn them,
+        # each a fresh interpreter that imports the library and unpickles the whole dataset
+        fork = "fork" if num_workers and "fork" in multiprocessing.get_all_start_methods() else None
+        loader = data.DataLoader(dataset, batch_size=64, shuffle=True, num_workers=num_workers,
+                                 generator=lib.Generator().manual_seed(SEED), multiprocessing_context=fork)
+
+        def step():
+            n = 0
+            for images, labels in loader:
+                n += labels.shape[0]
+            assert n == 60000
+        return step
+    build.__name__ = build.__qualname__ = "dataloader_%dw" % num_workers
+    build.__doc__ = dataloader_epoch.__doc__.replace("in the main process or with worker processes",
+                                                     "%d worker process(es)" % num_workers)
+    return build
+
+
 # name -> builder, in the order the comparison table lists them
 WORKLOADS = {f.__name__: f for f in (chain100, mul16, mul16_grad, elementwise_4m, mlp_step, cnn_step,
                                      reduction("sum"), reduction("mean"), reduction("max"), matmul_1024,
-                                     lstm_step, transformer_step)}
+                                     lstm_step, transformer_step, dataloader_epoch(0), dataloader_epoch(2))}
 
 # The speed targets: the largest acceptable jitgrad/PyTorch-CPU median ratio per workload (the
 # per-op rows also have absolute targets: 2.5 us for mul16, 4 us for mul16_grad).
 BAR = {"chain100": 1.3, "mul16": 3.0, "mul16_grad": 2.5, "elementwise_4m": 0.8, "mlp_step": 1.0, "cnn_step": 1.2,
        "reduction_sum": 1.0, "reduction_mean": 1.0, "reduction_max": 0.6, "matmul_1024": 1.1,
-       "lstm_step": 1.3, "transformer_step": 1.3}
+       "lstm_step": 1.3, "transformer_step": 1.3,
+       "dataloader_0w": 1.3, "dataloader_2w": 1.3}
 COLD_START_BAR = 2.0  # seconds, a fresh process with a warm cache to its first MLP step
 
 

@@ -12,13 +12,14 @@ Imports go one way: a module imports only the modules listed before it here.
 3. ``_anomaly``, ``_graph``: anomaly mode's machinery; Node, AccumulateGrad, edges, hooks, ``.grad``
    accumulation.
 4. ``_repr``, ``_tensor``: Tensor and its printing.
-5. ``_saved``, ``_index_key``, ``_factories``: tensors saved for backward, index keys, tensor factories.
+5. ``_saved``, ``_index_key``, ``_generator``, ``_factories``: tensors saved for backward, index keys, random
+   generators, tensor factories.
 6. ``_op``, ``_inplace``: the op table's entry type and dispatch (which records the graph); in-place
    ops and ``__setitem__``.
 7. ``ops/``: the op table; ``ops/__init__`` installs its methods and operators on Tensor.
 8. ``autograd/``: the engine (backward, grad), Function, functional, gradcheck, and the public
    ``graph`` and ``anomaly`` modules.
-9. ``optim/``, ``cuda``, ``viz``, ``nn/`` (except ``nn/parallel/``), ``serialization``, ``precompile``.
+9. ``optim/``, ``cuda``, ``random``, ``viz``, ``nn/`` (except ``nn/parallel/``), ``serialization``, ``precompile``.
 10. ``distributed/``: process groups and collectives over MPI (mpi4py, imported when a group is
     created); above nn and optim, though it needs only Tensor.
 11. ``nn/parallel/`` (DistributedDataParallel) and ``utils/`` (checkpoint; data, whose
@@ -32,7 +33,8 @@ an optional package (the CUDA kernels need numba-cuda; graphviz; mpi4py), when i
 """
 from . import _dtype
 from ._device import Device, device  # noqa: F401
-from ._dtype import (bool_ as bool, dtype, float32, float64, get_default_dtype, int32, int64)  # noqa: F401
+from ._dtype import (bool_ as bool, dtype, float32, float64, get_default_dtype, int32, int64, uint8)  # noqa: F401
+from ._generator import Generator  # noqa: F401
 from ._factories import *  # noqa: F401,F403
 from ._factories import METHODS as _FACTORY_METHODS
 from ._jit_stats import jit_stats  # noqa: F401
@@ -55,9 +57,11 @@ for _name, _fn in _FACTORY_METHODS.items():
 from . import nn  # noqa: F401,E402
 from . import optim  # noqa: F401,E402
 from . import cuda  # noqa: F401,E402
+from . import random  # noqa: F401,E402
 from .serialization import load, save  # noqa: F401,E402
 from . import distributed  # noqa: F401,E402
 from .nn import parallel as _parallel  # noqa: F401,E402  (jitgrad.nn.parallel, above distributed)
+from . import utils  # noqa: F401,E402  (utils.data's DistributedSampler is above distributed)
 
 float = float32
 double = float64

@@ -34,8 +34,10 @@ float32 = dtype("float32", np.float32, 2, "FloatTensor")
 float64 = dtype("float64", np.float64, 2, "DoubleTensor")
 
 ALL = (bool_, int32, int64, float32, float64)
-FROM_NP = {d.np: d for d in ALL}
-_NAMES = {d.name: d for d in ALL}
+# uint8 holds byte data (a generator's state, as PyTorch's ByteTensor); the ops are not built for it
+uint8 = dtype("uint8", np.uint8, 1, "ByteTensor")
+FROM_NP = {d.np: d for d in ALL + (uint8,)}
+_NAMES = {d.name: d for d in ALL + (uint8,)}
 
 
 def _by_name(name):

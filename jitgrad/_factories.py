@@ -1,6 +1,6 @@
 """Tensor factories: tensor, from_numpy, zeros, ones, full, arange, random tensors, *_like and new_*.
 
-Also as_tensor, empty, linspace, eye and the seeded generator. No factory is affected by no_grad.
+Also as_tensor, empty, linspace, eye. Random factories draw from a jitgrad.Generator (see _generator). No factory is affected by no_grad.
 """
 import math
 import numbers
@@ -10,25 +10,14 @@ import numpy as np
 
 from . import _dtype as D
 from ._device import cuda_backend, to_device
+from ._generator import default_generator, get_rng_state, initial_seed, manual_seed, numpy_rng, seed, set_rng_state  # noqa: F401
 from ._tensor import Tensor
 
-_rng = [np.random.default_rng()]
-
-
-def manual_seed(seed):
-    """Seed jitgrad's random number generator (rand, randn, randint, dropout, init)."""
-    _rng[0] = np.random.default_rng(int(seed))
-    return _rng[0]
-
-
-def seed():
-    s = int(np.random.SeedSequence().entropy % (1 << 63))
-    manual_seed(s)
-    return s
 
 
 def generator():
-    return _rng[0]
+    """The default generator's NumPy stream (dropout, checkpoint's saved random state)."""
+    return default_generator._np
 
 
 def _leaf(data, dtype, requires_grad, device=None):
@@ -302,18 +291,22 @@ def full_like(input, fill_value, *, dtype=None, device=None, requires_grad=False
                 requires_grad=requires_grad)
 
 
-def rand_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):
-    return _like(rand, input, dtype, device, requires_grad)
+def rand_like(input, *, generator=None, dtype=None, device=None, requires_grad=False, memory_format=None):
+    return rand(input.shape, generator=generator, dtype=dtype or input.dtype, device=device or input.device,
+                requires_grad=requires_grad)
 
 
-def randn_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):
-    return _like(randn, input, dtype, device, requires_grad)
+def randn_like(input, *, generator=None, dtype=None, device=None, requires_grad=False, memory_format=None):
+    return randn(input.shape, generator=generator, dtype=dtype or input.dtype, device=device or input.device,
+                 requires_grad=requires_grad)
 
 
-def randint_like(input, low=0, high=None, *, dtype=None, device=None, requires_grad=False):
+def randint_like(input, low=0, high=None, *, generator=None, dtype=None, device=None, requires_grad=False,
+                 memory_format=None):
     if high is None:
         low, high = 0, low
-    return randint(low, high, input.shape, dtype=dtype or input.dtype, device=device)
+    return randint(low, high, input.shape, generator=generator, dtype=dtype or input.dtype,
+                   device=device or input.device, requires_grad=requires_grad)
 
 
 def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=False):
@@ -354,32 +347,86 @@ def _float_only(d, kernel):
     return d
 
 
-def rand(*size, generator=None, dtype=None, device=None, requires_grad=False):
-    d = _float_only(_dt(dtype), "check_uniform_bounds")
-    return _leaf(_rng[0].random(_size(size, "rand", d.itemsize), dtype=d.np), None, requires_grad, device)
+def _random(draw, size, name, generator, dtype, device, requires_grad, out=None):
+    """A leaf of ``draw(numpy_rng, shape)`` (a host array, moved to ``device``), or ``out`` holding it."""
+    rng = numpy_rng(generator, device or (out.device if out is not None else "cpu"))
+    shape = _size(size, name, dtype.itemsize)
+    return write_out(_leaf(draw(rng, shape), None, requires_grad, device), out)
 
 
-def randn(*size, generator=None, dtype=None, device=None, requires_grad=False):
-    d = _float_only(_dt(dtype), "normal_kernel_cpu")
-    return _leaf(_rng[0].standard_normal(_size(size, "randn", d.itemsize), dtype=d.np), None, requires_grad, device)
+def write_out(result, out):
+    """``result``, or ``out`` (a tensor of the same shape) with ``result`` copied into it; jitgrad does not
+    resize an ``out=`` tensor as PyTorch does, so another shape is an error."""
+    if out is None:
+        return result
+    if not isinstance(out, Tensor):
+        raise TypeError("argument 'out' must be Tensor, not %s" % type(out).__name__)
+    if tuple(out.shape) != tuple(result.shape):
+        raise RuntimeError("out= tensor of shape [%s] cannot hold the result of shape [%s] (jitgrad does not resize "
+                           "out= tensors)" % (", ".join(map(str, out.shape)), ", ".join(map(str, result.shape))))
+    out.copy_(result.to(device=out.device))
+    return out
 
 
-def randint(low=0, high=None, size=None, *, generator=None, dtype=None, device=None, requires_grad=False):
+def _out_dtype(dtype, out):
+    return dtype if dtype is not None or out is None else out.dtype
+
+
+def rand(*size, generator=None, dtype=None, device=None, requires_grad=False, out=None, layout=None,
+         pin_memory=False):
+    """Uniform samples on [0, 1)."""
+    d = _float_only(_dt(_out_dtype(dtype, out)), "check_uniform_bounds")
+    return _random(lambda r, s: r.random(s, dtype=d.np), size, "rand", generator, d, device, requires_grad, out)
+
+
+def randn(*size, generator=None, dtype=None, device=None, requires_grad=False, out=None, layout=None,
+          pin_memory=False):
+    """Standard normal samples."""
+    d = _float_only(_dt(_out_dtype(dtype, out)), "normal_kernel_cpu")
+    return _random(lambda r, s: r.standard_normal(s, dtype=d.np), size, "randn", generator, d, device, requires_grad,
+                   out)
+
+
+def randint(low=0, high=None, size=None, *, generator=None, dtype=None, device=None, requires_grad=False,
+            out=None, layout=None, pin_memory=False):
+    """Integers drawn uniformly from [low, high), as int64 unless ``dtype`` says otherwise."""
     if size is None:
         low, high, size = 0, low, high
     if high is None:
         low, high = 0, low
+    if size is None:
+        raise TypeError("randint() missing 1 required positional arguments: \"size\"")
+    low, high = int(low), int(high)
     if low >= high:
         raise RuntimeError("random_ expects 'from' to be less than 'to', but got from=%d >= to=%d" % (low, high))
-    return _leaf(_rng[0].integers(low, high, _size((size,))), _dt(dtype, D.int64), requires_grad, device)
+    d = _dt(_out_dtype(dtype, out), D.int64)
+    return _random(lambda r, s: r.integers(low, high, s).astype(d.np), (size,), "randint", generator, d, device,
+                   requires_grad, out)
 
 
-def randperm(n, *, dtype=None, device=None, requires_grad=False):
-    return _leaf(_rng[0].permutation(int(n)), _dt(dtype, D.int64), requires_grad, device)
+def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False, out=None, layout=None,
+             pin_memory=False):
+    """A random permutation of 0 .. n-1."""
+    d = _dt(_out_dtype(dtype, out), D.int64)
+    n = int(n)
+    if n < 0:
+        raise RuntimeError("Trying to create tensor with negative dimension %d: [%d]" % (n, n))
+    return _random(lambda r, s: r.permutation(n).astype(d.np), (n,), "randperm", generator, d, device, requires_grad,
+                   out)
 
 
-def normal(mean, std, size, *, dtype=None, device=None, requires_grad=False):
-    return _leaf(_rng[0].normal(mean, std, _size((size,))), _dt(dtype), requires_grad, device)
+def normal_factory(mean, std, size, generator=None, dtype=None, device=None, requires_grad=False, out=None):
+    """normal(mean: float, std: float, size): samples of one normal distribution."""
+    if std < 0:
+        raise RuntimeError("normal expects std >= 0.0, but found std %s" % _num(std))
+    d = _float_only(_dt(_out_dtype(dtype, out)), "normal_kernel_cpu")
+    return _random(lambda r, s: (r.standard_normal(s, dtype=d.np) * d.np.type(std) + d.np.type(mean)).astype(d.np),
+                   (size,), "normal", generator, d, device, requires_grad, out)
+
+
+def _num(x):
+    """A number as PyTorch prints it in messages (-1.0 as -1)."""
+    return "%g" % x if isinstance(x, float) else str(x)
 
 
 def scalar_tensor(value, *, dtype=None, device=None, requires_grad=False):
@@ -400,4 +447,5 @@ METHODS = {"new_zeros": _new(zeros), "new_ones": _new(ones), "new_empty": _new(e
 
 __all__ = ["tensor", "as_tensor", "asarray", "from_numpy", "from_dlpack", "zeros", "ones", "empty", "full", "zeros_like", "ones_like",
            "empty_like", "full_like", "rand_like", "randn_like", "randint_like", "arange", "linspace", "logspace", "eye",
-           "rand", "randn", "randint", "randperm", "normal", "scalar_tensor", "manual_seed", "seed"]
+           "rand", "randn", "randint", "randperm", "scalar_tensor", "manual_seed", "seed", "initial_seed",
+           "get_rng_state", "set_rng_state", "default_generator"]

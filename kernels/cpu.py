@@ -9,6 +9,7 @@ import numpy as np
 from . import conv  # noqa: F401
 from .elementwise import run  # noqa: F401
 from .index import index_add, one_hot, scatter_add  # noqa: F401
+from .random import multinomial  # noqa: F401
 from .reduce import reduce, scan  # noqa: F401
 from .softmax import softmax, softmax_vjp  # noqa: F401
 from .attention import attention_softmax, attention_softmax_vjp  # noqa: F401

@@ -67,6 +67,7 @@ def _sweep(mode):
     from jitgrad.kernels.cuda import elementwise as E
     from jitgrad.kernels.cuda import index as I
     from jitgrad.kernels.cuda import matmul as MM
+    from jitgrad.kernels.cuda import random as RND
     from jitgrad.kernels.cuda import reduce as R
     from jitgrad.kernels.cuda import attention as GA
     from jitgrad.kernels.cuda import rnn as GR
@@ -145,6 +146,10 @@ def _sweep(mode):
             I.scatter_add(np.zeros(shape, np.float32), dim, np.zeros(shape, np.int64), np.zeros(shape, np.float32))
     I.one_hot(np.zeros(4, np.int64), np.zeros((4, 3), np.int64))
 
+    # sampling kernels
+    RND.multinomial(np.ones((2, 4)), np.zeros((2, 3)), 3, True)
+    RND.multinomial(np.ones((2, 4)), np.ones((2, 4)), 3, False)
+
     # convolution and pooling kernels
     windows = KC.avg_pool_windows((5, 5), (2, 2), (2, 2), (1, 1), (3, 3), True, None)
     for dt in floats:
@@ -186,7 +191,7 @@ def _sweep(mode):
     }
     names = {name for name, _ in launched}
     missing = []
-    for module in (E, R, MM, I, CV, ARRAY, GR, GA):
+    for module in (E, R, MM, I, CV, ARRAY, GR, GA, RND):
         for attr, value in vars(module).items():
             if isinstance(value, CUDADispatcher) and not value.targetoptions.get("device"):
                 if (module, attr) in direct:

@@ -43,6 +43,10 @@ REJECTED_TENSORS_ONLY[("div_rounded", "bool")] = (NotImplementedError, "\"div_(t
 
 # Ops with no samples in the table: name -> (the test file that covers them instead, a string it must contain).
 EXPLICIT = {}
+# The random ops draw samples, which no NumPy reference reproduces: tests/test_random.py checks each entry
+# (distributions on fixed seeds, errors, and the zero gradient under the entry's node name).
+EXPLICIT.update({_name: ("test_random.py", '"%s"' % _name) for _name, _op in OPS.items()
+                 if _op.forward.__module__ == "jitgrad.ops.random"})
 
 
 # ------------------------------------------------------------------ samples -> tensors

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from .._factories import generator
+from .._generator import numpy_rng
 from .._grad_mode import no_grad
 from .._tensor import Tensor
 
@@ -20,7 +20,7 @@ def _fill(tensor, values):
 
 
 def _rng(gen):
-    return gen if gen is not None else generator()
+    return numpy_rng(gen)
 
 
 def calculate_gain(nonlinearity, param=None):

@@ -7,6 +7,7 @@ from .._tensor import Tensor
 from . import unary, elementwise, indexing, linalg, reduction, extrema, shape, join, softmax  # noqa: F401  (the entries)
 from . import conv, pool, layers  # noqa: F401,E402  (nn ops: convolution, pooling, linear, embedding, pad)
 from . import rnn, attention  # noqa: F401,E402  (recurrent cell steps, scaled dot-product attention)
+from . import random  # noqa: F401,E402  (sampling: multinomial, bernoulli, normal, the in-place fills)
 from ._table import FUNCTIONS, INPLACE, METHODS, NN, OPERATORS, OPS  # noqa: F401  (derived from the entries)
 from .shape import cast, copy_from, fill, move  # noqa: F401
 
