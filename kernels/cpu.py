@@ -63,6 +63,15 @@ def view(x, shape):
     return v
 
 
+def diagonal(x, offset, dim1, dim2):
+    """The writable view of x's diagonal ``offset`` over dims (dim1, dim2), moved to the last dim."""
+    key = [slice(None)] * x.ndim
+    key[dim2 if offset >= 0 else dim1] = slice(abs(offset), None)
+    start = x[tuple(key)]  # begins at the diagonal's first element
+    v = np.diagonal(start, 0, dim1, dim2)  # (read-only: NumPy's diagonal views are; its strides are right)
+    return np.lib.stride_tricks.as_strided(start, v.shape, v.strides)
+
+
 def copyto(dst, src):
     np.copyto(dst, src, casting="unsafe")
 
