@@ -6,7 +6,8 @@ from .._op import broadcast_shapes
 from .._tensor import Tensor
 from . import unary, elementwise, indexing, linalg, reduction, extrema, shape, join, softmax  # noqa: F401  (the entries)
 from . import conv, pool, layers  # noqa: F401,E402  (nn ops: convolution, pooling, linear, embedding, pad)
-from . import special, sorting, scans, selection, linalg_extra  # noqa: F401,E402  (special functions, sorting, scans, selections, addmm family and einsum)
+from . import special, sorting, scans, selection, linalg_extra, padding  # noqa: F401,E402  (special functions, sorting,
+# scans, selections, the addmm family and einsum, non-constant padding)
 from ._table import FUNCTIONS, INPLACE, METHODS, NN, OPERATORS, OPS  # noqa: F401  (derived from the entries)
 from .shape import cast, copy_from, fill, move  # noqa: F401
 
