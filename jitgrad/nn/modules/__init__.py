@@ -11,6 +11,10 @@ from .loss import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, KLDi
 from .normalization import BatchNorm1d, BatchNorm2d, GroupNorm, LayerNorm  # noqa: F401
 from .pooling import AdaptiveAvgPool2d, AvgPool2d, MaxPool2d  # noqa: F401
 from .sparse import Embedding  # noqa: F401
+from .distance import CosineSimilarity, PairwiseDistance  # noqa: F401
+from .sampling import Fold, Unfold, Upsample  # noqa: F401
+from .sampling import PADDING as _PADDING  # ReflectionPad2d, ReplicationPad1d, ZeroPad2d, ...
+from .activation import GLU  # noqa: F401
 
 __all__ = ["AdaptiveAvgPool2d", "AvgPool2d", "BCELoss", "BCEWithLogitsLoss", "BatchNorm1d", "BatchNorm2d", "Bilinear",
            "Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d", "CrossEntropyLoss", "Dropout", "ELU", "Embedding",
@@ -18,4 +22,6 @@ __all__ = ["AdaptiveAvgPool2d", "AvgPool2d", "BCELoss", "BCEWithLogitsLoss", "Ba
            "Linear", "LogSoftmax", "MSELoss", "MaxPool2d", "ModuleDict", "ModuleList", "NLLLoss", "ReLU", "Sequential",
            "SiLU", "Sigmoid", "SmoothL1Loss", "Softmax", "Softplus", "Tanh", "Unflatten"]
 globals().update(_GENERATED)
+globals().update(_PADDING)
+__all__ += ["CosineSimilarity", "Fold", "GLU", "PairwiseDistance", "Unfold", "Upsample"] + sorted(_PADDING)
 __all__ += sorted(_GENERATED)
