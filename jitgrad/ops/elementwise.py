@@ -243,7 +243,9 @@ def clamp(input, min=None, max=None):
     if isinstance(min, Tensor) != isinstance(max, Tensor) and (min is None or max is None):
         # one tensor bound: the missing one must not promote an integer result to float
         t = _result_dtypes("promote", (input, max if min is None else min))[1]
-        if not t.is_floating_point and t is not D.bool_:
+        if t is D.bool_:
+            lo, hi = (False, hi) if min is None else (lo, True)
+        elif not t.is_floating_point:
             lo, hi = (_int_bound(lo, t), hi) if min is None else (lo, _int_bound(hi, t))
     if not input.dtype.is_floating_point and not isinstance(lo, Tensor) and not isinstance(hi, Tensor):
         lo = _int_bound(lo, input.dtype)
