@@ -339,7 +339,7 @@ def erfc_vjp(g, x): return -g * _TWO_OVER_SQRT_PI * math.exp(-x * x)
 def hardswish(x):
     return 0.0 * x if x <= -3 else (x if x >= 3 else x * (x + 3) / 6)  # 0 * x: NaN stays NaN
 @scalar
-def hardswish_vjp(g, x): return 0.0 if x < -3 else (g * (x / 3 + 0.5) if x <= 3 else g)
+def hardswish_vjp(g, x): return 0.0 if x <= -3 else (g * (x / 3 + 0.5) if x < 3 else g)
 @scalar
 def hardsigmoid(x): return 0.0 * x if x <= -3 else (1.0 + 0.0 * x if x >= 3 else (x + 3) / 6)
 @scalar
@@ -359,7 +359,7 @@ def logsigmoid_vjp(g, x): return g / (1 + math.exp(x))
 @scalar
 def logaddexp(a, b):
     if a == b and (a == math.inf or a == -math.inf):
-        return a + 0.0 * b  # both -inf (or +inf): the sum of two zeros (infinities) is that
+        return a  # both -inf (or both +inf): the sum of two zeros (two infinities) is that
     m = a if a > b else b
     return m + math.log1p(math.exp(-abs(a - b)))
 @scalar

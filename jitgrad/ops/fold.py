@@ -33,7 +33,8 @@ def _params(kernel_size, dilation, padding, stride):
 
 def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
     if input.ndim not in (3, 4):
-        raise NotImplementedError("Input Error: Only 3D or 4D input Tensors are supported (got %dD)" % input.ndim)
+        raise RuntimeError("Expected 3D or 4D (batch mode) tensor with possibly 0 batch size and other non-zero "
+                           "dimensions for input, but got: [%s]" % ", ".join(map(str, input.shape)))
     p = _params(kernel_size, dilation, padding, stride)
     batched = input.ndim == 4
     x = input if batched else input.unsqueeze(0)
@@ -49,8 +50,8 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
 
 def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
     if input.ndim not in (2, 3):
-        raise NotImplementedError("Input Error: Only unbatched (2D) or batched (3D) input Tensors are supported "
-                                  "(got %dD)" % input.ndim)
+        raise RuntimeError("Expected 2D or 3D (batch mode) tensor for input with possibly 0 batch size and non-zero "
+                           "dimensions for input, but got: [%s]" % ", ".join(map(str, input.shape)))
     p = _params(kernel_size, dilation, padding, stride)
     batched = input.ndim == 3
     x = input if batched else input.unsqueeze(0)

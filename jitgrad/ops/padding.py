@@ -16,13 +16,14 @@ _SUPPORTED = ("Supported combinations for non-constant padding:\n"
 
 def source_index(n, lo, hi, mode):
     """For each position of a dim of size n padded by (lo, hi): the input position it copies."""
+    if mode == "circular":  # negative pads crop first; positive ones wrap around what is left
+        start, m = max(-lo, 0), n + min(lo, 0) + min(hi, 0)
+        return (start + np.arange(-max(lo, 0), m + max(hi, 0)) % m).astype(np.int64)
     i = np.arange(-lo, n + hi)
     if mode == "reflect":
         i = (n - 1) - np.abs((n - 1) - np.abs(i))
     elif mode == "replicate":
         i = np.clip(i, 0, n - 1)
-    else:  # circular
-        i = i % n
     return i.astype(np.int64)
 
 

@@ -58,7 +58,7 @@ def _linear_grad(g, s):
         before.append(tuple(shape))
         shape[d] = len(w)
     for (d, i0, i1, w), prev in zip(reversed(s.steps), reversed(before)):
-        w1 = g.new_tensor(w.reshape((len(w),) + (1,) * (len(shape) - 1 - d)))
+        w1 = g.new_tensor(w.reshape((len(w),) + (1,) * (len(shape) - 1 - d)), device=g.device)
         key = (slice(None),) * d
         g = index_put_zeros(g * (1 - w1), prev, key + (i0,), True) + index_put_zeros(g * w1, prev, key + (i1,), True)
     return g

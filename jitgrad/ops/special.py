@@ -42,7 +42,7 @@ def _activation(name, vjp, fused, ref, module, kernel_name, **kw):
 
 def _hardswish_grad(g, s):
     x = s.self
-    return g.where(x > 3, (g * (x / 3 + 0.5)).where(x >= -3, 0.0))
+    return g.where(x >= 3, (g * (x / 3 + 0.5)).where(x > -3, 0.0))
 
 
 def _mish_grad(g, s):
