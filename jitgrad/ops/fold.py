@@ -137,6 +137,6 @@ UNFOLD = register(Op("im2col", _unfold_forward, vjp=[_unfold_grad], dtype="keep"
                      unsupported=rejects(NotImplementedError, "\"im2col_out_cpu\" not implemented for '%(type)s'",
                                          *_REJECT)))
 FOLD = register(Op("col2im", _fold_forward, vjp=[_fold_grad], dtype="keep", node="Col2ImBackward0", call=fold,
-                   ref=_np_fold, samples=_fold_samples, bench={"sizes": [(1, 12, 16), (8, 576, 3844)]},
+                   ref=_np_fold, samples=_fold_samples,
                    unsupported=rejects(NotImplementedError, "\"col2im_out_cpu\" not implemented for '%(type)s'",
                                        *_REJECT)))

@@ -171,6 +171,8 @@ def _addmm_samples(*shapes):
                (tuple(A(s) for s in shapes[0]), {"beta": 0.5 if np.dtype(dtype).kind == "f" else 2,
                                                  "alpha": -2 if np.dtype(dtype).kind != "f" else -1.5}),
                ((A(shapes[0][0]),) + tuple(_noncontig(rng, s, -1.0, 1.0, dtype) for s in shapes[0][1:]), {"beta": 0})]
+        if len(shapes) > 2:  # operands of one square shape: the template of the benchmarks' sizes
+            out.append((tuple(A(shapes[2]) for _ in range(3)), {}))
         return out
     return samples
 
@@ -184,20 +186,21 @@ def _np_addmm(batch_sum=False):
     return ref
 
 
-def _gemm_op(name, vjps, samples, ref, batch_sum=False, kernel=None):
+def _gemm_op(name, vjps, samples, ref, batch_sum=False, kernel=None, bench=None):
     return register(Op(name, lambda xp, dt, c, a, b, beta, alpha: _addmm_forward(xp, dt, c, a, b, beta, alpha, batch_sum),
                        inputs=("self", "mat1", "mat2"), vjp=[_input_grad] + vjps, dtype="promote", ref=ref,
                        samples=samples, call=globals()[name], api=(name,), inplace=True,
                        unsupported=rejects(NotImplementedError, "\"%s\" not implemented for '%%(type)s'" % kernel, "bool"),
-                       bench={"sizes": [(16, 16, 16), (1024, 1024, 1024)]}))
+                       bench=bench))
 
 
 ADDMM = _gemm_op("addmm", [lambda g, s: _scaled(g.mm(s.mat2.t()), s.alpha), lambda g, s: _scaled(s.mat1.t().mm(g), s.alpha)],
-                 _addmm_samples([(2, 4), (2, 3), (3, 4)], [(4,), (2, 3), (3, 4)]),
-                 _np_addmm(), kernel="addmm_impl_cpu_")
+                 _addmm_samples([(2, 4), (2, 3), (3, 4)], [(4,), (2, 3), (3, 4)], (3, 3)),
+                 _np_addmm(), kernel="addmm_impl_cpu_", bench={"sizes": [(16, 16), (1024, 1024)]})
 BADDBMM = _gemm_op("baddbmm", [lambda g, s: _scaled(g.bmm(s.mat2.mT), s.alpha),
                                lambda g, s: _scaled(s.mat1.mT.bmm(g), s.alpha)],
-                   _addmm_samples([(2, 2, 4), (2, 2, 3), (2, 3, 4)], [(1, 4), (2, 2, 3), (2, 3, 4)]), _np_addmm(), kernel="baddbmm_with_gemm")
+                   _addmm_samples([(2, 2, 4), (2, 2, 3), (2, 3, 4)], [(1, 4), (2, 2, 3), (2, 3, 4)], (2, 3, 3)), _np_addmm(),
+                   kernel="baddbmm_with_gemm", bench={"sizes": [(4, 16, 16), (32, 256, 256)]})
 ADDBMM = _gemm_op("addbmm", [lambda g, s: _scaled(g.matmul(s.mat2.mT), s.alpha),
                              lambda g, s: _scaled(s.mat1.mT.matmul(g), s.alpha)],
                   _addmm_samples([(2, 4), (3, 2, 3), (3, 3, 4)], [(), (3, 2, 3), (3, 3, 4)]), _np_addmm(True), batch_sum=True,

@@ -97,9 +97,10 @@ def _samples(mode, k):
 
 
 # ---------------------------------------------------------------------- the entries: one per mode and padded rank
+BENCH_SIZES = {1: [(2, 4, 16), (16, 64, 4096)], 2: [(1, 3, 16, 16), (8, 64, 128, 128)], 3: [(1, 2, 4, 4, 4), (2, 16, 32, 32, 32)]}  # (N, C, spatial...) per padded rank
 _NODES = {"reflect": "ReflectionPad%dDBackward0", "replicate": "ReplicationPad%dDBackward0",
           "circular": "CircularPad%dDBackward0"}
 _OPS = {mode: {k: register(Op("%s_pad%dd" % (mode, k), _gather_forward, vjp=[_gather_grad], dtype="keep",
                               node=_NODES[mode] % k, call=pad, ref=_np_pad, samples=_samples(mode, k),
-                              bench={"sizes": [(1, 3, 16, 16), (8, 64, 128, 128)]}))
+                              bench={"sizes": BENCH_SIZES[k]}))
                for k in (1, 2, 3)} for mode in _NODES}

@@ -9,7 +9,7 @@ import numpy as np
 from .._op import Op, dispatch
 from ._table import _arr, _noncontig, register, rejects
 from .indexing import index_put_zeros
-from .padding import _gather_forward, _gather_grad
+from .padding import BENCH_SIZES, _gather_forward, _gather_grad
 
 _MODES = "nearest | linear | bilinear | bicubic | trilinear | lanczos | area | nearest-exact"
 _LINEAR = {"linear": 1, "bilinear": 2, "trilinear": 3}
@@ -152,14 +152,14 @@ def _samples(k, mode):
 # ---------------------------------------------------------------------- the entries: one per mode and rank
 _NEAREST = {k: register(Op("upsample_nearest%dd" % k, _gather_forward, vjp=[_gather_grad], dtype="keep",
                            node="UpsampleNearest%dDBackward0" % k, call=interpolate, ref=_np_interpolate,
-                           samples=_samples(k, "nearest"), bench={"sizes": [(1, 3, 16, 16), (8, 64, 128, 128)]},
+                           samples=_samples(k, "nearest"), bench={"sizes": BENCH_SIZES[k]},
                            unsupported=rejects(NotImplementedError, "\"compute_indices_weights_nearest\" not "
                                                "implemented for '%(type)s'", "bool", "int32", "int64")))
             for k in (1, 2, 3)}
 _LINEAR_OPS = {k: register(Op("upsample_%s%dd" % (m, k), _linear_forward, vjp=[_linear_grad], dtype="keep",
                               node="Upsample%s%dDBackward0" % (m.capitalize(), k), call=interpolate,
                               ref=_np_interpolate, samples=_samples(k, m),
-                              bench={"sizes": [(1, 3, 16, 16), (8, 64, 128, 128)]},
+                              bench={"sizes": BENCH_SIZES[k]},
                               unsupported=rejects(NotImplementedError, "\"compute_indices_weights_linear\" not "
                                                   "implemented for '%(type)s'", "bool", "int32", "int64")))
                for m, k in _LINEAR.items()}
