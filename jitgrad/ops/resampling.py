@@ -8,8 +8,8 @@ import numpy as np
 
 from .._op import Op, dispatch
 from ._table import _arr, _noncontig, register, rejects
-from .indexing import index_put_zeros
-from .padding import BENCH_SIZES, _gather_forward, _gather_grad
+from .join import cat
+from .padding import BENCH_SIZES, _gather_forward, _gather_grad, add_back
 
 _MODES = "nearest | linear | bilinear | bicubic | trilinear | lanczos | area | nearest-exact"
 _LINEAR = {"linear": 1, "bilinear": 2, "trilinear": 3}
@@ -59,8 +59,7 @@ def _linear_grad(g, s):
         shape[d] = len(w)
     for (d, i0, i1, w), prev in zip(reversed(s.steps), reversed(before)):
         w1 = g.new_tensor(w.reshape((len(w),) + (1,) * (len(shape) - 1 - d)), device=g.device)
-        key = (slice(None),) * d
-        g = index_put_zeros(g * (1 - w1), prev, key + (i0,), True) + index_put_zeros(g * w1, prev, key + (i1,), True)
+        g = add_back(cat([g * (1 - w1), g * w1], d), d, np.concatenate([i0, i1]), prev)
     return g
 
 
