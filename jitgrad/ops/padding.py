@@ -105,7 +105,8 @@ def _samples(mode, k):
 
 
 # ---------------------------------------------------------------------- the entries: one per mode and padded rank
-BENCH_SIZES = {1: [(2, 4, 16), (16, 64, 4096)], 2: [(1, 3, 16, 16), (8, 64, 128, 128)], 3: [(1, 2, 4, 4, 4), (2, 16, 32, 32, 32)]}  # (N, C, spatial...) per padded rank
+BENCH_SIZES = {1: [(2, 4, 16), (16, 64, 4096)], 2: [(1, 3, 16, 16), (8, 64, 128, 128)],  # (N, C, spatial...)
+               3: [(1, 2, 4, 4, 4), (2, 16, 32, 32, 32)]}
 _NODES = {"reflect": "ReflectionPad%dDBackward0", "replicate": "ReplicationPad%dDBackward0",
           "circular": "CircularPad%dDBackward0"}
 _OPS = {mode: {k: register(Op("%s_pad%dd" % (mode, k), _gather_forward, vjp=[_gather_grad], dtype="keep",

@@ -42,7 +42,8 @@ def _roll_forward(xp, dt, x, shifts, dims):
         s = s % n if n else 0
         if s:
             lead = (slice(None),) * d
-            out = xp.concatenate([xp.getitem(out, lead + (slice(n - s, n),)), xp.getitem(out, lead + (slice(0, n - s),))], d)
+            tail, head = xp.getitem(out, lead + (slice(n - s, n),)), xp.getitem(out, lead + (slice(0, n - s),))
+            out = xp.concatenate([tail, head], d)
     return xp.copy(out) if out is x else out
 
 

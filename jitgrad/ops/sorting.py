@@ -61,7 +61,8 @@ def _row_pick(xp, x, dim, keepdim, position):
     pos = position(h.shape[dim], nans)
     vals, idx = _picked(xp, x, dim, pos)
     if not keepdim:
-        vals, idx = xp.reshape(vals, vals.shape[:dim] + vals.shape[dim + 1:]), xp.reshape(idx, idx.shape[:dim] + idx.shape[dim + 1:])
+        shape = vals.shape[:dim] + vals.shape[dim + 1:]
+        vals, idx = xp.reshape(vals, shape), xp.reshape(idx, shape)
     return vals, idx
 
 
