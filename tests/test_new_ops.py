@@ -121,7 +121,7 @@ def test_order_errors_match_torch(torch):
 
 
 # ---------------------------------------------------------------------- unique
-@pytest.mark.parametrize("kw", [{}, {"return_inverse": True}, {"return_counts": True},
+@pytest.mark.parametrize("kw", [{}, {"sorted": False, "return_inverse": True}, {"return_inverse": True}, {"return_counts": True},
                                 {"return_inverse": True, "return_counts": True}, {"sorted": True, "dim": 0},
                                 {"dim": 1, "return_inverse": True, "return_counts": True}])
 def test_unique_options_match_torch(torch, kw):
@@ -446,3 +446,31 @@ def test_node_names_match_torch(torch):
         a = c(jg, jg.tensor(x, requires_grad=True)).grad_fn.name()
         b = type(c(torch, torch.tensor(x, requires_grad=True)).grad_fn).__name__
         assert a == b, (a, b)
+
+
+NAMES = ("erfc erfinv logaddexp lerp hardswish hardsigmoid mish logsigmoid glu sort argsort msort topk kthvalue median "
+         "unique cumprod cummax cummin tril triu roll diag diagonal masked_select bincount addmm baddbmm addbmm addmv "
+         "einsum where nonzero clamp clip").split()
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_exposure_matches_torch(torch, name):
+    """jitgrad.<name>, Tensor.<name>, Tensor.<name>_ and F.<name> exist exactly where PyTorch has them (the
+    activations' in-place forms are reached through F.<name>(x, inplace=True))."""
+    assert hasattr(jg, name) == hasattr(torch, name), name
+    assert hasattr(jg.Tensor, name) == hasattr(torch.Tensor, name), name
+    if name not in ("hardswish", "hardsigmoid", "mish"):
+        assert hasattr(jg.Tensor, name + "_") == hasattr(torch.Tensor, name + "_"), name
+    assert hasattr(F, name) == hasattr(torch.nn.functional, name), name
+
+
+def test_in_place_forms_match_torch(torch):
+    x = np.random.default_rng(14).uniform(-0.9, 0.9, (3, 3))
+    for call in (lambda t: t.erfc_(), lambda t: t.erfinv_(), lambda t: t.lerp_(t * 2, 0.25), lambda t: t.cumprod_(1),
+                 lambda t: t.tril_(-1), lambda t: t.triu_(1), lambda t: t.addmm_(t.t().clone(), t.clone(), beta=0.5),
+                 lambda t: t.clamp_(-0.5, 0.5)):  # (addmm_: operands not aliasing the output, whose result
+                                                  # PyTorch leaves to its GEMM's order of reads and writes)
+        a, b = jg.tensor(x), torch.tensor(x)
+        assert call(a) is a
+        call(b)
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-12, atol=1e-14)

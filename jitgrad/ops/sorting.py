@@ -1,6 +1,7 @@
 """Sorting and order statistics: sort, argsort, topk, kthvalue, median, unique. NumPy sorts (a stable
-sort on the host: ties keep their order, NaN sorts above every number, as in PyTorch); the values'
-gradient goes back to the picked positions through scatter_add, so double backward works."""
+sort on the host: ties keep their order, NaN sorts above every number, as in PyTorch; a CUDA tensor's
+rows are sorted on the host and the results copied back); the values' gradient goes back to the
+picked positions through scatter_add, so double backward works."""
 import numpy as np
 
 from .._op import Op, dispatch
