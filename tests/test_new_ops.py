@@ -349,7 +349,10 @@ def test_pad_errors_and_modules_match_torch(torch):
                                       ((1, 2, 3, 4), {"scale_factor": (2.3, 0.6), "mode": "bilinear", "align_corners": True}),
                                       ((2, 2, 5), {"size": 9, "mode": "linear", "align_corners": False}),
                                       ((1, 1, 2, 3, 2), {"size": (3, 5, 4), "mode": "trilinear"}),
-                                      ((1, 2, 3, 4), {"scale_factor": 1.7, "mode": "bilinear", "recompute_scale_factor": True})])
+                                      ((1, 2, 3, 4), {"scale_factor": 1.7, "mode": "bilinear", "recompute_scale_factor": True}),
+                                      ((2, 2, 5), {"scale_factor": 1.7, "mode": "nearest-exact"}),
+                                      ((1, 2, 5, 4), {"size": (3, 7), "mode": "nearest-exact"}),
+                                      ((1, 2, 5, 7), {"size": (3, 4), "mode": "area"})])
 def test_interpolate_matches_torch(torch, shape, kw):
     x = np.random.default_rng(9).standard_normal(shape)
     both(torch, lambda L, t: _f(L).interpolate(t, **kw), x)

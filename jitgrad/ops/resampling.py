@@ -1,4 +1,4 @@
-"""F.interpolate's nearest and (bi/tri)linear modes. Both are separable: nearest is a gather along each
+"""F.interpolate's nearest, nearest-exact, (bi/tri)linear and area (4-D: adaptive average pooling) modes. Both are separable: nearest is a gather along each
 spatial dim, linear a weighted sum of two gathers per dim; PyTorch's source-index rules give the
 indices and weights (computed on the host), and the VJPs add the gradient back along the same
 indices with table ops, so they record for double backward."""
@@ -9,6 +9,7 @@ import numpy as np
 from .._op import Op, dispatch
 from ._table import _arr, _noncontig, register, rejects
 from .join import cat
+from .pool import adaptive_avg_pool2d
 from .padding import BENCH_SIZES, _gather_forward, _gather_grad, add_back
 
 _MODES = "nearest | linear | bilinear | bicubic | trilinear | lanczos | area | nearest-exact"
@@ -22,8 +23,12 @@ def _scale(n_in, n_out, scale, align_corners):
     return 1.0 / scale if scale is not None and scale > 0 else n_in / n_out
 
 
-def nearest_index(n_in, n_out, scale):
-    """PyTorch's nearest_idx: floor(i * scale) computed in float32, clipped to the input."""
+def nearest_index(n_in, n_out, scale, exact=False):
+    """PyTorch's nearest_idx: floor(i * scale) computed in float32, clipped to the input; nearest-exact
+    samples pixel centres, floor((i + 0.5) * scale)."""
+    if exact:
+        s = np.float32(_scale(n_in, n_out, scale, False))
+        return np.minimum(np.floor((np.arange(n_out, dtype=np.float32) + np.float32(0.5)) * s).astype(np.int64), n_in - 1)
     if n_out == n_in:
         return np.arange(n_out, dtype=np.int64)
     if n_out == 2 * n_in:
@@ -71,13 +76,13 @@ def _tuple(v, k):
 def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None, recompute_scale_factor=None,
                 antialias=False):
     k = input.ndim - 2
-    if mode not in ("nearest",) + tuple(_LINEAR):
+    if mode not in ("nearest", "nearest-exact", "area") + tuple(_LINEAR):
         if mode in _MODES.split(" | "):
             raise NotImplementedError("interpolate: mode=%r is not implemented (nearest, linear, bilinear, trilinear "
                                       "are)" % mode)
         raise NotImplementedError("Input Error: Only 3D, 4D and 5D input Tensors supported (got %dD) for the modes: %s "
                                   "(got %s)" % (input.ndim, _MODES, mode))
-    if mode == "nearest" and align_corners is not None:
+    if mode in ("nearest", "nearest-exact", "area") and align_corners is not None:
         raise ValueError("align_corners option can only be set with the interpolating modes: linear | bilinear | "
                          "bicubic | trilinear")
     if mode in _LINEAR and input.ndim != _LINEAR[mode] + 2:
@@ -103,9 +108,15 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         out = tuple(int(math.floor(n * s)) for n, s in zip(spatial, scales))
         if recompute_scale_factor:
             scales = (None,) * k
-    if mode == "nearest":
-        index = tuple((2 + j, nearest_index(n, m, sc)) for j, (n, m, sc) in enumerate(zip(spatial, out, scales)))
-        return dispatch(_NEAREST[k], (input,), {"index": index})
+    if mode == "area":
+        if k != 2:
+            raise NotImplementedError("interpolate: mode='area' is implemented for 4-D input (adaptive average "
+                                      "pooling), got %dD" % input.ndim)
+        return adaptive_avg_pool2d(input, out)
+    if mode in ("nearest", "nearest-exact"):
+        exact = mode == "nearest-exact"
+        index = tuple((2 + j, nearest_index(n, m, sc, exact)) for j, (n, m, sc) in enumerate(zip(spatial, out, scales)))
+        return dispatch((_NEAREST_EXACT if exact else _NEAREST)[k], (input,), {"index": index})
     steps = tuple((2 + j,) + linear_index(n, m, sc, bool(align_corners))
                   for j, (n, m, sc) in enumerate(zip(spatial, out, scales)))
     return dispatch(_LINEAR_OPS[k], (input,), {"steps": steps})
@@ -119,8 +130,9 @@ def _np_interpolate(x, size=None, scale_factor=None, mode="nearest", align_corne
     out = _tuple(size, k) if size is not None else tuple(int(math.floor(n * s)) for n, s in
                                                           zip(spatial, _tuple(scale_factor, k)))
     scales = (None,) * k if size is not None else _tuple(scale_factor, k)
-    if mode == "nearest":
-        return x[(Ellipsis,) + tuple(np.ix_(*[nearest_index(n, m, s) for n, m, s in zip(spatial, out, scales)]))]
+    if mode in ("nearest", "nearest-exact"):
+        return x[(Ellipsis,) + tuple(np.ix_(*[nearest_index(n, m, s, mode == "nearest-exact")
+                                              for n, m, s in zip(spatial, out, scales)]))]
     res = np.zeros(x.shape[:2] + out, dtype=np.float64)
     axes = [linear_index(n, m, s, bool(align_corners)) for n, m, s in zip(spatial, out, scales)]
     for corner in np.ndindex(*(2,) * k):
@@ -136,7 +148,7 @@ def _np_interpolate(x, size=None, scale_factor=None, mode="nearest", align_corne
 def _samples(k, mode):
     shapes = {1: (2, 2, 4), 2: (1, 2, 3, 4), 3: (1, 1, 2, 3, 2)}
     cases = [{"size": (5, 7, 3)[:k] if k > 1 else 7}, {"scale_factor": 2}, {"scale_factor": (1.5, 0.5, 2.5)[:k]}]
-    if mode != "nearest":
+    if mode not in ("nearest", "nearest-exact"):
         cases += [{"size": (5, 2, 4)[:k], "align_corners": True}, {"scale_factor": 1.7, "align_corners": False}]
 
     def samples(rng, dtype):
@@ -155,6 +167,11 @@ _NEAREST = {k: register(Op("upsample_nearest%dd" % k, _gather_forward, vjp=[_gat
                            unsupported=rejects(NotImplementedError, "\"compute_indices_weights_nearest\" not "
                                                "implemented for '%(type)s'", "bool", "int32", "int64")))
             for k in (1, 2, 3)}
+_NEAREST_EXACT = {k: register(Op("upsample_nearest_exact%dd" % k, _gather_forward, vjp=[_gather_grad], dtype="keep",
+                                 node="UpsampleNearestExact%dDBackward0" % k, call=interpolate, ref=_np_interpolate,
+                                 samples=_samples(k, "nearest-exact"), bench={"sizes": BENCH_SIZES[k]},
+                                 unsupported=_NEAREST[k].unsupported))
+                  for k in (1, 2, 3)}
 _LINEAR_OPS = {k: register(Op("upsample_%s%dd" % (m, k), _linear_forward, vjp=[_linear_grad], dtype="keep",
                               node="Upsample%s%dDBackward0" % (m.capitalize(), k), call=interpolate,
                               ref=_np_interpolate, samples=_samples(k, m),
