@@ -1,4 +1,5 @@
-"""F.interpolate's nearest, nearest-exact, (bi/tri)linear and area (4-D: adaptive average pooling) modes. Both are separable: nearest is a gather along each
+"""F.interpolate's nearest, nearest-exact, (bi/tri)linear and area (4-D: adaptive average pooling) modes.
+The first ones are separable: nearest is a gather along each
 spatial dim, linear a weighted sum of two gathers per dim; PyTorch's source-index rules give the
 indices and weights (computed on the host), and the VJPs add the gradient back along the same
 indices with table ops, so they record for double backward."""
@@ -28,7 +29,8 @@ def nearest_index(n_in, n_out, scale, exact=False):
     samples pixel centres, floor((i + 0.5) * scale)."""
     if exact:
         s = np.float32(_scale(n_in, n_out, scale, False))
-        return np.minimum(np.floor((np.arange(n_out, dtype=np.float32) + np.float32(0.5)) * s).astype(np.int64), n_in - 1)
+        centres = np.arange(n_out, dtype=np.float32) + np.float32(0.5)
+        return np.minimum(np.floor(centres * s).astype(np.int64), n_in - 1)
     if n_out == n_in:
         return np.arange(n_out, dtype=np.int64)
     if n_out == 2 * n_in:
