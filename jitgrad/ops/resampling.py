@@ -1,8 +1,8 @@
 """F.interpolate's nearest, nearest-exact, (bi/tri)linear and area (4-D: adaptive average pooling) modes.
-The first ones are separable: nearest is a gather along each
-spatial dim, linear a weighted sum of two gathers per dim; PyTorch's source-index rules give the
-indices and weights (computed on the host), and the VJPs add the gradient back along the same
-indices with table ops, so they record for double backward."""
+All but area are separable: nearest is a gather along each spatial dim, linear a weighted sum of two
+gathers per dim; PyTorch's source-index rules give the indices and weights (computed on the host),
+and the VJPs add the gradient back along the same indices with table ops, so they record for double
+backward."""
 import math
 
 import numpy as np
