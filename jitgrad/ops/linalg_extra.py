@@ -132,7 +132,11 @@ def _contract(a, sa, b, sb, keep):
     summed = [c for c in sa if c in sb and c not in keep]
     left = [c for c in sa if c not in sb]
     right = [c for c in sb if c not in sa]
-    size = {c: n for c, n in list(zip(sa, a.shape)) + list(zip(sb, b.shape))}
+    size = {}
+    for c, n in list(zip(sa, a.shape)) + list(zip(sb, b.shape)):
+        size[c] = max(size.get(c, 1), n)  # a batch dim of size 1 broadcasts (ellipsis dims)
+    a = a.expand([size[c] for c in sa]) if any(size[c] != n for c, n in zip(sa, a.shape)) else a
+    b = b.expand([size[c] for c in sb]) if any(size[c] != n for c, n in zip(sb, b.shape)) else b
     A = a.permute([sa.index(c) for c in batch + left + summed])
     B = b.permute([sb.index(c) for c in batch + summed + right])
     nb, nl, ns, nr = (math.prod(size[c] for c in g) for g in (batch, left, summed, right))
