@@ -366,6 +366,10 @@ def logaddexp(a, b):
 def logaddexp_vjp(g, a, b): return g / (1 + math.exp(b - a))
 @scalar
 def lerp(a, b, w): return a + w * (b - a) if abs(w) < 0.5 else b - (b - a) * (1 - w)
+@scalar
+def lerp_vjp_self(g, w): return g * (1 - w)
+@scalar
+def lerp_vjp_weight(g, a, b): return g * (b - a)
 
 
 # ---------------------------------------------------------------- loop generation

@@ -149,6 +149,8 @@ LOGADDEXP = register(Op("logaddexp", lambda xp, dt, a, b: xp.run("logaddexp", dt
 LERP = register(Op("lerp", lambda xp, dt, a, b, w: xp.run("lerp", dt, a, b, w), inputs=("self", "end", "weight"),
                    vjp=[lambda g, s: g * (1 - s.weight), lambda g, s: g * s.weight,
                         lambda g, s: g * (s.end - s.self)],
+                   fused=[("lerp_vjp_self", ("g", "weight")), ("mul", ("g", "weight")),
+                          ("lerp_vjp_weight", ("g", "self", "end"))],
                    dtype="promote", broadcast=True, ref=_np_lerp, samples=_lerp_samples, node="LerpBackward0",
                    unsupported=rejects(NotImplementedError, "\"lerp_kernel_scalar\" not implemented for '%(type)s'",
                                        *_FLOAT_ACTIVATION), call=lerp, api=("lerp",), inplace=True,
