@@ -7,7 +7,6 @@ import string
 import numpy as np
 
 from .._op import Op, dispatch
-from .._tensor import Tensor
 from ._table import _arr, _noncontig, export, register, rejects
 from .linalg import _same_dtype
 from .selection import diagonal

@@ -113,11 +113,6 @@ def _dim(input, dim):
     return input._wrap_dim(dim) if input.ndim else 0
 
 
-def _check_type(name, value, kind):
-    if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
-        raise TypeError("%s(): argument must be %s, not %s" % (name, kind.__name__, type(value).__name__))
-
-
 def sort(input, dim=-1, descending=False, stable=False):
     values, indices = dispatch(SORT, (input,), {"dim": _dim(input, dim), "descending": bool(descending),
                                                 "keepdim": True})
