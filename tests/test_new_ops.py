@@ -478,3 +478,20 @@ def test_in_place_forms_match_torch(torch):
         assert call(a) is a
         call(b)
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("mode", ["reflect", "replicate", "circular"])
+@pytest.mark.parametrize("nd,padding", [(1, 2), (2, 1), (2, (1, 2)), (2, "same")])
+def test_conv_padding_modes_match_torch(torch, mode, nd, padding):
+    rng = np.random.default_rng(15)
+    x = rng.standard_normal((2, 3) + (6,) * nd)
+    conv = {1: "Conv1d", 2: "Conv2d"}[nd]
+    tm = getattr(torch.nn, conv)(3, 4, 3, padding=padding, padding_mode=mode).double()
+    jm = getattr(jg.nn, conv)(3, 4, 3, padding=padding, padding_mode=mode).double()
+    with torch.no_grad():
+        jm.weight.data = jg.tensor(tm.weight.numpy())
+        jm.bias.data = jg.tensor(tm.bias.numpy())
+    both(torch, lambda L, t: (jm if L is jg else tm)(t), x)
+    assert repr(jm) == repr(tm)
+    with pytest.raises(ValueError, match='Only "zeros" padding mode is supported for ConvTranspose2d'):
+        jg.nn.ConvTranspose2d(3, 4, 3, padding_mode=mode)
