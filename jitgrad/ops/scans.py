@@ -2,9 +2,12 @@
 the index of the running extreme. The running folds are kernels/reduce.py's, on both backends."""
 import numpy as np
 
+from .._device import backend as xp_of
 from .._op import Op, dispatch
+from .._tensor import Tensor
 from ._table import _arr, _noncontig, register
 from .elementwise import where
+from .join import cat
 from .extrema import _ValuesIndices
 from .indexing import scatter_into_zeros
 from .reduction import _cast_for
@@ -15,22 +18,22 @@ def _rev_cumsum(t, dim):
 
 
 def _cumprod_grad(g, s):
-    """d/dx_i of sum_j g_j y_j = sum_{j>=i} g_j prod_{k<=j, k!=i} x_k, as PyTorch's cumprod_backward:
-    before the first zero of a row that is the reverse cumsum of g * y over x_i; at the first zero,
-    the same sum with x_i taken as 1; after it, 0."""
+    """d/dx_i of sum_j g_j y_j = sum_{j>=i} g_j prod_{k<=j, k!=i} x_k. Without zeros that is the reverse
+    cumsum of g * y over x_i. With zeros it is written without division, exactly (also its own
+    derivatives, for double backward): y_{i-1} * sum_{j>=i} g_j prod_{i<k<=j} x_k, the inner products
+    a cumprod along a new dim of rows x_{i+1..n} (O(n^2) per row, only where a zero occurs)."""
     x, dim = s.self, s.dim
     if not s.self_shape:
         return g
-    zero = x == 0
     y = s.result
-    if not zero.any().item():
+    if not (x == 0).any().item():
         return _rev_cumsum(g * y, dim) / x
-    seen = zero.long().cumsum(dim)
-    before = seen == 0
-    first = zero & (seen == 1)
-    a = _rev_cumsum(g * y, dim) / x.masked_fill(~before, 1.0)
-    b = _rev_cumsum(g * x.masked_fill(first, 1.0).cumprod(dim), dim)
-    return where(before, a, where(first, b, 0.0))
+    xt, yt, gt = x.movedim(dim, -1), y.movedim(dim, -1), g.movedim(dim, -1)
+    n = xt.shape[-1]
+    after = Tensor._wrap(xp_of(x._data).from_host(np.triu(np.ones((n, n), dtype=bool), 1)))  # [i, j]: j > i
+    inner = where(after, xt.unsqueeze(-2), 1.0).cumprod(-1).triu()  # [.., i, j]: prod_{i<k<=j} x_k
+    before = cat([yt.new_ones(tuple(yt.shape[:-1]) + (1,)), yt.narrow(-1, 0, n - 1)], -1)  # y_{i-1}
+    return (before * (inner * gt.unsqueeze(-2)).sum(-1)).movedim(-1, dim)
 
 
 def _cumprod_forward(xp, dt, x, dim):
