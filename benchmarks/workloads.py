@@ -271,3 +271,43 @@ def library(name):
         return torch
     import jitgrad
     return jitgrad
+
+
+# ---------------------------------------------------------------------- the sorting, einsum and resampling ops
+def einsum_attention(lib):
+    """Attention through einsum, batch 8, 4 heads, 128 tokens, head size 32: scores, softmax, values; backward."""
+    rng = np.random.default_rng(SEED)
+    q, k, v = (_leaf(lib, _f32(rng, 8, 4, 128, 32)) for _ in range(3))
+
+    def step():
+        _clear(q, k, v)
+        att = lib.einsum("bhqd,bhkd->bhqk", q, k).softmax(-1)
+        lib.einsum("bhqk,bhkd->bhqd", att, v).sum().backward()
+    return step
+
+
+def sort_topk(lib):
+    """topk (k=16) and a full sort along rows of a 256 x 1024 float32 matrix; backward through both."""
+    rng = np.random.default_rng(SEED)
+    x = _leaf(lib, _f32(rng, 256, 1024))
+
+    def step():
+        _clear(x)
+        (x.topk(16, 1).values.sum() + x.sort(1, descending=True).values[:, :8].sum()).backward()
+    return step
+
+
+def pad_upsample(lib):
+    """Reflection padding then bilinear 2x upsampling of 8 x 16 x 64 x 64 float32; backward."""
+    rng = np.random.default_rng(SEED)
+    x = _leaf(lib, _f32(rng, 8, 16, 64, 64))
+    F = lib.nn.functional
+
+    def step():
+        _clear(x)
+        F.interpolate(F.pad(x, (1, 1, 1, 1), mode="reflect"), scale_factor=2, mode="bilinear").sum().backward()
+    return step
+
+
+WORKLOADS.update((f.__name__, f) for f in (einsum_attention, sort_topk, pad_upsample))
+BAR.update({"einsum_attention": 1.5, "sort_topk": 2.0, "pad_upsample": 2.0})

@@ -294,6 +294,84 @@ def clamp_vjp(g, x, lo, hi): return g if (x >= lo and x <= hi) else 0.0
 def mask_vjp(g, keep): return g if keep else 0.0
 
 
+# ---------------------------------------------------------------- special functions and activations (ops/special.py)
+_TWO_OVER_SQRT_PI = 1.1283791670955126
+
+
+@scalar
+def erfc(x): return math.erfc(x)
+@scalar
+def erfinv(x):
+    # Giles' single-precision approximation, then two Newton steps on erf(r) = x: double precision
+    if not (-1.0 < x < 1.0):
+        return math.copysign(math.inf, x) if (x == 1.0 or x == -1.0) else math.nan
+    w = -math.log((1.0 - x) * (1.0 + x))
+    if w < 5.0:
+        w = w - 2.5
+        p = 2.81022636e-08
+        p = 3.43273939e-07 + p * w
+        p = -3.5233877e-06 + p * w
+        p = -4.39150654e-06 + p * w
+        p = 0.00021858087 + p * w
+        p = -0.00125372503 + p * w
+        p = -0.00417768164 + p * w
+        p = 0.246640727 + p * w
+        p = 1.50140941 + p * w
+    else:
+        w = math.sqrt(w) - 3.0
+        p = -0.000200214257
+        p = 0.000100950558 + p * w
+        p = 0.00134934322 + p * w
+        p = -0.00367342844 + p * w
+        p = 0.00573950773 + p * w
+        p = -0.0076224613 + p * w
+        p = 0.00943887047 + p * w
+        p = 1.00167406 + p * w
+        p = 2.83297682 + p * w
+    r = p * x
+    r = r - (math.erf(r) - x) / (_TWO_OVER_SQRT_PI * math.exp(-r * r))
+    return r - (math.erf(r) - x) / (_TWO_OVER_SQRT_PI * math.exp(-r * r))
+@scalar
+def erfinv_vjp(g, y): return g * 0.5 * math.sqrt(math.pi) * math.exp(y * y)
+@scalar
+def erfc_vjp(g, x): return -g * _TWO_OVER_SQRT_PI * math.exp(-x * x)
+@scalar
+def hardswish(x):
+    return 0.0 * x if x <= -3 else (x if x >= 3 else x * (x + 3) / 6)  # 0 * x: NaN stays NaN
+@scalar
+def hardswish_vjp(g, x): return 0.0 if x <= -3 else (g * (x / 3 + 0.5) if x < 3 else g)
+@scalar
+def hardsigmoid(x): return 0.0 * x if x <= -3 else (1.0 + 0.0 * x if x >= 3 else (x + 3) / 6)
+@scalar
+def hardsigmoid_vjp(g, x): return g / 6 if (x > -3 and x < 3) else 0.0
+@scalar
+def mish(x):
+    sp = x if x > 20 else math.log1p(math.exp(x))  # softplus, threshold 20 as PyTorch's mish
+    return x * math.tanh(sp)
+@scalar
+def mish_vjp(g, x):
+    t = math.tanh(x if x > 20 else math.log1p(math.exp(x)))
+    return g * (t + x * (1 - t * t) / (1 + math.exp(-x)))
+@scalar
+def logsigmoid(x): return min(x, 0.0) - math.log1p(math.exp(-abs(x)))
+@scalar
+def logsigmoid_vjp(g, x): return g / (1 + math.exp(x))
+@scalar
+def logaddexp(a, b):
+    if a == b and (a == math.inf or a == -math.inf):
+        return a  # both -inf (or both +inf): the sum of two zeros (two infinities) is that
+    m = a if a > b else b
+    return m + math.log1p(math.exp(-abs(a - b)))
+@scalar
+def logaddexp_vjp(g, a, b): return g / (1 + math.exp(b - a))
+@scalar
+def lerp(a, b, w): return a + w * (b - a) if abs(w) < 0.5 else b - (b - a) * (1 - w)
+@scalar
+def lerp_vjp_self(g, w): return g * (1 - w)
+@scalar
+def lerp_vjp_weight(g, a, b): return g * (b - a)
+
+
 # ---------------------------------------------------------------- loop generation
 _LOOP = """
 def {name}({params}out):

@@ -13,7 +13,11 @@ from ..ops import softmax as _S
 from ..ops.conv import conv1d, conv2d, conv_transpose1d, conv_transpose2d  # noqa: F401
 from ..ops.pool import adaptive_avg_pool2d, avg_pool2d, max_pool2d  # noqa: F401
 from ..ops.indexing import one_hot  # noqa: F401
-from ..ops.layers import embedding, linear, pad  # noqa: F401
+from ..ops.layers import embedding, linear  # noqa: F401
+from ..ops.padding import pad  # noqa: F401  (constant, reflect, replicate, circular)
+from ..ops.resampling import interpolate  # noqa: F401
+from ..ops.fold import fold, unfold  # noqa: F401
+from ..ops.special import glu  # noqa: F401
 from ..ops.attention import scaled_dot_product_attention  # noqa: F401
 from ._attention_functions import multi_head_attention_forward  # noqa: F401
 from ._loss_functions import (binary_cross_entropy, binary_cross_entropy_with_logits, cross_entropy,  # noqa: F401
@@ -205,10 +209,43 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     return _affine(y.reshape(input.shape), weight, bias, (1, C) + (1,) * (input.ndim - 2))
 
 
+# ---------------------------------------------------------------------- normalising and distances
+def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
+    """input / max(||input||_p along dim, eps), as PyTorch."""
+    if out is not None:
+        raise TypeError("normalize(): out= is not supported")
+    denom = input.norm(p, dim, keepdim=True).clamp_min(eps).expand_as(input)
+    return input / denom
+
+
+def cosine_similarity(x1, x2, dim=1, eps=1e-8):
+    """sum(x1 / max(||x1||, eps) * x2 / max(||x2||, eps)) along dim: PyTorch's formula, whose clamp of the
+    norms is made without recording (the gradient flows through the unclamped norm)."""
+    for t in (x1, x2):
+        if not t.dtype.is_floating_point:
+            raise RuntimeError("expected common dtype to be floating point, yet common dtype is "
+                               + t.dtype.tensor_type[:-6])
+    shape = tuple(np.broadcast_shapes(tuple(x1.shape), tuple(x2.shape)))
+    x1, x2 = x1.expand(shape), x2.expand(shape)
+
+    def scaled(x):
+        n = x.norm(2, dim, keepdim=True)
+        with no_grad():
+            lift = n.clamp_min(eps) - n
+        return x / (n + lift)
+    return (scaled(x1) * scaled(x2)).sum(dim)
+
+
+def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
+    """||x1 - x2 + eps||_p over the last dim (of the broadcast shape)."""
+    d = max(x1.ndim, x2.ndim)
+    return (x1 - x2 + eps).norm(p, d - 1 if d else None, keepdim)
+
+
 __all__ = ["adaptive_avg_pool2d", "avg_pool2d", "batch_norm", "bilinear", "binary_cross_entropy",
            "binary_cross_entropy_with_logits", "conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d",
-           "cross_entropy", "dropout", "elu", "embedding", "gelu", "group_norm", "huber_loss", "kl_div", "l1_loss",
-           "layer_norm", "leaky_relu", "linear", "log_softmax", "max_pool2d", "mse_loss",
-           "multi_head_attention_forward", "nll_loss", "one_hot", "pad", "relu", "relu_",
-           "scaled_dot_product_attention", "sigmoid", "silu", "smooth_l1_loss", "softmax", "softplus",
-           "tanh"] + sorted(_ACTIVATIONS)
+           "cosine_similarity", "cross_entropy", "dropout", "elu", "embedding", "fold", "gelu", "glu", "group_norm",
+           "huber_loss", "interpolate", "kl_div", "l1_loss", "layer_norm", "leaky_relu", "linear", "log_softmax",
+           "max_pool2d", "mse_loss", "multi_head_attention_forward", "nll_loss", "normalize", "one_hot", "pad",
+           "pairwise_distance", "relu", "relu_", "scaled_dot_product_attention", "sigmoid", "silu", "smooth_l1_loss",
+           "softmax", "softplus", "tanh", "unfold"] + sorted(_ACTIVATIONS)

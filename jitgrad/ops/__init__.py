@@ -8,6 +8,9 @@ from . import unary, elementwise, indexing, linalg, reduction, extrema, shape, j
 from . import conv, pool, layers  # noqa: F401,E402  (nn ops: convolution, pooling, linear, embedding, pad)
 from . import rnn, attention  # noqa: F401,E402  (recurrent cell steps, scaled dot-product attention)
 from . import random  # noqa: F401,E402  (sampling: multinomial, bernoulli, normal, the in-place fills)
+from . import special, sorting, scans, selection, linalg_extra, padding  # noqa: F401,E402  (special functions, sorting,
+# scans, selections, the addmm family and einsum, non-constant padding)
+from . import resampling, fold  # noqa: F401,E402  (interpolate, unfold and fold)
 from ._table import FUNCTIONS, INPLACE, METHODS, NN, OPERATORS, OPS  # noqa: F401  (derived from the entries)
 from .shape import cast, copy_from, fill, move  # noqa: F401
 

@@ -82,6 +82,7 @@ def _clamp_samples(rng, dtype):
             ((_noncontig(rng, (3, 2), -2.0, 2.0, dtype), -1, 1), {}),
             ((A((2, 3)), A((3,), -2.0, 0.0), A((2, 1), 0.0, 2.0)), {}),
             ((A((2, 3)),), {"min": A((2, 3), -1.0, 1.0), "max": A((3,), -1.0, 1.0)}),
+            ((A((2, 3)),), {"max": A((3,), -1.0, 1.0)}),  # one tensor bound: integers stay integers
             ((A((2, 3)), A((2, 3), 0.5, 2.0), A((2, 3), -2.0, 0.0)), {})]  # min > max: the result is max
 
 
@@ -239,6 +240,13 @@ def clamp(input, min=None, max=None):
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
     lo = -math.inf if min is None else min
     hi = math.inf if max is None else max
+    if isinstance(min, Tensor) != isinstance(max, Tensor) and (min is None or max is None):
+        # one tensor bound: the missing one must not promote an integer result to float
+        t = _result_dtypes("promote", (input, max if min is None else min))[1]
+        if t is D.bool_:
+            lo, hi = (False, hi) if min is None else (lo, True)
+        elif not t.is_floating_point:
+            lo, hi = (_int_bound(lo, t), hi) if min is None else (lo, _int_bound(hi, t))
     if not input.dtype.is_floating_point and not isinstance(lo, Tensor) and not isinstance(hi, Tensor):
         lo = _int_bound(lo, input.dtype)
         hi = _int_bound(hi, input.dtype)

@@ -53,7 +53,12 @@ def linear(input, weight, bias=None):
                                % (_scalar_name(bias), _scalar_name(input)))
         if tuple(bias.shape) != (weight.shape[0],):
             bias = bias.expand(weight.shape[0])  # a broadcastable bias, or expand's error
-    return dispatch(LINEAR, (input, weight, bias))
+    op = LINEAR if bias is not None else LINEAR_MM
+    if input.ndim == 2:
+        return dispatch(op, (input, weight, bias))
+    # other ranks, as PyTorch records them: a view to rows, one GEMM node, a view back
+    out = dispatch(op, (input.reshape(_rows(input)), weight, bias))
+    return out.reshape(tuple(input.shape[:-1]) + (weight.shape[0],))
 
 
 def _scalar_name(t):
@@ -180,6 +185,12 @@ LINEAR = register(Op("linear", _linear_forward, inputs=("self", "weight", "bias"
                      dtype="promote", node="AddmmBackward0", call=linear, api=("linear",), method=False,
                      ref=lambda x, w, b=None: x @ w.T + (0 if b is None else b),
                      samples=lambda rng, dtype: _linear_samples(rng, dtype) if np.dtype(dtype).kind == "f" else []))
+# without a bias PyTorch records F.linear as mm (MmBackward0)
+LINEAR_MM = register(Op("linear_mm", _linear_forward, inputs=("self", "weight", "bias"),
+                        vjp=[lambda g, s: g.matmul(s.weight), _linear_weight_grad], dtype="promote", node="MmBackward0",
+                        call=linear, ref=lambda x, w, b=None: x @ w.T,
+                        samples=lambda rng, dtype: [((x, w), {}) for (x, w, b), _ in _linear_samples(rng, dtype)]
+                        if np.dtype(dtype).kind == "f" else []))
 # (padding_idx is left out of the samples: its row's gradient is zero by definition, which finite differences
 # don't see; tests/test_nn_layers.py covers it)
 EMBEDDING = register(Op("embedding", lambda xp, dt, w, idx, padding_idx, scale_grad_by_freq: xp.take(w, idx, axis=0),

@@ -170,6 +170,10 @@ def view(x, shape):
     return _view(x, lambda a: a.reshape(shape)) if math.prod(shape) else reshape(x, shape)
 
 
+def diagonal(x, offset, dim1, dim2):
+    return _view(x, lambda s: np.diagonal(s, offset, dim1, dim2))
+
+
 def swapaxes(x, a, b):
     return _view(x, lambda s: np.swapaxes(s, a, b))
 

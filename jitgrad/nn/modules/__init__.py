@@ -15,6 +15,10 @@ from .rnn import GRU, GRUCell, LSTM, LSTMCell, RNN, RNNBase, RNNCell, RNNCellBas
 from .sparse import Embedding  # noqa: F401
 from .transformer import (Transformer, TransformerDecoder, TransformerDecoderLayer, TransformerEncoder,  # noqa: F401
                           TransformerEncoderLayer)
+from .distance import CosineSimilarity, PairwiseDistance  # noqa: F401
+from .sampling import Fold, Unfold, Upsample  # noqa: F401
+from .sampling import PADDING as _PADDING  # ReflectionPad2d, ReplicationPad1d, ZeroPad2d, ...
+from .activation import GLU  # noqa: F401
 
 __all__ = ["AdaptiveAvgPool2d", "AvgPool2d", "BCELoss", "BCEWithLogitsLoss", "BatchNorm1d", "BatchNorm2d", "Bilinear",
            "Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d", "CrossEntropyLoss", "Dropout", "ELU", "Embedding",
@@ -24,4 +28,6 @@ __all__ = ["AdaptiveAvgPool2d", "AvgPool2d", "BCELoss", "BCEWithLogitsLoss", "Ba
            "SiLU", "Sigmoid", "SmoothL1Loss", "Softmax", "Softplus", "Tanh", "Transformer", "TransformerDecoder",
            "TransformerDecoderLayer", "TransformerEncoder", "TransformerEncoderLayer", "Unflatten"]
 globals().update(_GENERATED)
+globals().update(_PADDING)
+__all__ += ["CosineSimilarity", "Fold", "GLU", "PairwiseDistance", "Unfold", "Upsample"] + sorted(_PADDING)
 __all__ += sorted(_GENERATED)

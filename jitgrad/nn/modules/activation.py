@@ -117,6 +117,18 @@ class LogSoftmax(Module):
         return "dim={dim}".format(dim=self.dim)
 
 
+class GLU(Module):
+    def __init__(self, dim=-1):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input):
+        return F.glu(input, self.dim)
+
+    def extra_repr(self):
+        return "dim={}".format(self.dim)
+
+
 def _module(name, op):
     """nn.<name>(*params, inplace=False), applying F.<op.name>: the module of an op-table entry that names one."""
     def __init__(self, *args, inplace=False, **kwargs):
@@ -132,7 +144,7 @@ def _module(name, op):
         return getattr(F, op.name)(input, *(getattr(self, k) for k in op.params), inplace=self.inplace)
 
     def extra_repr(self):
-        return ", ".join("%s=%s" % (k, getattr(self, k)) for k in op.params) + (", inplace=True" if self.inplace else "")
+        return ", ".join(["%s=%s" % (k, getattr(self, k)) for k in op.params] + (["inplace=True"] if self.inplace else []))
     return type(name, (Module,), {"__init__": __init__, "forward": forward, "extra_repr": extra_repr,
                                   "__module__": __name__, "__doc__": "Applies %s elementwise." % op.name})
 

@@ -1,4 +1,5 @@
-"""Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d (zero padding), with PyTorch's default init."""
+"""Conv1d, Conv2d (every padding_mode), ConvTranspose1d, ConvTranspose2d (zero padding), with PyTorch's
+default init."""
 from .. import functional as F
 from ..module import Module
 from .linear import _kaiming_default_, _weight_and_bias
@@ -29,8 +30,8 @@ class _ConvNd(Module):
         if padding_mode not in ("zeros", "reflect", "replicate", "circular"):
             raise ValueError("padding_mode must be one of {'zeros', 'reflect', 'replicate', 'circular'}, but got "
                              "padding_mode='%s'" % padding_mode)
-        if padding_mode != "zeros":
-            raise NotImplementedError("padding_mode='%s' is not implemented; use padding_mode='zeros'" % padding_mode)
+        if padding_mode != "zeros" and transposed:
+            raise ValueError('Only "zeros" padding mode is supported for %s' % type(self).__name__)
         self.in_channels = in_channels
         self.out_channels = out_channels
         self.kernel_size = _ntuple(kernel_size, n)
@@ -47,6 +48,23 @@ class _ConvNd(Module):
 
     def reset_parameters(self):
         _kaiming_default_(self.weight, self.bias)
+
+    def _padded(self, input):
+        """(input, padding) for the convolution: a non-zero padding_mode pads with F.pad first (PyTorch's
+        _reversed_padding_repeated_twice: 'same' splits the total, the extra element on the right)."""
+        if self.padding_mode == "zeros":
+            return input, self.padding
+        pads = []
+        for d in reversed(range(self._nd)):
+            if self.padding == "valid":
+                lo = hi = 0
+            elif self.padding == "same":
+                total = self.dilation[d] * (self.kernel_size[d] - 1)
+                lo, hi = total // 2, total - total // 2
+            else:
+                lo = hi = self.padding[d]
+            pads += [lo, hi]
+        return F.pad(input, pads, mode=self.padding_mode), 0
 
     def extra_repr(self):
         n = len(self.kernel_size)
@@ -75,7 +93,8 @@ class Conv1d(_ConvNd):
                          padding_mode, device, dtype)
 
     def forward(self, input):
-        return F.conv1d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+        input, padding = self._padded(input)
+        return F.conv1d(input, self.weight, self.bias, self.stride, padding, self.dilation, self.groups)
 
 
 class Conv2d(_ConvNd):
@@ -88,7 +107,8 @@ class Conv2d(_ConvNd):
                          padding_mode, device, dtype)
 
     def forward(self, input):
-        return F.conv2d(input, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+        input, padding = self._padded(input)
+        return F.conv2d(input, self.weight, self.bias, self.stride, padding, self.dilation, self.groups)
 
 
 class _ConvTransposeNd(_ConvNd):
