@@ -5,7 +5,7 @@ from .._inplace import inplace, setitem
 from .._op import broadcast_shapes
 from .._tensor import Tensor
 from . import unary, elementwise, indexing, linalg, reduction, extrema, shape, join, softmax  # noqa: F401  (the entries)
-from . import conv, pool, layers  # noqa: F401,E402  (nn ops: convolution, pooling, linear, embedding, pad)
+from . import conv, pool, layers, loss  # noqa: F401,E402  (nn ops: convolution, pooling, linear, embedding, pad, losses)
 from ._table import FUNCTIONS, INPLACE, METHODS, NN, OPERATORS, OPS  # noqa: F401  (derived from the entries)
 from .shape import cast, copy_from, fill, move  # noqa: F401
 
