@@ -3,6 +3,7 @@ as one op is one fused entry of ops/loss.py (cross_entropy: log_softmax then nll
 and the compositions PyTorch writes in Python (an elementwise weight, label smoothing, probability
 targets, kl_div) are composed from table ops here.
 """
+import math
 import warnings
 
 import numpy as np
@@ -56,6 +57,8 @@ def _pointwise(name, input, target, reduction, beta=0.0, weight=None):
     """A fused pointwise loss; an elementwise ``weight`` multiplies the unreduced loss, composed as
     PyTorch composes it (mse divides the weighted 'mean' by the weights' sum, huber by the count)."""
     _warn_size(input, target, stacklevel=4)
+    if input.shape != target.shape:
+        broadcast_shapes(tuple(input.shape), tuple(target.shape))  # PyTorch's message for shapes that don't
     if weight is None:
         return _L.pointwise_loss(name, input, target, reduction, beta)
     if weight.shape != input.shape:
@@ -156,6 +159,13 @@ def _nll(input, target, weight, ignore_index, reduction):
     if weight is not None and weight.ndim != 1:
         weight = weight.reshape(-1)
     total = _total_weight(input, target, weight, ignore_index)
+    if input.ndim == 3 or input.ndim > 4:  # PyTorch views these as 4-D and runs nll_loss2d
+        n, c = input.shape[0], input.shape[1]
+        out_shape = (n,) + tuple(input.shape[2:])
+        flat = math.prod(out_shape[1:])
+        loss = _L.nll_loss(input.reshape(n, c, 1, flat), target.reshape(n, 1, flat), weight, ignore_index, reduction,
+                           total)
+        return (loss.reshape(out_shape) if reduction == "none" else loss), total
     return _L.nll_loss(input, target, weight, ignore_index, reduction, total), total
 
 

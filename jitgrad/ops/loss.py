@@ -88,9 +88,10 @@ def _formula(kind, wrt_target):
 
 # ---------------------------------------------------------------------- nll_loss
 def nll_loss(input, target, weight, ignore_index, reduction, total_weight):
-    """-weight[t] * input[t] along the class dim, one node; ``total_weight`` divides the 'mean'."""
-    _check_no_grad("nll_loss_forward", weight=weight)
-    return dispatch(NLL, (input,), {"target": target, "weight": weight, "ignore_index": int(ignore_index),
+    """-weight[t] * input[t] along the class dim, one node; ``total_weight`` divides the 'mean'.
+    A 4-D input is nll_loss2d, as in PyTorch (other N-D inputs are viewed as 4-D by the caller)."""
+    _check_no_grad("nll_loss_forward" if input.ndim < 4 else "nll_loss2d_forward", weight=weight)
+    return dispatch(NLL if input.ndim < 4 else NLL2D, (input,), {"target": target, "weight": weight, "ignore_index": int(ignore_index),
                                     "reduction": reduction, "total_weight": float(total_weight)})
 
 
@@ -180,14 +181,17 @@ def _nll_call(input, target, reduction="mean", ignore_index=-100):
     return nll_loss(input, target, None, ignore_index, reduction, float(valid.sum()))
 
 
-def _nll_samples(rng, dtype):
-    if np.dtype(dtype).kind != "f":
-        return []
-    X = lambda *s: _arr(rng, s, -2.0, 0.0, dtype)  # noqa: E731
-    return [((X(5), np.array(2)), {}), ((X(3, 4), np.array([0, 3, 1])), {"reduction": "sum"}),
-            ((X(3, 4), np.array([0, -100, 1])), {}), ((X(2, 3, 2, 2), rng.integers(0, 3, (2, 2, 2))),
-                                                      {"reduction": "none"}),
-            ((_noncontig(rng, (2, 3), -2.0, 0.0, dtype), np.array([2, 1])), {"reduction": "none"})]
+def _nll_samples(four_d):
+    def samples(rng, dtype):
+        if np.dtype(dtype).kind != "f":
+            return []
+        X = lambda *s: _arr(rng, s, -2.0, 0.0, dtype)  # noqa: E731
+        if four_d:
+            return [((X(2, 3, 2, 2), rng.integers(0, 3, (2, 2, 2))), {"reduction": r}) for r in ("none", "mean")]
+        return [((X(5), np.array(2)), {}), ((X(3, 4), np.array([0, 3, 1])), {"reduction": "sum"}),
+                ((X(3, 4), np.array([0, -100, 1])), {}),
+                ((_noncontig(rng, (2, 3), -2.0, 0.0, dtype), np.array([2, 1])), {"reduction": "none"})]
+    return samples
 
 
 # ---------------------------------------------------------------------- the entries
@@ -203,6 +207,7 @@ POINTWISE = {name: _pointwise_entry(name, node) for name, node in (
     ("mse_loss", "MseLossBackward0"), ("smooth_l1_loss", "SmoothL1LossBackward0"),
     ("huber_loss", "HuberLossBackward0"), ("binary_cross_entropy", "BinaryCrossEntropyBackward0"),
     ("binary_cross_entropy_with_logits", "BinaryCrossEntropyWithLogitsBackward0"))}
-NLL = register(Op("nll_loss", _nll_forward, vjp=[_nll_grad], fused=[_nll_fused], dtype="float",
-                  node="NllLossBackward0", call=_nll_call, ref=_np_nll,
-                  samples=_nll_samples))
+NLL, NLL2D = (register(Op(name, _nll_forward, vjp=[_nll_grad], fused=[_nll_fused], dtype="float", node=node,
+                          call=_nll_call, ref=_np_nll, samples=samples))
+               for name, node, samples in (("nll_loss", "NllLossBackward0", _nll_samples(False)),
+                                           ("nll_loss2d", "NllLoss2DBackward0", _nll_samples(True))))
