@@ -143,6 +143,8 @@ def _total_weight(input, target, weight, ignore_index):
     targets that are not ignored: what nll_loss's 'mean' divides by."""
     C = input.shape[1] if input.ndim > 1 else input.shape[0]
     t = target._host()
+    if t.size and not 0 <= ignore_index < C and 0 <= t.min() and t.max() < C:  # the common case: all valid
+        return float(t.size) if weight is None else float(weight._host().reshape(-1)[t].sum())
     valid = t != ignore_index
     bad = valid & ((t < 0) | (t >= C))
     if bad.any():
