@@ -177,7 +177,7 @@ def _np_nll(x, t, reduction="mean", ignore_index=-100):
 
 
 def _nll_call(input, target, reduction="mean", ignore_index=-100):
-    valid = target._data != ignore_index
+    valid = target._host() != ignore_index
     return nll_loss(input, target, None, ignore_index, reduction, float(valid.sum()))
 
 
