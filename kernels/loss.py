@@ -63,8 +63,7 @@ def pointwise_vjp(kind, x, t, w, pw, beta, wrt_target):
     return w * ((pw * t + 1 - t) * sig - pw * t)
 
 
-STEPS = {"softplus_neg": softplus_neg, "pointwise": pointwise, "pointwise_vjp": pointwise_vjp}
-
+# CPU builds, inlined into the loops (pointwise finds its helper as _softplus_neg; CUDA swaps in its own).
 _softplus_neg = njit(inline="always")(softplus_neg)
 _pointwise = njit(inline="always")(pointwise)
 _pointwise_vjp = njit(inline="always")(pointwise_vjp)

@@ -69,7 +69,8 @@ def check_betas(betas):
 
 def implementation_options(foreach=None, fused=None, capturable=False, differentiable=False):
     """PyTorch's implementation switches, kept in the groups as PyTorch keeps them. Every update here is
-    one fused kernel whatever foreach/fused/capturable say; an update that autograd records is not."""
+    one fused kernel whatever foreach/fused/capturable say; differentiable=True (an update that autograd
+    records) is refused."""
     if differentiable:
         raise RuntimeError("differentiable=True is not supported: jitgrad's optimizer updates are fused kernels "
                            "that autograd does not record")
