@@ -104,7 +104,9 @@ def test_binary_cross_entropy_with_logits_matches_torch(reduction):
 @needs_torch
 @pytest.mark.parametrize("reduction", REDUCTIONS)
 @pytest.mark.parametrize("shape,target", [((5,), np.array(3)), ((4, 5), np.array([0, 4, 2, 2])),
-                                          ((2, 3, 2, 2), np.array([[[0, 2], [1, 1]], [[2, 0], [0, 1]]]))])
+                                          ((2, 3, 2, 2), np.array([[[0, 2], [1, 1]], [[2, 0], [0, 1]]])),
+                                          ((2, 3, 4), np.array([[0, 2, 1, 1], [2, 0, 0, 1]])),  # viewed as 4-D
+                                          ((1, 2, 2, 1, 3), np.array([[[[0, 1, 1]], [[1, 0, 0]]]]))])
 def test_nll_loss_matches_torch(shape, target, reduction):
     x = rand(*shape)
     C = shape[1] if len(shape) > 1 else shape[0]

@@ -294,3 +294,11 @@ def test_new_scheduler_errors():
     sched.step()
     with pytest.raises(ValueError, match="Tried to step 3 times. The specified number of total steps is 2"):
         sched.step()
+
+
+def test_new_schedulers_warn_when_stepped_before_the_optimizer():
+    for make in (lambda o: L.OneCycleLR(o, max_lr=1.0, total_steps=10), lambda o: L.LinearLR(o),
+                 lambda o: L.PolynomialLR(o), lambda o: L.MultiplicativeLR(o, lambda e: 0.9)):
+        sched = make(make_optimizer())
+        with pytest.warns(UserWarning, match="Detected call of `lr_scheduler.step\\(\\)` before `optimizer.step\\(\\)`"):
+            sched.step()
