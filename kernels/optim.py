@@ -91,8 +91,64 @@ def adagrad_step(p, g, state_sum, clr, eps, weight_decay, maximize):
     return p - clr * (d / (math.sqrt(state_sum) + eps)), state_sum
 
 
+def adadelta_step(p, g, square_avg, acc_delta, lr, rho, eps, weight_decay, maximize):
+    """(p, square_avg, acc_delta) of Adadelta."""
+    d = -g if maximize else g
+    if weight_decay != 0:
+        d = d + weight_decay * p
+    square_avg = square_avg * rho + (1 - rho) * d * d
+    delta = math.sqrt(acc_delta + eps) / math.sqrt(square_avg + eps) * d
+    acc_delta = acc_delta * rho + (1 - rho) * delta * delta
+    return p - lr * delta, square_avg, acc_delta
+
+
+def adamax_step(p, g, m, u, clr, beta1, beta2, eps, weight_decay, maximize):
+    """(p, exp_avg, exp_inf) of Adamax; ``clr`` = lr / (1 - beta1^t)."""
+    d = -g if maximize else g
+    if weight_decay != 0:
+        d = d + weight_decay * p
+    m = _lerp(m, d, 1 - beta1)
+    u = _maximum(u * beta2, abs(d) + eps)
+    return p - clr * (m / u), m, u
+
+
+def nadam_step(p, g, m, v, lr, beta1, beta2, eps, weight_decay, decoupled, maximize, bias_correction2, grad_coef,
+               avg_coef):
+    """(p, exp_avg, exp_avg_sq) of NAdam: p += grad_coef * g / denom + avg_coef * m / denom, with the momentum
+    schedule folded into the two coefficients."""
+    d = -g if maximize else g
+    if weight_decay != 0:
+        if decoupled:
+            p = p * (1 - lr * weight_decay)
+        else:
+            d = d + weight_decay * p
+    m = _lerp(m, d, 1 - beta1)
+    v = v * beta2 + (1 - beta2) * d * d
+    denom = math.sqrt(v / bias_correction2) + eps
+    p = p + grad_coef * (d / denom)
+    return p + avg_coef * (m / denom), m, v
+
+
+def radam_step(p, g, m, v, lr, beta1, beta2, eps, weight_decay, decoupled, maximize, bias_correction1,
+               bias_correction2_sqrt, rect):
+    """(p, exp_avg, exp_avg_sq) of RAdam: the rectified adaptive step when ``rect`` > 0, else SGD with momentum."""
+    d = -g if maximize else g
+    if weight_decay != 0:
+        if decoupled:
+            p = p * (1 - lr * weight_decay)
+        else:
+            d = d + weight_decay * p
+    m = _lerp(m, d, 1 - beta1)
+    v = v * beta2 + (1 - beta2) * d * d
+    step = m / bias_correction1 * lr
+    if rect > 0:
+        step = step * (bias_correction2_sqrt / (math.sqrt(v) + eps)) * rect
+    return p - step, m, v
+
+
 STEPS = {"lerp": lerp, "maximum": maximum, "sgd": sgd_step, "adam": adam_step, "rmsprop": rmsprop_step,
-         "adagrad": adagrad_step}
+         "adagrad": adagrad_step, "adadelta": adadelta_step, "adamax": adamax_step, "nadam": nadam_step,
+         "radam": radam_step}
 
 # CPU builds, inlined into the loops (the step functions find the helpers as _lerp, _maximum).
 _lerp = njit(inline="always")(lerp)
@@ -101,6 +157,10 @@ _sgd_step = njit(inline="always")(sgd_step)
 _adam_step = njit(inline="always")(adam_step)
 _rmsprop_step = njit(inline="always")(rmsprop_step)
 _adagrad_step = njit(inline="always")(adagrad_step)
+_adadelta_step = njit(inline="always")(adadelta_step)
+_adamax_step = njit(inline="always")(adamax_step)
+_nadam_step = njit(inline="always")(nadam_step)
+_radam_step = njit(inline="always")(radam_step)
 
 
 # ---------------------------------------------------------------- CPU loops
@@ -141,7 +201,36 @@ def _adagrad(p, grad, state_sum, clr, eps, weight_decay, maximize):
         p[i], state_sum[i] = _adagrad_step(p[i], grad[i], state_sum[i], clr, eps, weight_decay, maximize)
 
 
-_LOOPS = (("sgd", _sgd), ("adam", _adam), ("rmsprop", _rmsprop), ("adagrad", _adagrad))
+def _adadelta(p, grad, square_avg, acc_delta, lr, rho, eps, weight_decay, maximize):
+    for i in prange(p.shape[0]):
+        p[i], square_avg[i], acc_delta[i] = _adadelta_step(p[i], grad[i], square_avg[i], acc_delta[i], lr, rho, eps,
+                                                           weight_decay, maximize)
+
+
+def _adamax(p, grad, exp_avg, exp_inf, clr, beta1, beta2, eps, weight_decay, maximize):
+    for i in prange(p.shape[0]):
+        p[i], exp_avg[i], exp_inf[i] = _adamax_step(p[i], grad[i], exp_avg[i], exp_inf[i], clr, beta1, beta2, eps,
+                                                    weight_decay, maximize)
+
+
+def _nadam(p, grad, exp_avg, exp_avg_sq, lr, beta1, beta2, eps, weight_decay, decoupled, maximize, bias_correction2,
+           grad_coef, avg_coef):
+    for i in prange(p.shape[0]):
+        p[i], exp_avg[i], exp_avg_sq[i] = _nadam_step(p[i], grad[i], exp_avg[i], exp_avg_sq[i], lr, beta1, beta2, eps,
+                                                      weight_decay, decoupled, maximize, bias_correction2, grad_coef,
+                                                      avg_coef)
+
+
+def _radam(p, grad, exp_avg, exp_avg_sq, lr, beta1, beta2, eps, weight_decay, decoupled, maximize, bias_correction1,
+           bias_correction2_sqrt, rect):
+    for i in prange(p.shape[0]):
+        p[i], exp_avg[i], exp_avg_sq[i] = _radam_step(p[i], grad[i], exp_avg[i], exp_avg_sq[i], lr, beta1, beta2, eps,
+                                                      weight_decay, decoupled, maximize, bias_correction1,
+                                                      bias_correction2_sqrt, rect)
+
+
+_LOOPS = (("sgd", _sgd), ("adam", _adam), ("rmsprop", _rmsprop), ("adagrad", _adagrad), ("adadelta", _adadelta),
+          ("adamax", _adamax), ("nadam", _nadam), ("radam", _radam))
 KERNELS = {name: twins(fn) for name, fn in _LOOPS}
 
 # ---------------------------------------------------------------- the gate in front of the loops
@@ -154,6 +243,10 @@ ARRAYS = {
     "adam": (("grad", None), ("exp_avg", None), ("exp_avg_sq", None), ("max_exp_avg_sq", "amsgrad")),
     "rmsprop": (("grad", None), ("square_avg", None), ("grad_avg", "centered"), ("momentum_buffer", "momentum")),
     "adagrad": (("grad", None), ("sum", None)),
+    "adadelta": (("grad", None), ("square_avg", None), ("acc_delta", None)),
+    "adamax": (("grad", None), ("exp_avg", None), ("exp_inf", None)),
+    "nadam": (("grad", None), ("exp_avg", None), ("exp_avg_sq", None)),
+    "radam": (("grad", None), ("exp_avg", None), ("exp_avg_sq", None)),
 }
 
 

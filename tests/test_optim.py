@@ -351,8 +351,9 @@ def test_integer_parameter_gives_a_clear_error():
 
 def test_repr():
     opt = optim.SGD([jg.ones(1, requires_grad=True)], lr=0.1, momentum=0.9)
-    assert repr(opt) == ("SGD (\nParameter Group 0\n    dampening: 0\n    lr: 0.1\n    maximize: False\n"
-                         "    momentum: 0.9\n    nesterov: False\n    weight_decay: 0\n)")
+    assert repr(opt) == ("SGD (\nParameter Group 0\n    dampening: 0\n    differentiable: False\n    foreach: None\n"
+                         "    fused: None\n    lr: 0.1\n    maximize: False\n    momentum: 0.9\n    nesterov: False\n"
+                         "    weight_decay: 0\n)")  # PyTorch's repr
 
 
 # ---------------------------------------------------------------- state dicts

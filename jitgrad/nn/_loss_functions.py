@@ -1,14 +1,18 @@
-"""The loss functions of nn.functional, composed from table ops.
-
-Log-sum-exp goes through log_softmax, BCE-with-logits through its softplus form; reductions,
-checks and messages are PyTorch's.
+"""The loss functions of nn.functional: checks and messages are PyTorch's; each loss PyTorch computes
+as one op is one fused entry of ops/loss.py (cross_entropy: log_softmax then nll_loss, as PyTorch),
+and the compositions PyTorch writes in Python (an elementwise weight, label smoothing, probability
+targets, kl_div) are composed from table ops here.
 """
+import math
 import warnings
 
-from .._factories import ones, tensor
+import numpy as np
+
+from .._factories import tensor
+from .._op import broadcast_shapes
 from ..ops.elementwise import where
+from ..ops import loss as _L
 from ..ops import softmax as _S
-from ..ops.layers import binary_cross_entropy_elementwise
 
 _NAMES = {"float32": "Float", "float64": "Double", "int64": "Long", "int32": "Int", "bool": "Bool"}
 
@@ -41,37 +45,55 @@ def _reduce(loss, reduction):
     return loss
 
 
-def _warn_size(input, target):
+def _warn_size(input, target, stacklevel=3):
     if target.shape != input.shape:
         warnings.warn("Using a target size (%r) that is different to the input size (%r). This will likely lead to "
                       "incorrect results due to broadcasting. Please ensure they have the same size."
-                      % (target.shape, input.shape), UserWarning, stacklevel=3)
+                      % (target.shape, input.shape), UserWarning, stacklevel=stacklevel)
 
 
 # ---------------------------------------------------------------------- regression losses
-def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
-    reduction = _reduction(reduction, size_average, reduce)
-    _warn_size(input, target)
-    d = input - target
-    return _reduce(d * d, reduction)
+def _pointwise(name, input, target, reduction, beta=0.0, weight=None):
+    """A fused pointwise loss; an elementwise ``weight`` multiplies the unreduced loss, composed as
+    PyTorch composes it (mse divides the weighted 'mean' by the weights' sum, huber by the count)."""
+    _warn_size(input, target, stacklevel=4)
+    if input.shape != target.shape:
+        broadcast_shapes(tuple(input.shape), tuple(target.shape))  # PyTorch's message for shapes that don't
+    if weight is None:
+        return _L.pointwise_loss(name, input, target, reduction, beta)
+    if weight.shape != input.shape:
+        raise ValueError("Weights and input must have the same size.")
+    loss = _L.pointwise_loss(name, input, target, "none", beta) * weight
+    if reduction == "mean" and name != "huber_loss":
+        return loss.sum() / weight.sum()
+    return _reduce(loss, reduction)
 
 
-def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+    return _pointwise("mse_loss", input, target, _reduction(reduction, size_average, reduce), weight=weight)
+
+
+def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+    """|input - target|, composed from table ops as PyTorch composes it (its node is the reduction's)."""
     reduction = _reduction(reduction, size_average, reduce)
     _warn_size(input, target)
-    return _reduce((input - target).abs(), reduction)
+    loss = (input - target).abs()
+    if weight is None:
+        return _reduce(loss, reduction)
+    if weight.shape != input.shape:
+        raise ValueError("Weights and input must have the same size.")
+    loss = loss * weight
+    return loss.sum() / weight.sum() if reduction == "mean" else _reduce(loss, reduction)
 
 
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
-    """0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta (L1 when beta is 0)."""
+    """0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta (l1_loss when beta is 0, as PyTorch)."""
     reduction = _reduction(reduction, size_average, reduce)
     if beta < 0:
         raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
-    _warn_size(input, target)
-    d = (input - target).abs()
     if beta == 0:
-        return _reduce(d, reduction)
-    return _reduce(where(d < beta, d * d * (0.5 / beta), d - 0.5 * beta), reduction)
+        return l1_loss(input, target, reduction=reduction)
+    return _pointwise("smooth_l1_loss", input, target, reduction, beta)
 
 
 def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
@@ -79,10 +101,7 @@ def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     reduction = _reduction(reduction, None, None)
     if delta <= 0:
         raise RuntimeError("huber_loss does not support non-positive values for delta.")
-    _warn_size(input, target)
-    d = (input - target).abs()
-    loss = where(d < delta, d * d * 0.5, (d - 0.5 * delta) * delta)
-    return _reduce(loss if weight is None else loss * weight, reduction)
+    return _pointwise("huber_loss", input, target, reduction, delta, weight)
 
 
 # ---------------------------------------------------------------------- classification losses
@@ -119,44 +138,43 @@ def _class_dim_shape(weight, ndim):
     return weight.reshape((-1,) if ndim == 1 else (1, -1) + (1,) * (ndim - 2))
 
 
-def _picked(logp, target, weight, ignore_index):
-    """Per-element -logp[target] * w and the weights w (zero where target == ignore_index)."""
-    C = logp.shape[1] if logp.ndim > 1 else logp.shape[0]
-    t = target._host()  # targets are checked on the host, before any kernel runs
-    ignored = t == ignore_index
-    bad = (t < 0) | (t >= C)
-    bad &= ~ignored
+def _total_weight(input, target, weight, ignore_index):
+    """Check the class indices on the host (PyTorch's IndexError) and return the summed weight of the
+    targets that are not ignored: what nll_loss's 'mean' divides by."""
+    C = input.shape[1] if input.ndim > 1 else input.shape[0]
+    t = target._host()
+    if t.size and not 0 <= ignore_index < C and 0 <= t.min() and t.max() < C:  # the common case: all valid
+        return float(t.size) if weight is None else float(weight._host().reshape(-1)[t].sum())
+    valid = t != ignore_index
+    bad = valid & ((t < 0) | (t >= C))
     if bad.any():
         raise IndexError("Target %d is out of bounds." % t[bad].reshape(-1)[0])
-    x, tgt = (logp, target) if logp.ndim > 1 else (logp.unsqueeze(0), target.reshape(1))
-    has_ignored = bool(ignored.any())
-    if has_ignored:
-        tgt = tgt.masked_fill(tgt == ignore_index, 0)
-    loss = -x.gather(1, tgt.unsqueeze(1)).squeeze(1)
-    if weight is None and not has_ignored:
-        w = None
-    else:
-        w = weight[tgt] if weight is not None else ones(tgt.shape, dtype=loss.dtype, device=loss.device)
-        if has_ignored:
-            w = w.masked_fill(tensor(ignored.reshape(w.shape), device=loss.device), 0.0)
-        loss = loss * w
-    if logp.ndim == 1:
-        loss = loss.squeeze(0)
-        w = None if w is None else w.squeeze(0)
-    return loss, w
+    if weight is None:
+        return float(np.count_nonzero(valid))
+    return float(weight._host().reshape(-1)[t[valid]].sum())
 
 
-def _weighted_mean(loss, w):
-    return loss.mean() if w is None else loss.sum() / w.sum()
+def _nll(input, target, weight, ignore_index, reduction):
+    """The checked, fused nll_loss; also returns the total weight of the targets."""
+    _check_target(input, target)
+    _check_weight(weight, input.shape[1] if input.ndim > 1 else input.shape[0])
+    if weight is not None and weight.ndim != 1:
+        weight = weight.reshape(-1)
+    total = _total_weight(input, target, weight, ignore_index)
+    if input.ndim == 3 or input.ndim > 4:  # PyTorch views these as 4-D and runs nll_loss2d
+        n, c = input.shape[0], input.shape[1]
+        out_shape = (n,) + tuple(input.shape[2:])
+        flat = math.prod(out_shape[1:])
+        loss = _L.nll_loss(input.reshape(n, c, 1, flat), target.reshape(n, 1, flat), weight, ignore_index, reduction,
+                           total)
+        return (loss.reshape(out_shape) if reduction == "none" else loss), total
+    return _L.nll_loss(input, target, weight, ignore_index, reduction, total), total
 
 
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
-    """-input[target] per sample (input holds log-probabilities along dim 1); the weighted mean by default."""
+    """-weight[t] * input[t] per sample (input holds log-probabilities along dim 1); the weighted mean by default."""
     reduction = _reduction(reduction, size_average, reduce)
-    _check_target(input, target)
-    _check_weight(weight, input.shape[1] if input.ndim > 1 else input.shape[0])
-    loss, w = _picked(input, target, weight, ignore_index)
-    return _weighted_mean(loss, w) if reduction == "mean" else _reduce(loss, reduction)
+    return _nll(input, target, weight, ignore_index, reduction)[0]
 
 
 def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean",
@@ -181,9 +199,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
         if reduction == "mean":
             return loss.sum() / (input.numel() // C)
         return _reduce(loss, reduction)
-    _check_target(input, target)
-    loss, w = _picked(logp, target, weight, ignore_index)
-    nll = _weighted_mean(loss, w) if reduction == "mean" else _reduce(loss, reduction)
+    nll, total = _nll(logp, target, weight, ignore_index, reduction)
     if label_smoothing == 0:
         return nll
     # PyTorch's label smoothing: mix in the (weighted) mean of -log p over all classes
@@ -192,39 +208,38 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     ignored = target._host() == ignore_index
     if ignored.any():
         smooth = smooth.masked_fill(tensor(ignored, device=smooth.device), 0.0)
-    if reduction == "mean":
-        smooth = smooth.sum() / (w.sum() if w is not None else smooth.numel())
-    else:
-        smooth = _reduce(smooth, reduction)
+    smooth = smooth.sum() / total if reduction == "mean" else _reduce(smooth, reduction)
     return nll * (1 - label_smoothing) + smooth * (label_smoothing / C)
 
 
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
+    """-w (t log x + (1 - t) log(1 - x)) of probabilities x, each log clamped at -100 (as PyTorch)."""
     reduction = _reduction(reduction, size_average, reduce)
     if target.shape != input.shape:
         raise ValueError("Using a target size (%r) that is different to the input size (%r) is deprecated. Please "
                          "ensure they have the same size." % (target.shape, input.shape))
-    loss = binary_cross_entropy_elementwise(input, target)
+    if not input.dtype.is_floating_point:
+        raise NotImplementedError("\"binary_cross_entropy\" not implemented for '%s'" % _NAMES[input.dtype.name])
+    x = input._host()
+    if x.size and not (x.min() >= 0 and x.max() <= 1):
+        raise RuntimeError("all elements of input should be between 0 and 1")
     if weight is not None:
-        loss = loss * weight
-    return _reduce(loss, reduction)
+        broadcast_shapes(tuple(target.shape), tuple(weight.shape))
+    return _L.pointwise_loss("binary_cross_entropy", input, target, reduction, weight=weight)
 
 
 def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None, reduction="mean",
                                      pos_weight=None):
-    """BCE of sigmoid(input), computed stably: (1 - t) x + (1 + (pw - 1) t) softplus(-x)."""
+    """BCE of sigmoid(input), computed stably: w ((1 - t) x + (1 + (pw - 1) t) softplus(-x)), one fused op."""
     reduction = _reduction(reduction, size_average, reduce)
     if target.shape != input.shape:
         raise ValueError("Target size (%r) must be the same as input size (%r)" % (target.shape, input.shape))
-    # log(1 + exp(-x)) = m + log(exp(-m) + exp(-x - m)) for any m; m = max(-x, 0) keeps both exps <= 1, and
-    # since the identity holds for every m, its gradient is exact even at x = 0
-    m = (-input).clamp_min(0)
-    softplus_neg = m + ((-m).exp() + (-input - m).exp()).log()
-    coef = 1 if pos_weight is None else (pos_weight - 1) * target + 1
-    loss = (1 - target) * input + coef * softplus_neg
+    if pos_weight is not None:
+        broadcast_shapes(tuple(pos_weight.shape), tuple(target.shape))
     if weight is not None:
-        loss = loss * weight
-    return _reduce(loss, reduction)
+        broadcast_shapes(tuple(input.shape), tuple(weight.shape))
+    return _L.pointwise_loss("binary_cross_entropy_with_logits", input, target, reduction, weight=weight,
+                             pos_weight=pos_weight)
 
 
 def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):

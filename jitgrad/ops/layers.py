@@ -162,23 +162,6 @@ def _linear_samples(rng, dtype):
             ((A(3, 4).T, A(2, 3), A(2)), {})]
 
 
-# ---------------------------------------------------------------------- binary cross entropy
-def _bce_forward(xp, dt, x, t):
-    """-(t log x + (1 - t) log(1 - x)), each log clamped at -100 as PyTorch does (x = 0 or 1 stays finite)."""
-    return xp.run("binary_cross_entropy", dt, x, t)
-
-
-def binary_cross_entropy_elementwise(input, target):
-    """The unreduced, unweighted binary cross entropy of probabilities ``input`` (checked to lie in [0, 1])."""
-    if not input.dtype.is_floating_point:
-        raise NotImplementedError("\"binary_cross_entropy\" not implemented for '%s'"
-                                  % {"int64": "Long", "int32": "Int", "bool": "Bool"}[input.dtype.name])
-    x = input._data
-    if x.size and not (x.min() >= 0 and x.max() <= 1):
-        raise RuntimeError("all elements of input should be between 0 and 1")
-    return dispatch(BCE, (input, target))
-
-
 # ---------------------------------------------------------------------- the entries
 LINEAR = register(Op("linear", _linear_forward, inputs=("self", "weight", "bias"),
                      vjp=[lambda g, s: g.matmul(s.weight), _linear_weight_grad, lambda g, s: g.reshape(_rows(g)).sum(0)],
@@ -205,12 +188,3 @@ PAD = register(Op("constant_pad_nd", _pad_forward, vjp=[_pad_grad], dtype="keep"
                       ((_arr(rng, s, -1.0, 1.0, dtype), p), kw) for s, p, kw in [
                           ((2, 3), (1, 2), {}), ((2, 3, 4), (1, 0, 2, 1), {"value": 1.5}), ((3, 4), (-1, 2, 1, -1), {}),
                           ((4,), (0, 0), {})]]))
-# The VJPs are PyTorch's: the input's divides by max(x (1 - x), 1e-12) so saturated probabilities
-# (a sigmoid that rounded to 1.0) give a large finite gradient instead of 0 * inf.
-BCE = register(Op("binary_cross_entropy", _bce_forward, inputs=("self", "target"),
-                  vjp=[lambda g, s: g * (s.self - s.target) / ((1 - s.self) * s.self).clamp_min(1e-12),
-                       lambda g, s: g * ((1 - s.self).log() - s.self.log())],
-                  dtype="promote", node="BinaryCrossEntropyBackward0", call=binary_cross_entropy_elementwise,
-                  ref=lambda x, t: -(t * np.maximum(np.log(x), -100) + (1 - t) * np.maximum(np.log(1 - x), -100)),
-                  samples=lambda rng, dtype: [] if np.dtype(dtype).kind != "f" else [
-                      ((_arr(rng, s, 0.05, 0.95, dtype), _arr(rng, s, 0.0, 1.0, dtype)), {}) for s in [(), (4,), (2, 3)]]))

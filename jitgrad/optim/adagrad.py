@@ -1,6 +1,6 @@
 """Adagrad with learning-rate decay, weight decay and maximize."""
 from .optimizer import (Optimizer, advance, as_float, check_lr, check_nonnegative,
-                        fused_update, new_state, state_data, step_state)
+                        fused_update, implementation_options, new_state, state_data, step_state)
 
 
 class Adagrad(Optimizer):
@@ -11,13 +11,15 @@ class Adagrad(Optimizer):
     """
     _param_shaped_state = ("sum",)
 
-    def __init__(self, params, lr=1e-2, lr_decay=0, weight_decay=0, initial_accumulator_value=0, eps=1e-10, *,
-                 maximize=False):
+    def __init__(self, params, lr=1e-2, lr_decay=0, weight_decay=0, initial_accumulator_value=0, eps=1e-10,
+                 foreach=None, *, maximize=False, differentiable=False, fused=None):
         check_lr(lr)
         check_nonnegative(lr_decay=lr_decay, weight_decay=weight_decay,
                           initial_accumulator_value=initial_accumulator_value, epsilon=eps)
         defaults = dict(lr=lr, lr_decay=lr_decay, eps=eps, weight_decay=weight_decay,
-                        initial_accumulator_value=initial_accumulator_value, maximize=maximize)
+                        initial_accumulator_value=initial_accumulator_value, foreach=foreach, maximize=maximize,
+                        differentiable=differentiable, fused=fused)
+        implementation_options(foreach, fused, False, differentiable)
         super().__init__(params, defaults)
         # PyTorch creates Adagrad's state up front (the accumulator starts at initial_accumulator_value).
         for group in self.param_groups:

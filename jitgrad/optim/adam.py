@@ -1,7 +1,7 @@
 """Adam and AdamW (decoupled weight decay), with amsgrad and maximize."""
 from .._tensor import Tensor
 from .optimizer import (Optimizer, advance, as_float, check_lr, check_nonnegative,
-                        fused_update, new_state, state_data, step_state, unused)
+                        fused_update, implementation_options, new_state, state_data, step_state, unused)
 
 
 class Adam(Optimizer):
@@ -14,8 +14,8 @@ class Adam(Optimizer):
     """
     _param_shaped_state = ("exp_avg", "exp_avg_sq", "max_exp_avg_sq")
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, amsgrad=False, *, maximize=False,
-                 decoupled_weight_decay=False):
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, amsgrad=False, *, foreach=None,
+                 maximize=False, capturable=False, differentiable=False, fused=None, decoupled_weight_decay=False):
         check_lr(lr)
         check_nonnegative(epsilon=eps)
         if not 0.0 <= betas[0] < 1.0:
@@ -27,6 +27,7 @@ class Adam(Optimizer):
             raise ValueError("betas must be either both floats or both Tensors")
         betas = tuple(as_float(b) for b in betas)
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad, maximize=maximize,
+                        **implementation_options(foreach, fused, capturable, differentiable),
                         decoupled_weight_decay=decoupled_weight_decay)
         super().__init__(params, defaults)
 
@@ -54,5 +55,6 @@ class AdamW(Adam):
     """Adam with decoupled weight decay: ``p *= 1 - lr * weight_decay`` before the Adam step."""
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False, *,
-                 maximize=False):
-        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize, decoupled_weight_decay=True)
+                 maximize=False, foreach=None, capturable=False, differentiable=False, fused=None):
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, foreach=foreach, maximize=maximize,
+                         capturable=capturable, differentiable=differentiable, fused=fused, decoupled_weight_decay=True)

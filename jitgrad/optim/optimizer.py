@@ -59,6 +59,24 @@ def check_nonnegative(**values):
             raise ValueError(f"Invalid {name} value: {value}")
 
 
+def check_betas(betas):
+    """PyTorch's checks on Adam-style ``betas``; returns them as floats."""
+    for i in (0, 1):
+        if not 0.0 <= betas[i] < 1.0:
+            raise ValueError(f"Invalid beta parameter at index {i}: {betas[i]}")
+    return tuple(as_float(b) for b in betas)
+
+
+def implementation_options(foreach=None, fused=None, capturable=False, differentiable=False):
+    """PyTorch's implementation switches, kept in the groups as PyTorch keeps them. Every update here is
+    one fused kernel whatever foreach/fused/capturable say; differentiable=True (an update that autograd
+    records) is refused."""
+    if differentiable:
+        raise RuntimeError("differentiable=True is not supported: jitgrad's optimizer updates are fused kernels "
+                           "that autograd does not record")
+    return dict(foreach=foreach, fused=fused, capturable=capturable, differentiable=differentiable)
+
+
 def new_state(p, fill=0):
     """A state buffer shaped and typed like parameter ``p``, on its device; ``fill=None`` leaves it empty."""
     data = p._data

@@ -1,6 +1,6 @@
 """RMSprop, plain or centered, with momentum, weight decay and maximize."""
 from .optimizer import (Optimizer, advance, as_float, check_lr, check_nonnegative,
-                        fused_update, new_state, state_data, step_state, unused)
+                        fused_update, implementation_options, new_state, state_data, step_state, unused)
 
 
 class RMSprop(Optimizer):
@@ -13,12 +13,13 @@ class RMSprop(Optimizer):
     """
     _param_shaped_state = ("square_avg", "momentum_buffer", "grad_avg")
 
-    def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0, centered=False, *,
-                 maximize=False):
+    def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0, centered=False,
+                 capturable=False, foreach=None, maximize=False, differentiable=False):
         check_lr(lr)
         check_nonnegative(epsilon=eps, momentum=momentum, weight_decay=weight_decay, alpha=alpha)
+        implementation_options(foreach, None, capturable, differentiable)
         defaults = dict(lr=lr, momentum=momentum, alpha=alpha, eps=eps, centered=centered, weight_decay=weight_decay,
-                        maximize=maximize)
+                        capturable=capturable, foreach=foreach, maximize=maximize, differentiable=differentiable)
         super().__init__(params, defaults)
 
     def _update(self, p, param, grad, group):

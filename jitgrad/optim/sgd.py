@@ -1,5 +1,5 @@
 """SGD with momentum, dampening, weight decay, Nesterov momentum and maximize."""
-from .optimizer import Optimizer, as_float, fused_update, new_state, state_data, unused
+from .optimizer import Optimizer, as_float, fused_update, implementation_options, new_state, state_data, unused
 
 
 class SGD(Optimizer):
@@ -11,15 +11,17 @@ class SGD(Optimizer):
     """
     _param_shaped_state = ("momentum_buffer",)
 
-    def __init__(self, params, lr=1e-3, momentum=0, dampening=0, weight_decay=0, nesterov=False, *, maximize=False):
+    def __init__(self, params, lr=1e-3, momentum=0, dampening=0, weight_decay=0, nesterov=False, *, maximize=False,
+                 foreach=None, differentiable=False, fused=None):
         if lr < 0.0:
             raise ValueError(f"Invalid learning rate: {lr}")
         if momentum < 0.0:
             raise ValueError(f"Invalid momentum value: {momentum}")
         if weight_decay < 0.0:
             raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        implementation_options(foreach, fused, False, differentiable)
         defaults = dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay, nesterov=nesterov,
-                        maximize=maximize)
+                        maximize=maximize, foreach=foreach, differentiable=differentiable, fused=fused)
         if nesterov and (momentum <= 0 or dampening != 0):
             raise ValueError("Nesterov momentum requires a momentum and zero dampening")
         super().__init__(params, defaults)

@@ -13,9 +13,10 @@ from . import _launch as L
 # The helpers first: the step functions call them as _lerp and _maximum.
 _lerp = L.device_jit(cpu.lerp)
 _maximum = L.device_jit(cpu.maximum)
-_sgd_step, _adam_step, _rmsprop_step, _adagrad_step = (
-    L.device_jit(L.function_with_globals(fn, _lerp=_lerp, _maximum=_maximum))
-    for fn in (cpu.sgd_step, cpu.adam_step, cpu.rmsprop_step, cpu.adagrad_step))
+(_sgd_step, _adam_step, _rmsprop_step, _adagrad_step, _adadelta_step, _adamax_step, _nadam_step,
+ _radam_step) = (L.device_jit(L.function_with_globals(fn, _lerp=_lerp, _maximum=_maximum))
+                 for fn in (cpu.sgd_step, cpu.adam_step, cpu.rmsprop_step, cpu.adagrad_step, cpu.adadelta_step,
+                            cpu.adamax_step, cpu.nadam_step, cpu.radam_step))
 
 
 @L.jit
@@ -59,7 +60,40 @@ def _adagrad(p, grad, state_sum, clr, eps, weight_decay, maximize):
         p[i], state_sum[i] = _adagrad_step(p[i], grad[i], state_sum[i], clr, eps, weight_decay, maximize)
 
 
-KERNELS = {"sgd": _sgd, "adam": _adam, "rmsprop": _rmsprop, "adagrad": _adagrad}
+@L.jit
+def _adadelta(p, grad, square_avg, acc_delta, lr, rho, eps, weight_decay, maximize):
+    for i in range(cuda.grid(1), p.shape[0], cuda.gridsize(1)):
+        p[i], square_avg[i], acc_delta[i] = _adadelta_step(p[i], grad[i], square_avg[i], acc_delta[i], lr, rho, eps,
+                                                           weight_decay, maximize)
+
+
+@L.jit
+def _adamax(p, grad, exp_avg, exp_inf, clr, beta1, beta2, eps, weight_decay, maximize):
+    for i in range(cuda.grid(1), p.shape[0], cuda.gridsize(1)):
+        p[i], exp_avg[i], exp_inf[i] = _adamax_step(p[i], grad[i], exp_avg[i], exp_inf[i], clr, beta1, beta2, eps,
+                                                    weight_decay, maximize)
+
+
+@L.jit
+def _nadam(p, grad, exp_avg, exp_avg_sq, lr, beta1, beta2, eps, weight_decay, decoupled, maximize, bias_correction2,
+           grad_coef, avg_coef):
+    for i in range(cuda.grid(1), p.shape[0], cuda.gridsize(1)):
+        p[i], exp_avg[i], exp_avg_sq[i] = _nadam_step(p[i], grad[i], exp_avg[i], exp_avg_sq[i], lr, beta1, beta2, eps,
+                                                      weight_decay, decoupled, maximize, bias_correction2, grad_coef,
+                                                      avg_coef)
+
+
+@L.jit
+def _radam(p, grad, exp_avg, exp_avg_sq, lr, beta1, beta2, eps, weight_decay, decoupled, maximize, bias_correction1,
+           bias_correction2_sqrt, rect):
+    for i in range(cuda.grid(1), p.shape[0], cuda.gridsize(1)):
+        p[i], exp_avg[i], exp_avg_sq[i] = _radam_step(p[i], grad[i], exp_avg[i], exp_avg_sq[i], lr, beta1, beta2, eps,
+                                                      weight_decay, decoupled, maximize, bias_correction1,
+                                                      bias_correction2_sqrt, rect)
+
+
+KERNELS = {"sgd": _sgd, "adam": _adam, "rmsprop": _rmsprop, "adagrad": _adagrad, "adadelta": _adadelta,
+           "adamax": _adamax, "nadam": _nadam, "radam": _radam}
 
 
 def update(kernel, p, *args):
