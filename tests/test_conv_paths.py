@@ -98,3 +98,23 @@ def test_conv2d_gradients_with_kept_columns(kw):
     y.backward(jg.tensor(g))
     np.testing.assert_allclose(w.grad.numpy(), 2 * first, rtol=1e-12)
     assert gradgradcheck(lambda x, w: F.conv2d(x, w, None, **kw), (x, w))
+
+
+def test_im2col_and_col2im_over_random_geometries():
+    """conv2d (im2col) and its input gradient (col2im) against NumPy, for kernels that hang over
+    the padding on either side, strides that skip columns, dilations and padding wider than the kernel."""
+    rng = np.random.default_rng(5)
+    for _ in range(40):
+        k = tuple(rng.integers(1, 4, 2))
+        s, d, p = tuple(rng.integers(1, 4, 2)), tuple(rng.integers(1, 3, 2)), tuple(rng.integers(0, 4, 2))
+        hw = tuple(int(max(n, (kk - 1) * dd + 1 - 2 * pp)) for n, kk, dd, pp in zip(rng.integers(1, 8, 2), k, d, p))
+        x = rng.standard_normal((2, 2) + hw)
+        w = rng.standard_normal((3, 2) + k)
+        out = F.conv2d(jg.tensor(x), jg.tensor(w), None, s, p, d).numpy()
+        np.testing.assert_allclose(out, _np_conv2d(x, w, None, s, p, d), rtol=1e-12, atol=1e-12)
+        # col2im: <conv2d(x, w), g> = <x, conv_transpose2d(g, w)> for the same geometry
+        g = rng.standard_normal(out.shape)
+        op = tuple(n + 2 * pp - (o - 1) * ss - dd * (kk - 1) - 1 for n, pp, o, ss, dd, kk in zip(hw, p, out.shape[2:], s, d, k))
+        gx = F.conv_transpose2d(jg.tensor(g), jg.tensor(w), None, s, p, op, 1, d).numpy()
+        assert gx.shape == x.shape
+        np.testing.assert_allclose((out * g).sum(), (x * gx).sum(), rtol=1e-10)
