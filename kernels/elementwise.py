@@ -163,11 +163,12 @@ def _vsigmoid32(x):
     return _F1 / (_F1 + _vexp32(-x))
 
 
-def _typed(f32, f64, doc):
+def _typed(name, f32, f64, doc):
     """A function of one number running ``f32`` on float32 arguments and ``f64`` on any other, from
     Python and from numba-compiled code alike."""
     def fn(x):
         return f32(x) if isinstance(x, np.float32) else f64(x)
+    fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = doc
 
     @overload(fn, inline="always", jit_options=_OPTS)
@@ -178,9 +179,9 @@ def _typed(f32, f64, doc):
     return fn
 
 
-vexp = _typed(_vexp32, _vexp64, "exp(x), vectorizable")
-vtanh = _typed(_vtanh32, _vtanh64, "tanh(x), vectorizable")
-vsigmoid = _typed(_vsigmoid32, _vsigmoid64, "1 / (1 + exp(-x)), vectorizable")
+vexp = _typed("vexp", _vexp32, _vexp64, "exp(x), vectorizable")
+vtanh = _typed("vtanh", _vtanh32, _vtanh64, "tanh(x), vectorizable")
+vsigmoid = _typed("vsigmoid", _vsigmoid32, _vsigmoid64, "1 / (1 + exp(-x)), vectorizable")
 
 
 def device_sigmoid(x):
