@@ -22,6 +22,18 @@ from ._jit import twins
 
 
 # ---------------------------------------------------------------- im2col / col2im
+@njit(error_model="numpy", fastmath=config.FASTMATH)
+def _valid_span(off, stride, size, n):
+    """[j0, j1): the outputs j < n whose input column j*stride + off lies in [0, size)."""
+    j0 = 0 if off >= 0 else (stride - 1 - off) // stride
+    j1 = 0 if size - 1 - off < 0 else (size - 1 - off) // stride + 1
+    j1 = min(j1, n)
+    return min(j0, j1), j1
+
+
+# Both loop over output rows in three spans (left padding, the columns inside the image, right
+# padding), so that the inner loops are plain copies over slices indexed from 0, which vectorize,
+# with no bounds test per element.
 def _im2col(x, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, cols):
     N, C, H, W = x.shape
     L = oh * ow
@@ -29,18 +41,21 @@ def _im2col(x, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, cols):
         c = row // (kh * kw)
         ki = (row // kw) % kh
         kj = row % kw
+        off = kj * dw - pw
+        j0, j1 = _valid_span(off, sw, W, ow)
         for n in range(N):
-            base = n * L
             for i in range(oh):
                 h = i * sh - ph + ki * dh
-                o = base + i * ow
+                dst = cols[row, n * L + i * ow:n * L + (i + 1) * ow]
                 if h < 0 or h >= H:
-                    for j in range(ow):
-                        cols[row, o + j] = 0
+                    dst[:] = 0
                     continue
-                for j in range(ow):
-                    w = j * sw - pw + kj * dw
-                    cols[row, o + j] = x[n, c, h, w] if 0 <= w < W else 0
+                dst[:j0] = 0
+                dst[j1:] = 0
+                inner = dst[j0:j1]
+                src = x[n, c, h, j0 * sw + off:]
+                for j in range(inner.shape[0]):
+                    inner[j] = src[j * sw]
 
 
 def _col2im(cols, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, x):
@@ -52,15 +67,17 @@ def _col2im(cols, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, x):
         for ki in range(kh):
             for kj in range(kw):
                 row = (c * kh + ki) * kw + kj
+                off = kj * dw - pw
+                j0, j1 = _valid_span(off, sw, W, ow)
                 for i in range(oh):
                     h = i * sh - ph + ki * dh
                     if h < 0 or h >= H:
                         continue
                     o = n * L + i * ow
-                    for j in range(ow):
-                        w = j * sw - pw + kj * dw
-                        if 0 <= w < W:
-                            x[n, c, h, w] += cols[row, o + j]
+                    src = cols[row, o + j0:o + j1]
+                    dst = x[n, c, h, j0 * sw + off:]
+                    for j in range(src.shape[0]):
+                        dst[j * sw] += src[j]
 
 
 # ---------------------------------------------------------------- pooling
@@ -96,6 +113,53 @@ def _max_pool(x, kh, kw, sh, sw, ph, pw, dh, dw, out, idx):
                         best, bi = max_pool_step(best, bi, x[n, c, h, w], h * W + w)
                 out[n, c, i, j] = best
                 idx[n, c, i, j] = bi
+
+
+def _max_pool_2x2(x, out, idx):
+    """_max_pool for 2x2 windows at stride 2 without padding or dilation (the common pooling layer):
+    the four reads of a window without bounds tests. Elements are taken in the same order."""
+    N, C, H, W = x.shape
+    oh, ow = out.shape[2], out.shape[3]
+    for t in prange(N * C):
+        n, c = t // C, t % C
+        xs, os, ids = x[n, c], out[n, c], idx[n, c]
+        for i in range(oh):
+            h = 2 * i
+            for j in range(ow):
+                w = 2 * j
+                best, bi = xs[h, w], h * W + w
+                best, bi = max_pool_step(best, bi, xs[h, w + 1], h * W + w + 1)
+                best, bi = max_pool_step(best, bi, xs[h + 1, w], h * W + W + w)
+                best, bi = max_pool_step(best, bi, xs[h + 1, w + 1], h * W + W + w + 1)
+                os[i, j] = best
+                ids[i, j] = bi
+
+
+def _max_pool_2x2_backward(g, idx, gx):
+    """The gradient of _max_pool_2x2, written window by window (g at the max, 0 at the other three),
+    so that gx needs no zeroing first where the windows tile it; rows and columns no window covers
+    (odd sizes) are zeroed here."""
+    N, C, oh, ow = g.shape
+    H, W = gx.shape[2], gx.shape[3]
+    for t in prange(N * C):
+        n, c = t // C, t % C
+        gs, ids, gxs = g[n, c], idx[n, c], gx[n, c]
+        for i in range(oh):
+            h = 2 * i
+            for j in range(ow):
+                w = 2 * j
+                k = ids[i, j] - (h * W + w)  # 0, 1, W or W + 1
+                v = gs[i, j]
+                gxs[h, w] = v if k == 0 else 0
+                gxs[h, w + 1] = v if k == 1 else 0
+                gxs[h + 1, w] = v if k == W else 0
+                gxs[h + 1, w + 1] = v if k == W + 1 else 0
+        for h in range(2 * oh, H):
+            for w in range(W):
+                gxs[h, w] = 0
+        for h in range(2 * oh):
+            for w in range(2 * ow, W):
+                gxs[h, w] = 0
 
 
 def _max_pool_backward(g, idx, gx):
@@ -136,8 +200,8 @@ def _window_avg_backward(g, hs, he, ws, we, div, gx):
                         gx[n, c, h, w] += v
 
 
-_KERNELS = {f.__name__[1:]: twins(f) for f in (_im2col, _col2im, _max_pool, _max_pool_backward, _window_avg,
-                                               _window_avg_backward)}
+_KERNELS = {f.__name__[1:]: twins(f) for f in (_im2col, _col2im, _max_pool, _max_pool_backward, _max_pool_2x2,
+                                               _max_pool_2x2_backward, _window_avg, _window_avg_backward)}
 
 
 def kernel(name, size):
@@ -178,17 +242,43 @@ def _channels_first(g):
     return np.ascontiguousarray(g.transpose(1, 0, 2, 3)).reshape(O, -1)
 
 
-def conv2d(x, w, b, stride, padding, dilation, groups, out_hw):
-    """out[N, O, oh, ow] of a convolution of x[N, C, H, W] with w[O, C/groups, kh, kw] (+ b[O])."""
+class KeptColumns:
+    """The im2col columns of a convolution's input, kept by conv2d for conv2d_weight_grad of the
+    same input and geometry, which then need not build them again (used once, then let go)."""
+    __slots__ = ("x", "cols")
+
+    def __init__(self):
+        self.x = self.cols = None
+
+    def keep(self, x, cols):
+        self.x, self.cols = x, cols
+
+    def take(self, x):
+        """The columns kept for array ``x`` (the same object), or None."""
+        cols = self.cols if self.x is x else None
+        if cols is not None:
+            self.x = self.cols = None
+        return cols
+
+
+def conv2d(x, w, b, stride, padding, dilation, groups, out_hw, keep=None):
+    """out[N, O, oh, ow] of a convolution of x[N, C, H, W] with w[O, C/groups, kh, kw] (+ b[O]);
+    ``keep`` (a KeptColumns) receives x's columns for the weight gradient."""
     N = x.shape[0]
     O = w.shape[0]
     k = w.shape[2:]
     cols = im2col(x, k, stride, padding, dilation, out_hw)
+    if keep is not None:
+        keep.keep(x, cols)
     out = _gemm(_grouped(w.reshape(O, -1), groups), _grouped(cols, groups))
     out = out.reshape(O, N, out_hw[0], out_hw[1]).transpose(1, 0, 2, 3)
-    if b is not None:
-        out = out + b.reshape(1, O, 1, 1)
-    return np.ascontiguousarray(out)
+    if b is None:
+        return np.ascontiguousarray(out)
+    # one pass from the GEMM's (O, N) order into NCHW, adding the bias on the way (out + b would
+    # keep the transposed order, and a copy would follow)
+    res = np.empty(out.shape, out.dtype)
+    np.add(out, b.reshape(1, O, 1, 1), out=res)
+    return res
 
 
 def conv2d_input_grad(g, w, b, stride, padding, dilation, groups, in_hw):
@@ -204,11 +294,14 @@ def conv2d_input_grad(g, w, b, stride, padding, dilation, groups, in_hw):
     return out
 
 
-def conv2d_weight_grad(x, g, stride, padding, dilation, groups, k):
-    """The adjoint of conv2d in its weight: x[N, C, H, W], g[N, O, oh, ow] -> [O, C/groups, kh, kw]."""
+def conv2d_weight_grad(x, g, stride, padding, dilation, groups, k, kept=None):
+    """The adjoint of conv2d in its weight: x[N, C, H, W], g[N, O, oh, ow] -> [O, C/groups, kh, kw]
+    (with x's columns from ``kept`` where conv2d kept them)."""
     C = x.shape[1]
     O = g.shape[1]
-    cols = im2col(x, k, stride, padding, dilation, g.shape[2:])
+    cols = kept.take(x) if kept is not None else None
+    if cols is None:
+        cols = im2col(x, k, stride, padding, dilation, g.shape[2:])
     gw = _gemm(_grouped(_channels_first(g), groups), _grouped(cols, groups).transpose(0, 2, 1))
     return gw.reshape(O, C // groups, k[0], k[1])
 
@@ -219,14 +312,28 @@ def max_pool2d(x, k, stride, padding, dilation, out_hw):
     N, C = x.shape[:2]
     out = np.empty((N, C) + tuple(out_hw), x.dtype)
     idx = np.empty((N, C) + tuple(out_hw), np.int64)
-    kernel("max_pool", x.size)(np.ascontiguousarray(x), k[0], k[1], stride[0], stride[1], padding[0], padding[1],
-                               dilation[0], dilation[1], out, idx)
+    x = np.ascontiguousarray(x)
+    if is_2x2(k, stride, padding, dilation):
+        kernel("max_pool_2x2", x.size)(x, out, idx)
+        return out, idx
+    kernel("max_pool", x.size)(x, k[0], k[1], stride[0], stride[1], padding[0], padding[1], dilation[0], dilation[1],
+                               out, idx)
     return out, idx
 
 
-def max_pool2d_backward(g, idx, in_hw):
-    """Gradient of max_pool2d: g[N, C, oh, ow] sent to the positions ``idx`` of the maxima."""
+def is_2x2(k, stride, padding, dilation):
+    """Whether a max pooling has 2x2 windows at stride 2, without padding or dilation."""
+    return tuple(k) == (2, 2) and tuple(stride) == (2, 2) and not any(padding) and tuple(dilation) == (1, 1)
+
+
+def max_pool2d_backward(g, idx, in_hw, two_by_two=False):
+    """Gradient of max_pool2d: g[N, C, oh, ow] sent to the positions ``idx`` of the maxima;
+    ``two_by_two``: idx comes from 2x2 windows at stride 2 (see is_2x2), each window written once."""
     N, C = g.shape[:2]
+    if two_by_two:
+        gx = np.empty((N, C) + tuple(in_hw), g.dtype)
+        kernel("max_pool_2x2_backward", gx.size)(np.ascontiguousarray(g), np.ascontiguousarray(idx), gx)
+        return gx
     gx = np.zeros((N, C, in_hw[0] * in_hw[1]), g.dtype)
     kernel("max_pool_backward", g.size)(np.ascontiguousarray(g).reshape(N, C, -1),
                                         np.ascontiguousarray(idx).reshape(N, C, -1), gx)

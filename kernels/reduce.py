@@ -12,7 +12,8 @@ CPU kernel of its own (two passes, max then sum of exp, which vectorize; its fol
 Every loop works on a C-contiguous 3-D view ``x[A, R, B]`` and reduces (or scans) the middle axis
 R; ``reduce_layout`` brings any array and set of dims to that shape. Work is split over (A, tiles of
 B) and, when those are too few for the threads, over chunks of R whose partial states a second loop
-folds. Sums of float32 accumulate in float64.
+folds. Sums of float32 accumulate in float64. Serial sum/prod/amax/amin, and the merge of their
+partial states, are NumPy's ufunc reductions (see _NUMPY_FOLDS).
 """
 import math
 from typing import Callable, NamedTuple
@@ -465,8 +466,12 @@ def _reduce_acc(kind, x, dims):
         kernel(kind, x.size)(x3, out)
         return out
     p = _plan(kind, x.dtype)
+    parallel = x.size >= config.PARALLEL_THRESHOLD
+    ufunc = _NUMPY_FOLDS.get(kind)
+    if ufunc is not None and not parallel and R:
+        return ufunc.reduce(x3, axis=1, dtype=p.out)
     out = np.empty((A, B), p.out)
-    C = _chunks(A * -(-B // COLS), R, min(B, COLS)) if x.size >= config.PARALLEL_THRESHOLD else 1
+    C = _chunks(A * -(-B // COLS), R, min(B, COLS)) if parallel else 1
     if C == 1:  # no partial states: rows keep theirs in registers, columns in out when single-part
         pv = p.pv if B == 1 else np.empty((A, 1, B), p.v0.dtype) if p.paired else out.reshape(A, 1, B)
         pw = np.empty((A, 1, B), p.w0.dtype) if B > 1 and p.paired else p.pw
@@ -476,8 +481,18 @@ def _reduce_acc(kind, x, dims):
     kernel(kind + ("_rows" if B == 1 else "_cols"), x.size)(x3.reshape(A, R) if B == 1 else x3, pv, pw, out, p.v0,
                                                             p.w0)
     if C > 1:
-        kernel(kind + "_merge", 0)(pv, pw, out, p.v0, p.w0)
+        if ufunc is not None:
+            ufunc.reduce(pv, axis=1, out=out)
+        else:
+            kernel(kind + "_merge", 0)(pv, pw, out, p.v0, p.w0)
     return out
+
+
+# The kinds whose state is one value, with the NumPy ufunc that folds it the same way (max/min
+# propagate NaN, as llvm.maximum does). Serial reductions of these kinds, and the merge of their
+# parallel partial states, run in NumPy: as fast at those sizes, and no kernels to compile on the
+# first use of a model (a training step's first sums spent most of their time compiling).
+_NUMPY_FOLDS = {"sum": np.add, "prod": np.multiply, "amax": np.maximum, "amin": np.minimum}
 
 
 _REPEATS = ("sum", "amax", "amin")  # reductions over a repeated value: n * v, or v

@@ -12,8 +12,10 @@ groups, input and output image sizes, kernel size),
 """
 import numpy as np
 
+from .._grad_mode import STATE
 from .._op import Op, dispatch
 from .._tensor import Tensor
+from ..kernels.conv import KeptColumns
 from ._table import _arr, export, register
 
 
@@ -31,18 +33,22 @@ def _from4(xp, a, nd):
     return a if nd == 2 else xp.reshape(a, a.shape[:2] + a.shape[3:])
 
 
-def _conv_forward(xp, dt, x, w, b, stride, padding, dilation, groups, in_hw, out_hw, k_hw, nd):
-    out = _kernels(xp).conv2d(_to4(xp, x, nd), _to4(xp, w, nd), b, stride, padding, dilation, groups, out_hw)
+# ``cols`` (a KeptColumns, set by conv2d when the weight will need its gradient) carries the forward's
+# im2col columns to the weight gradient. The VJPs pass the params on to the other two ops, which
+# ignore it (conv2d_weight uses the columns only for the very array they were built from).
+def _conv_forward(xp, dt, x, w, b, stride, padding, dilation, groups, in_hw, out_hw, k_hw, nd, cols=None):
+    out = _kernels(xp).conv2d(_to4(xp, x, nd), _to4(xp, w, nd), b, stride, padding, dilation, groups, out_hw, cols)
     return _from4(xp, out, nd)
 
 
-def _conv_t_forward(xp, dt, y, w, b, stride, padding, dilation, groups, in_hw, out_hw, k_hw, nd):
+def _conv_t_forward(xp, dt, y, w, b, stride, padding, dilation, groups, in_hw, out_hw, k_hw, nd, cols=None):
     out = _kernels(xp).conv2d_input_grad(_to4(xp, y, nd), _to4(xp, w, nd), b, stride, padding, dilation, groups, in_hw)
     return _from4(xp, out, nd)
 
 
-def _conv_w_forward(xp, dt, x, y, stride, padding, dilation, groups, in_hw, out_hw, k_hw, nd):
-    out = _kernels(xp).conv2d_weight_grad(_to4(xp, x, nd), _to4(xp, y, nd), stride, padding, dilation, groups, k_hw)
+def _conv_w_forward(xp, dt, x, y, stride, padding, dilation, groups, in_hw, out_hw, k_hw, nd, cols=None):
+    out = _kernels(xp).conv2d_weight_grad(_to4(xp, x, nd), _to4(xp, y, nd), stride, padding, dilation, groups, k_hw,
+                                          cols)
     return _from4(xp, out, nd)
 
 
@@ -172,7 +178,10 @@ def _convnd(nd, input, weight, bias, stride, padding, dilation, groups):
         raise RuntimeError("Calculated padded input size per channel: (%s). Kernel size: (%s). Kernel size can't be "
                            "greater than actual input size" % (" x ".join(map(str, padded)), " x ".join(map(str, dk))))
     out = tuple((p - kk) // s + 1 for p, kk, s in zip(padded, dk, stride))
-    y = dispatch(CONV, (x, weight, bias), _geometry(nd, stride, lo, dilation, groups, size, k, out))
+    params = _geometry(nd, stride, lo, dilation, groups, size, k, out)
+    if weight.requires_grad and STATE.grad_enabled and not STATE.inference:
+        params["cols"] = KeptColumns()
+    y = dispatch(CONV, (x, weight, bias), params)
     return y.squeeze(0) if unbatched else y
 
 

@@ -17,11 +17,12 @@ def _max_pool_forward(xp, dt, x, kernel_size, stride, padding, dilation, out_hw)
 
 
 def _max_pool_grad(g, s):
-    return dispatch(MAX_POOL_BWD, (g[0],), {"indices": s.indices, "in_hw": s.self_shape[2:]})
+    return dispatch(MAX_POOL_BWD, (g[0],), {"indices": s.indices, "in_hw": s.self_shape[2:],
+                                            "two_by_two": KC.is_2x2(s.kernel_size, s.stride, s.padding, s.dilation)})
 
 
-def _max_pool_bwd_forward(xp, dt, g, indices, in_hw):
-    return _kernels(xp).max_pool2d_backward(g, indices._data, in_hw)
+def _max_pool_bwd_forward(xp, dt, g, indices, in_hw, two_by_two=False):
+    return _kernels(xp).max_pool2d_backward(g, indices._data, in_hw, two_by_two)
 
 
 def _avg_forward(xp, dt, x, windows, in_hw):

@@ -215,12 +215,15 @@ def _channels_first(g):
     return reshape(transpose(g, (1, 0, 2, 3)), (O, N * oh * ow))
 
 
-def conv2d(x, w, b, stride, padding, dilation, groups, out_hw):
-    """out[N, O, oh, ow] of a convolution of x[N, C, H, W] with w[O, C/groups, kh, kw] (+ b[O])."""
+def conv2d(x, w, b, stride, padding, dilation, groups, out_hw, keep=None):
+    """out[N, O, oh, ow] of a convolution of x[N, C, H, W] with w[O, C/groups, kh, kw] (+ b[O]);
+    ``keep`` (a kernels.conv.KeptColumns) receives x's columns for the weight gradient."""
     N = x.shape[0]
     O = w.shape[0]
     k = tuple(w.shape[2:])
     cols = im2col(x, k, stride, padding, dilation, out_hw)
+    if keep is not None:
+        keep.keep(x, cols)
     out = matmul(_grouped(reshape(w, (O, w.size // O)), groups), _grouped(cols, groups))
     out = transpose(reshape(out, (O, N) + tuple(out_hw)), (1, 0, 2, 3))
     # the copy into NCHW order, adding the bias on the way
@@ -243,11 +246,14 @@ def conv2d_input_grad(g, w, b, stride, padding, dilation, groups, in_hw):
     return out
 
 
-def conv2d_weight_grad(x, g, stride, padding, dilation, groups, k):
-    """The adjoint of conv2d in its weight: x[N, C, H, W], g[N, O, oh, ow] -> [O, C/groups, kh, kw]."""
+def conv2d_weight_grad(x, g, stride, padding, dilation, groups, k, kept=None):
+    """The adjoint of conv2d in its weight: x[N, C, H, W], g[N, O, oh, ow] -> [O, C/groups, kh, kw]
+    (with x's columns from ``kept`` where conv2d kept them)."""
     C = x.shape[1]
     O = g.shape[1]
-    cols = im2col(x, k, stride, padding, dilation, tuple(g.shape[2:]))
+    cols = kept.take(x) if kept is not None else None
+    if cols is None:
+        cols = im2col(x, k, stride, padding, dilation, tuple(g.shape[2:]))
     gw = matmul(_grouped(_channels_first(g), groups), transpose(_grouped(cols, groups), (0, 2, 1)))
     return reshape(gw, (O, C // groups, k[0], k[1]))
 
@@ -262,8 +268,9 @@ def max_pool2d(x, k, stride, padding, dilation, out_hw):
     return out, idx
 
 
-def max_pool2d_backward(g, idx, in_hw):
-    """Gradient of max_pool2d: g[N, C, oh, ow] sent to the positions ``idx`` of the maxima."""
+def max_pool2d_backward(g, idx, in_hw, two_by_two=False):
+    """Gradient of max_pool2d: g[N, C, oh, ow] sent to the positions ``idx`` of the maxima (one thread
+    per gradient element whatever the windows: ``two_by_two`` changes nothing here)."""
     gx = _zeros(tuple(g.shape[:2]) + _pair(in_hw), g.dtype)
     _launch(_max_pool_backward, g.size, g, idx, gx)
     return gx

@@ -54,6 +54,16 @@ def _numpy_for_device():
 
 
 _device_fns = {}
+_device_math = None
+
+
+def _math_for_device():
+    """The names kernels.elementwise's vectorizable math takes on a GPU: math's functions, and the
+    device versions of cpu.DEVICE_FUNCTIONS."""
+    global _device_math
+    if _device_math is None:
+        _device_math = dict(cpu.DEVICE_MATH, **{n: L.device_jit(f) for n, f in cpu.DEVICE_FUNCTIONS.items()})
+    return _device_math
 
 
 def device_function(name):
@@ -62,7 +72,7 @@ def device_function(name):
     if f is None:
         py = cpu.SCALARS[name].py_func
         if not L.SIM:  # the simulator runs the Python source as it is
-            py = L.function_with_globals(py, np=_numpy_for_device(), **cpu.DEVICE_MATH)
+            py = L.function_with_globals(py, np=_numpy_for_device(), **_math_for_device())
         f = _device_fns[name] = L.device_jit(py)
     return f
 

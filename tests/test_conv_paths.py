@@ -1,0 +1,120 @@
+"""The specialised convolution and pooling paths of kernels/conv.py against the general ones and
+NumPy: 2x2/stride-2 max pooling (forward and the window-by-window backward) and the im2col columns
+that conv2d keeps for the weight gradient."""
+import numpy as np
+import pytest
+
+import jitgrad as jg
+import jitgrad.nn.functional as F
+from jitgrad.autograd import gradcheck, gradgradcheck
+from jitgrad.kernels import conv as KC
+from jitgrad.ops.conv import _np_conv2d, _np_conv2d_weight
+from jitgrad.ops.pool import _np_max_pool2d
+
+
+def _general_max_pool(x):
+    out = np.empty(x.shape[:2] + (x.shape[2] // 2, x.shape[3] // 2), x.dtype)
+    idx = np.empty(out.shape, np.int64)
+    KC.kernel("max_pool", x.size)(np.ascontiguousarray(x), 2, 2, 2, 2, 0, 0, 1, 1, out, idx)
+    return out, idx
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(2, 3, 4, 6), (1, 2, 5, 7), (3, 1, 9, 8), (1, 1, 2, 2)])
+def test_max_pool_2x2_matches_the_general_kernel_and_numpy(shape, dtype):
+    rng = np.random.default_rng(0)
+    x = rng.integers(-3, 3, shape).astype(dtype)  # ties: the first of the window wins
+    x.flat[::7] = np.nan  # a NaN wins
+    out, idx = KC.max_pool2d(x, (2, 2), (2, 2), (0, 0), (1, 1), (shape[2] // 2, shape[3] // 2))
+    ref_out, ref_idx = _general_max_pool(x)
+    np.testing.assert_array_equal(out, ref_out)
+    np.testing.assert_array_equal(idx, ref_idx)
+    np_out = _np_max_pool2d(np.where(np.isnan(x), np.inf, x), 2)
+    np.testing.assert_array_equal(np.isnan(out), np.isinf(np_out))  # a window with a NaN gives NaN
+    finite = ~np.isnan(out)
+    np.testing.assert_array_equal(out[finite], np_out[finite])
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 4, 6), (1, 2, 5, 7), (3, 1, 9, 8)])
+def test_max_pool_2x2_backward_matches_the_scatter(shape):
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal(shape).astype(np.float32)
+    oh, ow = shape[2] // 2, shape[3] // 2
+    _, idx = KC.max_pool2d(x, (2, 2), (2, 2), (0, 0), (1, 1), (oh, ow))
+    g = rng.standard_normal(shape[:2] + (oh, ow)).astype(np.float32)
+    fast = KC.max_pool2d_backward(g, idx, shape[2:], two_by_two=True)
+    general = KC.max_pool2d_backward(g, idx, shape[2:])
+    np.testing.assert_array_equal(fast, general)
+    assert np.count_nonzero(fast) == np.count_nonzero(g)  # odd rows/columns no window covers are zero
+
+
+def test_max_pool_2x2_through_autograd():
+    rng = np.random.default_rng(2)
+    x = jg.tensor(rng.standard_normal((2, 3, 5, 6)), requires_grad=True)
+    assert gradcheck(lambda t: F.max_pool2d(t, 2), (x,))
+    assert gradgradcheck(lambda t: F.max_pool2d(t, 2), (x,))
+    y, idx = F.max_pool2d(x, 2, return_indices=True)
+    np.testing.assert_array_equal(idx.numpy(), _np_max_pool2d(x.detach().numpy(), 2, return_indices=True)[1])
+
+
+def test_conv2d_keeps_its_columns_for_the_weight_gradient_only_of_the_same_input():
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 3, 6, 5)).astype(np.float32)
+    w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    g = rng.standard_normal((2, 4, 6, 5)).astype(np.float32)
+    geometry = ((1, 1), (1, 1), (1, 1), 1)
+    kept = KC.KeptColumns()
+    KC.conv2d(x, w, None, *geometry, (6, 5), kept)
+    assert kept.take(x.copy()) is None  # another array: built again
+    cols = kept.cols
+    fresh = KC.conv2d_weight_grad(x, g, *geometry, (3, 3))
+    reused = KC.conv2d_weight_grad(x, g, *geometry, (3, 3), kept)
+    assert kept.cols is None and cols is not None  # used once, then let go
+    np.testing.assert_array_equal(reused, fresh)
+    np.testing.assert_allclose(fresh, _np_conv2d_weight(x.astype(np.float64), w.shape, g.astype(np.float64), 1, 1),
+                               rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("kw", [{"padding": 1}, {"stride": 2, "padding": (0, 1)}, {"dilation": 2},
+                                {"groups": 2, "padding": 1}])
+def test_conv2d_gradients_with_kept_columns(kw):
+    rng = np.random.default_rng(4)
+    x = jg.tensor(rng.standard_normal((2, 4, 7, 6)), requires_grad=True)
+    w = jg.tensor(rng.standard_normal((4, 4 // kw.get("groups", 1), 3, 3)), requires_grad=True)
+    b = jg.tensor(rng.standard_normal(4), requires_grad=True)
+    y = F.conv2d(x, w, b, **kw)
+    g = rng.standard_normal(tuple(y.shape))
+    y.backward(jg.tensor(g))
+    ref = _np_conv2d_weight(x.detach().numpy(), tuple(w.shape), g, kw.get("stride", 1), kw.get("padding", 0),
+                            kw.get("dilation", 1), kw.get("groups", 1))
+    np.testing.assert_allclose(w.grad.numpy(), ref, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(y.detach().numpy(), _np_conv2d(x.detach().numpy(), w.detach().numpy(),
+                                                              b.detach().numpy(), **kw), rtol=1e-10, atol=1e-10)
+    # a second backward of a retained graph, and double backward, build the columns again
+    w.grad = None
+    y = F.conv2d(x, w, b, **kw)
+    y.backward(jg.tensor(g), retain_graph=True)
+    first = w.grad.numpy().copy()
+    y.backward(jg.tensor(g))
+    np.testing.assert_allclose(w.grad.numpy(), 2 * first, rtol=1e-12)
+    assert gradgradcheck(lambda x, w: F.conv2d(x, w, None, **kw), (x, w))
+
+
+def test_im2col_and_col2im_over_random_geometries():
+    """conv2d (im2col) and its input gradient (col2im) against NumPy, for kernels that hang over
+    the padding on either side, strides that skip columns, dilations and padding wider than the kernel."""
+    rng = np.random.default_rng(5)
+    for _ in range(40):
+        k = tuple(rng.integers(1, 4, 2))
+        s, d, p = tuple(rng.integers(1, 4, 2)), tuple(rng.integers(1, 3, 2)), tuple(rng.integers(0, 4, 2))
+        hw = tuple(int(max(n, (kk - 1) * dd + 1 - 2 * pp)) for n, kk, dd, pp in zip(rng.integers(1, 8, 2), k, d, p))
+        x = rng.standard_normal((2, 2) + hw)
+        w = rng.standard_normal((3, 2) + k)
+        out = F.conv2d(jg.tensor(x), jg.tensor(w), None, s, p, d).numpy()
+        np.testing.assert_allclose(out, _np_conv2d(x, w, None, s, p, d), rtol=1e-12, atol=1e-12)
+        # col2im: <conv2d(x, w), g> = <x, conv_transpose2d(g, w)> for the same geometry
+        g = rng.standard_normal(out.shape)
+        op = tuple(n + 2 * pp - (o - 1) * ss - dd * (kk - 1) - 1 for n, pp, o, ss, dd, kk in zip(hw, p, out.shape[2:], s, d, k))
+        gx = F.conv_transpose2d(jg.tensor(g), jg.tensor(w), None, s, p, op, 1, d).numpy()
+        assert gx.shape == x.shape
+        np.testing.assert_allclose((out * g).sum(), (x * gx).sum(), rtol=1e-10)
