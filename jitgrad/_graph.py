@@ -63,18 +63,18 @@ def add_hook(hooks, fn):
 
 class Node:
     """A node of the backward graph (``tensor.grad_fn``)."""
-    __slots__ = ("next_functions", "_seq", "_pre_hooks", "_post_hooks", "_tensor_hooks", "_retain_hooks",
-                 "_metadata", "_anomaly_trace", "__weakref__")
+    # Hooks, metadata and the anomaly trace are class-level defaults: the few nodes that have any keep
+    # theirs in the instance's __dict__, so building a node sets two fields.
+    __slots__ = ("next_functions", "_seq", "__dict__", "__weakref__")
     n_outputs = 1
+    _pre_hooks = _post_hooks = _tensor_hooks = _retain_hooks = None
+    _metadata = _anomaly_trace = None
 
     def __init__(self, next_functions=()):
         if None in next_functions:
             next_functions = tuple(NO_EDGE if e is None else e for e in next_functions)
         self.next_functions = next_functions
         self._seq = next(SEQUENCE)
-        self._pre_hooks = self._post_hooks = self._tensor_hooks = self._retain_hooks = None
-        self._metadata = None
-        self._anomaly_trace = None
         if STATE.anomaly:
             record_trace(self)
 
@@ -130,13 +130,12 @@ class AccumulateGrad(Node):
     Its lock makes the read-modify-write of ``.grad`` atomic when several threads run backward
     into the same leaf (PyTorch's per-node mutex); there is one node per leaf (``accumulate_node``).
     """
-    __slots__ = ("variable", "_post_acc_hooks", "_lock")
+    __slots__ = ("variable", "_lock")
+    _post_acc_hooks = None
 
     def __init__(self, variable):  # one per leaf and graph, on the per-op path: slots set directly
         self.next_functions = ()
         self._seq = LEAF_SEQUENCE
-        self._pre_hooks = self._post_hooks = self._tensor_hooks = self._retain_hooks = None
-        self._metadata = self._anomaly_trace = self._post_acc_hooks = None
         self.variable = variable
         self._lock = threading.Lock()
         if STATE.anomaly:

@@ -37,8 +37,17 @@ class Size(tuple):
 
 
 class Tensor:
-    __slots__ = ("_data", "_vc", "_requires_grad", "_grad", "grad_fn", "_output_nr", "_base", "_view_chain",
-                 "_acc_node", "_hooks", "_inference", "__dict__", "__weakref__")
+    # Every tensor sets the four slots; the fields most tensors never change are class-level defaults,
+    # stored in the instance's __dict__ only by the few tensors that set them (views, leaves with .grad,
+    # hooks or an AccumulateGrad node, outputs after the first of an op, inference tensors).
+    __slots__ = ("_data", "_vc", "_requires_grad", "grad_fn", "__dict__", "__weakref__")
+    _grad = None
+    _output_nr = 0
+    _base = None
+    _view_chain = ()
+    _acc_node = None
+    _hooks = None
+    _inference = False
     __array_priority__ = 1000  # NumPy scalars and arrays defer to Tensor's operators
 
     def __init__(self, *args, **kwargs):
@@ -51,14 +60,9 @@ class Tensor:
         t._data = data
         t._vc = [0]
         t._requires_grad = requires_grad
-        t._grad = None
         t.grad_fn = None
-        t._output_nr = 0
-        t._base = None
-        t._view_chain = ()
-        t._acc_node = None
-        t._hooks = None
-        t._inference = STATE.inference
+        if STATE.inference:
+            t._inference = True
         return t
 
     def _alias(self, grad_fn=None, output_nr=0, share_version=True):
@@ -67,8 +71,10 @@ class Tensor:
         if share_version:
             t._vc = self._vc
         t.grad_fn = grad_fn
-        t._output_nr = output_nr
-        t._inference = self._inference
+        if output_nr:
+            t._output_nr = output_nr
+        if t._inference is not self._inference:
+            t._inference = self._inference
         return t
 
     # ------------------------------------------------------------- basic attributes
@@ -398,6 +404,7 @@ class Tensor:
         for s in Tensor.__slots__:
             if s not in ("__dict__", "__weakref__"):
                 object.__setattr__(t, s, getattr(w, s))
+        t.__dict__.update(w.__dict__)
 
     def to(self, *args, **kwargs):
         """``to(dtype)``, ``to(device)``, ``to(device, dtype)`` or ``to(other)``; returns self if nothing changes."""
