@@ -179,20 +179,22 @@ class OpNode(Node):
         op = self.op
         g = grads[0] if op.n_outputs == 1 else tuple(
             grads[k] if grads[k] is not None else self._zeros_for_output(k) for k in range(op.n_outputs))
-        fast = not STATE.grad_enabled  # no graph of the backward: fused kernels where the entry has them
+        # no graph of the backward: the entry's fused kernels where it has them (variadic entries have none)
+        fused = op.fused if not STATE.grad_enabled and not op.variadic else None
+        meta = self.input_meta
         out = []
         for i, nf in enumerate(self.next_functions):
             if nf[0] is None:
                 out.append(None)
                 continue
-            if op.variadic:
+            if fused is not None and fused[i] is not None:
+                gi = _run_fused(self, fused[i], g)
+            elif op.variadic:
                 gi = op.vjp[0](g, self, i)
-            elif fast and op.fused[i] is not None:
-                gi = _run_fused(self, op.fused[i], g)
             else:
                 gi = op.vjp[i](g, self)
             if gi is not None:
-                shape, dtype = self.input_meta[i]
+                shape, dtype = meta[i]
                 d = gi._data
                 if d.shape != shape:
                     gi = gi.sum_to_size(shape)
@@ -255,13 +257,16 @@ def _run_fused(node, spec, g):
             continue
         v = saved.get(n, _MISSING)
         if v.__class__ is SavedTensor:
-            args.append(v.unpack_data())
+            if v._vc[0] == v._version and v._hooks is None:  # SavedTensor.unpack_data, inlined
+                d = v._data
+                args.append(d if v._node is not None else d._data)
+            else:
+                args.append(v.unpack_data())
         elif v is _MISSING:  # a param (negative_slope), or the constant 0 of a select
             args.append(dt.type(0 if n == "zero" else getattr(node, n)))
         else:
             args.append(v._data if isinstance(v, Tensor) else dt.type(v))
-    xp = CPU_BACKEND if garr.__class__ is np.ndarray else backend(garr)
-    return Tensor._wrap(xp.run(kernel, dt, *args))
+    return Tensor._wrap((CPU_BACKEND if garr.__class__ is np.ndarray else backend(garr)).run(kernel, dt, *args))
 
 
 def dispatch(op, args, params=EMPTY):

@@ -321,12 +321,13 @@ _add_forward.kernel, _add_forward.out = "add", None
 _sub_forward.kernel, _sub_forward.out = "sub", None
 
 
-ADD = _binary("add", [lambda g, s: g, lambda g, s: g * s.alpha if s.alpha != 1 else g], forward=_add_forward,
+ADD = _binary("add", [lambda g, s: g, lambda g, s: g * s.params["alpha"] if s.params else g], forward=_add_forward,
               params={"alpha": 1},
               ref=lambda a, b, alpha=1: a + b if alpha == 1 else a + alpha * b,  # bool + bool stays bool
               samples=joined(binary_samples(), _alpha_samples), call=add, api=("add",), inplace=True,
               operators=("__add__", "__radd__", "__iadd__"))
-SUB = _binary("sub", [lambda g, s: g, lambda g, s: -g * s.alpha], forward=_sub_forward, params={"alpha": 1},
+SUB = _binary("sub", [lambda g, s: g, lambda g, s: -g * s.params["alpha"] if s.params else -g], forward=_sub_forward,
+              params={"alpha": 1},
               ref=lambda a, b, alpha=1: a - alpha * b, samples=joined(binary_samples(), _alpha_samples), call=sub,
               api=("sub", "subtract"), inplace=True, operators=("__sub__", "__rsub__", "__isub__"))
 MUL = _binary("mul", [lambda g, s: g * s.other, lambda g, s: g * s.self],
