@@ -9,7 +9,7 @@ import warnings
 import numpy as np
 
 from . import _dtype as D
-from ._device import cuda_backend, to_device
+from ._device import DEFAULT as DEFAULT_DEVICE, cuda_backend, to_device
 from ._tensor import Tensor
 
 _rng = [np.random.default_rng()]
@@ -36,6 +36,8 @@ def _leaf(data, dtype, requires_grad, device=None):
         d = D.to_dtype(dtype)
         if data.dtype != d.np:
             data = data.astype(d.np)
+    if device is None:
+        device = DEFAULT_DEVICE[0]  # set_default_device's; None: the CPU
     if device is not None and to_device(device).type == "cuda":
         data = cuda_backend().from_host(data)
     t = Tensor._wrap(data)

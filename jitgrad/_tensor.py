@@ -50,8 +50,10 @@ class Tensor:
     _inference = False
     __array_priority__ = 1000  # NumPy scalars and arrays defer to Tensor's operators
 
+    # jitgrad.Tensor(data) / Tensor(*sizes): the legacy constructor, jitgrad/_legacy.py's tensor_new,
+    # installed as __new__ by jitgrad/__init__.py; __new__ builds the whole tensor
     def __init__(self, *args, **kwargs):
-        raise TypeError("use jitgrad.tensor(data), jitgrad.zeros(...) or another factory to create a Tensor")
+        pass
 
     @classmethod
     def _wrap(cls, data, requires_grad=False):
@@ -379,7 +381,8 @@ class Tensor:
     __str__ = __repr__
 
     def __format__(self, spec):
-        if self._data.ndim == 0 and not self._requires_grad:
+        # as PyTorch: a 0-d Tensor (requiring grad or not; not a subclass) formats as its value
+        if self._data.ndim == 0 and type(self) is Tensor:
             return self.item().__format__(spec)
         return object.__format__(self, spec)
 
@@ -428,10 +431,14 @@ class Tensor:
             t = t.clone()
         return t
 
-    def type(self, dtype=None):
+    def type(self, dtype=None, non_blocking=False, **kwargs):
+        """The legacy type name ('jitgrad.FloatTensor'), or a copy converted to the type given as a name
+        ('torch.LongTensor', 'jitgrad.cuda.FloatTensor'), a legacy type class or a dtype."""
         if dtype is None:
-            return "jitgrad." + self.dtype.tensor_type
-        return self.to(dtype)
+            return ("jitgrad." if self._data.__class__ is np.ndarray else "jitgrad.cuda.") + self.dtype.tensor_type
+        if isinstance(dtype, str):
+            return self.to(*_type_from_name(dtype))
+        return self.to(getattr(dtype, "dtype", dtype) if isinstance(getattr(dtype, "dtype", None), D.dtype) else dtype)
 
     def float(self):
         return self.to(D.float32)
@@ -456,6 +463,16 @@ class Tensor:
 
     def cuda(self, device=None, non_blocking=False):
         return self.to("cuda" if device is None else device)
+
+
+def _type_from_name(name):
+    """(dtype, device) for a legacy type name: 'torch.FloatTensor', 'jitgrad.cuda.LongTensor'."""
+    parts = name.split(".")
+    if len(parts) in (2, 3) and parts[0] in ("torch", "jitgrad") and (len(parts) == 2 or parts[1] == "cuda"):
+        for d in D.ALL:
+            if d.tensor_type == parts[-1]:
+                return d, "cuda" if len(parts) == 3 else "cpu"
+    raise ValueError("invalid type: %r" % name)
 
 
 def _rebuild(data, requires_grad):
