@@ -12,7 +12,7 @@ import numpy as np
 
 from ._anomaly import record_trace
 from ._device import backend
-from ._grad_mode import STATE
+from ._grad_mode import SPECIAL, STATE
 
 SEQUENCE = itertools.count()  # creation order of nodes: the engine runs the latest first
 _handle_ids = itertools.count()
@@ -68,6 +68,7 @@ class Node:
     __slots__ = ("next_functions", "_seq", "__dict__", "__weakref__")
     n_outputs = 1
     _pre_hooks = _post_hooks = _tensor_hooks = _retain_hooks = None
+    _hooked = False  # set once any hook is registered: the engine looks at the hooks of such nodes only
     _metadata = _anomaly_trace = None
 
     def __init__(self, next_functions=()):
@@ -75,7 +76,7 @@ class Node:
             next_functions = tuple(NO_EDGE if e is None else e for e in next_functions)
         self.next_functions = next_functions
         self._seq = next(SEQUENCE)
-        if STATE.anomaly:
+        if SPECIAL[0] and STATE.anomaly:
             record_trace(self)
 
     def name(self):
@@ -94,12 +95,14 @@ class Node:
         """``fn(grad_inputs, grad_outputs)`` runs after the node; it may return new grad_inputs."""
         if self._post_hooks is None:
             self._post_hooks = _HookDict()
+            self._hooked = True
         return add_hook(self._post_hooks, fn)
 
     def register_prehook(self, fn):
         """``fn(grad_outputs)`` runs before the node; it may return new grad_outputs."""
         if self._pre_hooks is None:
             self._pre_hooks = _HookDict()
+            self._hooked = True
         return add_hook(self._pre_hooks, fn)
 
     def _register_tensor_hook(self, output_nr, fn, retain=False):
@@ -108,6 +111,7 @@ class Node:
         if table is None:
             table = {}
             setattr(self, attr, table)
+            self._hooked = True
         hooks = table.get(output_nr)
         if hooks is None:
             hooks = table[output_nr] = _HookDict()
@@ -138,7 +142,7 @@ class AccumulateGrad(Node):
         self._seq = LEAF_SEQUENCE
         self.variable = variable
         self._mutex = None  # made when backward first reaches the node (most nodes of a step never need one)
-        if STATE.anomaly:
+        if SPECIAL[0] and STATE.anomaly:
             record_trace(self)
 
     @property

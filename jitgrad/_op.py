@@ -11,13 +11,13 @@ import numpy as np
 
 from . import _dtype as D
 from ._device import backend, cuda_backend
-from .kernels import cpu as CPU_BACKEND
-from ._grad_mode import STATE
+from .kernels import config as KERNEL_CONFIG, cpu as CPU_BACKEND
+from ._grad_mode import SPECIAL, STATE
 from ._dtype import FROM_NP
 from ._factories import zeros
 from ._anomaly import record_trace
 from ._graph import NO_EDGE, SEQUENCE, Node, accumulate_node
-from ._saved import SavedTensor
+from ._saved import SavedTensor, save_input, save_output
 from ._tensor import Tensor
 
 EMPTY = {}
@@ -308,7 +308,7 @@ def dispatch(op, args, params=EMPTY):
     plan = op._dtypes.get(tuple(key))
     if plan is None:
         plan = op._dtypes[tuple(key)] = _plan(op, args)
-    cnp, convert, out_dtype = plan
+    cnp, convert, out_dtype, loop = plan
     if convert:
         for i in convert:
             a = arrays[i]
@@ -318,11 +318,19 @@ def dispatch(op, args, params=EMPTY):
         broadcast_shapes(*[a._data.shape for a in args if isinstance(a, Tensor) and a._data.ndim])
     xp = CPU_BACKEND if kind is np.ndarray or kind is None else cuda_backend()
     if out_dtype is not None and not params:  # an elementwise entry: its kernel, without the forward's wrapper
-        out = xp.run(op.kernel, out_dtype, *arrays)
+        if loop is not None and not mixed and kind is np.ndarray and len(shape) == 1 and \
+                shape[0] < KERNEL_CONFIG.PARALLEL_THRESHOLD:  # 1-D CPU operands: the serial flat loop itself
+            out = np.empty(shape, out_dtype)
+            loop(*arrays, out)
+        else:
+            out = xp.run(op.kernel, out_dtype, *arrays)
     else:
         out = op.forward(xp, cnp, *arrays, **params)
-    if op.plain and (not grad or not op.differentiable or not STATE.grad_enabled):
-        return Tensor._wrap(out)  # the common result: a new tensor that records nothing
+    if op.plain:
+        result = Tensor._wrap(out)
+        if grad and op.differentiable and STATE.grad_enabled:  # (never in inference mode: grad mode is off there)
+            _attach(op, args, params, (result,))
+        return result
     return record(op, args, params, out, grad)
 
 
@@ -336,7 +344,13 @@ def _plan(op, args):
     convert = tuple(i for i, a in enumerate(args)
                     if not isinstance(a, Tensor) or a._data.dtype != compute and i not in op.keep_inputs)
     out_dtype = None if op.kernel is None else np.dtype(op.kernel_out or compute)
-    return compute, convert, out_dtype
+    # an elementwise entry whose operands are tensors of one shape and numbers (no 0-d tensors): its
+    # serial flat loop for this pattern of arrays and scalars, which dispatch calls on 1-D operands
+    loop = None
+    if out_dtype is not None and all(a is not None and (not isinstance(a, Tensor) or a.ndim) for a in args) and \
+            any(isinstance(a, Tensor) for a in args):
+        loop = CPU_BACKEND.flat_loop(op.kernel, tuple(isinstance(a, Tensor) for a in args))
+    return compute, convert, out_dtype, loop
 
 
 def _device_mismatch(args):
@@ -390,18 +404,18 @@ def _mark_view(view, src, op, params):
 
 def _may_save(op, name):
     """Whether ``op`` saves ``name`` for some pattern of inputs requiring grad."""
-    inputs, outputs = _save_plan(op, (True,) * (1 if op.variadic else len(op.inputs)))
+    inputs, outputs = _save_plan(op, (1 << (1 if op.variadic else len(op.inputs))) - 1)
     return any(n == name for n, _ in inputs + outputs)
 
 
 def _save_plan(op, active):
-    """(inputs, outputs) to save, as (name, position), when the inputs flagged in ``active`` need
-    gradients (cached per op and pattern)."""
+    """(inputs, outputs) to save, as (name, position), when the inputs flagged in bit mask ``active``
+    need gradients (cached per op and pattern)."""
     plan = op._plans.get(active)
     if plan is None:
         wanted = []
-        for i, on in enumerate(active):
-            if on:
+        for i in range(active.bit_length()):
+            if active >> i & 1:
                 wanted += [n for n in op.saves[0 if op.variadic else i] if n not in wanted]
         inputs = [] if op.variadic else [(n, op.inputs.index(n)) for n in wanted if n in op.inputs]
         outputs = [(n, op.outputs.index(n)) for n in wanted if n in op.outputs]
@@ -412,7 +426,7 @@ def _save_plan(op, active):
 def _attach(op, args, params, outs):
     nexts = []
     meta = []  # per input that takes a gradient: (shape, NumPy dtype) the gradient is brought back to
-    active = []
+    active = 0  # bit i: input i takes a gradient
     vjp = op.vjp
     variadic = op.variadic
     for i, a in enumerate(args):
@@ -421,12 +435,12 @@ def _attach(op, args, params, outs):
             nexts.append((fn, a._output_nr) if fn is not None else (accumulate_node(a), 0))
             d = a._data
             meta.append((d.shape, d.dtype))
-            active.append(True)
+            active |= 1 << i
         else:
             nexts.append(NO_EDGE)  # PyTorch's entry for an input that takes no gradient
             meta.append(None)
-            active.append(False)
-    inputs, save_outputs = _save_plan(op, tuple(active))
+    plan = op._plans.get(active)
+    inputs, save_outputs = plan if plan is not None else _save_plan(op, active)
     if op.n_outputs > 1:
         params = dict(params)
         params["_out_meta"] = [(o.shape, o.dtype) for o in outs]
@@ -437,11 +451,11 @@ def _attach(op, args, params, outs):
     node.input_meta = meta
     node.params = params
     node.saved = saved = {}
-    if STATE.anomaly:
+    if SPECIAL[0] and STATE.anomaly:
         record_trace(node)
     for name, i in inputs:
         a = args[i]
-        saved[name] = SavedTensor(a) if isinstance(a, Tensor) else a
+        saved[name] = save_input(a) if isinstance(a, Tensor) else a
     for k, o in enumerate(outs):
         if o._data.dtype.kind == "f":
             o.grad_fn = node
@@ -449,7 +463,7 @@ def _attach(op, args, params, outs):
                 o._output_nr = k
             o._requires_grad = True
     for name, k in save_outputs:  # the result is checked for in-place changes; other outputs (indices) are not
-        saved[name] = SavedTensor(outs[k], is_output=True, node=node) if k == 0 else outs[k]
+        saved[name] = save_output(outs[k], node) if k == 0 else outs[k]
     return node
 
 

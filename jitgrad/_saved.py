@@ -3,7 +3,7 @@ import weakref
 
 from ._anomaly import version_error
 from ._dtype import FROM_NP
-from ._grad_mode import STATE
+from ._grad_mode import SPECIAL, STATE
 from ._tensor import Tensor
 
 FREED_MESSAGE = (
@@ -121,3 +121,34 @@ class SavedTensor:
         self._data = self._saved_fn = self._version = None
         if self._hooks is not None:  # the unpack hook may hold memory of its own (a checkpoint's recomputed values)
             self._hooks = self._packed = None
+
+
+def save_input(t):
+    """``SavedTensor(t)`` for an input, its fields set here directly (one per saved input of every recorded op)."""
+    if t._inference or SPECIAL[0] and STATE.saved_tensors_hooks:
+        return SavedTensor(t)
+    s = _new(SavedTensor)
+    s._vc = vc = t._vc
+    s._version = vc[0]
+    s._output_nr = t._output_nr
+    s._node = None
+    s._saved_fn = t.grad_fn
+    s._data = t
+    return s
+
+
+def save_output(t, node):
+    """``SavedTensor(t, is_output=True, node=node)``, its fields set here directly."""
+    if t._inference or SPECIAL[0] and STATE.saved_tensors_hooks:
+        return SavedTensor(t, True, node)
+    s = _new(SavedTensor)
+    s._vc = vc = t._vc
+    s._version = vc[0]
+    s._output_nr = t._output_nr
+    s._node = weakref.ref(node)
+    s._saved_fn = None
+    s._data = t._data
+    return s
+
+
+_new = object.__new__

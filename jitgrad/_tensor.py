@@ -13,7 +13,7 @@ import numpy as np
 from . import _dtype as D
 from . import _graph as G
 from ._device import CPU, Device, backend, device_of, to_device
-from ._grad_mode import STATE
+from ._grad_mode import SPECIAL, STATE
 from ._repr import tensor_repr
 
 NON_LEAF_GRAD_WARNING = (
@@ -63,7 +63,7 @@ class Tensor:
         t._vc = [0]
         t._requires_grad = requires_grad
         t.grad_fn = None
-        if STATE.inference:
+        if SPECIAL[0] and STATE.inference:
             t._inference = True
         return t
 

@@ -317,6 +317,16 @@ def _make_loop(fn, pattern, parallel):
 _loops = {}  # (fn, parallel, *pattern) -> compiled loop
 
 
+def flat_loop(fn, pattern):
+    """The serial flat loop of scalar ``fn``, ``loop(*args, out)``: pattern[k] says whether arg k is
+    an array (1-D, of out's length) or a scalar (compiled on first call, as every loop)."""
+    key = (fn, False) + pattern
+    loop = _loops.get(key)
+    if loop is None:
+        loop = _loops[key] = _make_loop(fn, pattern, False)
+    return loop
+
+
 def run(fn, out_dtype, *args, out=None):
     """Apply scalar function ``fn`` elementwise over ``args`` with NumPy broadcasting.
 

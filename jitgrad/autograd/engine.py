@@ -181,23 +181,24 @@ def run(roots, retain_graph, create_graph, targets=None, accumulate_leaves=True)
     anomaly = STATE.anomaly
     pop, push = heapq.heappop, heapq.heappush
     node = None  # the next node to run, when it was the only one to become ready (a chain: no heap)
+    every = needed is None and accumulate_leaves  # every node reached runs
     with set_grad_enabled(create_graph):
         while node is not None or ready:
             if node is None:
                 node = pop(ready)[2]
             grads = buffers.pop(node, None) or [None] * node.n_outputs
-            if node._tensor_hooks or node._pre_hooks or node._retain_hooks or (
-                    node.__class__ is AccumulateGrad and node.variable._hooks):
+            hooked = node._hooked
+            if hooked or node.__class__ is AccumulateGrad and node.variable._hooks:
                 grads = _pre_hooks(node, grads)
             if capture:
                 for k, g in enumerate(grads):
                     for slot in capture.get((node, k), ()):
                         captured[slot] = g
             outs = ()
-            if (grads[0] is not None or any(g is not None for g in grads)) and (needed is None or node in needed) and (
-                    accumulate_leaves or node.__class__ is not AccumulateGrad):
+            if (grads[0] is not None or any(g is not None for g in grads)) and (every or (
+                    needed is None or node in needed) and (accumulate_leaves or node.__class__ is not AccumulateGrad)):
                 outs = _apply_with_anomaly(node, grads) if anomaly else node.apply(grads)
-                if node._post_hooks:
+                if hooked and node._post_hooks:
                     outs = _post_hooks(node, outs, grads)
                 if not retain_graph:
                     node._release()
