@@ -249,24 +249,40 @@ def _run_fused(node, spec, g):
     kernel, names = spec
     garr = g._data
     dt = garr.dtype
+    shape = garr.shape
     saved = node.saved
     args = []
+    pattern = []  # per argument: an array of g's shape (True) or a scalar (False); None once that fails
     for n in names:
         if n == "g":
             args.append(garr)
-            continue
-        v = saved.get(n, _MISSING)
-        if v.__class__ is SavedTensor:
-            if v._vc[0] == v._version and v._hooks is None:  # SavedTensor.unpack_data, inlined
-                d = v._data
-                args.append(d if v._node is not None else d._data)
-            else:
-                args.append(v.unpack_data())
-        elif v is _MISSING:  # a param (negative_slope), or the constant 0 of a select
-            args.append(dt.type(0 if n == "zero" else getattr(node, n)))
         else:
-            args.append(v._data if isinstance(v, Tensor) else dt.type(v))
-    return Tensor._wrap((CPU_BACKEND if garr.__class__ is np.ndarray else backend(garr)).run(kernel, dt, *args))
+            v = saved.get(n, _MISSING)
+            if v.__class__ is SavedTensor:
+                if v._vc[0] == v._version and v._hooks is None:  # SavedTensor.unpack_data, inlined
+                    d = v._data
+                    args.append(d if v._node is not None else d._data)
+                else:
+                    args.append(v.unpack_data())
+            elif v is _MISSING:  # a param (negative_slope), or the constant 0 of a select
+                args.append(dt.type(0 if n == "zero" else getattr(node, n)))
+            else:
+                args.append(v._data if isinstance(v, Tensor) else dt.type(v))
+        if pattern is not None:
+            x = args[-1]
+            if x.__class__ is not np.ndarray:
+                pattern.append(False)
+            elif x.shape == shape:
+                pattern.append(True)
+            else:
+                pattern = None
+    if garr.__class__ is np.ndarray:
+        if pattern is not None and len(shape) == 1 and shape[0] < KERNEL_CONFIG.PARALLEL_THRESHOLD:
+            out = np.empty(shape, dt)  # 1-D operands of one shape: the serial flat loop itself
+            CPU_BACKEND.flat_loop(kernel, tuple(pattern))(*args, out)
+            return Tensor._wrap(out)
+        return Tensor._wrap(CPU_BACKEND.run(kernel, dt, *args))
+    return Tensor._wrap(backend(garr).run(kernel, dt, *args))
 
 
 def dispatch(op, args, params=EMPTY):
