@@ -62,8 +62,14 @@ def legacy_new(dtype, args, kwargs):
 
 
 def tensor_new(cls, *args, **kwargs):
-    """``jitgrad.Tensor(...)``: installed as Tensor.__new__ by jitgrad/__init__.py."""
-    return legacy_new(None, args, kwargs)
+    """``jitgrad.Tensor(...)``: installed as Tensor.__new__ by jitgrad/__init__.py (a subclass gets an
+    instance of itself on the same data)."""
+    t = legacy_new(None, args, kwargs)
+    if cls is Tensor:
+        return t
+    s = cls._wrap(t._data, t._requires_grad and t.grad_fn is None)
+    s._vc = t._vc
+    return s
 
 
 class tensortype(type):

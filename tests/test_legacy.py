@@ -56,6 +56,16 @@ def test_tensor_constructor_forms():
     assert x.grad.tolist() == [1.0, 1.0]
 
 
+def test_tensor_subclass_constructor():
+    class Tagged(jg.Tensor):
+        pass
+
+    t = Tagged([1.0, 2.0])
+    assert type(t) is Tagged and t.tolist() == [1.0, 2.0] and isinstance(t, jg.Tensor)
+    with pytest.raises(TypeError, match=r"got \(list, str\)"):  # as PyTorch: extra arguments reach new()
+        Tagged([1.0], "x")
+
+
 def test_tensor_constructor_errors():
     with pytest.raises(TypeError, match=r"new\(\): data must be a sequence \(got float\)"):
         jg.Tensor(2.5)
