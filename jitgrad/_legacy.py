@@ -87,8 +87,8 @@ class tensortype(type):
 
 
 def _typed(d):
-    return tensortype(d.tensor_type, (), {"dtype": d, "is_cuda": False, "is_sparse": False,
-                                          "__module__": "jitgrad", "__doc__": "%s tensors (legacy constructor)" % d.name})
+    return tensortype(d.tensor_type, (), {"dtype": d, "is_cuda": False, "is_sparse": False, "__module__": "jitgrad",
+                                          "__doc__": "%s tensors (legacy constructor)" % d.name})
 
 
 TYPES = {d.tensor_type: _typed(d) for d in D.ALL}
