@@ -3,6 +3,7 @@
     python benchmarks/compare.py                  # every workload, 7 timed samples each
     python benchmarks/compare.py --repeats 15 --only mlp_step,chain100
     python benchmarks/compare.py --output speed.md
+    python benchmarks/compare.py --cpu-time --only mul16,mul16_grad,chain100   # on a busy machine
 
 Each library runs in a worker process of its own (as a user runs one of them: two OpenMP
 runtimes and BLAS thread pools in one process would compete for the cores), driven by this
@@ -31,6 +32,7 @@ import coldstart  # noqa: E402
 import workloads  # noqa: E402
 
 IDLE_GAP = 0.1  # seconds between samples: spinning OpenMP/BLAS threads of the other worker go to sleep
+TIMER = time.perf_counter  # the workers' clock: wall time, or with --cpu-time the worker's CPU time
 
 
 def cpu_model():
@@ -44,15 +46,19 @@ def cpu_model():
     return platform.processor() or platform.machine()
 
 
-def _sample(step, n):
-    start = time.perf_counter()
+def _sample(step, n, timer=None):
+    timer = timer or TIMER
+    start = timer()
     for _ in range(n):
         step()
-    return (time.perf_counter() - start) / n
+    return (timer() - start) / n
 
 
-def _serve(conn, lib_name):
+def _serve(conn, lib_name, cpu_time=False):
     """Worker process: build workloads and time samples of them on request."""
+    global TIMER
+    if cpu_time:
+        TIMER = time.process_time
     try:
         lib = workloads.library(lib_name)
         conn.send(("ok", _versions(lib)))
@@ -66,7 +72,7 @@ def _serve(conn, lib_name):
             if cmd == "build":  # arg: seconds one sample should last
                 step = workloads.WORKLOADS[name](lib)
                 step()  # warm-up: compile / load kernels, allocate
-                steps[name] = (step, max(1, int(arg / max(_sample(step, 1), 1e-9))))
+                steps[name] = (step, max(1, int(arg / max(_sample(step, 1, time.perf_counter), 1e-9))))
                 reply = None
             elif cmd == "sample":
                 gc.collect()
@@ -87,12 +93,12 @@ def _serve(conn, lib_name):
 class Worker:
     """A library in its own process (spawned: no state shared with this one)."""
 
-    def __init__(self, lib_name):
+    def __init__(self, lib_name, cpu_time=False):
         ctx = multiprocessing.get_context("spawn")
         self.conn, child = ctx.Pipe()
         # not a daemon: the DataLoader workloads start worker processes of their own (the worker still ends
         # with the driver: its recv() fails once the driver's end of the pipe is gone)
-        self.process = ctx.Process(target=_serve, args=(child, lib_name))
+        self.process = ctx.Process(target=_serve, args=(child, lib_name, cpu_time))
         self.process.start()
         status, self.versions = self.conn.recv()
         self.available = status == "ok"
@@ -194,13 +200,16 @@ def main(argv=None):
     parser.add_argument("--only", help="comma-separated workloads (default: all): " + ", ".join(workloads.WORKLOADS))
     parser.add_argument("--no-cold-start", action="store_true", help="skip the fresh-process cold-start row")
     parser.add_argument("--output", help="also write the table (with the machine line) to this file")
+    parser.add_argument("--cpu-time", action="store_true",
+                        help="time samples in CPU time of each worker process instead of wall time: steadier on a "
+                             "machine shared with other jobs (counts the work of a library's own threads too)")
     a = parser.parse_args(argv)
     names = a.only.split(",") if a.only else list(workloads.WORKLOADS)
     for n in names:
         if n not in workloads.WORKLOADS:
             parser.error("unknown workload %r (choose from %s)" % (n, ", ".join(workloads.WORKLOADS)))
-    workers = {"jitgrad": Worker("jitgrad")}
-    torch_worker = Worker("torch")
+    workers = {"jitgrad": Worker("jitgrad", a.cpu_time)}
+    torch_worker = Worker("torch", a.cpu_time)
     if torch_worker.available:
         workers["torch"] = torch_worker
     else:
@@ -219,8 +228,9 @@ def main(argv=None):
         print("timing cold start ...", file=sys.stderr, flush=True)
         cold = measure_cold_start(list(workers), max(3, a.repeats // 2))
     command = " ".join(["python benchmarks/compare.py"] + list(argv if argv is not None else sys.argv[1:]))
-    text = "Machine: %s\n\nMedians of %d alternating samples, from `%s` (load average %s at the start, %s " \
-           "at the end):\n\n%s\n" % (machine(workers), a.repeats, command, load_start, _load(), table(results, cold))
+    text = "Machine: %s\n\nMedians of %d alternating samples%s, from `%s` (load average %s at the start, %s " \
+           "at the end):\n\n%s\n" % (machine(workers), a.repeats, " (CPU time)" if a.cpu_time else "", command,
+                                     load_start, _load(), table(results, cold))
     print(text)
     if a.output:
         with open(a.output, "w") as f:

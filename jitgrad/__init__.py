@@ -12,14 +12,15 @@ Imports go one way: a module imports only the modules listed before it here.
 3. ``_anomaly``, ``_graph``: anomaly mode's machinery; Node, AccumulateGrad, edges, hooks, ``.grad``
    accumulation.
 4. ``_repr``, ``_tensor``: Tensor and its printing.
-5. ``_saved``, ``_index_key``, ``_generator``, ``_factories``: tensors saved for backward, index keys, random
-   generators, tensor factories.
+5. ``_saved``, ``_index_key``, ``_generator``, ``_factories``, ``_legacy``: tensors saved for backward, index
+   keys, random generators, tensor factories, the legacy constructors (``Tensor(data)``, ``FloatTensor``...).
 6. ``_op``, ``_inplace``: the op table's entry type and dispatch (which records the graph); in-place
    ops and ``__setitem__``.
 7. ``ops/``: the op table; ``ops/__init__`` installs its methods and operators on Tensor.
 8. ``autograd/``: the engine (backward, grad), Function, functional, gradcheck, and the public
    ``graph`` and ``anomaly`` modules.
-9. ``optim/``, ``cuda``, ``random``, ``viz``, ``nn/`` (except ``nn/parallel/``), ``serialization``, ``precompile``.
+9. ``optim/``, ``cuda``, ``random``, ``viz``, ``nn/`` (except ``nn/parallel/``), ``serialization``,
+   ``precompile``, ``accelerator``, ``backends/``.
 10. ``distributed/``: process groups and collectives over MPI (mpi4py, imported when a group is
     created); above nn and optim, though it needs only Tensor.
 11. ``nn/parallel/`` (DistributedDataParallel) and ``utils/`` (checkpoint; data, whose
@@ -32,7 +33,7 @@ make tensors; the kernels stay below both. Nothing is imported inside a function
 an optional package (the CUDA kernels need numba-cuda; graphviz; mpi4py), when it is first needed.
 """
 from . import _dtype
-from ._device import Device, device  # noqa: F401
+from ._device import Device, device, get_default_device, set_default_device  # noqa: F401
 from ._dtype import (bool_ as bool, dtype, float32, float64, get_default_dtype, int32, int64, uint8)  # noqa: F401
 from ._generator import Generator  # noqa: F401
 from ._factories import *  # noqa: F401,F403
@@ -48,8 +49,11 @@ from . import autograd  # noqa: F401
 from .autograd.anomaly import is_anomaly_check_nan_enabled, is_anomaly_enabled  # noqa: F401
 from .autograd.engine import tensor_backward as _tensor_backward
 
+from ._legacy import TYPES as _LEGACY_TYPES, tensor_new as _tensor_new
+
 # Tensor's methods from the layers above it (ops/__init__ has installed the op table's)
 Tensor.backward = _tensor_backward
+Tensor.__new__ = staticmethod(_tensor_new)  # jitgrad.Tensor(data) / Tensor(*sizes), as torch.Tensor
 Tensor._cast, Tensor._move = _ops.cast, _ops.move
 for _name, _fn in _FACTORY_METHODS.items():
     setattr(Tensor, _name, _fn)
@@ -59,6 +63,7 @@ from . import optim  # noqa: F401,E402
 from . import cuda  # noqa: F401,E402
 from . import random  # noqa: F401,E402
 from .serialization import load, save  # noqa: F401,E402
+from . import accelerator, backends  # noqa: F401,E402
 from . import distributed  # noqa: F401,E402
 from .nn import parallel as _parallel  # noqa: F401,E402  (jitgrad.nn.parallel, above distributed)
 from . import utils  # noqa: F401,E402  (utils.data's DistributedSampler is above distributed)
@@ -69,6 +74,7 @@ long = int64
 int = int32
 
 globals().update(_FUNCTIONS)
+globals().update(_LEGACY_TYPES)  # FloatTensor, LongTensor, DoubleTensor, IntTensor, BoolTensor
 
 __version__ = "0.1.0"
 

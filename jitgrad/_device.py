@@ -38,6 +38,17 @@ class Device:
 device = Device
 CPU = Device("cpu")
 CUDA0 = Device("cuda", 0)
+DEFAULT = [None]  # the device factories use when given none (set_default_device); None: the CPU
+
+
+def set_default_device(d):
+    """The device tensor factories use when given none (None: back to the CPU), as torch.set_default_device."""
+    DEFAULT[0] = None if d is None else d if isinstance(d, Device) else Device(
+        "cuda:%d" % d if isinstance(d, int) else str(d))
+
+
+def get_default_device():
+    return DEFAULT[0] or CPU
 
 
 def backend(array):

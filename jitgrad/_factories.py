@@ -9,7 +9,7 @@ import warnings
 import numpy as np
 
 from . import _dtype as D
-from ._device import cuda_backend, to_device
+from ._device import DEFAULT as DEFAULT_DEVICE, cuda_backend, to_device
 from ._generator import default_generator, get_rng_state, initial_seed, manual_seed, numpy_rng, seed, set_rng_state  # noqa: F401
 from ._tensor import Tensor
 
@@ -25,6 +25,8 @@ def _leaf(data, dtype, requires_grad, device=None):
         d = D.to_dtype(dtype)
         if data.dtype != d.np:
             data = data.astype(d.np)
+    if device is None:
+        device = DEFAULT_DEVICE[0]  # set_default_device's; None: the CPU
     if device is not None and to_device(device).type == "cuda":
         data = cuda_backend().from_host(data)
     t = Tensor._wrap(data)

@@ -12,7 +12,7 @@ import numpy as np
 
 from ._anomaly import record_trace
 from ._device import backend
-from ._grad_mode import STATE
+from ._grad_mode import SPECIAL, STATE
 
 SEQUENCE = itertools.count()  # creation order of nodes: the engine runs the latest first
 _handle_ids = itertools.count()
@@ -63,19 +63,20 @@ def add_hook(hooks, fn):
 
 class Node:
     """A node of the backward graph (``tensor.grad_fn``)."""
-    __slots__ = ("next_functions", "_seq", "_pre_hooks", "_post_hooks", "_tensor_hooks", "_retain_hooks",
-                 "_metadata", "_anomaly_trace", "__weakref__")
+    # Hooks, metadata and the anomaly trace are class-level defaults: the few nodes that have any keep
+    # theirs in the instance's __dict__, so building a node sets two fields.
+    __slots__ = ("next_functions", "_seq", "__dict__", "__weakref__")
     n_outputs = 1
+    _pre_hooks = _post_hooks = _tensor_hooks = _retain_hooks = None
+    _hooked = False  # set once any hook is registered: the engine looks at the hooks of such nodes only
+    _metadata = _anomaly_trace = None
 
     def __init__(self, next_functions=()):
         if None in next_functions:
             next_functions = tuple(NO_EDGE if e is None else e for e in next_functions)
         self.next_functions = next_functions
         self._seq = next(SEQUENCE)
-        self._pre_hooks = self._post_hooks = self._tensor_hooks = self._retain_hooks = None
-        self._metadata = None
-        self._anomaly_trace = None
-        if STATE.anomaly:
+        if SPECIAL[0] and STATE.anomaly:
             record_trace(self)
 
     def name(self):
@@ -94,12 +95,14 @@ class Node:
         """``fn(grad_inputs, grad_outputs)`` runs after the node; it may return new grad_inputs."""
         if self._post_hooks is None:
             self._post_hooks = _HookDict()
+            self._hooked = True
         return add_hook(self._post_hooks, fn)
 
     def register_prehook(self, fn):
         """``fn(grad_outputs)`` runs before the node; it may return new grad_outputs."""
         if self._pre_hooks is None:
             self._pre_hooks = _HookDict()
+            self._hooked = True
         return add_hook(self._pre_hooks, fn)
 
     def _register_tensor_hook(self, output_nr, fn, retain=False):
@@ -108,6 +111,7 @@ class Node:
         if table is None:
             table = {}
             setattr(self, attr, table)
+            self._hooked = True
         hooks = table.get(output_nr)
         if hooks is None:
             hooks = table[output_nr] = _HookDict()
@@ -130,17 +134,26 @@ class AccumulateGrad(Node):
     Its lock makes the read-modify-write of ``.grad`` atomic when several threads run backward
     into the same leaf (PyTorch's per-node mutex); there is one node per leaf (``accumulate_node``).
     """
-    __slots__ = ("variable", "_post_acc_hooks", "_lock")
+    __slots__ = ("variable", "_mutex")
+    _post_acc_hooks = None
 
     def __init__(self, variable):  # one per leaf and graph, on the per-op path: slots set directly
         self.next_functions = ()
         self._seq = LEAF_SEQUENCE
-        self._pre_hooks = self._post_hooks = self._tensor_hooks = self._retain_hooks = None
-        self._metadata = self._anomaly_trace = self._post_acc_hooks = None
         self.variable = variable
-        self._lock = threading.Lock()
-        if STATE.anomaly:
+        self._mutex = None  # made when backward first reaches the node (most nodes of a step never need one)
+        if SPECIAL[0] and STATE.anomaly:
             record_trace(self)
+
+    @property
+    def _lock(self):
+        lock = self._mutex
+        if lock is None:
+            with _NEW_NODE_LOCK:  # two threads must not give the node two locks
+                lock = self._mutex
+                if lock is None:
+                    lock = self._mutex = threading.Lock()
+        return lock
 
     def apply(self, grads):
         with self._lock:

@@ -11,13 +11,13 @@ import numpy as np
 
 from . import _dtype as D
 from ._device import backend, cuda_backend
-from .kernels import cpu as CPU_BACKEND
-from ._grad_mode import STATE
+from .kernels import config as KERNEL_CONFIG, cpu as CPU_BACKEND
+from ._grad_mode import SPECIAL, STATE
 from ._dtype import FROM_NP
 from ._factories import zeros
 from ._anomaly import record_trace
 from ._graph import NO_EDGE, SEQUENCE, Node, accumulate_node
-from ._saved import SavedTensor
+from ._saved import SavedTensor, save_input, save_output
 from ._tensor import Tensor
 
 EMPTY = {}
@@ -69,6 +69,11 @@ class Op:
         self.module = module
         self.node_name = node or "".join(p.capitalize() for p in name.split("_")) + "Backward0"
         self.node_cls = type(self.node_name, (OpNode,), {"__slots__": (), "n_outputs": n_outputs})
+        # an elementwise entry (forward made by ew_forward): the kernel it runs when called without params,
+        # and its output dtype (None: the compute dtype); dispatch calls it directly
+        self.kernel = getattr(forward, "kernel", None)
+        self.kernel_out = getattr(forward, "out", None)
+        self.plain = n_outputs == 1 and not view  # dispatch wraps its result without record() unless recording
         # per input: the names its VJP (and fused kernel) read from the node, in save order
         self.saves = tuple(_saved_names(self, k) for k in range(n))
         self._dtypes = {}  # cache: operand dtype key -> (compute dtype, output dtype)
@@ -166,42 +171,30 @@ def broadcast_shapes(*shapes):
 
 
 class OpNode(Node):
-    """grad_fn of a table op: holds the op, its params, saved tensors and input metadata."""
-    __slots__ = ("op", "params", "saved", "input_meta", "__dict__")
-
-    def __init__(self, op, next_functions, input_meta, params):
-        # Node's fields set here, not through Node.__init__: one node per recorded op, and the extra
-        # call (with its check for None edges, which dispatch never makes) costs ~1 us per recorded op
-        self.next_functions = next_functions
-        self._seq = next(SEQUENCE)
-        self._pre_hooks = self._post_hooks = self._tensor_hooks = self._retain_hooks = None
-        self._metadata = self._anomaly_trace = None
-        if STATE.anomaly:
-            record_trace(self)
-        self.op = op
-        self.input_meta = input_meta
-        self.params = params
+    """grad_fn of a table op: holds the op, its params, saved tensors and input metadata. Built by
+    ``_attach`` (fields set there directly: one node per recorded op)."""
+    __slots__ = ("op", "params", "saved", "input_meta")
 
     def apply(self, grads):
         op = self.op
-        if op.n_outputs == 1:
-            g = grads[0]
-        else:
-            g = tuple(grads[k] if grads[k] is not None else self._zeros_for_output(k) for k in range(op.n_outputs))
-        create = STATE.grad_enabled
+        g = grads[0] if op.n_outputs == 1 else tuple(
+            grads[k] if grads[k] is not None else self._zeros_for_output(k) for k in range(op.n_outputs))
+        # no graph of the backward: the entry's fused kernels where it has them (variadic entries have none)
+        fused = op.fused if not STATE.grad_enabled and not op.variadic else None
+        meta = self.input_meta
         out = []
         for i, nf in enumerate(self.next_functions):
             if nf[0] is None:
                 out.append(None)
                 continue
-            if op.variadic:
+            if fused is not None and fused[i] is not None:
+                gi = _run_fused(self, fused[i], g)
+            elif op.variadic:
                 gi = op.vjp[0](g, self, i)
-            elif op.fused[i] is not None and not create:
-                gi = _run_fused(self, op.fused[i], g)
             else:
                 gi = op.vjp[i](g, self)
             if gi is not None:
-                shape, dtype = self.input_meta[i]
+                shape, dtype = meta[i]
                 d = gi._data
                 if d.shape != shape:
                     gi = gi.sum_to_size(shape)
@@ -228,6 +221,9 @@ class OpNode(Node):
         params = object.__getattribute__(self, "params")
         if key in params:
             return params[key]
+        defaults = object.__getattribute__(self, "op").params  # a param left at its default is not passed
+        if key in defaults:
+            return defaults[key]
         if key.endswith("_shape"):
             inputs = object.__getattribute__(self, "op").inputs
             if key[:-6] in inputs:
@@ -253,38 +249,68 @@ def _run_fused(node, spec, g):
     kernel, names = spec
     garr = g._data
     dt = garr.dtype
+    shape = garr.shape
     saved = node.saved
     args = []
+    pattern = []  # per argument: an array of g's shape (True) or a scalar (False); None once that fails
     for n in names:
         if n == "g":
             args.append(garr)
-            continue
-        v = saved.get(n, _MISSING)
-        if v.__class__ is SavedTensor:
-            args.append(v.unpack_data())
-        elif v is _MISSING:  # a param (negative_slope), or the constant 0 of a select
-            args.append(dt.type(0 if n == "zero" else node.params[n]))
         else:
-            args.append(v._data if isinstance(v, Tensor) else dt.type(v))
-    xp = CPU_BACKEND if garr.__class__ is np.ndarray else backend(garr)
-    return Tensor._wrap(xp.run(kernel, dt, *args))
+            v = saved.get(n, _MISSING)
+            if v.__class__ is SavedTensor:
+                if v._vc[0] == v._version and v._hooks is None:  # SavedTensor.unpack_data, inlined
+                    d = v._data
+                    args.append(d if v._node is not None else d._data)
+                else:
+                    args.append(v.unpack_data())
+            elif v is _MISSING:  # a param (negative_slope), or the constant 0 of a select
+                args.append(dt.type(0 if n == "zero" else getattr(node, n)))
+            else:
+                args.append(v._data if isinstance(v, Tensor) else dt.type(v))
+        if pattern is not None:
+            x = args[-1]
+            if x.__class__ is not np.ndarray:
+                pattern.append(False)
+            elif x.shape == shape:
+                pattern.append(True)
+            else:
+                pattern = None
+    if garr.__class__ is np.ndarray:
+        if pattern is not None and len(shape) == 1 and shape[0] < KERNEL_CONFIG.PARALLEL_THRESHOLD:
+            out = np.empty(shape, dt)  # 1-D operands of one shape: the serial flat loop itself
+            CPU_BACKEND.flat_loop(kernel, tuple(pattern))(*args, out)
+            return Tensor._wrap(out)
+        return Tensor._wrap(CPU_BACKEND.run(kernel, dt, *args))
+    return Tensor._wrap(backend(garr).run(kernel, dt, *args))
 
 
 def dispatch(op, args, params=EMPTY):
     """Run ``op`` on ``args`` (tensors and numbers) and record it if grad mode is on.
 
     This is the per-op hot path: one pass over the operands collects their arrays, the plan-cache
-    key (dtypes, 0-d flags, number types) and whether any input requires grad. The plan, cached per
-    key, holds the compute dtype and the operands to convert to it; the common case converts none.
+    key (dtypes, 0-d flags, number types), whether any input requires grad and whether the shapes
+    differ (only then is broadcasting checked). The plan, cached per key, holds the compute dtype,
+    the operands to convert to it (the common case converts none) and, for an elementwise entry,
+    its kernel, called directly.
     """
     key = []
     arrays = []
     grad = False
     kind = None  # the array type of the tensors: one device per op
+    shape = None
+    mixed = False  # operands of different shapes (0-d ones aside)
     for a in args:
         if isinstance(a, Tensor):
             d = a._data
-            key.append(d.dtype if d.ndim else (d.dtype, 0))
+            if d.ndim:
+                key.append(d.dtype)
+                if shape is None:
+                    shape = d.shape
+                elif d.shape != shape:
+                    mixed = True
+            else:
+                key.append((d.dtype, 0))
             arrays.append(d)
             if a._requires_grad:
                 grad = True
@@ -295,22 +321,33 @@ def dispatch(op, args, params=EMPTY):
         else:
             key.append(a.__class__)
             arrays.append(a)
-    key = tuple(key)
-    plan = op._dtypes.get(key)
+    plan = op._dtypes.get(tuple(key))
     if plan is None:
-        plan = op._dtypes[key] = _plan(op, args)
-    cnp, convert = plan
-    for i in convert:
-        a = arrays[i]
-        if a is not None:
-            arrays[i] = cnp.type(a) if a.__class__ in _NUMBER_TYPES else a.astype(cnp)
-    if op.broadcast:
-        _check_broadcast(arrays)
+        plan = op._dtypes[tuple(key)] = _plan(op, args)
+    cnp, convert, out_dtype, loop = plan
+    if convert:
+        for i in convert:
+            a = arrays[i]
+            if a is not None:
+                arrays[i] = cnp.type(a) if a.__class__ in _NUMBER_TYPES else a.astype(cnp)
+    if mixed and op.broadcast:
+        broadcast_shapes(*[a._data.shape for a in args if isinstance(a, Tensor) and a._data.ndim])
     xp = CPU_BACKEND if kind is np.ndarray or kind is None else cuda_backend()
-    out = op.forward(xp, cnp, *arrays, **params)
-    if op.n_outputs != 1 or op.view or STATE.inference or grad and STATE.grad_enabled and op.differentiable:
-        return record(op, args, params, out, grad)
-    return Tensor._wrap(out)  # the common result: a new tensor that records nothing
+    if out_dtype is not None and not params:  # an elementwise entry: its kernel, without the forward's wrapper
+        if loop is not None and not mixed and kind is np.ndarray and len(shape) == 1 and \
+                shape[0] < KERNEL_CONFIG.PARALLEL_THRESHOLD:  # 1-D CPU operands: the serial flat loop itself
+            out = np.empty(shape, out_dtype)
+            loop(*arrays, out)
+        else:
+            out = xp.run(op.kernel, out_dtype, *arrays)
+    else:
+        out = op.forward(xp, cnp, *arrays, **params)
+    if op.plain:
+        result = Tensor._wrap(out)
+        if grad and op.differentiable and STATE.grad_enabled:  # (never in inference mode: grad mode is off there)
+            _attach(op, args, params, (result,))
+        return result
+    return record(op, args, params, out, grad)
 
 
 _NUMBER_TYPES = frozenset((bool, int, float))
@@ -322,7 +359,14 @@ def _plan(op, args):
     compute = _result_dtypes(op.dtype_rule, args, op.unsupported)[0].np
     convert = tuple(i for i, a in enumerate(args)
                     if not isinstance(a, Tensor) or a._data.dtype != compute and i not in op.keep_inputs)
-    return compute, convert
+    out_dtype = None if op.kernel is None else np.dtype(op.kernel_out or compute)
+    # an elementwise entry whose operands are tensors of one shape and numbers (no 0-d tensors): its
+    # serial flat loop for this pattern of arrays and scalars, which dispatch calls on 1-D operands
+    loop = None
+    if out_dtype is not None and all(a is not None and (not isinstance(a, Tensor) or a.ndim) for a in args) and \
+            any(isinstance(a, Tensor) for a in args):
+        loop = CPU_BACKEND.flat_loop(op.kernel, tuple(isinstance(a, Tensor) for a in args))
+    return compute, convert, out_dtype, loop
 
 
 def _device_mismatch(args):
@@ -356,12 +400,8 @@ def record(op, args, params, out, grad=None):
         result = outs
     if op.view:
         _mark_view(result, args[0], op, params)
-    if STATE.inference:
-        for t in outs:
-            t._inference = True
-        return result
-    if not STATE.grad_enabled or not op.differentiable:
-        return result
+    if STATE.inference or not STATE.grad_enabled or not op.differentiable:
+        return result  # (in inference mode _wrap has marked the outputs as inference tensors)
     if grad is None:
         grad = any(isinstance(a, Tensor) and a._requires_grad for a in args)
     if grad:
@@ -380,18 +420,18 @@ def _mark_view(view, src, op, params):
 
 def _may_save(op, name):
     """Whether ``op`` saves ``name`` for some pattern of inputs requiring grad."""
-    inputs, outputs = _save_plan(op, (True,) * (1 if op.variadic else len(op.inputs)))
+    inputs, outputs = _save_plan(op, (1 << (1 if op.variadic else len(op.inputs))) - 1)
     return any(n == name for n, _ in inputs + outputs)
 
 
 def _save_plan(op, active):
-    """(inputs, outputs) to save, as (name, position), when the inputs flagged in ``active`` need
-    gradients (cached per op and pattern)."""
+    """(inputs, outputs) to save, as (name, position), when the inputs flagged in bit mask ``active``
+    need gradients (cached per op and pattern)."""
     plan = op._plans.get(active)
     if plan is None:
         wanted = []
-        for i, on in enumerate(active):
-            if on:
+        for i in range(active.bit_length()):
+            if active >> i & 1:
                 wanted += [n for n in op.saves[0 if op.variadic else i] if n not in wanted]
         inputs = [] if op.variadic else [(n, op.inputs.index(n)) for n in wanted if n in op.inputs]
         outputs = [(n, op.outputs.index(n)) for n in wanted if n in op.outputs]
@@ -402,7 +442,7 @@ def _save_plan(op, active):
 def _attach(op, args, params, outs):
     nexts = []
     meta = []  # per input that takes a gradient: (shape, NumPy dtype) the gradient is brought back to
-    active = []
+    active = 0  # bit i: input i takes a gradient
     vjp = op.vjp
     variadic = op.variadic
     for i, a in enumerate(args):
@@ -411,25 +451,36 @@ def _attach(op, args, params, outs):
             nexts.append((fn, a._output_nr) if fn is not None else (accumulate_node(a), 0))
             d = a._data
             meta.append((d.shape, d.dtype))
-            active.append(True)
+            active |= 1 << i
         else:
             nexts.append(NO_EDGE)  # PyTorch's entry for an input that takes no gradient
             meta.append(None)
-            active.append(False)
-    inputs, save_outputs = _save_plan(op, tuple(active))
+    plan = op._plans.get(active)
+    inputs, save_outputs = plan if plan is not None else _save_plan(op, active)
     if op.n_outputs > 1:
         params = dict(params)
         params["_out_meta"] = [(o.shape, o.dtype) for o in outs]
-    node = op.node_cls(op, tuple(nexts), meta, params)
+    node = _new(op.node_cls)
+    node.next_functions = tuple(nexts)
+    node._seq = next(SEQUENCE)
+    node.op = op
+    node.input_meta = meta
+    node.params = params
     node.saved = saved = {}
+    if SPECIAL[0] and STATE.anomaly:
+        record_trace(node)
     for name, i in inputs:
         a = args[i]
-        saved[name] = SavedTensor(a) if isinstance(a, Tensor) else a
+        saved[name] = save_input(a) if isinstance(a, Tensor) else a
     for k, o in enumerate(outs):
         if o._data.dtype.kind == "f":
             o.grad_fn = node
-            o._output_nr = k
+            if k:
+                o._output_nr = k
             o._requires_grad = True
     for name, k in save_outputs:  # the result is checked for in-place changes; other outputs (indices) are not
-        saved[name] = SavedTensor(outs[k], is_output=True, node=node) if k == 0 else outs[k]
+        saved[name] = save_output(outs[k], node) if k == 0 else outs[k]
     return node
+
+
+_new = object.__new__

@@ -3,7 +3,7 @@ import weakref
 
 from ._anomaly import version_error
 from ._dtype import FROM_NP
-from ._grad_mode import STATE
+from ._grad_mode import SPECIAL, STATE
 from ._tensor import Tensor
 
 FREED_MESSAGE = (
@@ -21,19 +21,19 @@ class SavedTensor:
     used. An op's own output is saved as its bare array (no grad_fn: no reference cycle) and
     gets its node back, through a weak reference, when unpacked.
     """
-    __slots__ = ("_data", "_packed", "_hooks", "_vc", "_version", "_node", "_output_nr", "_saved_fn", "_freed",
-                 "_meta")
+    # _data: the saved Tensor (an input) or bare array (an output, whose node is _node); _version is
+    # None once freed. The pack/unpack hooks' fields are class-level defaults (set per instance only
+    # by the few saved tensors that have hooks).
+    __slots__ = ("_data", "_vc", "_version", "_node", "_saved_fn", "_output_nr", "__dict__")
+    _hooks = _packed = _meta = None
 
     def __init__(self, t, is_output=False, node=None):
         if t._inference and not STATE.inference:
             raise RuntimeError(
                 "Inference tensors cannot be saved for backward. To work around you can make a clone to get "
                 "a normal tensor and use it in autograd.")
-        self._vc = t._vc
-        self._version = t._vc[0]
-        self._freed = False
-        self._hooks = None
-        self._packed = None
+        self._vc = vc = t._vc
+        self._version = vc[0]
         self._output_nr = t._output_nr
         if is_output:
             self._node = weakref.ref(node)
@@ -43,9 +43,12 @@ class SavedTensor:
             self._node = None
             self._saved_fn = t.grad_fn  # for the error message: the history the tensor had when saved
             self._data = t
-        stack = STATE.saved_tensors_hooks
-        if stack:
-            self.register_hooks(*stack[-1])
+        if STATE.saved_tensors_hooks:
+            self.register_hooks(*STATE.saved_tensors_hooks[-1])
+
+    @property
+    def _freed(self):
+        return self._version is None
 
     def _tensor(self):
         """The saved value as a tensor (for an output: an alias with the node as its grad_fn)."""
@@ -92,13 +95,13 @@ class SavedTensor:
 
     def unpack_data(self):
         """The saved array itself (version-checked): what a fused VJP kernel needs, without a Tensor."""
-        if self._hooks is None and not self._freed and self._vc[0] == self._version:
+        if self._vc[0] == self._version and self._hooks is None:  # a freed one (_version None) goes on to raise
             d = self._data
             return d if self._node is not None else d._data
         return self.unpack()._data
 
     def unpack(self):
-        if self._freed:
+        if self._version is None:
             raise RuntimeError(FREED_MESSAGE)
         if self._vc[0] != self._version:
             raise RuntimeError(version_error(self))
@@ -115,7 +118,37 @@ class SavedTensor:
         return t
 
     def release(self):
-        self._data = self._packed = None
-        self._saved_fn = None
-        self._hooks = None  # the unpack hook may hold memory of its own (a checkpoint's recomputed values)
-        self._freed = True
+        self._data = self._saved_fn = self._version = None
+        if self._hooks is not None:  # the unpack hook may hold memory of its own (a checkpoint's recomputed values)
+            self._hooks = self._packed = None
+
+
+def save_input(t):
+    """``SavedTensor(t)`` for an input, its fields set here directly (one per saved input of every recorded op)."""
+    if t._inference or SPECIAL[0] and STATE.saved_tensors_hooks:
+        return SavedTensor(t)
+    s = _new(SavedTensor)
+    s._vc = vc = t._vc
+    s._version = vc[0]
+    s._output_nr = t._output_nr
+    s._node = None
+    s._saved_fn = t.grad_fn
+    s._data = t
+    return s
+
+
+def save_output(t, node):
+    """``SavedTensor(t, is_output=True, node=node)``, its fields set here directly."""
+    if t._inference or SPECIAL[0] and STATE.saved_tensors_hooks:
+        return SavedTensor(t, True, node)
+    s = _new(SavedTensor)
+    s._vc = vc = t._vc
+    s._version = vc[0]
+    s._output_nr = t._output_nr
+    s._node = weakref.ref(node)
+    s._saved_fn = None
+    s._data = t._data
+    return s
+
+
+_new = object.__new__

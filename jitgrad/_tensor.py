@@ -13,7 +13,7 @@ import numpy as np
 from . import _dtype as D
 from . import _graph as G
 from ._device import CPU, Device, backend, device_of, to_device
-from ._grad_mode import STATE
+from ._grad_mode import SPECIAL, STATE
 from ._repr import tensor_repr
 
 NON_LEAF_GRAD_WARNING = (
@@ -37,12 +37,23 @@ class Size(tuple):
 
 
 class Tensor:
-    __slots__ = ("_data", "_vc", "_requires_grad", "_grad", "grad_fn", "_output_nr", "_base", "_view_chain",
-                 "_acc_node", "_hooks", "_inference", "__dict__", "__weakref__")
+    # Every tensor sets the four slots; the fields most tensors never change are class-level defaults,
+    # stored in the instance's __dict__ only by the few tensors that set them (views, leaves with .grad,
+    # hooks or an AccumulateGrad node, outputs after the first of an op, inference tensors).
+    __slots__ = ("_data", "_vc", "_requires_grad", "grad_fn", "__dict__", "__weakref__")
+    _grad = None
+    _output_nr = 0
+    _base = None
+    _view_chain = ()
+    _acc_node = None
+    _hooks = None
+    _inference = False
     __array_priority__ = 1000  # NumPy scalars and arrays defer to Tensor's operators
 
+    # jitgrad.Tensor(data) / Tensor(*sizes): the legacy constructor, jitgrad/_legacy.py's tensor_new,
+    # installed as __new__ by jitgrad/__init__.py; __new__ builds the whole tensor
     def __init__(self, *args, **kwargs):
-        raise TypeError("use jitgrad.tensor(data), jitgrad.zeros(...) or another factory to create a Tensor")
+        pass
 
     @classmethod
     def _wrap(cls, data, requires_grad=False):
@@ -51,14 +62,9 @@ class Tensor:
         t._data = data
         t._vc = [0]
         t._requires_grad = requires_grad
-        t._grad = None
         t.grad_fn = None
-        t._output_nr = 0
-        t._base = None
-        t._view_chain = ()
-        t._acc_node = None
-        t._hooks = None
-        t._inference = STATE.inference
+        if SPECIAL[0] and STATE.inference:
+            t._inference = True
         return t
 
     def _alias(self, grad_fn=None, output_nr=0, share_version=True):
@@ -67,8 +73,10 @@ class Tensor:
         if share_version:
             t._vc = self._vc
         t.grad_fn = grad_fn
-        t._output_nr = output_nr
-        t._inference = self._inference
+        if output_nr:
+            t._output_nr = output_nr
+        if t._inference is not self._inference:
+            t._inference = self._inference
         return t
 
     # ------------------------------------------------------------- basic attributes
@@ -373,7 +381,8 @@ class Tensor:
     __str__ = __repr__
 
     def __format__(self, spec):
-        if self._data.ndim == 0 and not self._requires_grad:
+        # as PyTorch: a 0-d Tensor (requiring grad or not; not a subclass) formats as its value
+        if self._data.ndim == 0 and type(self) is Tensor:
             return self.item().__format__(spec)
         return object.__format__(self, spec)
 
@@ -398,6 +407,7 @@ class Tensor:
         for s in Tensor.__slots__:
             if s not in ("__dict__", "__weakref__"):
                 object.__setattr__(t, s, getattr(w, s))
+        t.__dict__.update(w.__dict__)
 
     def to(self, *args, **kwargs):
         """``to(dtype)``, ``to(device)``, ``to(device, dtype)`` or ``to(other)``; returns self if nothing changes."""
@@ -421,10 +431,14 @@ class Tensor:
             t = t.clone()
         return t
 
-    def type(self, dtype=None):
+    def type(self, dtype=None, non_blocking=False, **kwargs):
+        """The legacy type name ('jitgrad.FloatTensor'), or a copy converted to the type given as a name
+        ('torch.LongTensor', 'jitgrad.cuda.FloatTensor'), a legacy type class or a dtype."""
         if dtype is None:
-            return "jitgrad." + self.dtype.tensor_type
-        return self.to(dtype)
+            return ("jitgrad." if self._data.__class__ is np.ndarray else "jitgrad.cuda.") + self.dtype.tensor_type
+        if isinstance(dtype, str):
+            return self.to(*_type_from_name(dtype))
+        return self.to(getattr(dtype, "dtype", dtype) if isinstance(getattr(dtype, "dtype", None), D.dtype) else dtype)
 
     def float(self):
         return self.to(D.float32)
@@ -449,6 +463,16 @@ class Tensor:
 
     def cuda(self, device=None, non_blocking=False):
         return self.to("cuda" if device is None else device)
+
+
+def _type_from_name(name):
+    """(dtype, device) for a legacy type name: 'torch.FloatTensor', 'jitgrad.cuda.LongTensor'."""
+    parts = name.split(".")
+    if len(parts) in (2, 3) and parts[0] in ("torch", "jitgrad") and (len(parts) == 2 or parts[1] == "cuda"):
+        for d in D.ALL:
+            if d.tensor_type == parts[-1]:
+                return d, "cuda" if len(parts) == 3 else "cpu"
+    raise ValueError("invalid type: %r" % name)
 
 
 def _rebuild(data, requires_grad):

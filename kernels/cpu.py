@@ -8,7 +8,7 @@ import numpy as np
 
 from . import conv  # noqa: F401
 from . import loss  # noqa: F401
-from .elementwise import run  # noqa: F401
+from .elementwise import flat_loop, run  # noqa: F401
 from .index import index_add, one_hot, scatter_add  # noqa: F401
 from .random import multinomial  # noqa: F401
 from .reduce import reduce, scan  # noqa: F401

@@ -517,6 +517,16 @@ def _make_loop(fn, pattern, parallel):
 _loops = {}  # (fn, parallel, *pattern) -> compiled loop
 
 
+def flat_loop(fn, pattern):
+    """The serial flat loop of scalar ``fn``, ``loop(*args, out)``: pattern[k] says whether arg k is
+    an array (1-D, of out's length) or a scalar (compiled on first call, as every loop)."""
+    key = (fn, False) + pattern
+    loop = _loops.get(key)
+    if loop is None:
+        loop = _loops[key] = _make_loop(fn, pattern, False)
+    return loop
+
+
 def run(fn, out_dtype, *args, out=None):
     """Apply scalar function ``fn`` elementwise over ``args`` with NumPy broadcasting.
 
@@ -525,32 +535,44 @@ def run(fn, out_dtype, *args, out=None):
     broadcast shape and be C-contiguous. Returns the output array.
     """
     # Fast paths for the common calls: one array, or an array with an array of the same shape or a
-    # scalar. Spelled out: on 16-element tensors this Python is most of an op's cost.
+    # scalar. Spelled out: on 16-element tensors this Python is most of an op's cost. A 1-D array
+    # goes to the flat loop as it is (no reshape).
     if out is None:
-        n = len(args)
         a = args[0]
-        if a.__class__ is np.ndarray and a.ndim:
-            if n == 1:
-                out = np.empty(a.shape, out_dtype)
-                loop = _loops.get((fn, out.size >= config.PARALLEL_THRESHOLD, True))
-                if loop is not None:
-                    loop(a.reshape(-1), out.reshape(-1))
-                    return out
-            elif n == 2:
-                b = args[1]
-                if b.__class__ is not np.ndarray:
-                    out = np.empty(a.shape, out_dtype)
-                    loop = _loops.get((fn, out.size >= config.PARALLEL_THRESHOLD, True, False))
+        if a.__class__ is np.ndarray:
+            nd = a.ndim
+            if nd:
+                n = len(args)
+                shape = a.shape
+                if n == 1:
+                    loop = _loops.get((fn, a.size >= config.PARALLEL_THRESHOLD, True))
                     if loop is not None:
-                        loop(a.reshape(-1), b, out.reshape(-1))
+                        out = np.empty(shape, out_dtype)
+                        if nd == 1:
+                            loop(a, out)
+                        else:
+                            loop(a.reshape(-1), out.reshape(-1))
                         return out
-                elif b.shape == a.shape:
-                    out = np.empty(a.shape, out_dtype)
-                    loop = _loops.get((fn, out.size >= config.PARALLEL_THRESHOLD, True, True))
-                    if loop is not None:
-                        loop(a.reshape(-1), b.reshape(-1), out.reshape(-1))
-                        return out
-            out = None
+                elif n == 2:
+                    b = args[1]
+                    if b.__class__ is not np.ndarray:
+                        loop = _loops.get((fn, a.size >= config.PARALLEL_THRESHOLD, True, False))
+                        if loop is not None:
+                            out = np.empty(shape, out_dtype)
+                            if nd == 1:
+                                loop(a, b, out)
+                            else:
+                                loop(a.reshape(-1), b, out.reshape(-1))
+                            return out
+                    elif b.shape == shape:
+                        loop = _loops.get((fn, a.size >= config.PARALLEL_THRESHOLD, True, True))
+                        if loop is not None:
+                            out = np.empty(shape, out_dtype)
+                            if nd == 1:
+                                loop(a, b, out)
+                            else:
+                                loop(a.reshape(-1), b.reshape(-1), out.reshape(-1))
+                            return out
     return _run_general(fn, out_dtype, args, out)
 
 

@@ -180,27 +180,32 @@ def run(roots, retain_graph, create_graph, targets=None, accumulate_leaves=True)
     captured = [None] * (len(targets) if targets is not None else 0)
     anomaly = STATE.anomaly
     pop, push = heapq.heappop, heapq.heappush
+    node = None  # the next node to run, when it was the only one to become ready (a chain: no heap)
+    every = needed is None and accumulate_leaves  # every node reached runs
     with set_grad_enabled(create_graph):
-        while ready:
-            node = pop(ready)[2]
+        while node is not None or ready:
+            if node is None:
+                node = pop(ready)[2]
             grads = buffers.pop(node, None) or [None] * node.n_outputs
-            if node._tensor_hooks or node._pre_hooks or node._retain_hooks or (
-                    node.__class__ is AccumulateGrad and node.variable._hooks):
+            hooked = node._hooked
+            if hooked or node.__class__ is AccumulateGrad and node.variable._hooks:
                 grads = _pre_hooks(node, grads)
             if capture:
                 for k, g in enumerate(grads):
                     for slot in capture.get((node, k), ()):
                         captured[slot] = g
             outs = ()
-            if (needed is None or node in needed) and (grads[0] is not None or any(g is not None for g in grads)) and (
-                    accumulate_leaves or node.__class__ is not AccumulateGrad):
+            if (grads[0] is not None or any(g is not None for g in grads)) and (every or (
+                    needed is None or node in needed) and (accumulate_leaves or node.__class__ is not AccumulateGrad)):
                 outs = _apply_with_anomaly(node, grads) if anomaly else node.apply(grads)
-                if node._post_hooks:
+                if hooked and node._post_hooks:
                     outs = _post_hooks(node, outs, grads)
                 if not retain_graph:
                     node._release()
             n_outs = len(outs)
-            for k, nf in enumerate(node.next_functions):
+            nexts = node.next_functions
+            node = None
+            for k, nf in enumerate(nexts):
                 m = nf[0] if nf is not None else None
                 left = deps.get(m)  # None for an input without a node (NO_EDGE) or not needed
                 if left is None:
@@ -213,9 +218,15 @@ def run(roots, retain_graph, create_graph, targets=None, accumulate_leaves=True)
                     j = nf[1]
                     buf[j] = g if buf[j] is None else _sum_grads(buf[j], g, create_graph)
                 deps[m] = left - 1
-                if left == 1:
-                    push(ready, (-m._seq, id(m), m))
-            g = outs = None  # hold no gradient between nodes: a leaf's .grad may take over its buffer
+                if left == 1:  # m is ready: run it next if it is the only ready node, else by the heap's order
+                    if node is None and not ready:
+                        node = m
+                    else:
+                        if node is not None:
+                            push(ready, (-node._seq, id(node), node))
+                            node = None
+                        push(ready, (-m._seq, id(m), m))
+            g = outs = grads = None  # hold no gradient between nodes: a leaf's .grad may take over its buffer
     return captured
 
 
