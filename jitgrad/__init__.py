@@ -19,7 +19,9 @@ Imports go one way: a module imports only the modules listed before it here.
 8. ``autograd/``: the engine (backward, grad), Function, functional, gradcheck, and the public
    ``graph`` and ``anomaly`` modules.
 9. ``optim/``, ``cuda``, ``viz``, ``nn/``, ``utils/``, ``serialization``, ``precompile``.
-10. This module: the public namespace. It attaches the Tensor methods that need a higher layer
+10. ``compiler/``: ``jitgrad.compile`` (capture through dispatch's hook, fusion, codegen); nothing
+    imports it but this module.
+11. This module: the public namespace. It attaches the Tensor methods that need a higher layer
     (``backward``, the ops behind ``to``, the ``new_*`` factories).
 
 Tensor and the graph sit below the op table's entries because the entries and dispatch take and
@@ -52,6 +54,8 @@ from . import nn  # noqa: F401,E402
 from . import optim  # noqa: F401,E402
 from . import cuda  # noqa: F401,E402
 from .serialization import load, save  # noqa: F401,E402
+from . import compiler  # noqa: F401,E402
+from .compiler import compile  # noqa: F401,E402
 
 float = float32
 double = float64

@@ -9,6 +9,7 @@ class _State(threading.local):
     saved_tensors_hooks = ()  # stack of (pack, unpack)
     anomaly = False
     anomaly_check_nan = True
+    capture = None  # while jitgrad.compile traces: a callable that dispatch hands every op to
 
 
 STATE = _State()

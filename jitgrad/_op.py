@@ -277,6 +277,8 @@ def dispatch(op, args, params=EMPTY):
     key (dtypes, 0-d flags, number types) and whether any input requires grad. The plan, cached per
     key, holds the compute dtype and the operands to convert to it; the common case converts none.
     """
+    if STATE.capture is not None:  # jitgrad.compile is tracing: it runs the op and records it
+        return STATE.capture(op, args, params)
     key = []
     arrays = []
     grad = False
