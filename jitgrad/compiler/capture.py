@@ -36,7 +36,7 @@ class Node:
         self.op, self.args, self.params, self.outs, self.cnp, self.convert = op, args, params, outs, cnp, convert
 
     def refs(self):
-        return [a for a in self.args if a.__class__ is Ref]
+        return [a for a in self.args if a.__class__ is Ref] + [a for a in self.params.values() if a.__class__ is Ref]
 
 
 class Ref(int):
@@ -116,7 +116,9 @@ class Tracer:
         outs = out if isinstance(out, tuple) else (out,)
         index = len(g.nodes)
         vals = tuple(g.value(o, ("op", index)) for o in outs)
-        g.nodes.append(Node(op, tuple(refs), dict(params), vals, cnp, convert))
+        # a tensor among the params (max_pool's indices for its backward) is a value like the operands
+        params = {k: (g.value(v) if isinstance(v, Tensor) else v) for k, v in params.items()}
+        g.nodes.append(Node(op, tuple(refs), params, vals, cnp, convert))
 
     def graph_break(self, reason):
         where = _user_line()

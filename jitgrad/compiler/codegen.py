@@ -17,6 +17,7 @@ from numba import njit
 
 from ..kernels import config, cpu as CPU_BACKEND
 from ..kernels import elementwise as _elementwise
+from .._tensor import Tensor
 from .capture import Ref
 from .fusion import NUMPY_CASTS, load_kind, plan_groups
 
@@ -107,9 +108,12 @@ def _emit_node(node, i, ns, lines):
         else:
             ns["C%d_%d" % (i, j)] = node.cnp.type(a) if j in node.convert else a
             args.append("C%d_%d" % (i, j))
-    if node.params:
-        ns["P%d" % i] = node.params
+    static = {k: v for k, v in node.params.items() if v.__class__ is not Ref}
+    if static:
+        ns["P%d" % i] = static
         args.append("**P%d" % i)
+    ns["TW"] = Tensor._wrap
+    args += ["%s=TW(v%d)" % (k, v) for k, v in node.params.items() if v.__class__ is Ref]
     outs = ", ".join("v%d" % v for v in node.outs) + ("," if len(node.outs) > 1 else "")
     lines.append("    %s = OP%d(XP, DT%d, %s)  # %s" % (outs, i, i, ", ".join(args), op.name))
 

@@ -14,6 +14,8 @@ def scalar_form(node):
     Refs or constants already in the compute dtype."""
     op, args, p, cnp = node.op, node.args, node.params, node.cnp
     name = op.name
+    if any(v.__class__ is Ref for v in p.values()):
+        return None
     kernel = getattr(op.forward, "kernel", None)
     if kernel is not None:
         fn, extra = kernel, [cnp.type(v) for v in p.values()]

@@ -28,6 +28,8 @@ def flatten(obj, leaves):
         return (t.__name__, tuple(flatten(x, leaves) for x in obj))
     if t is dict:
         return ("dict", tuple((k, flatten(v, leaves)) for k, v in obj.items()))
+    if isinstance(obj, tuple):  # a named tuple (max's values, indices)
+        return ("ntuple", tuple(flatten(x, leaves) for x in obj), t)
     try:
         hash(obj)
     except TypeError:
@@ -45,6 +47,9 @@ def unflatten(spec, leaves, it=None):
         return tuple(items) if kind == "tuple" else items
     if kind == "dict":
         return {k: unflatten(s, leaves, it) for k, s in spec[1]}
+    if kind == "ntuple":
+        items = [unflatten(s, leaves, it) for s in spec[1]]
+        return spec[2](*items) if hasattr(spec[2], "_fields") else spec[2](items)
     return spec[-1] if kind == "c" else _CONSTS.get(spec[1])
 
 
@@ -199,7 +204,8 @@ class CompiledFunctionBackward(Node):
         env = {b: s.unpack() for b, s in zip(v.boundary, self.saved_inputs)}
         for node in g.nodes:
             args = [env[a] if a.__class__ is Ref else a for a in node.args]
-            out = dispatch(node.op, tuple(args), node.params)
+            params = {k: env[p] if p.__class__ is Ref else p for k, p in node.params.items()}
+            out = dispatch(node.op, tuple(args), params)
             for val, o in zip(node.outs, out if isinstance(out, tuple) else (out,)):
                 env[val] = o
         outs = [env[v.out_vals[k]] for k in v.grad_outs]
