@@ -72,6 +72,13 @@ class Graph:
             self.by_id[id(d)] = v
         return v
 
+    def add(self, array, kind):
+        """A new value (for graphs built from other graphs: no lookup by array)."""
+        v = Ref(len(self.arrays))
+        self.arrays.append(array)
+        self.kinds.append(kind)
+        return v
+
     def meta(self, v):
         a = self.arrays[v]
         return a.shape, a.dtype

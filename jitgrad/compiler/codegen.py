@@ -6,6 +6,7 @@ one loop built from the scalar functions of kernels/elementwise.py; its source i
 on-disk cache under a name that hashes it, so numba's cache serves a second process.
 """
 import hashlib
+import math
 import importlib.util
 import os
 import sys
@@ -122,7 +123,6 @@ def _emit_group(graph, g, k, ns, lines):
     """The call of group ``g`` in the plan, and its kernel (compiled or loaded from the cache)."""
     produced = g.produced
     inputs = []  # group input values, in first-use order
-    consts = []
     for _, _, args in g.members:
         for a in args:
             if a.__class__ is Ref and a not in produced and a not in inputs:
@@ -153,13 +153,11 @@ def _emit_group(graph, g, k, ns, lines):
                 # operands are cast to the compute dtype as dispatch converts them (masks stay bool)
                 call.append("%s(%s)" % (cast, x) if graph.meta(a)[1] != node.cnp and pos in node.convert else x)
             else:
-                call.append("c%d" % len(consts))
-                consts.append(a)
+                call.append(_literal(a))
         v = node.outs[0]
-        name_of[v] = "t%d" % v
+        name_of[v] = "t%d" % len(name_of)  # numbered within the loop: equal loops have equal source
         fns.add(fn)
-        body.append("        t%d = %s(F_%s(%s))" % (v, NUMPY_CASTS[graph.meta(v)[1]], fn, ", ".join(call)))
-    params += ["c%d" % j for j in range(len(consts))]
+        body.append("        %s = %s(F_%s(%s))" % (name_of[v], NUMPY_CASTS[graph.meta(v)[1]], fn, ", ".join(call)))
     params += ["o%d" % j for j in range(len(g.outputs))] + ["r%d" % j for j in range(len(g.reductions))]
     for j, v in enumerate(g.outputs):
         body.append("        o%d[i] = %s" % (j, name_of[v]))
@@ -176,7 +174,6 @@ def _emit_group(graph, g, k, ns, lines):
     ksrc = "def %s(%s):\n%s\n" % (kname, ", ".join(params), kbody)
     kernel, hit = _kernel(kname, ksrc, sorted(fns), parallel,
                           [np.int64(1)] + [np.empty(1, graph.meta(v)[1]) for v in inputs] +
-                          [np.asarray(c).reshape(()).dtype.type(c) for c in consts] +
                           [np.empty(1, graph.meta(v)[1]) for v in g.outputs] +
                           [np.empty(1, graph.meta(graph.nodes[r[0]].outs[0])[1]) for r in g.reductions])
     ns["K%d" % k] = kernel
@@ -186,15 +183,12 @@ def _emit_group(graph, g, k, ns, lines):
         if kind[0] == "copy":
             call.append("np.ascontiguousarray(np.broadcast_to(v%d, %r)).reshape(-1)" % (v, g.shape))
         else:
-            call.append("v%d.reshape(-1)" % v)
-    for j, c in enumerate(consts):
-        ns["G%d_%d" % (k, j)] = c
-        call.append("G%d_%d" % (k, j))
+            call.append(_flat(graph, v))
     for v in g.outputs:
         shape, dt = graph.meta(v)
         ns["D%d" % v] = dt
         lines.append("    v%d = np.empty(%r, D%d)" % (v, shape, v))
-        call.append("v%d.reshape(-1)" % v)
+        call.append("v%d" % v if len(shape) == 1 else "v%d.reshape(-1)" % v)
     for idx, _, _ in g.reductions:
         v = graph.nodes[idx].outs[0]
         shape, dt = graph.meta(v)
@@ -204,6 +198,24 @@ def _emit_group(graph, g, k, ns, lines):
     lines.append("    K%d(%s)  # fused: %s" % (k, ", ".join(call), " ".join(
         [graph.nodes[i].op.name for i, _, _ in g.members] + [graph.nodes[i].op.name for i, _, _ in g.reductions])))
     return ksrc, hit
+
+
+def _flat(graph, v):
+    """The plan's expression for value ``v`` as a flat array (layouts are guarded: known here)."""
+    a = graph.arrays[v]
+    return "v%d" % v if a.ndim == 1 and a.flags.c_contiguous else "v%d.reshape(-1)" % v
+
+
+def _literal(c):
+    """A constant operand as source (typed as dispatch types it: the compute dtype)."""
+    c = np.asarray(c).reshape(())[()]
+    if isinstance(c, (bool, np.bool_)):
+        return repr(bool(c))
+    cast = NUMPY_CASTS.get(np.dtype(type(c)), "np.float64")
+    x = float(c)
+    text = "np.nan" if x != x else ("np.inf" if x > 0 else "-np.inf") if math.isinf(x) else repr(
+        x if np.dtype(type(c)).kind == "f" else int(c))
+    return "%s(%s)" % (cast, text)
 
 
 def _kernel(kname, ksrc, fns, parallel, example):

@@ -4,7 +4,7 @@ import math
 
 import numpy as np
 
-from .capture import Ref
+from .capture import Graph, Node, Ref
 
 _REDUCTIONS = {"sum_all": "sum", "mean_all": "mean"}
 
@@ -62,16 +62,68 @@ def _fusable_dtype(dt):
     return dt.kind in "fb" or dt.kind in "iu"
 
 
+def fusable(graph, node):
+    """Whether ``node`` can be a member of a fused loop."""
+    form = scalar_form(node)
+    return form is not None and len(node.outs) == 1 and _fusable_dtype(graph.meta(node.outs[0])[1]) and all(
+        _fusable_dtype(graph.meta(a)[1]) for a in form[1] if a.__class__ is Ref)
+
+
+def with_recompute(fg, bg, outputs):
+    """``bg`` (a backward graph over forward graph ``fg``) with the elementwise forward values it reads
+    recomputed at its start from what they derive from, so that the forward saves nothing for them and
+    the backward's fused loop computes them in registers. Returns (graph, outputs in it)."""
+    need, stack = set(), [k[1] for k in bg.kinds if k[0] == "fwd" and fg.kinds[k[1]][0] == "op"]
+    while stack:
+        i = fg.kinds[stack.pop()][1]
+        node = fg.nodes[i]
+        if i not in need and fusable(fg, node):
+            need.add(i)
+            stack += [a for a in node.refs() if fg.kinds[a][0] == "op"]
+    if not need:
+        return bg, outputs
+    ng = Graph(fg)
+    fmap = {}
+
+    def fval(fv):
+        if fv not in fmap:
+            fmap[fv] = ng.add(fg.arrays[fv], ("fwd", fv))
+        return fmap[fv]
+
+    def copy(node, remap):
+        args = tuple(remap(a) if a.__class__ is Ref else a for a in node.args)
+        params = {k: remap(p) if p.__class__ is Ref else p for k, p in node.params.items()}
+        return args, params
+
+    for i in sorted(need):
+        node = fg.nodes[i]
+        args, params = copy(node, fval)
+        outs = tuple(ng.add(fg.arrays[o], ("op", len(ng.nodes))) for o in node.outs)
+        fmap.update(zip(node.outs, outs))
+        ng.nodes.append(Node(node.op, args, params, outs, node.cnp, node.convert))
+    bmap = {}
+    for v, kind in enumerate(bg.kinds):
+        if kind[0] == "fwd":
+            bmap[v] = fval(kind[1])
+        elif kind[0] != "op":
+            bmap[v] = ng.add(bg.arrays[v], kind)
+    for node in bg.nodes:
+        args, params = copy(node, bmap.__getitem__)
+        outs = tuple(ng.add(bg.arrays[o], ("op", len(ng.nodes))) for o in node.outs)
+        bmap.update(zip(node.outs, outs))
+        ng.nodes.append(Node(node.op, args, params, outs, node.cnp, node.convert))
+    return ng, [bmap[v] for v in outputs]
+
+
 def plan_groups(graph, live_out):
     """Group the graph's elementwise nodes. Returns (groups, node index -> group). A group is emitted
     where its last member stands: every other node between its members reads none of its values."""
     groups, owner = [], {}
     cur = None
     for i, node in enumerate(graph.nodes):
-        form = scalar_form(node)
-        shape, dt = graph.meta(node.outs[0]) if len(node.outs) == 1 else (None, None)
-        if form is not None and _fusable_dtype(dt) and all(
-                _fusable_dtype(graph.meta(a)[1]) for a in form[1] if a.__class__ is Ref):
+        if fusable(graph, node):
+            form = scalar_form(node)
+            shape = graph.meta(node.outs[0])[0]
             if cur is None or cur.shape != shape or cur.reductions:
                 cur = Group(shape)
                 groups.append(cur)

@@ -13,6 +13,7 @@ from ..autograd import engine
 from . import stats
 from .capture import Ref, Unsupported, trace, trace_backward
 from .codegen import generate
+from .fusion import with_recompute
 
 MAX_VARIANTS = 8
 
@@ -58,7 +59,7 @@ _CONSTS = {}  # id -> an unhashable constant returned by a traced function (kept
 
 def tensor_key(t):
     d = t._data
-    return (d.shape, d.dtype, d.__class__, t._requires_grad)
+    return (d.shape, d.dtype, d.__class__, t._requires_grad, d.flags.c_contiguous if d.__class__ is np.ndarray else True)
 
 
 # ------------------------------------------------------------------ one traced variant
@@ -102,6 +103,8 @@ class Variant:
             self.leaf_vals = [v for (v, _), gr in zip(leaves, grads) if gr is not None]
             grad_vals = [gr for gr in grads if gr is not None]
             if grad_vals:
+                if owner.fuse:
+                    bg, grad_vals = with_recompute(g, bg, grad_vals)
                 self.bgraph = bg
                 saved_vals = sorted({k[1] for k in bg.kinds if k[0] == "fwd" and g.kinds[k[1]][0] == "op"})
                 self.bplan = generate(bg, grad_vals, owner.fuse, "backward")
