@@ -226,9 +226,14 @@ def trace_backward(graph, outs, leaves):
     tracer = Tracer(True, bg)
     prev = STATE.capture
     STATE.capture = tracer
+    hooks = [(t, t._hooks) for t in leaves]  # a parameter's own hooks belong to real backward passes only
+    for t in leaves:
+        t._hooks = None
     try:
         with enable_grad():
             grads = engine.grad(outs, leaves, placeholders, retain_graph=True, create_graph=True, allow_unused=True)
     finally:
         STATE.capture = prev
+        for t, h in hooks:
+            t._hooks = h
     return bg, [None if gr is None else bg.value(gr) for gr in grads]

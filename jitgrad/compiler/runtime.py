@@ -34,8 +34,22 @@ def flatten(obj, leaves):
     try:
         hash(obj)
     except TypeError:
-        return ("id", id(obj))
+        return ("id", _ByIdentity(obj))
     return ("c", t, obj)
+
+
+class _ByIdentity:
+    """An unhashable argument or result in a structure key: equal only to itself."""
+    __slots__ = ("obj",)
+
+    def __init__(self, obj):
+        self.obj = obj
+
+    def __hash__(self):
+        return id(self.obj)
+
+    def __eq__(self, other):
+        return isinstance(other, _ByIdentity) and other.obj is self.obj
 
 
 def unflatten(spec, leaves, it=None):
@@ -51,10 +65,7 @@ def unflatten(spec, leaves, it=None):
     if kind == "ntuple":
         items = [unflatten(s, leaves, it) for s in spec[1]]
         return spec[2](*items) if hasattr(spec[2], "_fields") else spec[2](items)
-    return spec[-1] if kind == "c" else _CONSTS.get(spec[1])
-
-
-_CONSTS = {}  # id -> an unhashable constant returned by a traced function (kept by its variant)
+    return spec[-1] if kind == "c" else spec[1].obj
 
 
 def tensor_key(t):
@@ -70,19 +81,25 @@ class Variant:
     def __init__(self, owner, key, args, kwargs, tensors):
         self.key = key
         self.owner = owner
-        tracer, result = trace(owner.fn, args, kwargs, owner.fullgraph, tensors)
+        # the trace runs on fresh leaves around the inputs' arrays: the callers' tensors keep their history
+        # and hooks out of it
+        aliases = []
+        for t in tensors:
+            a = Tensor._wrap(t._data, t._requires_grad)
+            a._vc = t._vc
+            aliases.append(a)
+        args, kwargs = unflatten(key[0], aliases)
+        tracer, result = trace(owner.fn, args, kwargs, owner.fullgraph, aliases)
         g = self.graph = tracer.graph
         self.breaks = g.breaks
         self.eager = bool(g.breaks)
         self.backward = self.bplan = None
+        self.exts = []
         if self.eager:
-            self.first_result = result
             return
         # the outputs
         out_leaves = []
         self.out_spec = flatten(result, out_leaves)
-        if isinstance(self.out_spec, tuple) and self.out_spec[0] == "id":
-            _CONSTS[self.out_spec[1]] = result
         self.sources = []  # per boundary value: ("input", position) or ("ext", tensor)
         out_vals = [g.value(t) for t in out_leaves]
         # which forward tensors take gradients, and which outputs carry them
@@ -90,7 +107,7 @@ class Variant:
         leaves = []
         for v in boundary:
             kind = g.kinds[v]
-            t = tensors[kind[1]] if kind[0] == "input" else kind[1]
+            t = aliases[kind[1]] if kind[0] == "input" else kind[1]
             if t._requires_grad and t._data.dtype.kind == "f":
                 leaves.append((v, t))
         grad_outs = []
@@ -265,8 +282,8 @@ class CompiledFunction:
             return self.fn(*args, **kwargs)
         var = Variant(self, key, args, kwargs, tensors)
         self.variants[key] = var
-        if var.eager:
-            return var.first_result
+        if var.eager:  # the trace ran on stand-ins for the inputs: the call itself runs now, eagerly
+            return self.fn(*args, **kwargs)
         return var.run(tensors)
 
 
