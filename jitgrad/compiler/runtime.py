@@ -91,6 +91,8 @@ class Variant:
         args, kwargs = unflatten(key[0], aliases)
         tracer, result = trace(owner.fn, args, kwargs, owner.fullgraph, aliases)
         g = self.graph = tracer.graph
+        if any(a.__class__ is not np.ndarray for a in g.arrays):
+            g.breaks.append(("device tensors: compiled plans run on the CPU only", "<function>"))
         self.breaks = g.breaks
         self.eager = bool(g.breaks)
         self.backward = self.bplan = None
