@@ -18,15 +18,19 @@ Imports go one way: a module imports only the modules listed before it here.
 7. ``ops/``: the op table; ``ops/__init__`` installs its methods and operators on Tensor.
 8. ``autograd/``: the engine (backward, grad), Function, functional, gradcheck, and the public
    ``graph`` and ``anomaly`` modules.
-9. ``optim/``, ``cuda``, ``viz``, ``nn/``, ``utils/``, ``serialization``, ``precompile``.
-10. ``compiler/``: ``jitgrad.compile`` (capture through dispatch's hook, fusion, codegen); nothing
+9. ``optim/``, ``cuda``, ``viz``, ``nn/`` (except ``nn/parallel/``), ``serialization``, ``precompile``.
+10. ``distributed/``: process groups and collectives over MPI (mpi4py, imported when a group is
+    created); above nn and optim, though it needs only Tensor.
+11. ``nn/parallel/`` (DistributedDataParallel) and ``utils/`` (checkpoint; data, whose
+    DistributedSampler asks distributed for the rank and world size).
+12. ``compiler/``: ``jitgrad.compile`` (capture through dispatch's hook, fusion, codegen); nothing
     imports it but this module.
-11. This module: the public namespace. It attaches the Tensor methods that need a higher layer
+13. This module: the public namespace. It attaches the Tensor methods that need a higher layer
     (``backward``, the ops behind ``to``, the ``new_*`` factories).
 
 Tensor and the graph sit below the op table's entries because the entries and dispatch take and
 make tensors; the kernels stay below both. Nothing is imported inside a function except what needs
-an optional package (the CUDA kernels need numba-cuda; graphviz), when it is first needed.
+an optional package (the CUDA kernels need numba-cuda; graphviz; mpi4py), when it is first needed.
 """
 from . import _dtype
 from ._device import Device, device  # noqa: F401
@@ -54,6 +58,8 @@ from . import nn  # noqa: F401,E402
 from . import optim  # noqa: F401,E402
 from . import cuda  # noqa: F401,E402
 from .serialization import load, save  # noqa: F401,E402
+from . import distributed  # noqa: F401,E402
+from .nn import parallel as _parallel  # noqa: F401,E402  (jitgrad.nn.parallel, above distributed)
 from . import compiler  # noqa: F401,E402
 from .compiler import compile  # noqa: F401,E402
 
