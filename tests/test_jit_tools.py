@@ -38,7 +38,7 @@ def _stats(proc):
 
 def test_jit_stats_fields():
     s = jg.jit_stats()
-    assert set(s) == {"kernels_compiled", "compile_seconds", "cache_hits", "cache_misses"}
+    assert set(s) == {"kernels_compiled", "compile_seconds", "cache_hits", "cache_misses", "graphs", "graph_compile_seconds"}
     assert all(v >= 0 for v in s.values())
     assert isinstance(jg.jit_stats(per_kernel=True)["per_kernel"], list)
 

@@ -69,15 +69,21 @@ def fusable(graph, node):
         _fusable_dtype(graph.meta(a)[1]) for a in form[1] if a.__class__ is Ref)
 
 
+# scalar functions cheaper to recompute in the backward loop than to save and read back (a few
+# arithmetic operations); transcendental ones (exp, tanh, sigmoid, ...) are saved by the forward
+CHEAP = frozenset(("add", "add_alpha", "sub", "mul", "neg", "identity", "where", "relu", "square", "abs", "maximum",
+                   "minimum", "clamp", "eq", "ne", "lt", "le", "gt", "ge", "logical_not", "leaky_relu", "hardtanh"))
+
+
 def with_recompute(fg, bg, outputs):
-    """``bg`` (a backward graph over forward graph ``fg``) with the elementwise forward values it reads
-    recomputed at its start from what they derive from, so that the forward saves nothing for them and
+    """``bg`` (a backward graph over forward graph ``fg``) with the cheap elementwise forward values it
+    reads recomputed at its start from what they derive from, so that the forward saves nothing for them and
     the backward's fused loop computes them in registers. Returns (graph, outputs in it)."""
     need, stack = set(), [k[1] for k in bg.kinds if k[0] == "fwd" and fg.kinds[k[1]][0] == "op"]
     while stack:
         i = fg.kinds[stack.pop()][1]
         node = fg.nodes[i]
-        if i not in need and fusable(fg, node):
+        if i not in need and fusable(fg, node) and scalar_form(node)[0] in CHEAP:
             need.add(i)
             stack += [a for a in node.refs() if fg.kinds[a][0] == "op"]
     if not need:
