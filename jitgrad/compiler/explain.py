@@ -1,5 +1,4 @@
 """explain(fn, *args): the captured graph, fused groups, graph breaks, guards and generated source."""
-from .capture import Ref
 from .runtime import CompiledFunction, Variant
 
 
@@ -8,7 +7,7 @@ class Explanation(str):
 
 
 def _node_line(node):
-    args = ", ".join(repr(a) if a.__class__ is Ref else repr(a) for a in node.args)
+    args = ", ".join(map(repr, node.args))  # values print as v3
     params = ", ".join("%s=%r" % kv for kv in node.params.items())
     outs = ", ".join(repr(v) for v in node.outs)
     return "  %s = %s(%s%s)" % (outs, node.op.name, args, ", " + params if params else "")

@@ -70,7 +70,8 @@ def unflatten(spec, leaves, it=None):
 
 def tensor_key(t):
     d = t._data
-    return (d.shape, d.dtype, d.__class__, t._requires_grad, d.flags.c_contiguous if d.__class__ is np.ndarray else True)
+    contiguous = d.flags.c_contiguous if d.__class__ is np.ndarray else True
+    return (d.shape, d.dtype, d.__class__, t._requires_grad, contiguous)
 
 
 # ------------------------------------------------------------------ one traced variant
@@ -95,14 +96,13 @@ class Variant:
             g.breaks.append(("device tensors: compiled plans run on the CPU only", "<function>"))
         self.breaks = g.breaks
         self.eager = bool(g.breaks)
-        self.backward = self.bplan = None
+        self.bplan = None
         self.exts = []
         if self.eager:
             return
         # the outputs
         out_leaves = []
         self.out_spec = flatten(result, out_leaves)
-        self.sources = []  # per boundary value: ("input", position) or ("ext", tensor)
         out_vals = [g.value(t) for t in out_leaves]
         # which forward tensors take gradients, and which outputs carry them
         boundary = [Ref(v) for v, k in enumerate(g.kinds) if k[0] != "op"]
