@@ -4,9 +4,12 @@ import math
 
 import numpy as np
 
+from ..kernels import config
 from .capture import Graph, Node, Ref
 
 _REDUCTIONS = {"sum_all": "sum", "mean_all": "mean"}
+# ops per fused loop at most: numba's compile time grows faster than linearly with a function's size
+MAX_MEMBERS = 48
 
 
 def scalar_form(node):
@@ -83,7 +86,9 @@ def with_recompute(fg, bg, outputs):
     while stack:
         i = fg.kinds[stack.pop()][1]
         node = fg.nodes[i]
-        if i not in need and fusable(fg, node) and scalar_form(node)[0] in CHEAP:
+        # small values are always recomputed: saving them costs more (allocations, arguments) than the math
+        if i not in need and fusable(fg, node) and (scalar_form(node)[0] in CHEAP or fg.arrays[
+                node.outs[0]].size < config.PARALLEL_THRESHOLD):
             need.add(i)
             stack += [a for a in node.refs() if fg.kinds[a][0] == "op"]
     if not need:
@@ -130,7 +135,7 @@ def plan_groups(graph, live_out):
         if fusable(graph, node):
             form = scalar_form(node)
             shape = graph.meta(node.outs[0])[0]
-            if cur is None or cur.shape != shape or cur.reductions:
+            if cur is None or cur.shape != shape or cur.reductions or len(cur.members) >= MAX_MEMBERS:
                 cur = Group(shape)
                 groups.append(cur)
             cur.members.append((i, form[0], form[1]))

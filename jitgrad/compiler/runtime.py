@@ -140,6 +140,11 @@ class Variant:
             kind = g.kinds[v]
             self.fwd_sources.append(None if kind[0] == "input" else kind[1])
         self.input_pos = [g.kinds[v][1] if g.kinds[v][0] == "input" else None for v in self.boundary]
+        if self.bplan is not None:  # where each argument of the backward plan comes from (see apply)
+            fwd_pos = {b: i for i, b in enumerate(self.boundary)}
+            saved_pos = {fv: i for i, fv in enumerate(saved_vals)}
+            self.bargs = [(0, k[1]) if k[0] == "grad" else (1, saved_pos[k[1]]) if k[1] in saved_pos and k[0] == "fwd"
+                          else (2, fwd_pos[k[1]]) if k[0] == "fwd" else (3, k[1]) for k in self.bsources]
         self.exts = [(g.kinds[v][1], tensor_key(g.kinds[v][1])) for v in self.boundary if g.kinds[v][0] == "ext"]
         # what each output is: a plan result, or an input/external tensor returned as it is
         self.out_kinds = []
@@ -204,19 +209,17 @@ class CompiledFunctionBackward(Node):
         v = self.variant
         if STATE.grad_enabled:
             return self._replay(grads)
-        garrs = [g._data if g is not None else np.zeros(*m) for g, m in zip(grads, self.out_meta)]
-        fwd_pos = {b: i for i, b in enumerate(v.boundary)}
-        saved_pos = {fv: i for i, fv in enumerate(v.saved_vals)}
         args = []
-        for kind in v.bsources:
-            if kind[0] == "grad":
-                args.append(garrs[kind[1]])
-            elif kind[0] == "fwd":
-                fv = kind[1]
-                i = saved_pos.get(fv)
-                args.append(self.saved[i] if i is not None else self.saved_inputs[fwd_pos[fv]].unpack_data())
-            else:
-                args.append(kind[1]._data)
+        for kind, x in v.bargs:
+            if kind == 0:  # an output's gradient
+                g = grads[x]
+                args.append(g._data if g is not None else np.zeros(*self.out_meta[x]))
+            elif kind == 1:  # a forward value the forward plan saved
+                args.append(self.saved[x])
+            elif kind == 2:  # an input of the region (version-checked)
+                args.append(self.saved_inputs[x].unpack_data())
+            else:  # a constant of the backward graph
+                args.append(x._data)
         return [Tensor._wrap(r) for r in v.bplan.fn(*args)]
 
     def _replay(self, grads):
