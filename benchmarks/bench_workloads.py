@@ -76,6 +76,24 @@ class Matmul(_Workload):
     name = "matmul_1024"
 
 
+class LSTMStep(_Workload):
+    """LSTM tagger training step: 2 layers, hidden 256, 64 steps, batch 32, AdamW."""
+    name = "lstm_step"
+    timeout = 300
+
+    def peakmem_step(self):
+        self.step()
+
+
+class TransformerStep(_Workload):
+    """4-layer causal transformer LM training step: d_model 128, 64 tokens, batch 32, AdamW."""
+    name = "transformer_step"
+    timeout = 300
+
+    def peakmem_step(self):
+        self.step()
+
+
 class CompileCost:
     """Seconds from a fresh process's start to its first result (import, build, first step)."""
     params = (["chain100", "elementwise_4m", "mlp_step"], ["empty", "warm"])

@@ -5,6 +5,8 @@ compare.py) and on ``torch`` (compare.py). A builder takes the library module an
 ``step()`` closure that runs one forward and backward pass (and, for the training steps, the
 optimizer update). Inputs come from NumPy with a fixed seed, so both libraries see the same data.
 """
+import os
+
 import numpy as np
 
 SEED = 0
@@ -201,10 +203,75 @@ def cnn_step(lib):
     return _training_step(lib, model, x, y)
 
 
+def _adamw_step(lib, model, inputs, targets, vocab):
+    opt = lib.optim.AdamW(model.parameters(), lr=1e-3)
+    cross_entropy = lib.nn.functional.cross_entropy
+
+    def step():
+        opt.zero_grad()
+        loss = cross_entropy(model(inputs).reshape(-1, vocab), targets)
+        loss.backward()
+        opt.step()
+        return loss
+    return step
+
+
+def lstm_step(lib):
+    """One training step of a sequence tagger: LSTM (2 layers, hidden 256) over 64 steps of a batch of 32
+    (64 input features), a linear layer to 10 tags at every step; cross-entropy, AdamW."""
+    if not has_nn(lib, "LSTM") or not hasattr(lib.optim, "AdamW"):
+        raise NotImplementedError("%s.nn lacks LSTM or %s.optim lacks AdamW" % (lib.__name__, lib.__name__))
+    rng = np.random.default_rng(SEED)
+    x = lib.from_numpy(_f32(rng, 64, 32, 64))
+    y = lib.from_numpy(rng.integers(0, 10, 64 * 32))
+    lib.manual_seed(SEED)
+    nn = lib.nn
+
+    class Tagger(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lstm = nn.LSTM(64, 256, num_layers=2)
+            self.head = nn.Linear(256, 10)
+
+        def forward(self, x):
+            return self.head(self.lstm(x)[0])
+    return _adamw_step(lib, Tagger(), x, y, 10)
+
+
+def transformer_step(lib):
+    """One training step of a 4-layer causal transformer language model (d_model 128, 4 heads, feed-forward
+    512, pre-norm, no dropout) on batch 32 x 64 tokens of a 256-symbol vocabulary; cross-entropy, AdamW."""
+    if not has_nn(lib, "TransformerEncoderLayer", "Embedding", "LayerNorm") or not hasattr(lib.optim, "AdamW"):
+        raise NotImplementedError("%s.nn lacks the transformer layers" % lib.__name__)
+    rng = np.random.default_rng(SEED)
+    vocab, seq = 256, 64
+    tokens = lib.from_numpy(rng.integers(0, vocab, (32, seq)))
+    targets = lib.from_numpy(rng.integers(0, vocab, 32 * seq))
+    lib.manual_seed(SEED)
+    nn = lib.nn
+
+    class LM(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.tok = nn.Embedding(vocab, 128)
+            self.pos = nn.Embedding(seq, 128)
+            layer = nn.TransformerEncoderLayer(128, 4, 512, dropout=0.0, batch_first=True, norm_first=True)
+            self.blocks = nn.TransformerEncoder(layer, 4, enable_nested_tensor=False)
+            self.norm = nn.LayerNorm(128)
+            self.head = nn.Linear(128, vocab)
+            self.register_buffer("positions", lib.arange(seq))
+            self.register_buffer("mask", nn.Transformer.generate_square_subsequent_mask(seq))
+
+        def forward(self, idx):
+            x = self.tok(idx) + self.pos(self.positions)
+            return self.head(self.norm(self.blocks(x, mask=self.mask, is_causal=True)))
+    return _adamw_step(lib, LM(), tokens, targets, vocab)
+
+
 # name -> builder, in the order the comparison table lists them
 WORKLOADS = {f.__name__: f for f in (chain100, mul16, mul16_grad, elementwise_4m, mlp_step, cnn_step,
                                      reduction("sum"), reduction("mean"), reduction("max"), matmul_1024,
-                                     scalar_graph1000)}
+                                     lstm_step, transformer_step, scalar_graph1000)}
 # the workloads with a compiled column (their builders take compiled=True: jitgrad.compile's speed)
 COMPILED = ("chain100", "elementwise_4m", "mlp_step", "scalar_graph1000")
 
@@ -212,7 +279,7 @@ COMPILED = ("chain100", "elementwise_4m", "mlp_step", "scalar_graph1000")
 # per-op rows also have absolute targets: 2.5 us for mul16, 4 us for mul16_grad).
 BAR = {"chain100": 1.3, "mul16": 3.0, "mul16_grad": 2.5, "elementwise_4m": 0.8, "mlp_step": 1.0, "cnn_step": 1.2,
        "reduction_sum": 1.0, "reduction_mean": 1.0, "reduction_max": 0.6, "matmul_1024": 1.1,
-       "scalar_graph1000": 1.3}
+       "lstm_step": 1.3, "transformer_step": 1.3, "scalar_graph1000": 1.3}
 # the targets of the compiled column: jitgrad compiled / PyTorch eager
 COMPILED_BAR = {"chain100": 0.1, "elementwise_4m": 0.2, "mlp_step": 0.9, "scalar_graph1000": 0.1}
 COLD_START_BAR = 2.0  # seconds, a fresh process with a warm cache to its first MLP step
@@ -223,7 +290,7 @@ def library(name):
     2-core bar machine)."""
     if name == "torch":
         import torch
-        torch.set_num_threads(2)
+        torch.set_num_threads(int(os.environ.get("JITGRAD_BENCH_THREADS", 2)))
         return torch
     import jitgrad
     return jitgrad

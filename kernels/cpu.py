@@ -11,6 +11,9 @@ from .elementwise import run  # noqa: F401
 from .index import index_add, one_hot, scatter_add  # noqa: F401
 from .reduce import reduce, scan  # noqa: F401
 from .softmax import softmax, softmax_vjp  # noqa: F401
+from .attention import attention_softmax, attention_softmax_vjp  # noqa: F401
+from .rnn import (gru_cell, gru_cell_vjp, lstm_cell, lstm_cell_vjp, rnn_cell, rnn_cell_vjp, rnn_layer,  # noqa: F401
+                  rnn_layer_vjp)
 
 name = "cpu"
 ndarray = np.ndarray

@@ -68,6 +68,8 @@ def _sweep(mode):
     from jitgrad.kernels.cuda import index as I
     from jitgrad.kernels.cuda import matmul as MM
     from jitgrad.kernels.cuda import reduce as R
+    from jitgrad.kernels.cuda import attention as GA
+    from jitgrad.kernels.cuda import rnn as GR
 
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from test_cuda_kernels import BOOL_OUT, INT_ONLY, scalar_inputs
@@ -152,6 +154,23 @@ def _sweep(mode):
         CV.max_pool2d_backward(values, indices, (5, 5))
         CV.window_avg_backward(CV.window_avg(x, windows), windows, (5, 5))
 
+    # recurrent cell steps (contiguous, and on the strided workspace views a layer passes) and attention
+    for dt in floats:
+        z = lambda *shape: np.zeros(shape, dt)  # noqa: E731
+        ws = z(3, 24)
+        GR.lstm_cell_vjp(*GR.lstm_cell(z(3, 16), z(3, 16), z(16), z(3, 4))[:1], z(3, 4), z(3, 4), z(3, 4))
+        GR.lstm_cell(z(3, 16), z(3, 16), None, z(3, 4))
+        GR.step("lstm_cell", z(3, 16), z(3, 16), z(16), z(3, 4), ws[:, :16], ws[:, 20:], z(3, 4))
+        GR.step("lstm_cell_vjp", ws[:, :16], ws[:, 16:20], z(3, 4), z(3, 4), z(3, 16), z(3, 4))
+        GR.gru_cell_vjp(GR.gru_cell(z(3, 12), z(3, 12), z(12), z(3, 4))[0], z(3, 4), z(3, 4))
+        GR.step("gru_cell", z(3, 12), z(3, 12), z(12), z(3, 4), ws[:, :16], z(3, 4))
+        GR.step("gru_cell_vjp", ws[:, :16], ws[:, 16:20], z(3, 4), z(3, 12), z(3, 12), z(3, 4))
+        for relu in (False, True):
+            GR.rnn_cell_vjp(GR.rnn_cell(z(3, 4), z(3, 4), z(4), relu), z(3, 4), relu)
+            GR.step("rnn_cell_vjp", ws[:, :4], z(3, 4), z(3, 4), relu)
+        GA.attention_softmax_vjp(z(2, 3, 4), GA.attention_softmax(z(2, 3, 4), z(3, 4), 0.5, True), 0.5)
+        GA.attention_softmax(z(2, 3, 4), None, 0.5, False)
+
     for (_, sig), kernel in launched.items():
         compile_ptx(kernel.py_func, sig, False)
 
@@ -167,7 +186,7 @@ def _sweep(mode):
     }
     names = {name for name, _ in launched}
     missing = []
-    for module in (E, R, MM, I, CV, ARRAY):
+    for module in (E, R, MM, I, CV, ARRAY, GR, GA):
         for attr, value in vars(module).items():
             if isinstance(value, CUDADispatcher) and not value.targetoptions.get("device"):
                 if (module, attr) in direct:

@@ -51,3 +51,23 @@ def test_training_memory_stays_flat():
     rows = runpy.run_path(os.path.join(ROOT, "benchmarks", "memory_training.py"))["run"](steps=3000, every=500)
     rss = np.array([r[1] for r in rows[1:]])  # after the warm-up
     assert rss.max() - rss.min() < 8.0  # MiB
+
+
+def test_char_transformer_smoke():
+    result = example("char_transformer")["main"](["--steps", "8", "--layers", "1", "--d-model", "16", "--heads", "2",
+                                                  "--context", "16", "--batch-size", "8", "--sample", "10"])
+    losses = result["losses"]
+    assert len(losses) == 8 and np.isfinite(losses).all()
+    assert np.mean(losses[-3:]) < losses[0] <= result["uniform_loss"] + 1.0  # learning from the start
+    assert result["sample"].startswith("The keeper ") and len(result["sample"]) == len("The keeper ") + 10
+
+
+def test_lstm_tagger_smoke():
+    result = example("lstm_tagger")["main"](["--epochs", "2", "--train", "256", "--hidden", "16"])
+    assert result["accuracy"] > 0.5  # chance is 20%
+
+
+@pytest.mark.slow
+def test_lstm_tagger_learns_the_context_rule():
+    result = example("lstm_tagger")["main"]([])
+    assert result["accuracy"] > 0.97 and result["ambiguous_accuracy"] > 0.9

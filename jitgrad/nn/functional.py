@@ -14,6 +14,8 @@ from ..ops.conv import conv1d, conv2d, conv_transpose1d, conv_transpose2d  # noq
 from ..ops.pool import adaptive_avg_pool2d, avg_pool2d, max_pool2d  # noqa: F401
 from ..ops.indexing import one_hot  # noqa: F401
 from ..ops.layers import embedding, linear, pad  # noqa: F401
+from ..ops.attention import scaled_dot_product_attention  # noqa: F401
+from ._attention_functions import multi_head_attention_forward  # noqa: F401
 from ._loss_functions import (binary_cross_entropy, binary_cross_entropy_with_logits, cross_entropy,  # noqa: F401
                               huber_loss, kl_div, l1_loss, mse_loss, nll_loss, smooth_l1_loss)
 
@@ -206,5 +208,7 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
 __all__ = ["adaptive_avg_pool2d", "avg_pool2d", "batch_norm", "bilinear", "binary_cross_entropy",
            "binary_cross_entropy_with_logits", "conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d",
            "cross_entropy", "dropout", "elu", "embedding", "gelu", "group_norm", "huber_loss", "kl_div", "l1_loss",
-           "layer_norm", "leaky_relu", "linear", "log_softmax", "max_pool2d", "mse_loss", "nll_loss", "one_hot", "pad",
-           "relu", "relu_", "sigmoid", "silu", "smooth_l1_loss", "softmax", "softplus", "tanh"] + sorted(_ACTIVATIONS)
+           "layer_norm", "leaky_relu", "linear", "log_softmax", "max_pool2d", "mse_loss",
+           "multi_head_attention_forward", "nll_loss", "one_hot", "pad", "relu", "relu_",
+           "scaled_dot_product_attention", "sigmoid", "silu", "smooth_l1_loss", "softmax", "softplus",
+           "tanh"] + sorted(_ACTIVATIONS)

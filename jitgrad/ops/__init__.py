@@ -6,6 +6,7 @@ from .._op import broadcast_shapes
 from .._tensor import Tensor
 from . import unary, elementwise, indexing, linalg, reduction, extrema, shape, join, softmax  # noqa: F401  (the entries)
 from . import conv, pool, layers  # noqa: F401,E402  (nn ops: convolution, pooling, linear, embedding, pad)
+from . import rnn, attention  # noqa: F401,E402  (recurrent cell steps, scaled dot-product attention)
 from ._table import FUNCTIONS, INPLACE, METHODS, NN, OPERATORS, OPS  # noqa: F401  (derived from the entries)
 from .shape import cast, copy_from, fill, move  # noqa: F401
 

@@ -15,6 +15,9 @@ from .elementwise import run  # noqa: F401
 from .index import index_add, one_hot, scatter_add  # noqa: F401
 from .matmul import matmul as _matmul
 from .reduce import reduce, scan, softmax, softmax_vjp  # noqa: F401
+from .attention import attention_softmax, attention_softmax_vjp  # noqa: F401
+from .rnn import (gru_cell, gru_cell_vjp, lstm_cell, lstm_cell_vjp, rnn_cell, rnn_cell_vjp, rnn_layer,  # noqa: F401
+                  rnn_layer_vjp)
 
 name = "cuda"
 

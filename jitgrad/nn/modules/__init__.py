@@ -1,4 +1,5 @@
 """The layers of jitgrad.nn."""
+from .attention import MultiheadAttention  # noqa: F401
 from .activation import ELU, GELU, LeakyReLU, LogSoftmax, ReLU, SiLU, Sigmoid, Softmax, Softplus, Tanh  # noqa: F401
 from .activation import GENERATED as _GENERATED  # modules named by op-table entries (Hardtanh)
 from .container import ModuleDict, ModuleList, Sequential  # noqa: F401
@@ -10,12 +11,17 @@ from .loss import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, KLDi
                    NLLLoss, SmoothL1Loss)
 from .normalization import BatchNorm1d, BatchNorm2d, GroupNorm, LayerNorm  # noqa: F401
 from .pooling import AdaptiveAvgPool2d, AvgPool2d, MaxPool2d  # noqa: F401
+from .rnn import GRU, GRUCell, LSTM, LSTMCell, RNN, RNNBase, RNNCell, RNNCellBase  # noqa: F401
 from .sparse import Embedding  # noqa: F401
+from .transformer import (Transformer, TransformerDecoder, TransformerDecoderLayer, TransformerEncoder,  # noqa: F401
+                          TransformerEncoderLayer)
 
 __all__ = ["AdaptiveAvgPool2d", "AvgPool2d", "BCELoss", "BCEWithLogitsLoss", "BatchNorm1d", "BatchNorm2d", "Bilinear",
            "Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d", "CrossEntropyLoss", "Dropout", "ELU", "Embedding",
-           "Flatten", "GELU", "GroupNorm", "HuberLoss", "Identity", "KLDivLoss", "L1Loss", "LayerNorm", "LeakyReLU",
-           "Linear", "LogSoftmax", "MSELoss", "MaxPool2d", "ModuleDict", "ModuleList", "NLLLoss", "ReLU", "Sequential",
-           "SiLU", "Sigmoid", "SmoothL1Loss", "Softmax", "Softplus", "Tanh", "Unflatten"]
+           "Flatten", "GELU", "GRU", "GRUCell", "LSTM", "LSTMCell", "GroupNorm", "HuberLoss", "Identity", "KLDivLoss",
+           "L1Loss", "LayerNorm", "LeakyReLU", "Linear", "LogSoftmax", "MSELoss", "MaxPool2d", "MultiheadAttention",
+           "ModuleDict", "ModuleList", "NLLLoss", "RNN", "RNNBase", "RNNCell", "RNNCellBase", "ReLU", "Sequential",
+           "SiLU", "Sigmoid", "SmoothL1Loss", "Softmax", "Softplus", "Tanh", "Transformer", "TransformerDecoder",
+           "TransformerDecoderLayer", "TransformerEncoder", "TransformerEncoderLayer", "Unflatten"]
 globals().update(_GENERATED)
 __all__ += sorted(_GENERATED)

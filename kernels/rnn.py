@@ -1,0 +1,398 @@
+"""Recurrent cell steps: the gate math after the two GEMMs, one fused loop forward and one backward.
+
+A step of a cell receives ``ig`` (input gates x @ W_ih^T + b_ih, from BLAS), ``hg`` (hidden gates
+h @ W_hh^T, from BLAS) and the hidden-gate bias (an empty array when there is none). The math of
+one hidden unit is written once, as the ``*_point`` functions below; the CPU loops here and the
+CUDA kernels (kernels/cuda/rnn.py, same names and signatures) apply them over (batch, hidden).
+Gates are laid out as PyTorch's weights are: LSTM (i, f, g, o), GRU (r, z, n).
+
+The forward writes a workspace that the backward reads instead of recomputing the GEMMs: the
+activated LSTM gates (i, f, g, o), or for GRU (r, z, n, h_n) with h_n = W_hn h + b_hn.
+"""
+from types import SimpleNamespace
+
+import numpy as np
+from numba import njit, prange  # noqa: F401  (prange: used by the kernels)
+
+from . import config
+from ._jit import twins
+from .elementwise import vexp
+
+
+# ---------------------------------------------------------------- one hidden unit (shared with CUDA)
+_point = njit(error_model="numpy", fastmath=config.FASTMATH, inline="always")
+POINTS = {}  # name -> the Python function, which kernels/cuda/rnn.py compiles as a device function
+
+
+def point(fn):
+    POINTS[fn.__name__] = fn
+    return _point(fn)
+
+
+@point
+def sigmoid(x):
+    return 1.0 / (1.0 + vexp(-x))
+
+
+@point
+def ftanh(x):
+    """tanh as 2 sigmoid(2x) - 1: within 4e-16 of tanh (absolute), and the loops that use it vectorize
+    (vtanh's branch for small |x| keeps them scalar)."""
+    return 2.0 / (1.0 + vexp(-2.0 * x)) - 1.0
+
+
+@point
+def lstm_point(zi, zf, zg, zo, c):
+    """(i, f, g, o, c', h') of an LSTM unit from its gate pre-activations and cell state."""
+    i = sigmoid(zi)
+    f = sigmoid(zf)
+    g = ftanh(zg)
+    o = sigmoid(zo)
+    cy = f * c + i * g
+    return i, f, g, o, cy, o * ftanh(cy)
+
+
+@point
+def lstm_point_vjp(i, f, g, o, c, ghy, gcy):
+    """Pre-activation gradients (di, df, dg, do) and the cell-state gradient dc of an LSTM unit."""
+    tc = ftanh(f * c + i * g)
+    dcy = gcy + ghy * o * (1.0 - tc * tc)
+    return dcy * g * i * (1.0 - i), dcy * c * f * (1.0 - f), dcy * i * (1.0 - g * g), ghy * tc * o * (1.0 - o), dcy * f
+
+
+@point
+def gru_point(ir, iz, in_, hr, hz, hn, h):
+    """(r, z, n, h') of a GRU unit: n = tanh(x_n + r * h_n), h' = (1 - z) n + z h."""
+    r = sigmoid(ir + hr)
+    z = sigmoid(iz + hz)
+    n = ftanh(in_ + r * hn)
+    return r, z, n, (1.0 - z) * n + z * h
+
+
+@point
+def gru_point_vjp(r, z, n, hn, h, g):
+    """(dr, dz, dn) pre-activation gradients, the h_n gradient and the direct h gradient of a GRU unit."""
+    dn = g * (1.0 - z) * (1.0 - n * n)
+    dz = g * (h - n) * z * (1.0 - z)
+    dr = dn * hn * r * (1.0 - r)
+    return dr, dz, dn, dn * r, g * z
+
+
+@point
+def rnn_point(x, relu):
+    if relu:
+        return x if x > 0 or x != x else 0.0
+    return ftanh(x)
+
+
+@point
+def rnn_point_vjp(y, g, relu):
+    if relu:
+        return 0.0 if y <= 0 else g
+    return g * (1.0 - y * y)
+
+
+# ---------------------------------------------------------------- CPU loops over (batch, hidden)
+# Each batch row is taken as 1-D views first, so that the inner loop over the hidden units reads and
+# writes unit-stride streams and LLVM vectorizes it. The bias is always an array (zeros when absent)
+# and no output aliases an input: both would keep the loop scalar.
+def _lstm_cell(ig, hg, bias, cx, ws, hy, cy):
+    # lstm_point's math, one stream at a time (each loop vectorizes; the fused form of all four gates
+    # per unit does not): the gates i f o through sigmoid, g through tanh, then c' and h'
+    B, H = cx.shape
+    for b in prange(B):
+        igr, hgr, cxr, wsr, hyr, cyr = ig[b], hg[b], cx[b], ws[b], hy[b], cy[b]
+        for j in range(2 * H):
+            wsr[j] = sigmoid(igr[j] + hgr[j] + bias[j])
+        for j in range(3 * H, 4 * H):
+            wsr[j] = sigmoid(igr[j] + hgr[j] + bias[j])
+        for j in range(2 * H, 3 * H):
+            wsr[j] = ftanh(igr[j] + hgr[j] + bias[j])
+        for j in range(H):
+            c = wsr[H + j] * cxr[j] + wsr[j] * wsr[2 * H + j]
+            cyr[j] = c
+            hyr[j] = wsr[3 * H + j] * ftanh(c)
+
+
+def _lstm_cell_vjp(ws, cx, ghy, gcy, dz, dcx):
+    # lstm_point_vjp's math, one stream at a time (as _lstm_cell): dz_o and dc' first (dc' kept in dcx)
+    B, H = cx.shape
+    for b in prange(B):
+        wsr, cxr, ghr, gcr, dzr, dcr = ws[b], cx[b], ghy[b], gcy[b], dz[b], dcx[b]
+        for j in range(H):
+            o = wsr[3 * H + j]
+            tc = ftanh(wsr[H + j] * cxr[j] + wsr[j] * wsr[2 * H + j])
+            dzr[3 * H + j] = ghr[j] * tc * o * (1.0 - o)
+            dcr[j] = gcr[j] + ghr[j] * o * (1.0 - tc * tc)
+        for j in range(H):
+            i, f, g, dc = wsr[j], wsr[H + j], wsr[2 * H + j], dcr[j]
+            dzr[j] = dc * g * i * (1.0 - i)
+            dzr[H + j] = dc * cxr[j] * f * (1.0 - f)
+            dzr[2 * H + j] = dc * i * (1.0 - g * g)
+            dcr[j] = dc * f
+
+
+def _gru_cell(ig, hg, bias, hx, ws, hy):
+    B, H = hx.shape
+    for b in prange(B):
+        igr, hgr, hxr, wsr, hyr = ig[b], hg[b], hx[b], ws[b], hy[b]
+        for j in range(H):
+            hn = hgr[2 * H + j] + bias[2 * H + j]
+            r, z, n, h = gru_point(igr[j], igr[H + j], igr[2 * H + j], hgr[j] + bias[j], hgr[H + j] + bias[H + j],
+                                   hn, hxr[j])
+            wsr[j] = r
+            wsr[H + j] = z
+            wsr[2 * H + j] = n
+            wsr[3 * H + j] = hn
+            hyr[j] = h
+
+
+def _gru_cell_vjp(ws, hx, ghy, dig, dhg, dhx):
+    B, H = hx.shape
+    for b in prange(B):
+        wsr, hxr, ghr, digr, dhgr, dhr = ws[b], hx[b], ghy[b], dig[b], dhg[b], dhx[b]
+        for j in range(H):
+            dr, dz, dn, dhn, dh = gru_point_vjp(wsr[j], wsr[H + j], wsr[2 * H + j], wsr[3 * H + j], hxr[j], ghr[j])
+            digr[j] = dr
+            digr[H + j] = dz
+            digr[2 * H + j] = dn
+            dhgr[j] = dr
+            dhgr[H + j] = dz
+            dhgr[2 * H + j] = dhn
+            dhr[j] = dh
+
+
+def _rnn_cell(ig, hg, bias, hy, relu):
+    B, H = hy.shape
+    for b in prange(B):
+        igr, hgr, hyr = ig[b], hg[b], hy[b]
+        for j in range(H):
+            hyr[j] = rnn_point(igr[j] + hgr[j] + bias[j], relu)
+
+
+def _rnn_cell_vjp(hy, ghy, dz, relu):
+    B, H = hy.shape
+    for b in prange(B):
+        hyr, ghr, dzr = hy[b], ghy[b], dz[b]
+        for j in range(H):
+            dzr[j] = rnn_point_vjp(hyr[j], ghr[j], relu)
+
+
+_KERNELS = {f.__name__[1:]: twins(f) for f in (_lstm_cell, _lstm_cell_vjp, _gru_cell, _gru_cell_vjp, _rnn_cell,
+                                                _rnn_cell_vjp)}
+
+
+def kernel(name, size):
+    """The serial or parallel build of kernel ``name`` for ``size`` elements."""
+    return _KERNELS[name][size >= config.PARALLEL_THRESHOLD]
+
+
+# ---------------------------------------------------------------- entry points (the backend's names)
+def _c(a):
+    return np.ascontiguousarray(a)
+
+
+def _bias(bias, n, dtype):
+    return np.zeros(n, dtype) if bias is None else _c(bias)
+
+
+def lstm_cell(ig, hg, bias, cx):
+    """(workspace, h', c') of an LSTM step."""
+    B, H = cx.shape
+    ws, hy, cy = np.empty((B, 4 * H), cx.dtype), np.empty((B, H), cx.dtype), np.empty((B, H), cx.dtype)
+    kernel("lstm_cell", ws.size)(_c(ig), _c(hg), _bias(bias, 4 * H, cx.dtype), _c(cx), ws, hy, cy)
+    return ws, hy, cy
+
+
+def lstm_cell_vjp(ws, cx, ghy, gcy):
+    """(gradient of the gate pre-activations, gradient of c) of an LSTM step."""
+    dz, dcx = np.empty(ws.shape, ws.dtype), np.empty(cx.shape, cx.dtype)
+    kernel("lstm_cell_vjp", ws.size)(_c(ws), _c(cx), _c(ghy), _c(gcy), dz, dcx)
+    return dz, dcx
+
+
+def gru_cell(ig, hg, bias, hx):
+    """(workspace, h') of a GRU step."""
+    B, H = hx.shape
+    ws, hy = np.empty((B, 4 * H), hx.dtype), np.empty((B, H), hx.dtype)
+    kernel("gru_cell", ws.size)(_c(ig), _c(hg), _bias(bias, 3 * H, hx.dtype), _c(hx), ws, hy)
+    return ws, hy
+
+
+def gru_cell_vjp(ws, hx, ghy):
+    """(input-gate gradient, hidden-gate gradient, direct h gradient) of a GRU step."""
+    B, H = hx.shape
+    dig, dhg, dhx = np.empty((B, 3 * H), hx.dtype), np.empty((B, 3 * H), hx.dtype), np.empty((B, H), hx.dtype)
+    kernel("gru_cell_vjp", ws.size)(_c(ws), _c(hx), _c(ghy), dig, dhg, dhx)
+    return dig, dhg, dhx
+
+
+def rnn_cell(ig, hg, bias, relu):
+    """h' = tanh or relu of the summed gates (plus bias)."""
+    hy = np.empty(hg.shape, hg.dtype)
+    kernel("rnn_cell", hy.size)(_c(ig), _c(hg), _bias(bias, hg.shape[1], hg.dtype), hy, relu)
+    return hy
+
+
+def rnn_cell_vjp(hy, ghy, relu):
+    dz = np.empty(hy.shape, hy.dtype)
+    kernel("rnn_cell_vjp", hy.size)(_c(hy), _c(ghy), dz, relu)
+    return dz
+
+
+# ---------------------------------------------------------------- whole layers (one direction)
+# A layer runs its steps over a packed sequence: ``ig`` holds the input gates of every step's rows,
+# step t's ``batch_sizes[t]`` rows after those of the steps before it (a dense (T, B) sequence has
+# every batch size B). Rows finish in order (batch sizes never grow), so a state row keeps its last
+# value once its sequence has ended; a reverse layer walks the steps backwards, and a row starts
+# from h0 when its sequence begins. The workspace (one flat array) holds, per row, what the
+# backward reads, as blocks of rows: LSTM gates i f g o, c before, h before, h before the projection;
+# GRU r z n h_n, h before; RNN h after, h before. Its backward runs the steps in the opposite order,
+# one fused VJP kernel and one GEMM per step, then one GEMM for the whole W_hh gradient.
+# ``K`` is the backend: matmul, empty, zeros, reshape, copy_into(dst, src), add_into(dst, src),
+# sum0, swapaxes and step (a step kernel by name).
+def _steps(batch_sizes, reverse):
+    """(row offset, batch size) of each step in the order the layer runs them."""
+    out, off = [], 0
+    for bs in batch_sizes:
+        out.append((off, bs))
+        off += bs
+    return out[::-1] if reverse else out
+
+
+def _blocks(mode, H, P, proj):
+    """The workspace's blocks: (name, columns per row)."""
+    if mode == "LSTM":
+        return [("gates", 4 * H), ("c", H), ("h", P)] + ([("raw", H)] if proj else [])
+    if mode == "GRU":
+        return [("gates", 4 * H), ("h", H)]
+    return [("y", H), ("h", H)]
+
+
+def workspace_size(mode, N, H, P, proj):
+    return N * sum(w for _, w in _blocks(mode, H, P, proj))
+
+
+def _views(K, ws, mode, N, H, P, proj):
+    """The workspace's blocks as C-contiguous (N, columns) views."""
+    out, off = {}, 0
+    for name, width in _blocks(mode, H, P, proj):
+        out[name] = K.reshape(ws[off:off + N * width], (N, width))
+        off += N * width
+    return out
+
+
+def layer(K, mode, ig, h0, c0, w_hh, b_hh, w_hr, batch_sizes, reverse):
+    """Run one direction of a layer: (workspace, output rows, h_n, c_n or None)."""
+    N, B, P = ig.shape[0], h0.shape[0], h0.shape[1]
+    proj = w_hr is not None
+    H = w_hr.shape[1] if proj else P
+    dt = ig.dtype
+    ws = K.empty((workspace_size(mode, N, H, P, proj),), dt)
+    v = _views(K, ws, mode, N, H, P, proj)
+    out = K.empty((N, P), dt)
+    h = K.empty((B, P), dt)
+    K.copy_into(h, h0)
+    c = None
+    if mode == "LSTM":
+        c = K.empty((B, H), dt)
+        K.copy_into(c, c0)
+    w_t = K.swapaxes(w_hh, 0, 1)
+    w_hr_t = K.swapaxes(w_hr, 0, 1) if proj else None
+    bias = K.zeros((w_hh.shape[0],), dt) if b_hh is None else b_hh
+    relu = mode == "RNN_RELU"
+    for off, bs in _steps(batch_sizes, reverse):
+        rows = slice(off, off + bs)
+        hb = h[:bs]
+        hg = K.matmul(hb, w_t)
+        K.copy_into(v["h"][rows], hb)
+        if mode == "LSTM":
+            cb = c[:bs]
+            K.copy_into(v["c"][rows], cb)
+            new_c = K.empty((bs, H), dt)
+            if proj:
+                raw = v["raw"][rows]
+                K.step("lstm_cell", ig[rows], hg, bias, cb, v["gates"][rows], raw, new_c)
+                K.copy_into(hb, K.matmul(raw, w_hr_t))
+            else:
+                K.step("lstm_cell", ig[rows], hg, bias, cb, v["gates"][rows], hb, new_c)
+            K.copy_into(cb, new_c)
+        elif mode == "GRU":
+            K.step("gru_cell", ig[rows], hg, bias, v["h"][rows], v["gates"][rows], hb)
+        else:
+            K.step("rnn_cell", ig[rows], hg, bias, v["y"][rows], relu)
+            K.copy_into(hb, v["y"][rows])
+        K.copy_into(out[rows], hb)
+    return ws, out, h, c
+
+
+def layer_vjp(K, mode, ws, w_hh, w_hr, g_out, g_hn, g_cn, batch_sizes, reverse, has_bias):
+    """Gradients (input gates, h0, c0 or None, W_hh, b_hh or None, W_hr or None) of one direction of a layer."""
+    N, P = g_out.shape
+    proj = w_hr is not None
+    H = w_hr.shape[1] if proj else P
+    B = batch_sizes[0]
+    dt = g_out.dtype
+    v = _views(K, ws, mode, N, H, P, proj)
+    G = {"LSTM": 4 * H, "GRU": 3 * H}.get(mode, H)
+    dh = K.empty((B, P), dt)
+    K.copy_into(dh, g_hn)
+    dc = None
+    if mode == "LSTM":
+        dc = K.empty((B, H), dt)
+        K.copy_into(dc, g_cn)
+    dz = K.empty((N, G), dt)  # gradient of the input gates (and, but for GRU, of the hidden gates)
+    dhg = K.empty((N, G), dt) if mode == "GRU" else dz
+    dproj = K.empty((N, P), dt) if proj else None
+    relu = mode == "RNN_RELU"
+    for off, bs in _steps(batch_sizes, not reverse):
+        rows = slice(off, off + bs)
+        hb = dh[:bs]
+        K.add_into(hb, g_out[rows])
+        if mode == "LSTM":
+            cb = dc[:bs]
+            draw = hb
+            if proj:
+                K.copy_into(dproj[rows], hb)
+                draw = K.matmul(hb, w_hr)
+            new_dc = K.empty((bs, H), dt)
+            K.step("lstm_cell_vjp", v["gates"][rows], v["c"][rows], draw, cb, dz[rows], new_dc)
+            K.copy_into(cb, new_dc)
+            K.copy_into(hb, K.matmul(dz[rows], w_hh))
+        elif mode == "GRU":
+            direct = K.empty((bs, H), dt)
+            K.step("gru_cell_vjp", v["gates"][rows], v["h"][rows], hb, dz[rows], dhg[rows], direct)
+            K.copy_into(hb, K.matmul(dhg[rows], w_hh))
+            K.add_into(hb, direct)
+        else:
+            K.step("rnn_cell_vjp", v["y"][rows], hb, dz[rows], relu)
+            K.copy_into(hb, K.matmul(dz[rows], w_hh))
+    g_w = K.matmul(K.swapaxes(dhg, 0, 1), v["h"])
+    g_b = K.sum0(dhg) if has_bias else None
+    g_whr = K.matmul(K.swapaxes(dproj, 0, 1), v["raw"]) if proj else None
+    return dz, dh, dc, g_w, g_b, g_whr
+
+
+def _step(name, *args):
+    """A step kernel on (possibly strided) views; serial or parallel by size."""
+    kernel(name, args[0].size)(*args)
+
+
+def _add_into(dst, src):
+    np.add(dst, src, out=dst)
+
+
+def _sum0(x):
+    return x.sum(0)
+
+
+CPU = SimpleNamespace(matmul=np.matmul, empty=np.empty, zeros=np.zeros, reshape=np.reshape, swapaxes=np.swapaxes,
+                      copy_into=np.copyto, add_into=_add_into, sum0=_sum0, step=_step)
+
+
+def rnn_layer(mode, ig, h0, c0, w_hh, b_hh, w_hr, batch_sizes, reverse):
+    return layer(CPU, mode, ig, h0, c0, w_hh, b_hh, w_hr, batch_sizes, reverse)
+
+
+def rnn_layer_vjp(mode, ws, w_hh, w_hr, g_out, g_hn, g_cn, batch_sizes, reverse, has_bias):
+    return layer_vjp(CPU, mode, ws, w_hh, w_hr, g_out, g_hn, g_cn, batch_sizes, reverse, has_bias)
