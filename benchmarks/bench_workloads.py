@@ -8,8 +8,8 @@ peakmem_*: peak resident memory of a training step.
 import shutil
 import tempfile
 
-from . import coldstart
-from .workloads import WORKLOADS, library
+from . import coldstart, compile_time
+from .workloads import COMPILED, WORKLOADS, library
 
 
 class _Workload:
@@ -126,3 +126,39 @@ class CompileCost:
 
     def track_first_result(self, workload, cache):
         return coldstart.first_step_seconds(workload, cache_dir=self.cache_dir)
+
+
+class Compiled:
+    """The workloads' jitgrad.compile forms (workloads.COMPILED), after a warm-up call that compiles them."""
+    params = list(COMPILED)
+    param_names = ["workload"]
+
+    def setup(self, workload):
+        import jitgrad
+        self.step = WORKLOADS[workload](jitgrad, compiled=True)
+        self.step()
+
+    def time_step(self, workload):
+        self.step()
+
+
+class CompiledCompileCost:
+    """Seconds a fresh process spends on its first compiled step, with an empty and a warm cache of
+    generated kernels (see compile_time.py)."""
+    params = (list(COMPILED), ["empty", "warm"])
+    param_names = ["workload", "compile_cache"]
+    unit = "seconds"
+    timeout = 900
+    number = 1
+    repeat = 1
+
+    def setup(self, workload, cache):
+        self.cache_dir = tempfile.mkdtemp(prefix="jitgrad-compile-cache-")
+        if cache == "warm":
+            compile_time.first_call(workload, self.cache_dir)
+
+    def teardown(self, workload, cache):
+        shutil.rmtree(self.cache_dir, ignore_errors=True)
+
+    def track_first_call(self, workload, cache):
+        return compile_time.first_call(workload, self.cache_dir)[0]

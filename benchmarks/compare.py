@@ -4,6 +4,7 @@
     python benchmarks/compare.py --repeats 15 --only mlp_step,chain100
     python benchmarks/compare.py --output speed.md
     python benchmarks/compare.py --cpu-time --only mul16,mul16_grad,chain100   # on a busy machine
+    python benchmarks/compare.py --only chain100,elementwise_4m,mlp_step,scalar_graph1000   # compiled rows
 
 Each library runs in a worker process of its own (as a user runs one of them: two OpenMP
 runtimes and BLAS thread pools in one process would compete for the cores), driven by this
@@ -13,7 +14,8 @@ after a short idle gap that lets the other library's threads stop spinning; each
 enough back-to-back steps to last about --sample-seconds. The table shows the median time per
 step, the jitgrad/PyTorch ratio and the speed targets. The cold-start row times fresh
 processes that import the library and run a first MLP step, after one untimed run has warmed
-numba's on-disk cache. PyTorch runs with 2 threads; without it (not installed) only jitgrad's
+numba's on-disk cache. A third worker runs jitgrad.compile'd forms of the workloads that have one
+(workloads.COMPILED; the compiled columns compare them with PyTorch eager). PyTorch runs with 2 threads; without it (not installed) only jitgrad's
 times are shown.
 """
 import argparse
@@ -55,12 +57,14 @@ def _sample(step, n, timer=None):
 
 
 def _serve(conn, lib_name, cpu_time=False):
-    """Worker process: build workloads and time samples of them on request."""
+    """Worker process: build workloads and time samples of them on request ("jitgrad-compiled": jitgrad
+    with the workloads' compiled forms, jitgrad.compile)."""
     global TIMER
     if cpu_time:
         TIMER = time.process_time
+    compiled = lib_name == "jitgrad-compiled"
     try:
-        lib = workloads.library(lib_name)
+        lib = workloads.library("jitgrad" if compiled else lib_name)
         conn.send(("ok", _versions(lib)))
     except ImportError as e:
         conn.send(("missing", str(e)))
@@ -70,7 +74,9 @@ def _serve(conn, lib_name, cpu_time=False):
         cmd, name, arg = conn.recv()
         try:
             if cmd == "build":  # arg: seconds one sample should last
-                step = workloads.WORKLOADS[name](lib)
+                if compiled and name not in workloads.COMPILED:
+                    raise NotImplementedError("%s has no compiled form" % name)
+                step = workloads.WORKLOADS[name](lib, compiled=True) if compiled else workloads.WORKLOADS[name](lib)
                 step()  # warm-up: compile / load kernels, allocate
                 steps[name] = (step, max(1, int(arg / max(_sample(step, 1, time.perf_counter), 1e-9))))
                 reply = None
@@ -118,7 +124,8 @@ class Worker:
 
 
 def measure_workload(name, workers, repeats, sample_seconds):
-    """Median seconds per step of workload ``name`` for each library (None where it can't run)."""
+    """Median seconds per step of workload ``name`` for each library (None where it can't run or, for the
+    compiled column, has no compiled form)."""
     times = {}
     for lib_name, w in workers.items():
         try:
@@ -155,22 +162,30 @@ def _ms(seconds):
     return "%.3f" % (seconds * 1e3) if seconds < 0.01 else "%.1f" % (seconds * 1e3)
 
 
+def _vs(a, b, bar):
+    """(ratio, bar, meets) cells of a against b."""
+    if bar is None:
+        return ["", "", ""]
+    ratio = a / b if a is not None and b else None
+    return ["%.2f" % ratio if ratio is not None else "n/a", "<= %.1f" % bar,
+            "n/a" if ratio is None else ("yes" if ratio <= bar else "no")]
+
+
 def table(results, cold):
-    """The comparison as a Markdown table."""
-    lines = ["| workload | jitgrad (ms) | PyTorch (ms) | jitgrad / PyTorch | bar | meets bar |",
-             "|---|---:|---:|---:|---:|:---:|"]
+    """The comparison as a Markdown table (the compiled columns: jitgrad.compile against PyTorch eager)."""
+    lines = ["| workload | jitgrad (ms) | jitgrad compiled (ms) | PyTorch (ms) | jitgrad / PyTorch | bar | meets bar "
+             "| compiled / PyTorch | bar | meets bar |",
+             "|---|---:|---:|---:|---:|---:|:---:|---:|---:|:---:|"]
     for name, r in results.items():
-        jg, pt = r.get("jitgrad"), r.get("torch")
-        ratio = jg / pt if jg is not None and pt else None
-        bar = workloads.BAR[name]
-        lines.append("| %s | %s | %s | %s | <= %.1f | %s |" % (
-            name, _ms(jg), _ms(pt), "%.2f" % ratio if ratio is not None else "n/a", bar,
-            "n/a" if ratio is None else ("yes" if ratio <= bar else "no")))
+        jg, jc, pt = r.get("jitgrad"), r.get("jitgrad-compiled"), r.get("torch")
+        lines.append("| %s | " % name + " | ".join(
+            [_ms(jg), _ms(jc) if jc is not None else "", _ms(pt)] + _vs(jg, pt, workloads.BAR[name]) +
+            _vs(jc, pt, workloads.COMPILED_BAR.get(name) if jc is not None else None)) + " |")
     if cold is not None:
         jg, pt = cold.get("jitgrad"), cold.get("torch")
-        lines.append("| cold start: import + first mlp_step, warm cache (s) | %.2f | %s | %s | <= %.1f s | %s |" % (
-            jg, "%.2f" % pt if pt else "n/a", "%.2f" % (jg / pt) if pt else "n/a", workloads.COLD_START_BAR,
-            "yes" if jg <= workloads.COLD_START_BAR else "no"))
+        lines.append("| cold start: import + first mlp_step, warm cache (s) | %.2f | | %s | %s | <= %.1f s | %s "
+                     "| | | |" % (jg, "%.2f" % pt if pt else "n/a", "%.2f" % (jg / pt) if pt else "n/a",
+                                  workloads.COLD_START_BAR, "yes" if jg <= workloads.COLD_START_BAR else "no"))
     return "\n".join(lines)
 
 
@@ -203,12 +218,15 @@ def main(argv=None):
     parser.add_argument("--cpu-time", action="store_true",
                         help="time samples in CPU time of each worker process instead of wall time: steadier on a "
                              "machine shared with other jobs (counts the work of a library's own threads too)")
+    parser.add_argument("--no-compiled", action="store_true", help="skip the jitgrad.compile columns")
     a = parser.parse_args(argv)
     names = a.only.split(",") if a.only else list(workloads.WORKLOADS)
     for n in names:
         if n not in workloads.WORKLOADS:
             parser.error("unknown workload %r (choose from %s)" % (n, ", ".join(workloads.WORKLOADS)))
     workers = {"jitgrad": Worker("jitgrad", a.cpu_time)}
+    if not a.no_compiled:
+        workers["jitgrad-compiled"] = Worker("jitgrad-compiled", a.cpu_time)
     torch_worker = Worker("torch", a.cpu_time)
     if torch_worker.available:
         workers["torch"] = torch_worker
@@ -226,7 +244,7 @@ def main(argv=None):
     cold = None
     if not a.no_cold_start:
         print("timing cold start ...", file=sys.stderr, flush=True)
-        cold = measure_cold_start(list(workers), max(3, a.repeats // 2))
+        cold = measure_cold_start([n for n in workers if n != "jitgrad-compiled"], max(3, a.repeats // 2))
     command = " ".join(["python benchmarks/compare.py"] + list(argv if argv is not None else sys.argv[1:]))
     text = "Machine: %s\n\nMedians of %d alternating samples%s, from `%s` (load average %s at the start, %s " \
            "at the end):\n\n%s\n" % (machine(workers), a.repeats, " (CPU time)" if a.cpu_time else "", command,

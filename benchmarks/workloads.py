@@ -25,17 +25,26 @@ def _clear(*tensors):
         t.grad = None
 
 
-def chain100(lib):
+def _compiled(lib, fn, compiled):
+    """``fn``, or ``lib.compile(fn)`` for the compiled column (jitgrad only: PyTorch's column is eager)."""
+    return lib.compile(fn) if compiled else fn
+
+
+def chain100(lib, compiled=False):
     """Per-op overhead: 100 small ops (mul, add, tanh, sigmoid x 25) on 16 elements, then backward."""
     rng = np.random.default_rng(SEED)
     x, w, b = (_leaf(lib, _f32(rng, 16)) for _ in range(3))
 
-    def step():
-        _clear(x, w, b)
+    def forward(x, w, b):
         y = x
         for _ in range(25):
             y = (y * w + b).tanh().sigmoid()
-        y.sum().backward()
+        return y.sum()
+    forward = _compiled(lib, forward, compiled)
+
+    def step():
+        _clear(x, w, b)
+        forward(x, w, b).backward()
     return step
 
 
@@ -59,14 +68,52 @@ def mul16_grad(lib):
     return step
 
 
-def elementwise_4m(lib):
+def elementwise_4m(lib, compiled=False):
     """A fused-looking elementwise chain: sum(tanh(x*w+b)**2 * sigmoid(x)) on 4M elements, fwd+bwd."""
     rng = np.random.default_rng(SEED)
     x, w, b = (_leaf(lib, _f32(rng, 1 << 22)) for _ in range(3))
+    forward = _compiled(lib, lambda x, w, b: ((x * w + b).tanh() ** 2 * x.sigmoid()).sum(), compiled)
 
     def step():
         _clear(x, w, b)
-        ((x * w + b).tanh() ** 2 * x.sigmoid()).sum().backward()
+        forward(x, w, b).backward()
+    return step
+
+
+def scalar_graph1000(lib, compiled=False):
+    """A 1,000-op graph of scalar (0-d) ops -- softplus, sums of 4 nodes, products, 4-way softmaxes --
+    over 16 inputs, then backward: what an optimizer of a small scientific model evaluates."""
+    rng = np.random.default_rng(SEED)
+    xs = [_leaf(lib, _f32(rng)) for _ in range(16)]
+    plan, n_ops = [], 0  # (kind, operand positions), drawn once so both libraries build the same graph
+    n_vals = len(xs)
+    while n_ops < 1000:
+        kind = ["softplus", "sum4", "prod", "softmax4"][len(plan) % 4]
+        picks = [int(i) for i in rng.integers(max(0, n_vals - 24), n_vals, 4)]
+        plan.append((kind, picks))
+        n_ops += {"softplus": 1, "sum4": 3, "prod": 1, "softmax4": 11}[kind]
+        n_vals += 4 if kind == "softmax4" else 1
+    softplus = lib.nn.functional.softplus
+
+    def forward(*xs):
+        v = list(xs)
+        for kind, (a, b, c, d) in plan:
+            if kind == "softplus":
+                v.append(softplus(v[a]))
+            elif kind == "sum4":
+                v.append(v[a] + v[b] + v[c] + v[d])
+            elif kind == "prod":
+                v.append(v[a] * v[b])
+            else:
+                e = [v[a].exp(), v[b].exp(), v[c].exp(), v[d].exp()]
+                s = e[0] + e[1] + e[2] + e[3]
+                v += [ei / s for ei in e]
+        return v[-1] + v[-2]
+    forward = _compiled(lib, forward, compiled)
+
+    def step():
+        _clear(*xs)
+        forward(*xs).backward()
     return step
 
 
@@ -111,8 +158,8 @@ def has_nn(lib, *names):
         and hasattr(nn, "functional") and hasattr(nn.functional, "cross_entropy")
 
 
-def _training_step(lib, model, x, y):
-    opt = lib.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+def _training_step(lib, model, x, y, params=None):
+    opt = lib.optim.SGD(model.parameters() if params is None else params, lr=0.01, momentum=0.9)
     cross_entropy = lib.nn.functional.cross_entropy
 
     def step():
@@ -124,8 +171,9 @@ def _training_step(lib, model, x, y):
     return step
 
 
-def mlp_step(lib):
-    """One training step of an MLP 784-512-256-10, batch 256, cross-entropy, SGD with momentum 0.9."""
+def mlp_step(lib, compiled=False):
+    """One training step of an MLP 784-512-256-10, batch 256, cross-entropy, SGD with momentum 0.9
+    (compiled column: the model compiled; loss, backward and SGD outside it)."""
     if not has_nn(lib):
         raise NotImplementedError("%s.nn / %s.optim lack Linear, ReLU, Sequential or SGD" % (lib.__name__, lib.__name__))
     rng = np.random.default_rng(SEED)
@@ -134,6 +182,8 @@ def mlp_step(lib):
     lib.manual_seed(SEED)
     nn = lib.nn
     model = nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 256), nn.ReLU(), nn.Linear(256, 10))
+    if compiled:
+        return _training_step(lib, lib.compile(model), x, y, model.parameters())
     return _training_step(lib, model, x, y)
 
 
@@ -252,19 +302,25 @@ def dataloader_epoch(num_workers):
 # name -> builder, in the order the comparison table lists them
 WORKLOADS = {f.__name__: f for f in (chain100, mul16, mul16_grad, elementwise_4m, mlp_step, cnn_step,
                                      reduction("sum"), reduction("mean"), reduction("max"), matmul_1024,
-                                     lstm_step, transformer_step, dataloader_epoch(0), dataloader_epoch(2))}
+                                     lstm_step, transformer_step, dataloader_epoch(0), dataloader_epoch(2),
+                                     scalar_graph1000)}
+# the workloads with a compiled column (their builders take compiled=True: jitgrad.compile's speed)
+COMPILED = ("chain100", "elementwise_4m", "mlp_step", "scalar_graph1000")
 
 # The speed targets: the largest acceptable jitgrad/PyTorch-CPU median ratio per workload (the
 # per-op rows also have absolute targets: 2.5 us for mul16, 4 us for mul16_grad).
 BAR = {"chain100": 1.3, "mul16": 3.0, "mul16_grad": 2.5, "elementwise_4m": 0.8, "mlp_step": 1.0, "cnn_step": 1.2,
        "reduction_sum": 1.0, "reduction_mean": 1.0, "reduction_max": 0.6, "matmul_1024": 1.1,
        "lstm_step": 1.3, "transformer_step": 1.3,
-       "dataloader_0w": 1.3, "dataloader_2w": 1.3}
+       "dataloader_0w": 1.3, "dataloader_2w": 1.3, "scalar_graph1000": 1.3}
+# the targets of the compiled column: jitgrad compiled / PyTorch eager
+COMPILED_BAR = {"chain100": 0.1, "elementwise_4m": 0.2, "mlp_step": 0.9, "scalar_graph1000": 0.1}
 COLD_START_BAR = 2.0  # seconds, a fresh process with a warm cache to its first MLP step
 
 
 def library(name):
-    """Import ``jitgrad`` or ``torch`` (PyTorch limited to 2 threads, like the 2-core bar machine)."""
+    """Import ``jitgrad`` (also for "jitgrad-compiled") or ``torch`` (PyTorch limited to 2 threads, like the
+    2-core bar machine)."""
     if name == "torch":
         import torch
         torch.set_num_threads(int(os.environ.get("JITGRAD_BENCH_THREADS", 2)))

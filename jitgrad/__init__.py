@@ -25,7 +25,9 @@ Imports go one way: a module imports only the modules listed before it here.
     created); above nn and optim, though it needs only Tensor.
 11. ``nn/parallel/`` (DistributedDataParallel) and ``utils/`` (checkpoint; data, whose
     DistributedSampler asks distributed for the rank and world size).
-12. This module: the public namespace. It attaches the Tensor methods that need a higher layer
+12. ``compiler/``: ``jitgrad.compile`` (capture through dispatch's hook, fusion, codegen); nothing
+    imports it but this module.
+13. This module: the public namespace. It attaches the Tensor methods that need a higher layer
     (``backward``, the ops behind ``to``, the ``new_*`` factories).
 
 Tensor and the graph sit below the op table's entries because the entries and dispatch take and
@@ -67,6 +69,8 @@ from . import accelerator, backends  # noqa: F401,E402
 from . import distributed  # noqa: F401,E402
 from .nn import parallel as _parallel  # noqa: F401,E402  (jitgrad.nn.parallel, above distributed)
 from . import utils  # noqa: F401,E402  (utils.data's DistributedSampler is above distributed)
+from . import compiler  # noqa: F401,E402
+from .compiler import compile  # noqa: F401,E402
 
 float = float32
 double = float64

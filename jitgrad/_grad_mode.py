@@ -16,6 +16,7 @@ class _State(threading.local):
     saved_tensors_hooks = ()  # stack of (pack, unpack)
     anomaly = False
     anomaly_check_nan = True
+    capture = None  # while jitgrad.compile traces: a callable that dispatch hands every op to
 
     def _special(self):
         return bool(self.inference or self.saved_tensors_hooks or self.anomaly)

@@ -7,6 +7,10 @@ cache statistics.
 """
 from .kernels import _jit
 
+# One dict per graph jitgrad.compile built (appended by jitgrad/compiler/stats.py): function, op counts,
+# fused groups, compile seconds and kernels loaded from the disk cache.
+GRAPHS = []
+
 
 def jit_stats(per_kernel=False):
     """Compilation counters of this process, as a dict:
@@ -16,6 +20,9 @@ def jit_stats(per_kernel=False):
       kernel count in that kernel's time);
     - ``cache_hits`` / ``cache_misses``: signatures loaded from numba's on-disk cache, and
       signatures that were not found there;
+    - ``graphs``: one dict per graph ``jitgrad.compile`` built (``function``, ``nodes``,
+      ``backward_nodes``, ``fused_groups``, ``compile_seconds``, ``kernels_from_cache``), and
+      ``graph_compile_seconds``, their total;
     - ``per_kernel`` (with ``per_kernel=True``): ``(name, signature, seconds)`` per compilation,
       slowest first.
 
@@ -33,6 +40,8 @@ def jit_stats(per_kernel=False):
         "compile_seconds": sum(c[2] for c in top),
         "cache_hits": hits,
         "cache_misses": misses,
+        "graphs": [dict(g) for g in GRAPHS],
+        "graph_compile_seconds": sum(g["compile_seconds"] for g in GRAPHS),
     }
     if per_kernel:
         out["per_kernel"] = sorted(((n, s, t) for n, s, t, _ in top), key=lambda c: -c[2])

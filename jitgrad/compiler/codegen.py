@@ -1,0 +1,259 @@
+"""Codegen: a captured graph as one generated Python function, its fused groups as generated @njit loops.
+
+The Python function calls each op's forward kernel as dispatch would (BLAS for matmul, the conv and
+pool kernels), minus dispatch's checks: shapes, dtypes and devices are guarded. Each fused group is
+one loop built from the scalar functions of kernels/elementwise.py; its source is written to the
+on-disk cache under a name that hashes it, so numba's cache serves a second process.
+"""
+import hashlib
+import math
+import importlib.util
+import os
+import sys
+import time
+
+import numba
+import numpy as np
+from numba import njit
+
+from ..kernels import config, cpu as CPU_BACKEND
+from ..kernels import elementwise as _elementwise
+from .._tensor import Tensor
+from .capture import Ref
+from .fusion import NUMPY_CASTS, load_kind, plan_groups
+
+# where generated kernels go (numba caches their machine code beside them, in __pycache__)
+CACHE_DIR = os.environ.get("JITGRAD_COMPILE_CACHE") or os.path.join(
+    os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "jitgrad", "compiled")
+_SCALARS_STAMP = hashlib.sha1(open(_elementwise.__file__, "rb").read()).hexdigest()[:12]
+_KERNELS = {}  # source hash -> compiled dispatcher (per process)
+
+
+class Compiled:
+    """A generated plan: ``fn(*boundary arrays) -> tuple of arrays``, with what explain shows."""
+
+    def __init__(self, fn, source, kernel_sources, groups, seconds, cache_hits, boundary, outputs):
+        self.fn, self.source, self.kernel_sources, self.groups = fn, source, kernel_sources, groups
+        self.seconds, self.cache_hits, self.boundary, self.outputs = seconds, cache_hits, boundary, outputs
+
+
+def boundary_values(graph):
+    """The values a plan takes as arguments: everything no recorded op made."""
+    return [Ref(v) for v, k in enumerate(graph.kinds) if k[0] != "op"]
+
+
+def generate(graph, outputs, fuse=True, name="plan"):
+    """Compile ``graph`` into a function of its boundary values returning the ``outputs`` values."""
+    start = time.perf_counter()
+    boundary = boundary_values(graph)
+    groups, owner = plan_groups(graph, set(outputs)) if fuse else ([], {})
+    owner = {i: g for g in groups for i in g.indices()}
+    emit_at = {max(g.indices()): g for g in groups}
+    ns = {"np": np, "XP": CPU_BACKEND}
+    lines = ["def %s(%s):" % (name, ", ".join("v%d" % v for v in boundary) + ("," if len(boundary) == 1 else ""))]
+    last_use = _last_uses(graph, outputs, owner, emit_at)
+    kernel_sources, hits = [], 0
+    for i, node in enumerate(graph.nodes):
+        g = owner.get(i)
+        if g is not None:
+            if i in emit_at:
+                src, hit = _emit_group(graph, g, len(kernel_sources), ns, lines)
+                kernel_sources.append(src)
+                hits += hit
+                _free(lines, last_use, i)
+            continue
+        _emit_node(node, i, ns, lines)
+        _free(lines, last_use, i)
+    lines.append("    return (%s)" % "".join("v%d, " % v for v in outputs))
+    source = "\n".join(lines) + "\n"
+    exec(compile(source, "<jitgrad.compile %s>" % name, "exec"), ns)
+    return Compiled(ns[name], source, kernel_sources, groups, time.perf_counter() - start, hits, boundary,
+                    list(outputs))
+
+
+def _last_uses(graph, outputs, owner, emit_at):
+    """node index -> values whose last reader it is (freed after it: large intermediates go early)."""
+    pos = {}
+    for i, node in enumerate(graph.nodes):
+        g = owner.get(i)
+        at = max(g.indices()) if g is not None else i
+        for a in node.refs():
+            pos[a] = max(pos.get(a, -1), at)
+    keep = set(outputs)
+    internal = set()  # values that stay inside a fused loop (never assigned in the plan)
+    for g in set(owner.values()):
+        internal |= g.produced - set(g.outputs)
+    out = {}
+    for v, at in pos.items():
+        if v not in keep and v not in internal and graph.kinds[v][0] == "op":
+            out.setdefault(at, []).append(v)
+    return out
+
+
+def _free(lines, last_use, i):
+    dead = last_use.get(i)
+    if dead:
+        lines.append("    del %s" % ", ".join("v%d" % v for v in sorted(dead)))
+
+
+def _emit_node(node, i, ns, lines):
+    op = node.op
+    ns["OP%d" % i] = op.forward
+    ns["DT%d" % i] = node.cnp
+    args = []
+    for j, a in enumerate(node.args):
+        if a.__class__ is Ref:
+            args.append("v%d.astype(DT%d)" % (a, i) if j in node.convert else "v%d" % a)
+        elif a is None:
+            args.append("None")
+        else:
+            ns["C%d_%d" % (i, j)] = node.cnp.type(a) if j in node.convert else a
+            args.append("C%d_%d" % (i, j))
+    static = {k: v for k, v in node.params.items() if v.__class__ is not Ref}
+    if static:
+        ns["P%d" % i] = static
+        args.append("**P%d" % i)
+    ns["TW"] = Tensor._wrap
+    args += ["%s=TW(v%d)" % (k, v) for k, v in node.params.items() if v.__class__ is Ref]
+    outs = ", ".join("v%d" % v for v in node.outs) + ("," if len(node.outs) > 1 else "")
+    lines.append("    %s = OP%d(XP, DT%d, %s)  # %s" % (outs, i, i, ", ".join(args), op.name))
+
+
+def _emit_group(graph, g, k, ns, lines):
+    """The call of group ``g`` in the plan, and its kernel (compiled or loaded from the cache)."""
+    produced = g.produced
+    inputs = []  # group input values, in first-use order
+    for _, _, args in g.members:
+        for a in args:
+            if a.__class__ is Ref and a not in produced and a not in inputs:
+                inputs.append(a)
+    kinds = [load_kind(graph.meta(v)[0], g.shape) for v in inputs]
+    # kernel source
+    params = ["n"] + ["x%d" % j for j in range(len(inputs))]
+    body, pre = [], []
+    name_of = {}
+    for j, (v, kind) in enumerate(zip(inputs, kinds)):
+        name_of[v] = "a%d" % j
+        if kind[0] == "scalar":
+            pre.append("    a%d = x%d[0]" % (j, j))
+        elif kind[0] in ("full", "copy"):
+            body.append("        a%d = x%d[i]" % (j, j))
+        elif kind[0] == "mod":
+            body.append("        a%d = x%d[i %% %d]" % (j, j, kind[1]))
+        else:
+            body.append("        a%d = x%d[i // %d]" % (j, j, kind[1]))
+    fns = set()
+    for idx, fn, args in g.members:
+        node = graph.nodes[idx]
+        cast = NUMPY_CASTS[node.cnp]
+        call = []
+        for pos, a in enumerate(args):
+            if a.__class__ is Ref:
+                x = name_of[a]
+                # operands are cast to the compute dtype as dispatch converts them (masks stay bool)
+                call.append("%s(%s)" % (cast, x) if graph.meta(a)[1] != node.cnp and pos in node.convert else x)
+            else:
+                call.append(_literal(a))
+        v = node.outs[0]
+        name_of[v] = "t%d" % len(name_of)  # numbered within the loop: equal loops have equal source
+        fns.add(fn)
+        body.append("        %s = %s(F_%s(%s))" % (name_of[v], NUMPY_CASTS[graph.meta(v)[1]], fn, ", ".join(call)))
+    params += ["o%d" % j for j in range(len(g.outputs))] + ["r%d" % j for j in range(len(g.reductions))]
+    for j, v in enumerate(g.outputs):
+        body.append("        o%d[i] = %s" % (j, name_of[v]))
+    for j, (_, kind, v) in enumerate(g.reductions):
+        pre.append("    acc%d = 0.0" % j)
+        body.append("        acc%d += %s" % (j, name_of[v]))
+    post = ["    r%d[0] = acc%d%s" % (j, j, " / n" if kind == "mean" else "") for j, (_, kind, _) in
+            enumerate(g.reductions)]
+    parallel = g.size >= config.PARALLEL_THRESHOLD
+    loop = "    for i in %s(n):" % ("prange" if parallel else "range")
+    kbody = "\n".join(pre + [loop] + body + post)
+    key = hashlib.sha1(("%s\n%s\n%s" % (_SCALARS_STAMP, parallel, kbody)).encode()).hexdigest()[:20]
+    kname = "fused_%s" % key
+    ksrc = "def %s(%s):\n%s\n" % (kname, ", ".join(params), kbody)
+    kernel, hit = _kernel(kname, ksrc, sorted(fns), parallel,
+                          [np.int64(1)] + [np.empty(1, graph.meta(v)[1]) for v in inputs] +
+                          [np.empty(1, graph.meta(v)[1]) for v in g.outputs] +
+                          [np.empty(1, graph.meta(graph.nodes[r[0]].outs[0])[1]) for r in g.reductions])
+    ns["K%d" % k] = kernel
+    # the call in the plan
+    call = ["%d" % g.size]
+    for v, kind in zip(inputs, kinds):
+        if kind[0] == "copy":
+            call.append("np.ascontiguousarray(np.broadcast_to(v%d, %r)).reshape(-1)" % (v, g.shape))
+        else:
+            call.append(_flat(graph, v))
+    for v in g.outputs:
+        shape, dt = graph.meta(v)
+        ns["D%d" % v] = dt
+        lines.append("    v%d = np.empty(%r, D%d)" % (v, shape, v))
+        call.append("v%d" % v if len(shape) == 1 else "v%d.reshape(-1)" % v)
+    for idx, _, _ in g.reductions:
+        v = graph.nodes[idx].outs[0]
+        shape, dt = graph.meta(v)
+        ns["D%d" % v] = dt
+        lines.append("    v%d = np.empty(%r, D%d)" % (v, shape, v))
+        call.append("v%d.reshape(-1)" % v)
+    lines.append("    K%d(%s)  # fused: %s" % (k, ", ".join(call), " ".join(
+        [graph.nodes[i].op.name for i, _, _ in g.members] + [graph.nodes[i].op.name for i, _, _ in g.reductions])))
+    return ksrc, hit
+
+
+def _flat(graph, v):
+    """The plan's expression for value ``v`` as a flat array (layouts are guarded: known here)."""
+    a = graph.arrays[v]
+    return "v%d" % v if a.ndim == 1 and a.flags.c_contiguous else "v%d.reshape(-1)" % v
+
+
+def _literal(c):
+    """A constant operand as source (typed as dispatch types it: the compute dtype)."""
+    c = np.asarray(c).reshape(())[()]
+    if isinstance(c, (bool, np.bool_)):
+        return repr(bool(c))
+    cast = NUMPY_CASTS.get(np.dtype(type(c)), "np.float64")
+    x = float(c)
+    text = "np.nan" if x != x else ("np.inf" if x > 0 else "-np.inf") if math.isinf(x) else repr(
+        x if np.dtype(type(c)).kind == "f" else int(c))
+    return "%s(%s)" % (cast, text)
+
+
+def _kernel(kname, ksrc, fns, parallel, example):
+    """The compiled kernel for ``ksrc``: from this process, numba's disk cache, or a fresh compile."""
+    d = _KERNELS.get(kname)
+    if d is not None:
+        return d, 1
+    header = "import numpy as np\nfrom numba import prange\nfrom jitgrad.kernels.elementwise import SCALARS\n" + \
+        "".join("F_%s = SCALARS[%r]\n" % (f, f) for f in fns) + "\n\n"
+    src = header + ksrc
+    path = None
+    if config.CACHE:
+        try:
+            os.makedirs(CACHE_DIR, exist_ok=True)
+            path = os.path.join(CACHE_DIR, kname + ".py")
+            if not os.path.exists(path):
+                tmp = path + ".%d.tmp" % os.getpid()
+                with open(tmp, "w") as f:
+                    f.write(src)
+                os.replace(tmp, path)
+        except OSError:
+            path = None
+    if path is not None:
+        # registered under its name: numba's cache finds a kernel's module by name when it loads it
+        spec = importlib.util.spec_from_file_location("jitgrad_" + kname, path)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = mod
+        spec.loader.exec_module(mod)
+        fn = getattr(mod, kname)
+    else:
+        ns = {}
+        exec(compile(src, "<jitgrad fused %s>" % kname, "exec"), ns)
+        fn = ns[kname]
+    d = njit(cache=path is not None, parallel=parallel, error_model="numpy", fastmath=config.FASTMATH,
+             nogil=True)(fn)
+    d.compile(tuple(numba.typeof(x) for x in example))
+    hit = sum(d.stats.cache_hits.values()) if path is not None else 0
+    _KERNELS[kname] = d
+    if config.LOG_COMPILES and not hit:
+        print("jitgrad: compiled fused kernel %s" % kname, file=sys.stderr, flush=True)
+    return d, hit

@@ -1,0 +1,184 @@
+"""Fusion: which recorded ops are elementwise (one scalar function of kernels/elementwise.py each),
+and their grouping into loops -- with the full reductions that consume them -- for codegen."""
+import math
+
+import numpy as np
+
+from ..kernels import config
+from .capture import Graph, Node, Ref
+
+_REDUCTIONS = {"sum_all": "sum", "mean_all": "mean"}
+# ops per fused loop at most: numba's compile time grows faster than linearly with a function's size
+MAX_MEMBERS = 48
+
+
+def scalar_form(node):
+    """(scalar function name, argument list) of an elementwise node, or None. Arguments are value
+    Refs or constants already in the compute dtype."""
+    op, args, p, cnp = node.op, node.args, node.params, node.cnp
+    name = op.name
+    if any(v.__class__ is Ref for v in p.values()):
+        return None
+    kernel = getattr(op.forward, "kernel", None)
+    if kernel is not None:
+        fn, extra = kernel, [cnp.type(v) for v in p.values()]
+    elif name in ("add", "sub"):
+        alpha = p.get("alpha", 1)
+        if alpha == 1:
+            fn, extra = name, []
+        else:
+            fn, extra = "add_alpha", [cnp.type(alpha if name == "add" else -alpha)]
+    elif name == "where":
+        fn, extra = "where", []
+    elif name == "masked_fill":
+        return "where", [args[1], cnp.type(p["value"]), args[0]]
+    elif name == "expand":
+        return "identity", [args[0]]
+    else:
+        return None
+    if any(isinstance(v, (list, tuple, dict)) or v is None for v in args):
+        return None
+    out = []
+    for i, a in enumerate(args):
+        if a.__class__ is not Ref and i in node.convert:
+            a = cnp.type(a)
+        out.append(a)
+    return fn, out + extra
+
+
+class Group:
+    """Elementwise nodes over one iteration shape, and the full reductions of their values."""
+
+    def __init__(self, shape):
+        self.shape = shape
+        self.size = math.prod(shape)
+        self.members = []  # (node index, scalar name, args)
+        self.reductions = []  # (node index, kind, input Ref)
+        self.produced = set()
+        self.outputs = []  # values written to arrays (used outside the group)
+
+    def indices(self):
+        return [m[0] for m in self.members] + [r[0] for r in self.reductions]
+
+
+def _fusable_dtype(dt):
+    return dt.kind in "fb" or dt.kind in "iu"
+
+
+def fusable(graph, node):
+    """Whether ``node`` can be a member of a fused loop."""
+    form = scalar_form(node)
+    return form is not None and len(node.outs) == 1 and _fusable_dtype(graph.meta(node.outs[0])[1]) and all(
+        _fusable_dtype(graph.meta(a)[1]) for a in form[1] if a.__class__ is Ref)
+
+
+# scalar functions cheaper to recompute in the backward loop than to save and read back (a few
+# arithmetic operations); transcendental ones (exp, tanh, sigmoid, ...) are saved by the forward
+CHEAP = frozenset(("add", "add_alpha", "sub", "mul", "neg", "identity", "where", "relu", "square", "abs", "maximum",
+                   "minimum", "clamp", "eq", "ne", "lt", "le", "gt", "ge", "logical_not", "leaky_relu", "hardtanh"))
+
+
+def with_recompute(fg, bg, outputs):
+    """``bg`` (a backward graph over forward graph ``fg``) with the cheap elementwise forward values it
+    reads recomputed at its start from what they derive from, so that the forward saves nothing for them and
+    the backward's fused loop computes them in registers. Returns (graph, outputs in it)."""
+    need, stack = set(), [k[1] for k in bg.kinds if k[0] == "fwd" and fg.kinds[k[1]][0] == "op"]
+    while stack:
+        i = fg.kinds[stack.pop()][1]
+        node = fg.nodes[i]
+        # small values are always recomputed: saving them costs more (allocations, arguments) than the math
+        if i not in need and fusable(fg, node) and (scalar_form(node)[0] in CHEAP or fg.arrays[
+                node.outs[0]].size < config.PARALLEL_THRESHOLD):
+            need.add(i)
+            stack += [a for a in node.refs() if fg.kinds[a][0] == "op"]
+    if not need:
+        return bg, outputs
+    ng = Graph(fg)
+    fmap = {}
+
+    def fval(fv):
+        if fv not in fmap:
+            fmap[fv] = ng.add(fg.arrays[fv], ("fwd", fv))
+        return fmap[fv]
+
+    def copy(node, remap):
+        args = tuple(remap(a) if a.__class__ is Ref else a for a in node.args)
+        params = {k: remap(p) if p.__class__ is Ref else p for k, p in node.params.items()}
+        return args, params
+
+    for i in sorted(need):
+        node = fg.nodes[i]
+        args, params = copy(node, fval)
+        outs = tuple(ng.add(fg.arrays[o], ("op", len(ng.nodes))) for o in node.outs)
+        fmap.update(zip(node.outs, outs))
+        ng.nodes.append(Node(node.op, args, params, outs, node.cnp, node.convert))
+    bmap = {}
+    for v, kind in enumerate(bg.kinds):
+        if kind[0] == "fwd":
+            bmap[v] = fval(kind[1])
+        elif kind[0] != "op":
+            bmap[v] = ng.add(bg.arrays[v], kind)
+    for node in bg.nodes:
+        args, params = copy(node, bmap.__getitem__)
+        outs = tuple(ng.add(bg.arrays[o], ("op", len(ng.nodes))) for o in node.outs)
+        bmap.update(zip(node.outs, outs))
+        ng.nodes.append(Node(node.op, args, params, outs, node.cnp, node.convert))
+    return ng, [bmap[v] for v in outputs]
+
+
+def plan_groups(graph, live_out):
+    """Group the graph's elementwise nodes. Returns (groups, node index -> group). A group is emitted
+    where its last member stands: every other node between its members reads none of its values."""
+    groups, owner = [], {}
+    cur = None
+    for i, node in enumerate(graph.nodes):
+        if fusable(graph, node):
+            form = scalar_form(node)
+            shape = graph.meta(node.outs[0])[0]
+            if cur is None or cur.shape != shape or cur.reductions or len(cur.members) >= MAX_MEMBERS:
+                cur = Group(shape)
+                groups.append(cur)
+            cur.members.append((i, form[0], form[1]))
+            cur.produced.add(node.outs[0])
+            owner[i] = cur
+            continue
+        if (cur is not None and node.op.name in _REDUCTIONS and node.args[0].__class__ is Ref
+                and node.args[0] in cur.produced and graph.meta(node.args[0])[0] == cur.shape
+                and graph.meta(node.outs[0])[1].kind == "f"):
+            cur.reductions.append((i, _REDUCTIONS[node.op.name], node.args[0]))
+            owner[i] = cur
+            continue
+        if cur is not None and any(a in cur.produced for a in node.refs()):
+            cur = None  # this node needs the group's values: the group runs before it
+    # values read outside their group are written out
+    used_outside = {}
+    for i, node in enumerate(graph.nodes):
+        for a in node.refs():
+            used_outside.setdefault(a, set()).add(owner.get(i))
+    for g in groups:
+        for idx, _, _ in g.members:
+            v = graph.nodes[idx].outs[0]
+            if v in live_out or any(o is not g for o in used_outside.get(v, ())):
+                g.outputs.append(v)
+    return [g for g in groups if len(g.members) > 1 or g.reductions], owner
+
+
+def load_kind(shape, full):
+    """How a loop over ``full`` (flat index i) reads an input of ``shape``: ('scalar',), ('full',),
+    ('mod', m) for a trailing block, ('div', m) for a leading block, or ('copy',) to broadcast first."""
+    size = math.prod(shape)
+    if size == 1:
+        return ("scalar",)
+    padded = (1,) * (len(full) - len(shape)) + tuple(shape)
+    if padded == tuple(full):
+        return ("full",)
+    for j in range(len(full) + 1):
+        if padded[:j] == (1,) * j and padded[j:] == tuple(full[j:]):
+            return ("mod", math.prod(full[j:]))
+        if padded[:j] == tuple(full[:j]) and padded[j:] == (1,) * (len(full) - j):
+            return ("div", math.prod(full[j:]))
+    return ("copy",)
+
+
+NUMPY_CASTS = {np.dtype(np.float32): "np.float32", np.dtype(np.float64): "np.float64", np.dtype(np.bool_): "bool",
+               np.dtype(np.int64): "np.int64", np.dtype(np.int32): "np.int32"}

@@ -1,0 +1,295 @@
+"""Compiled functions at run time: guards, variants, re-tracing, and the one autograd node
+(CompiledFunctionBackward) that a compiled region is to eager autograd."""
+import warnings
+
+import numpy as np
+
+from .._grad_mode import STATE, enable_grad
+from .._graph import Node, edge
+from .._op import dispatch
+from .._saved import FREED_MESSAGE, SavedTensor
+from .._tensor import Tensor
+from ..autograd import engine
+from . import stats
+from .capture import Ref, Unsupported, trace, trace_backward
+from .codegen import generate
+from .fusion import with_recompute
+
+MAX_VARIANTS = 8
+
+
+# ------------------------------------------------------------------ argument trees
+def flatten(obj, leaves):
+    """A hashable description of ``obj``'s structure; its tensors are appended to ``leaves``."""
+    if isinstance(obj, Tensor):
+        leaves.append(obj)
+        return "T"
+    t = type(obj)
+    if t is tuple or t is list:
+        return (t.__name__, tuple(flatten(x, leaves) for x in obj))
+    if t is dict:
+        return ("dict", tuple((k, flatten(v, leaves)) for k, v in obj.items()))
+    if isinstance(obj, tuple):  # a named tuple (max's values, indices)
+        return ("ntuple", tuple(flatten(x, leaves) for x in obj), t)
+    try:
+        hash(obj)
+    except TypeError:
+        return ("id", _ByIdentity(obj))
+    return ("c", t, obj)
+
+
+class _ByIdentity:
+    """An unhashable argument or result in a structure key: equal only to itself."""
+    __slots__ = ("obj",)
+
+    def __init__(self, obj):
+        self.obj = obj
+
+    def __hash__(self):
+        return id(self.obj)
+
+    def __eq__(self, other):
+        return isinstance(other, _ByIdentity) and other.obj is self.obj
+
+
+def unflatten(spec, leaves, it=None):
+    it = iter(leaves) if it is None else it
+    if spec == "T":
+        return next(it)
+    kind = spec[0]
+    if kind in ("tuple", "list"):
+        items = [unflatten(s, leaves, it) for s in spec[1]]
+        return tuple(items) if kind == "tuple" else items
+    if kind == "dict":
+        return {k: unflatten(s, leaves, it) for k, s in spec[1]}
+    if kind == "ntuple":
+        items = [unflatten(s, leaves, it) for s in spec[1]]
+        return spec[2](*items) if hasattr(spec[2], "_fields") else spec[2](items)
+    return spec[-1] if kind == "c" else spec[1].obj
+
+
+def tensor_key(t):
+    d = t._data
+    contiguous = d.flags.c_contiguous if d.__class__ is np.ndarray else True
+    return (d.shape, d.dtype, d.__class__, t._requires_grad, contiguous)
+
+
+# ------------------------------------------------------------------ one traced variant
+class Variant:
+    """One trace of a function for one guard key: its forward plan and, where inputs need gradients,
+    its backward plan. A graph break makes it an eager variant (``eager`` holds the reasons)."""
+
+    def __init__(self, owner, key, args, kwargs, tensors):
+        self.key = key
+        self.owner = owner
+        # the trace runs on fresh leaves around the inputs' arrays: the callers' tensors keep their history
+        # and hooks out of it
+        aliases = []
+        for t in tensors:
+            a = Tensor._wrap(t._data, t._requires_grad)
+            a._vc = t._vc
+            aliases.append(a)
+        args, kwargs = unflatten(key[0], aliases)
+        tracer, result = trace(owner.fn, args, kwargs, owner.fullgraph, aliases)
+        g = self.graph = tracer.graph
+        if any(a.__class__ is not np.ndarray for a in g.arrays):
+            g.breaks.append(("device tensors: compiled plans run on the CPU only", "<function>"))
+        self.breaks = g.breaks
+        self.eager = bool(g.breaks)
+        self.bplan = None
+        self.exts = []
+        if self.eager:
+            return
+        # the outputs
+        out_leaves = []
+        self.out_spec = flatten(result, out_leaves)
+        out_vals = [g.value(t) for t in out_leaves]
+        # which forward tensors take gradients, and which outputs carry them
+        boundary = [Ref(v) for v, k in enumerate(g.kinds) if k[0] != "op"]
+        leaves = []
+        for v in boundary:
+            kind = g.kinds[v]
+            t = aliases[kind[1]] if kind[0] == "input" else kind[1]
+            if t._requires_grad and t._data.dtype.kind == "f":
+                leaves.append((v, t))
+        grad_outs = []
+        if STATE.grad_enabled and leaves:
+            grad_outs = [k for k, t in enumerate(out_leaves)
+                         if t._requires_grad and t.grad_fn is not None and g.kinds[out_vals[k]][0] == "op"]
+        saved_vals = []
+        if grad_outs:
+            bg, grads = trace_backward(g, [out_leaves[k] for k in grad_outs], [t for _, t in leaves])
+            self.leaf_vals = [v for (v, _), gr in zip(leaves, grads) if gr is not None]
+            grad_vals = [gr for gr in grads if gr is not None]
+            if grad_vals:
+                if owner.fuse:
+                    bg, grad_vals = with_recompute(g, bg, grad_vals)
+                self.bgraph = bg
+                saved_vals = sorted({k[1] for k in bg.kinds if k[0] == "fwd" and g.kinds[k[1]][0] == "op"})
+                self.bplan = generate(bg, grad_vals, owner.fuse, "backward")
+                self.bsources = [bg.kinds[v] for v in self.bplan.boundary]
+            else:
+                grad_outs = []
+        self.grad_outs = grad_outs
+        self.saved_vals = saved_vals
+        self.out_vals = out_vals
+        self.plan = generate(g, out_vals + saved_vals, owner.fuse, "forward")
+        self.boundary = self.plan.boundary
+        self.fwd_sources = []
+        for v in self.boundary:
+            kind = g.kinds[v]
+            self.fwd_sources.append(None if kind[0] == "input" else kind[1])
+        self.input_pos = [g.kinds[v][1] if g.kinds[v][0] == "input" else None for v in self.boundary]
+        if self.bplan is not None:  # where each argument of the backward plan comes from (see apply)
+            fwd_pos = {b: i for i, b in enumerate(self.boundary)}
+            saved_pos = {fv: i for i, fv in enumerate(saved_vals)}
+            self.bargs = [(0, k[1]) if k[0] == "grad" else (1, saved_pos[k[1]]) if k[1] in saved_pos and k[0] == "fwd"
+                          else (2, fwd_pos[k[1]]) if k[0] == "fwd" else (3, k[1]) for k in self.bsources]
+        self.exts = [(g.kinds[v][1], tensor_key(g.kinds[v][1])) for v in self.boundary if g.kinds[v][0] == "ext"]
+        # what each output is: a plan result, or an input/external tensor returned as it is
+        self.out_kinds = []
+        pos = {v: i for i, v in enumerate(self.boundary)}
+        for v in out_vals:
+            self.out_kinds.append(pos.get(v, -1))
+        self.leaf_sources = [self._source(v, tensors) for v in getattr(self, "leaf_vals", [])]
+        stats.record(owner.name, self)
+
+    def _source(self, v, tensors):
+        kind = self.graph.kinds[v]
+        return ("input", kind[1]) if kind[0] == "input" else ("ext", kind[1])
+
+    def guards_hold(self):
+        for t, key in self.exts:
+            if tensor_key(t) != key:
+                return False
+        return True
+
+    def run(self, tensors):
+        plan = self.plan
+        arrays = []
+        for src, p in zip(self.fwd_sources, self.input_pos):
+            arrays.append((tensors[p] if p is not None else src)._data)
+        res = plan.fn(*arrays)
+        n = len(self.out_vals)
+        outs = []
+        for k in range(n):
+            b = self.out_kinds[k]
+            if b >= 0:
+                p = self.input_pos[b]
+                outs.append(tensors[p] if p is not None else self.fwd_sources[b])
+            else:
+                outs.append(Tensor._wrap(res[k]))
+        if self.grad_outs:
+            CompiledFunctionBackward(self, tensors, arrays, res[n:], [outs[k] for k in self.grad_outs])
+        return unflatten(self.out_spec, outs)
+
+
+class CompiledFunctionBackward(Node):
+    """The autograd node of a compiled region: runs its backward plan, or (create_graph) replays the
+    region's ops eagerly and differentiates them with the VJP formulas."""
+    __slots__ = ("variant", "saved_inputs", "saved", "n_outputs", "out_meta", "freed")
+
+    def __init__(self, variant, tensors, arrays, saved, outs):
+        leaves = [(tensors[src[1]] if src[0] == "input" else src[1]) for src in variant.leaf_sources]
+        super().__init__(tuple(edge(t) for t in leaves))
+        self.variant = variant
+        # the region's input tensors, checked for in-place changes when backward reads them
+        self.saved_inputs = [SavedTensor(t if p is None else tensors[p])
+                             for t, p in zip(variant.fwd_sources, variant.input_pos)]
+        self.saved = saved
+        self.n_outputs = len(outs)
+        self.out_meta = [(o._data.shape, o._data.dtype) for o in outs]
+        self.freed = False
+        for k, o in enumerate(outs):
+            o.grad_fn, o._output_nr, o._requires_grad = self, k, True
+
+    def apply(self, grads):
+        if self.freed:
+            raise RuntimeError(FREED_MESSAGE)
+        v = self.variant
+        if STATE.grad_enabled:
+            return self._replay(grads)
+        args = []
+        for kind, x in v.bargs:
+            if kind == 0:  # an output's gradient
+                g = grads[x]
+                args.append(g._data if g is not None else np.zeros(*self.out_meta[x]))
+            elif kind == 1:  # a forward value the forward plan saved
+                args.append(self.saved[x])
+            elif kind == 2:  # an input of the region (version-checked)
+                args.append(self.saved_inputs[x].unpack_data())
+            else:  # a constant of the backward graph
+                args.append(x._data)
+        return [Tensor._wrap(r) for r in v.bplan.fn(*args)]
+
+    def _replay(self, grads):
+        """create_graph: the region's ops again through dispatch (recorded), then the engine's grad."""
+        v = self.variant
+        g = v.graph
+        env = {b: s.unpack() for b, s in zip(v.boundary, self.saved_inputs)}
+        for node in g.nodes:
+            args = [env[a] if a.__class__ is Ref else a for a in node.args]
+            params = {k: env[p] if p.__class__ is Ref else p for k, p in node.params.items()}
+            out = dispatch(node.op, tuple(args), params)
+            for val, o in zip(node.outs, out if isinstance(out, tuple) else (out,)):
+                env[val] = o
+        outs = [env[v.out_vals[k]] for k in v.grad_outs]
+        leaves = [env[b] for b in v.leaf_vals]
+        gs = [gr if gr is not None else Tensor._wrap(np.zeros(*m)) for gr, m in zip(grads, self.out_meta)]
+        with enable_grad():
+            res = engine.grad(outs, leaves, gs, retain_graph=True, create_graph=True, allow_unused=True)
+        return list(res)
+
+    def _release(self):
+        self.saved = None
+        for s in self.saved_inputs:
+            if s is not None:
+                s.release()
+        self.freed = True
+
+
+# ------------------------------------------------------------------ the compiled callable
+class CompiledFunction:
+    """``jitgrad.compile(fn)``: guards -> variant -> plan; a failed guard traces a new variant."""
+
+    def __init__(self, fn, fullgraph=False, fuse=True, guard=None, name=None):
+        self.fn = fn
+        self.fullgraph = fullgraph
+        self.fuse = fuse
+        self.guard = guard  # extra guard key (a module's training flags and parameters)
+        self.name = name or getattr(fn, "__qualname__", type(fn).__name__)
+        self.variants = {}
+        self.warned = False
+
+    def key(self, args, kwargs):
+        tensors = []
+        spec = flatten((args, kwargs), tensors)
+        ids = [id(t._data) for t in tensors]
+        alias = tuple(ids.index(i) for i in ids) if len(set(ids)) != len(ids) else None
+        return (spec, tuple(tensor_key(t) for t in tensors), alias, STATE.grad_enabled, STATE.inference,
+                self.guard() if self.guard is not None else None), tensors
+
+    def __call__(self, *args, **kwargs):
+        if STATE.capture is not None:  # called while another compiled function traces: inline it
+            return self.fn(*args, **kwargs)
+        key, tensors = self.key(args, kwargs)
+        var = self.variants.get(key)
+        if var is not None and var.guards_hold():
+            if var.eager:
+                return self.fn(*args, **kwargs)
+            return var.run(tensors)
+        if len(self.variants) >= MAX_VARIANTS and key not in self.variants:
+            if not self.warned:
+                self.warned = True
+                warnings.warn("jitgrad.compile: %s was traced %d times (guards failed: shapes, dtypes, "
+                              "requires_grad, grad mode or module state changed); running it eagerly from now on"
+                              % (self.name, MAX_VARIANTS))
+            return self.fn(*args, **kwargs)
+        var = Variant(self, key, args, kwargs, tensors)
+        self.variants[key] = var
+        if var.eager:  # the trace ran on stand-ins for the inputs: the call itself runs now, eagerly
+            return self.fn(*args, **kwargs)
+        return var.run(tensors)
+
+
+__all__ = ["CompiledFunction", "CompiledFunctionBackward", "Unsupported"]

@@ -1,0 +1,263 @@
+"""jitgrad.compile's behaviour: guards and re-tracing, graph breaks, fullgraph errors, explain, the
+CompiledFunctionBackward node's autograd semantics, modules, the disk cache and jit_stats."""
+import os
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+
+import jitgrad as jg
+from jitgrad.compiler import Unsupported, explain
+
+
+def _t(a, rg=True):
+    return jg.tensor(np.asarray(a, dtype=np.float64), requires_grad=rg)
+
+
+def f(x, w):
+    return ((x * w).tanh() + x.sigmoid() * 2).sum()
+
+
+def test_decorator_forms_and_result():
+    @jg.compile
+    def g(x):
+        return (x * 3).exp()
+
+    @jg.compile(fullgraph=True, backend="jitgrad")
+    def h(x):
+        return (x * 3).exp()
+    x = _t([0.1, 0.2], rg=False)
+    np.testing.assert_allclose(g(x).numpy(), np.exp(3 * x.numpy()))
+    np.testing.assert_allclose(h(x).numpy(), np.exp(3 * x.numpy()))
+    assert jg.compile(g, disable=True) is g
+    with pytest.raises(RuntimeError, match="invalid backend"):
+        jg.compile(f, backend="nope")
+
+
+def test_gradients_and_single_node():
+    x, w = _t([0.5, -1.0, 2.0]), _t([1.5, 0.3, -0.7])
+    x2, w2 = _t(x.detach().numpy()), _t(w.detach().numpy())
+    y = jg.compile(f)(x, w)
+    assert type(y.grad_fn).__name__ == "CompiledFunctionBackward"
+    assert {e[0].__class__.__name__ for e in y.grad_fn.next_functions} == {"AccumulateGrad"}
+    y.backward()
+    f(x2, w2).backward()
+    np.testing.assert_allclose(x.grad.numpy(), x2.grad.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(w.grad.numpy(), w2.grad.numpy(), rtol=1e-12)
+
+
+def test_guards_retrace_on_shape_dtype_requires_grad_and_grad_mode():
+    cf = jg.compile(f)
+    inner = cf._jitgrad_compiled
+    cf(_t([1.0, 2.0]), _t([3.0, 4.0]))
+    cf(_t([5.0, 6.0]), _t([7.0, 8.0]))
+    assert len(inner.variants) == 1
+    cf(_t([1.0, 2.0, 3.0]), _t([1.0, 2.0, 3.0]))  # shape
+    cf(jg.tensor([1.0, 2.0]), jg.tensor([1.0, 2.0]))  # float32, no grad
+    assert len(inner.variants) == 3
+    with jg.no_grad():
+        y = cf(_t([1.0, 2.0]), _t([3.0, 4.0]))
+    assert not y.requires_grad and y.grad_fn is None
+    assert len(inner.variants) == 4
+    x = _t([1.0, 2.0])
+    y = cf(x, _t([3.0, 4.0], rg=False))  # w no longer requires grad
+    y.backward()
+    assert x.grad is not None
+    assert len(inner.variants) == 5
+
+
+def test_too_many_variants_warn_once_then_eager():
+    cf = jg.compile(lambda x: (x * 2).sum())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for n in range(1, 12):
+            assert cf(_t(np.ones(n))).item() == 2 * n
+    assert len([w for w in caught if "traced 8 times" in str(w.message)]) == 1
+
+
+def test_python_scalars_are_guarded():
+    cf = jg.compile(lambda x, k: (x * k).sum())
+    assert cf(_t([1.0, 2.0]), 2).item() == 6
+    assert cf(_t([1.0, 2.0]), 3).item() == 9
+
+
+def test_graph_break_runs_eagerly_and_is_explained():
+    def g(x):
+        y = (x * 2).sum()
+        if y.item() > 0:  # needs the value in Python
+            return y * 3
+        return y - 1
+    cf = jg.compile(g)
+    assert cf(_t([1.0, 2.0])).item() == 18
+    assert cf(_t([-1.0, -2.0])).item() == -7  # the branch follows the value: the rest ran eagerly
+    rep = explain(g, _t([1.0, 2.0]))
+    assert len(rep.graph_breaks) == 1 and "Tensor.item()" in rep.graph_breaks[0][0]
+    assert "test_compile.py" in rep.graph_breaks[0][1]
+
+
+def test_fullgraph_error_names_the_line():
+    def g(x):
+        y = x.sum()
+        return bool(y > 0)
+    with pytest.raises(Unsupported, match=r"bool\(tensor\) at .*test_compile.py:\d+"):
+        jg.compile(g, fullgraph=True)(_t([1.0]))
+
+
+def test_inplace_and_random_are_graph_breaks():
+    def g(x):
+        y = x * 1
+        y.add_(1)
+        return y
+    assert "in-place" in explain(g, _t([1.0])).graph_breaks[0][0]
+    cf = jg.compile(lambda x: jg.nn.functional.dropout(x, 0.5))
+    a, b = cf(_t(np.ones(200))), cf(_t(np.ones(200)))
+    assert not np.array_equal(a.detach().numpy(), b.detach().numpy())  # fresh masks: not frozen by the trace
+    with pytest.raises(Unsupported, match="random"):
+        jg.compile(lambda x: jg.nn.functional.dropout(x, 0.5), fullgraph=True)(_t(np.ones(4)))
+
+
+def test_explain_shows_graph_groups_guards_source(capsys):
+    rep = explain(f, _t([1.0, 2.0]), _t([3.0, 4.0]))
+    out = capsys.readouterr().out
+    assert rep.graph_count == 1 and rep.ops == ["mul", "tanh", "sigmoid", "mul", "add", "sum_all"]
+    for part in ("Guards:", "requires_grad=True", "Forward graph: 6 ops", "fused groups: 1", "def forward(",
+                 "Backward graph", "for i in range(n):"):
+        assert part in out
+
+
+def test_create_graph_falls_back_to_formulas():
+    x, w = _t([0.5, -1.0]), _t([1.5, 0.3])
+    x2, w2 = _t(x.detach().numpy()), _t(w.detach().numpy())
+    (gx,) = jg.autograd.grad(jg.compile(f)(x, w), x, create_graph=True)
+    (ex,) = jg.autograd.grad(f(x2, w2), x2, create_graph=True)
+    np.testing.assert_allclose(gx.detach().numpy(), ex.detach().numpy(), rtol=1e-12)
+    gx.sum().backward()
+    ex.sum().backward()
+    np.testing.assert_allclose(w.grad.numpy(), w2.grad.numpy(), rtol=1e-10)
+
+
+def test_gradgradcheck_through_compiled():
+    cf = jg.compile(f)
+    x, w = _t([0.5, -1.0, 0.25]), _t([1.5, 0.3, -2.0])
+    assert jg.autograd.gradcheck(cf, (x, w))
+    assert jg.autograd.gradgradcheck(cf, (x, w))
+
+
+def test_version_check_hooks_retain_grad_and_retain_graph():
+    x, w = _t([0.5, -1.0]), _t([1.5, 0.3])
+    xi = x * 1  # a non-leaf input
+    xi.retain_grad()
+    seen = []
+    xi.register_hook(lambda g: seen.append(g.numpy().copy()))
+    y = jg.compile(f)(xi, w)
+    y.backward(retain_graph=True)
+    assert len(seen) == 1 and xi.grad is not None
+    np.testing.assert_allclose(x.grad.numpy(), xi.grad.numpy())
+    first = x.grad.numpy().copy()
+    y.backward()
+    np.testing.assert_allclose(x.grad.numpy(), 2 * first)
+    assert len(seen) == 2
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        y.backward()
+    x3, w3 = _t([0.5, -1.0]), _t([1.5, 0.3])
+    xi3 = x3 * 1
+    y3 = jg.compile(f)(xi3, w3)
+    with jg.no_grad():
+        xi3.mul_(2)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y3.backward()
+
+
+def test_outputs_structure_and_passthrough():
+    @jg.compile
+    def g(x, pair):
+        a, b = pair
+        return {"s": x + a, "p": (x * b, 3)}, x
+    x = _t([1.0, 2.0])
+    out, same = g(x, (_t([1.0, 1.0], rg=False), _t([2.0, 2.0], rg=False)))
+    assert same is x and out["p"][1] == 3
+    np.testing.assert_allclose(out["s"].detach().numpy(), [2.0, 3.0])
+    np.testing.assert_allclose(out["p"][0].detach().numpy(), [2.0, 4.0])
+
+
+class MLP(jg.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.l1, self.l2 = jg.nn.Linear(6, 8), jg.nn.Linear(8, 3)
+        self.drop = jg.nn.Dropout(0.0)
+        self.scale = 2.0
+
+    def forward(self, x):
+        return self.l2(self.drop(self.l1(x).relu())) * self.scale
+
+
+def test_module_shares_parameters_and_state():
+    jg.manual_seed(0)
+    m = MLP()
+    cm = jg.compile(m)
+    assert cm._orig_mod is m and cm.scale == 2.0 and cm.l1 is m.l1
+    assert list(cm.parameters())[0] is list(m.parameters())[0]
+    assert set(cm.state_dict()) == {"_orig_mod." + k for k in m.state_dict()}
+    x = jg.tensor(np.random.default_rng(0).standard_normal((4, 6)), dtype=jg.float32)
+    np.testing.assert_allclose(cm(x).detach().numpy(), m(x).detach().numpy(), rtol=1e-6)
+    cm.eval()
+    assert not m.training
+    cm.train()
+    with jg.no_grad():
+        m.l1.weight.mul_(0.5)  # parameters are read live, not copied by the trace
+    np.testing.assert_allclose(cm(x).detach().numpy(), m(x).detach().numpy(), rtol=1e-6)
+    m.l2.weight = jg.nn.Parameter(m.l2.weight.detach() * 3)  # a new parameter object: re-trace
+    np.testing.assert_allclose(cm(x).detach().numpy(), m(x).detach().numpy(), rtol=1e-6)
+
+
+def test_module_training_matches_eager():
+    jg.manual_seed(0)
+    m1 = MLP()
+    m2 = MLP()
+    m2.load_state_dict(m1.state_dict())
+    cm = jg.compile(m1)
+    o1 = jg.optim.SGD(m1.parameters(), lr=0.1, momentum=0.9)
+    o2 = jg.optim.SGD(m2.parameters(), lr=0.1, momentum=0.9)
+    rng = np.random.default_rng(0)
+    x, y = jg.tensor(rng.standard_normal((5, 6)), dtype=jg.float32), jg.tensor(rng.integers(0, 3, 5))
+    for _ in range(4):
+        for model, opt in ((cm, o1), (m2, o2)):
+            opt.zero_grad()
+            jg.nn.functional.cross_entropy(model(x), y).backward()
+            opt.step()
+    for p1, p2 in zip(m1.parameters(), m2.parameters()):
+        np.testing.assert_allclose(p1.detach().numpy(), p2.detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_disk_cache_serves_a_second_process(tmp_path):
+    script = (
+        "import numpy as np, jitgrad as jg\n"
+        "f = jg.compile(lambda x, w: ((x * w + 0.25).tanh() * x.sigmoid()).sum())\n"
+        "x = jg.tensor(np.linspace(-1, 1, 7), requires_grad=True)\n"
+        "f(x, jg.tensor(np.ones(7))).backward()\n"
+        "g = jg.jit_stats()['graphs'][0]\n"
+        "print(g['fused_groups'], g['kernels_from_cache'])\n")
+    env = dict(os.environ, JITGRAD_COMPILE_CACHE=str(tmp_path))
+    runs = [subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600)
+            for _ in range(2)]
+    for r in runs:
+        assert r.returncode == 0, r.stderr
+    first, second = (tuple(map(int, r.stdout.split())) for r in runs)
+    assert first[0] == 2 and first[1] == 0  # two fused loops (forward, backward), compiled
+    assert second == (2, 2)  # both loaded from the disk cache
+    assert any(p.endswith(".py") for p in os.listdir(tmp_path))
+
+
+def test_jit_stats_and_log(tmp_path):
+    script = ("import numpy as np, jitgrad as jg\n"
+              "jg.compile(lambda x: (x * 2 + 1).exp().sum())(jg.tensor(np.ones(3)))\n")
+    env = dict(os.environ, JITGRAD_LOG_COMPILES="1", JITGRAD_COMPILE_CACHE=str(tmp_path))
+    r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600)
+    assert "jitgrad: compiled graph <lambda> (4 ops forward" in r.stderr
+    before = len(jg.jit_stats()["graphs"])
+    jg.compile(lambda x: (x * 2).sum())(_t([1.0]))
+    stats = jg.jit_stats()
+    assert len(stats["graphs"]) == before + 1 and stats["graphs"][-1]["nodes"] == 2
+    assert stats["graph_compile_seconds"] >= stats["graphs"][-1]["compile_seconds"] >= 0
