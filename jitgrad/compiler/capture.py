@@ -119,7 +119,7 @@ class Tracer:
                 g.seen.append((a._vc, a._vc[0]))
             else:
                 refs.append(a)
-        cnp, convert = _plan(op, args)
+        cnp, convert = _plan(op, args)[:2]  # (the plan also holds the eager fast path's output dtype and loop)
         outs = out if isinstance(out, tuple) else (out,)
         index = len(g.nodes)
         vals = tuple(g.value(o, ("op", index)) for o in outs)
