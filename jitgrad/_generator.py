@@ -6,6 +6,8 @@ stream is jitgrad's own (PyTorch's Mersenne Twister numbers are not reproduced),
 under a seed; ``get_state``/``set_state`` save and restore it as a uint8 tensor. CUDA tensors draw
 their numbers on the host, so a generator's device only says which tensors it may fill.
 """
+import weakref
+
 import numpy as np
 
 from . import _dtype as D
@@ -15,6 +17,7 @@ from ._tensor import Tensor
 DEFAULT_SEED = 67280421310721  # PyTorch's seed of a new Generator
 _FIELDS = (16, 16, 8, 8, 8)  # the state as bytes: PCG64 state, increment, has_uint32, uinteger, initial seed
 STATE_SIZE = sum(_FIELDS)
+_LIVE = weakref.WeakSet()  # every Generator of the process (jitgrad.compile checks which ones a trace drew from)
 
 
 def _check_seed(seed):
@@ -33,6 +36,7 @@ class Generator:
         self._device = to_device(device)
         self._np = np.random.Generator(np.random.PCG64(DEFAULT_SEED))
         self._seed = DEFAULT_SEED
+        _LIVE.add(self)
 
     @property
     def device(self):
@@ -91,6 +95,11 @@ def _rebuild(device, state):
 
 default_generator = Generator()
 default_generator.seed()  # as PyTorch: a process starts from a fresh seed
+
+
+def generators():
+    """Every live Generator, the default one included."""
+    return list(_LIVE)
 
 
 def numpy_rng(generator, device=None):

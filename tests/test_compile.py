@@ -118,6 +118,26 @@ def test_inplace_and_random_are_graph_breaks():
         jg.compile(lambda x: jg.nn.functional.dropout(x, 0.5), fullgraph=True)(_t(np.ones(4)))
 
 
+@pytest.mark.parametrize("draw", [lambda x, gen: x * jg.rand(x.shape, generator=gen, dtype=x.dtype),
+                                  lambda x, gen: x.bernoulli(generator=gen) + x],
+                         ids=["factory", "op"])
+@pytest.mark.parametrize("passed", [True, False], ids=["generator", "default"])
+def test_random_draws_run_eagerly_with_the_draws_of_eager_calls(draw, passed):
+    gen = jg.Generator() if passed else None
+    reseed = (lambda: gen.manual_seed(0)) if passed else (lambda: jg.manual_seed(0))
+    x = _t(np.full(8, 0.5), rg=False)
+    reseed()
+    eager = [draw(x, gen).numpy() for _ in range(3)]
+    reseed()
+    cf = jg.compile(lambda x: draw(x, gen))
+    compiled = [cf(x).numpy() for _ in range(3)]
+    for a, b in zip(eager, compiled):  # nothing frozen by the trace, and the trace's own draws not seen
+        np.testing.assert_array_equal(a, b)
+    assert "random" in explain(lambda x: draw(x, gen), x).graph_breaks[0][0]
+    with pytest.raises(Unsupported, match="random"):
+        jg.compile(lambda x: draw(x, gen), fullgraph=True)(x)
+
+
 def test_explain_shows_graph_groups_guards_source(capsys):
     rep = explain(f, _t([1.0, 2.0]), _t([3.0, 4.0]))
     out = capsys.readouterr().out

@@ -10,7 +10,7 @@ import sys
 
 import numpy as np
 
-from .._factories import generator
+from .._generator import generators
 from .._grad_mode import STATE, enable_grad
 from .._op import _plan, dispatch
 from .._tensor import Tensor
@@ -182,8 +182,9 @@ def trace(fn, args, kwargs, fullgraph, tensors):
     for cls in _subclasses(Optimizer):
         for name in ("step", "zero_grad"):
             patched.append((cls, name, _wrap_method(cls, name, "optimizer.%s()" % name)))
-    rng = generator()
-    rng_state = rng.bit_generator.state
+    # every generator's stream as it was: a draw from any of them (the default one, or one passed as
+    # generator=) would be frozen into the graph
+    rngs = [(gen, gen._np, gen._np.bit_generator.state) for gen in generators()]
     prev = STATE.capture
     STATE.capture = tracer
     try:
@@ -194,7 +195,10 @@ def trace(fn, args, kwargs, fullgraph, tensors):
             if orig is not None:
                 setattr(cls, name, orig)
     g = tracer.graph
-    if generator() is not rng or rng.bit_generator.state != rng_state:
+    drawn = [(rng, state) for gen, rng, state in rngs if gen._np is not rng or rng.bit_generator.state != state]
+    if drawn:
+        for rng, state in drawn:  # the call runs again, eagerly: it draws what it would have drawn untraced
+            rng.bit_generator.state = state
         tracer.recording = False
         if fullgraph:
             raise Unsupported("fullgraph=True: the function draws random numbers (dropout, rand), which the compiled "
