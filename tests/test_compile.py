@@ -251,6 +251,38 @@ def test_module_training_matches_eager():
         np.testing.assert_allclose(p1.detach().numpy(), p2.detach().numpy(), rtol=1e-5, atol=1e-6)
 
 
+def test_conv_plans_keep_no_columns_between_calls():
+    """conv2d hands its im2col columns to its weight gradient within one eager call (a KeptColumns among
+    its params); a compiled plan must neither keep that object (with the last input and its columns) alive
+    between calls nor give wrong gradients."""
+    import gc
+    import weakref
+    from jitgrad.kernels.conv import KeptColumns
+    jg.manual_seed(0)
+    conv = jg.nn.Conv2d(3, 4, 3)
+
+    def step(x):
+        return conv(x).relu().sum()
+    cf = jg.compile(step)
+    rng = np.random.default_rng(0)
+    for _ in range(2):
+        x = jg.tensor(rng.standard_normal((2, 3, 8, 8)), dtype=jg.float32)
+        conv.zero_grad()
+        cf(x).backward()
+        compiled = conv.weight.grad.numpy().copy()
+        conv.zero_grad()
+        step(x).backward()
+        np.testing.assert_allclose(compiled, conv.weight.grad.numpy(), rtol=1e-5, atol=1e-5)
+    x = jg.tensor(rng.standard_normal((2, 3, 8, 8)), dtype=jg.float32)
+    alive = weakref.ref(x._data)
+    loss = cf(x)  # forward only: no backward takes the columns
+    del loss, x
+    gc.collect()
+    assert alive() is None
+    assert not any(isinstance(v, KeptColumns) for var in cf._jitgrad_compiled.variants.values()
+                   for n in var.graph.nodes for v in n.params.values())
+
+
 def test_disk_cache_serves_a_second_process(tmp_path):
     script = (
         "import numpy as np, jitgrad as jg\n"

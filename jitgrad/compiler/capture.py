@@ -15,6 +15,7 @@ from .._grad_mode import STATE, enable_grad
 from .._op import _plan, dispatch
 from .._tensor import Tensor
 from ..autograd import engine
+from ..kernels.conv import KeptColumns
 from ..optim.optimizer import Optimizer
 
 _JITGRAD_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -123,8 +124,11 @@ class Tracer:
         outs = out if isinstance(out, tuple) else (out,)
         index = len(g.nodes)
         vals = tuple(g.value(o, ("op", index)) for o in outs)
-        # a tensor among the params (max_pool's indices for its backward) is a value like the operands
-        params = {k: (g.value(v) if isinstance(v, Tensor) else v) for k, v in params.items()}
+        # a tensor among the params (max_pool's indices for its backward) is a value like the operands; a
+        # KeptColumns (conv2d's im2col columns, handed from one call to its own weight gradient) belongs to
+        # this one call: a plan holding it would keep its last input and columns alive between calls
+        params = {k: (g.value(v) if isinstance(v, Tensor) else v) for k, v in params.items()
+                  if v.__class__ is not KeptColumns}
         g.nodes.append(Node(op, tuple(refs), params, vals, cnp, convert))
 
     def graph_break(self, reason):
