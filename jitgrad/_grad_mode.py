@@ -3,10 +3,11 @@ import functools
 import threading
 
 
-# How many threads are in a rare mode (inference mode, saved-tensor hooks, anomaly mode). Reading a
-# thread-local costs ~0.1 us, so the per-op path reads these modes only while SPECIAL[0] is not 0.
+# How many threads are in a rare mode (inference mode, saved-tensor hooks, anomaly mode, a
+# jitgrad.compile trace). Reading a thread-local costs ~0.1 us, so the per-op path reads these modes
+# only while SPECIAL[0] is not 0.
 SPECIAL = [0]
-_SPECIAL_FIELDS = frozenset(("inference", "saved_tensors_hooks", "anomaly"))
+_SPECIAL_FIELDS = frozenset(("inference", "saved_tensors_hooks", "anomaly", "capture"))
 _special_lock = threading.Lock()
 
 
@@ -19,7 +20,7 @@ class _State(threading.local):
     capture = None  # while jitgrad.compile traces: a callable that dispatch hands every op to
 
     def _special(self):
-        return bool(self.inference or self.saved_tensors_hooks or self.anomaly)
+        return bool(self.inference or self.saved_tensors_hooks or self.anomaly or self.capture is not None)
 
     def __setattr__(self, name, value):
         if name not in _SPECIAL_FIELDS:

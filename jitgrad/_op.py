@@ -294,7 +294,7 @@ def dispatch(op, args, params=EMPTY):
     the operands to convert to it (the common case converts none) and, for an elementwise entry,
     its kernel, called directly.
     """
-    if STATE.capture is not None:  # jitgrad.compile is tracing: it runs the op and records it
+    if SPECIAL[0] and STATE.capture is not None:  # jitgrad.compile is tracing: it runs the op and records it
         return STATE.capture(op, args, params)
     key = []
     arrays = []

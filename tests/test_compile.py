@@ -138,6 +138,23 @@ def test_random_draws_run_eagerly_with_the_draws_of_eager_calls(draw, passed):
         jg.compile(lambda x: draw(x, gen), fullgraph=True)(x)
 
 
+def test_dispatch_looks_for_a_trace_only_while_one_runs():
+    """The capture hook sits behind the per-op path's rare-mode counter: a trace raises it, and it is back
+    to 0 after the trace, a graph break, and a fullgraph error alike."""
+    from jitgrad._grad_mode import SPECIAL, STATE
+    seen = []
+
+    def g(x):
+        seen.append((SPECIAL[0], STATE.capture is not None))
+        return x * 2
+    jg.compile(g)(_t([1.0]))
+    assert seen == [(1, True)] and SPECIAL[0] == 0 and STATE.capture is None
+    explain(lambda x: float(x.sum()) * x, _t([1.0]))
+    with pytest.raises(Unsupported):
+        jg.compile(lambda x: float(x.sum()) * x, fullgraph=True)(_t([1.0]))
+    assert SPECIAL[0] == 0 and STATE.capture is None
+
+
 def test_explain_shows_graph_groups_guards_source(capsys):
     rep = explain(f, _t([1.0, 2.0]), _t([3.0, 4.0]))
     out = capsys.readouterr().out
