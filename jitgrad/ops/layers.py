@@ -4,6 +4,7 @@ import math
 
 import numpy as np
 
+from .._device import value_range
 from .._grad_mode import no_grad
 from .._op import Op, dispatch
 from .._tensor import Tensor
@@ -89,9 +90,10 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
     if sparse:
         raise NotImplementedError("sparse gradients are not supported: use sparse=False")
     n = weight.shape[0]
-    idx = input._data
-    if idx.size and (idx.min() < 0 or idx.max() >= n):
-        raise IndexError("index out of range in self")
+    if input.numel():
+        lo, hi = value_range(input._data)
+        if lo < 0 or hi >= n:
+            raise IndexError("index out of range in self")
     if padding_idx is not None:
         if not -n <= padding_idx < n:
             raise AssertionError("Padding_idx must be within num_embeddings")
@@ -168,8 +170,8 @@ def binary_cross_entropy_elementwise(input, target):
     if not input.dtype.is_floating_point:
         raise NotImplementedError("\"binary_cross_entropy\" not implemented for '%s'"
                                   % {"int64": "Long", "int32": "Int", "bool": "Bool"}[input.dtype.name])
-    x = input._data
-    if x.size and not (x.min() >= 0 and x.max() <= 1):
+    lo, hi = value_range(input._data) if input.numel() else (0, 0)
+    if not (lo >= 0 and hi <= 1):
         raise RuntimeError("all elements of input should be between 0 and 1")
     return dispatch(BCE, (input, target))
 
