@@ -60,23 +60,8 @@ def {name}(src, src_w, pv, pw, out, v0, w0):
         v = v0
         w = w0
         if b < B:
-            r = r0 + ty
-            while r + 3 * tr < r1:  # four loads in flight per thread before their folds, in row order
-                x0 = src[a, r, b]
-                x1 = src[a, r + tr, b]
-                x2 = src[a, r + 2 * tr, b]
-                x3 = src[a, r + 3 * tr, b]
-                v, w = {fold}(v, w, x0, {element_w})
-                r += tr
-                v, w = {fold}(v, w, x1, {element_w})
-                r += tr
-                v, w = {fold}(v, w, x2, {element_w})
-                r += tr
-                v, w = {fold}(v, w, x3, {element_w})
-                r += tr
-            while r < r1:
+            for r in range(r0 + ty, r1, tr):
                 v, w = {fold}(v, w, src[a, r, b], {element_w})
-                r += tr
         shv[t] = v
         shw[t] = w
         cuda.syncthreads()
