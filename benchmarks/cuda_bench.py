@@ -107,7 +107,16 @@ def gemm(mods, size, repeats):
     a = cuda.to_device(rng.standard_normal((size, size), dtype=np.float32))
     b = cuda.to_device(rng.standard_normal((size, size), dtype=np.float32))
     t = event_seconds(cuda, lambda: MM.matmul(a, b), repeats)
-    rows = [("matmul %d^3 float32" % size, t, "%.0f GFLOP/s" % (2 * size ** 3 / t / 1e9), "")]
+    via = "cuBLAS via CuPy" if MM._cublas() is not None else "numba tiled kernel"
+    rows = [("matmul %d^3 float32 (%s)" % (size, via), t, "%.0f GFLOP/s" % (2 * size ** 3 / t / 1e9), "")]
+    if MM._cublas() is not None:  # the numba kernel too: the fallback without CuPy
+        MM._CUPY[:] = [None]
+        try:
+            tn = event_seconds(cuda, lambda: MM.matmul(a, b), max(3, repeats // 4))
+        finally:
+            MM._CUPY[:] = []
+        rows.append(("matmul %d^3 float32 (numba tiled kernel)" % size, tn, "%.0f GFLOP/s" % (2 * size ** 3 / tn / 1e9),
+                     "%.1fx cuBLAS's time" % (tn / t)))
     try:
         import torch
         if torch.cuda.is_available():

@@ -58,6 +58,16 @@ def backend(array):
     return cuda_backend()
 
 
+def value_range(array):
+    """(min, max) of a non-empty array as NumPy scalars, reduced where the array lives (a GPU sends
+    back two numbers, not the array)."""
+    if array.__class__ is np.ndarray or array.ndim == 0:
+        a = array if array.__class__ is np.ndarray else cuda_backend().to_host(array)
+        return a.min(), a.max()
+    xp, dims = cuda_backend(), tuple(range(array.ndim))
+    return xp.to_host(xp.reduce("amin", array, dims))[()], xp.to_host(xp.reduce("amax", array, dims))[()]
+
+
 def device_of(array):
     return CPU if array.__class__ is np.ndarray else CUDA0
 

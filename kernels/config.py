@@ -27,6 +27,10 @@ CACHE = os.environ.get("JITGRAD_CACHE", "1") != "0"
 # it lets LLVM turn 1/sqrt(x) into an approximate reciprocal square root (rsqrt(4) = 0.49999997).
 FASTMATH = {"reassoc", "contract", "nsz", "afn"}
 
+# CUDA matmul through cuBLAS (CuPy's binding, the 'cublas' extra) when CuPy is installed; "0" keeps
+# the numba tiled kernel (the fallback, and the reference the benchmark measures cuBLAS against).
+CUBLAS = os.environ.get("JITGRAD_CUBLAS", "1") != "0"
+
 # Print one line per kernel compilation (see jitgrad.jit_stats for totals).
 LOG_COMPILES = os.environ.get("JITGRAD_LOG_COMPILES", "0") not in ("", "0")
 

@@ -190,7 +190,8 @@ else:
 
     # ------------------------------------------------------------------ reductions
     KINDS = ["sum", "prod", "amax", "amin", "argmax", "argmin", "logsumexp"]
-    LAYOUTS = [((5, 9), (1,)), ((9, 5), (0,)), ((3, 7, 6), (1,)), ((4, 3, 5), (0, 2)), ((6, 7), (0, 1)), ((60,), (0,))]
+    LAYOUTS = [((5, 9), (1,)), ((9, 5), (0,)), ((3, 7, 6), (1,)), ((4, 3, 5), (0, 2)), ((6, 7), (0, 1)), ((60,), (0,)),
+               ((2, 75), (1,)), ((75, 2), (0,))]  # the last two: long enough rows for the unrolled loads
 
     def _reduce_input(kind, dtype, shape, rng):
         if kind == "prod":

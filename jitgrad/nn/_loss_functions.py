@@ -8,6 +8,7 @@ import warnings
 
 import numpy as np
 
+from .._device import value_range
 from .._factories import tensor
 from .._op import broadcast_shapes
 from ..ops.elementwise import where
@@ -220,8 +221,8 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
                          "ensure they have the same size." % (target.shape, input.shape))
     if not input.dtype.is_floating_point:
         raise NotImplementedError("\"binary_cross_entropy\" not implemented for '%s'" % _NAMES[input.dtype.name])
-    x = input._host()
-    if x.size and not (x.min() >= 0 and x.max() <= 1):
+    lo, hi = value_range(input._data) if input.numel() else (0, 0)  # reduced where the data lives
+    if not (lo >= 0 and hi <= 1):
         raise RuntimeError("all elements of input should be between 0 and 1")
     if weight is not None:
         broadcast_shapes(tuple(target.shape), tuple(weight.shape))

@@ -4,6 +4,7 @@ import math
 
 import numpy as np
 
+from .._device import value_range
 from .._grad_mode import no_grad
 from .._op import Op, dispatch
 from .._tensor import Tensor
@@ -94,9 +95,10 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
     if sparse:
         raise NotImplementedError("sparse gradients are not supported: use sparse=False")
     n = weight.shape[0]
-    idx = input._data
-    if idx.size and (idx.min() < 0 or idx.max() >= n):
-        raise IndexError("index out of range in self")
+    if input.numel():
+        lo, hi = value_range(input._data)
+        if lo < 0 or hi >= n:
+            raise IndexError("index out of range in self")
     if padding_idx is not None:
         if not -n <= padding_idx < n:
             raise AssertionError("Padding_idx must be within num_embeddings")

@@ -8,14 +8,39 @@ columns tx + TX * j, so the shared-memory reads of a warp are broadcasts or cons
 global stores coalesce; the slab of ``a`` is stored transposed, padded by one column so that the
 transposing stores do not collide in one bank. blockIdx.z walks the batch; an operand with a batch of one (or none)
 is shared by every batch entry without being copied. Accumulation is in the operands' dtype.
+
+On a GPU with CuPy installed (the 'cublas' extra), float32/float64 products go to cuBLAS instead:
+CuPy views the device arrays zero-copy through ``__cuda_array_interface__`` and runs on the same
+(default) stream as every jitgrad kernel, so stream order keeps the allocator's reuse safe. As in
+PyTorch, float32 stays IEEE float32 (no TF32).
 """
 import math
+import os
 
 import numpy as np
 from numba import cuda
 
 from . import _launch as L
+from .. import config
 from .array import broadcast_to, expand_dims, reshape
+
+_CUPY = []  # [module or None], resolved at the first product
+
+
+def _cublas():
+    """CuPy when cuBLAS can run the products: installed, enabled, and on a GPU (not the simulator)."""
+    if not _CUPY:
+        cp = None
+        if config.CUBLAS and not L.SIM:
+            # jitgrad and CuPy both run on the legacy default stream: CuPy need not synchronise
+            # before it reads an array that jitgrad hands it (a user's own setting is kept)
+            os.environ.setdefault("CUPY_CUDA_ARRAY_INTERFACE_SYNC", "0")
+            try:
+                import cupy as cp
+            except ImportError:
+                cp = None
+        _CUPY.append(cp)
+    return _CUPY[0]
 
 _GEMM = """
 def {name}(a, b, out, zero):
@@ -88,6 +113,10 @@ def gemm(a, b, out):
     shared by every z) into the C-contiguous 3-D ``out`` of shape (Z, M, N). Any strides."""
     Z, M, N = out.shape
     if out.size == 0:
+        return out
+    cp = _cublas() if out.dtype in (np.float32, np.float64) else None
+    if cp is not None:
+        cp.matmul(cp.asarray(a), cp.asarray(b), out=cp.asarray(out))
         return out
     tx, ty, rm, rn, _ = L.MATMUL_TILE
     grid = (-(-N // (tx * rn)), -(-M // (ty * rm)), min(Z, 65535))
