@@ -514,6 +514,61 @@ def _make_loop(fn, pattern, parallel):
     return compiled(namespace[name], parallel=parallel)
 
 
+# An operand broadcast along the leading dims of the output (a bias row) or along its trailing
+# dims (a per-row value) is read in place by a loop over (rows, cols), instead of being expanded
+# to the output's size first. Per operand: "a" full (a 2-D view, [i, j]), "t" repeated per row
+# ([j]), "h" one value per row ([i]), "s" a scalar. (2-D indexing, not i * cols + j: numba cannot
+# tell that a computed flat index is non-negative, and the wraparound check stops vectorization.)
+_LOOP2D = """
+def {name}({params}out):
+    for i in {rng}(out.shape[0]):
+        for j in range(out.shape[1]):
+            out[i, j] = {fn}({call})
+"""
+_INDEX2D = {"a": "x%d[i, j]", "t": "x%d[j]", "h": "x%d[i]", "s": "x%d"}
+
+
+def _make_loop2d(fn, kinds, parallel):
+    name = "_loop2d_%s_%s_%s" % (fn, "".join(kinds), "par" if parallel else "ser")
+    params = "".join("x%d, " % k for k in range(len(kinds)))
+    call = ", ".join(_INDEX2D[c] % k for k, c in enumerate(kinds))
+    src = _LOOP2D.format(name=name, params=params, rng="prange" if parallel else "range", fn="SCALARS_%s" % fn,
+                         call=call)
+    namespace = globals()
+    namespace["SCALARS_%s" % fn] = SCALARS[fn]
+    exec(compile(src, __file__, "exec"), namespace)
+    return compiled(namespace[name], parallel=parallel)
+
+
+def _scalar_like(a):
+    """A NumPy scalar, or an array of one value, maybe broadcast (sum's gradient): passed as a scalar."""
+    return a.__class__ is not np.ndarray or a.size == 1 or not any(a.strides)
+
+
+def _split(args, shape):
+    """(s, kinds): a split of ``shape`` at dim s into rows x cols such that every array operand is
+    full, a row repeated (its dims before s are 1, after s the output's) or one value per row (the
+    reverse); None when there is none."""
+    nd = len(shape)
+    padded = [None if _scalar_like(a) else (1,) * (nd - a.ndim) + a.shape for a in args]
+    for s in range(1, nd):
+        kinds = []
+        for p in padded:
+            if p is None:
+                kinds.append("s")
+            elif p == shape:
+                kinds.append("a")
+            elif all(d == 1 for d in p[:s]) and p[s:] == shape[s:]:
+                kinds.append("t")
+            elif p[:s] == shape[:s] and all(d == 1 for d in p[s:]):
+                kinds.append("h")
+            else:
+                break
+        else:
+            return s, kinds
+    return None
+
+
 _loops = {}  # (fn, parallel, *pattern) -> compiled loop
 
 
@@ -584,13 +639,28 @@ def _run_general(fn, out_dtype, args, out):
     size = out.size
     if size == 0:
         return out
+    parallel = size >= config.PARALLEL_THRESHOLD
+    if len(shape) > 1 and any(a.shape != shape for a in args if not _scalar_like(a)):
+        split = _split(args, shape)
+        if split is not None:
+            s, kinds = split
+            key = (fn, parallel, "2d") + tuple(kinds)
+            loop = _loops.get(key)
+            if loop is None:
+                loop = _loops[key] = _make_loop2d(fn, kinds, parallel)
+            rows = math.prod(shape[:s])
+            cols = size // rows
+            operands = [a.reshape(rows, cols) if k == "a" else a.reshape(-1) if k != "s" else
+                        a if a.__class__ is not np.ndarray else a[(0,) * a.ndim] for a, k in zip(args, kinds)]
+            loop(*operands, out.reshape(rows, cols))
+            return out
     flat = []
-    key = [fn, size >= config.PARALLEL_THRESHOLD]
+    key = [fn, parallel]
     for a in args:
         if a.__class__ is not np.ndarray:
             flat.append(a)
             key.append(False)
-        elif a.size == 1 or not any(a.strides):  # one value, maybe broadcast (sum's gradient): a scalar
+        elif _scalar_like(a):
             flat.append(a[(0,) * a.ndim])
             key.append(False)
         elif a.shape == shape:
