@@ -45,6 +45,8 @@ def launch(scenario, n, tmp_path, timeout=240, script=HERE):
     for r in range(n):
         path = os.path.join(str(tmp_path), "rank%d.txt" % r)
         passed.append(open(path).read().split() if os.path.exists(path) else [])
+        path = os.path.join(str(tmp_path), "rank%d.err" % r)
+        err += open(path).read() if os.path.exists(path) else ""
     return proc.returncode, out, err, time.monotonic() - start, passed
 
 
@@ -59,6 +61,26 @@ class Checks:
     def passed(self, name):
         with open(self.path, "a") as f:
             f.write(name + "\n")
+
+
+class _Tee:
+    def __init__(self, *streams):
+        self.streams = streams
+
+    def write(self, text):
+        for s in self.streams:
+            s.write(text)
+
+    def flush(self):
+        for s in self.streams:
+            s.flush()
+
+
+def stderr_also_to_file(directory):
+    """Copy this rank's stderr to its own file: when a rank aborts the job, mpiexec may end the
+    ranks before it has forwarded what they printed last."""
+    log = open(os.path.join(directory, "rank%d.err" % dist.get_rank()), "w", buffering=1)
+    sys.stderr = _Tee(sys.stderr, log)
 
 
 def rank_data(r, shape, dtype, seed=0):
@@ -261,6 +283,7 @@ def scenario_collectives(directory):
 def scenario_raise(directory):
     """Rank 1 raises while rank 0 waits in a collective with the default (30 minute) timeout."""
     dist.init_process_group("mpi")
+    stderr_also_to_file(directory)
     if dist.get_rank() == 1:
         raise ValueError("rank 1 fails on purpose")
     dist.all_reduce(jg.ones(3))
@@ -278,6 +301,7 @@ def scenario_kill(directory):
 def scenario_timeout(directory):
     """Rank 1 never joins the collective (it sleeps): rank 0 gives up after the group's timeout."""
     dist.init_process_group("mpi", timeout=datetime.timedelta(seconds=3))
+    stderr_also_to_file(directory)
     if dist.get_rank() == 1:
         time.sleep(120)
     dist.all_reduce(jg.ones(3))
@@ -286,6 +310,7 @@ def scenario_timeout(directory):
 def scenario_exit(directory):
     """Rank 1 exits (sys.exit: no excepthook) while rank 0 waits in a collective: rank 0's timeout ends the job."""
     dist.init_process_group("mpi", timeout=datetime.timedelta(seconds=3))
+    stderr_also_to_file(directory)
     if dist.get_rank() == 1:
         sys.exit(3)
     dist.all_reduce(jg.ones(3))
