@@ -34,7 +34,8 @@ an optional package (the CUDA kernels need numba-cuda; graphviz; mpi4py), when i
 """
 from . import _dtype
 from ._device import Device, device, get_default_device, set_default_device  # noqa: F401
-from ._dtype import (bool_ as bool, dtype, float32, float64, get_default_dtype, int32, int64)  # noqa: F401
+from ._dtype import (bool_ as bool, bfloat16, dtype, float16, float32, float64, get_default_dtype, int32,  # noqa: F401
+                     int64)
 from ._factories import *  # noqa: F401,F403
 from ._factories import METHODS as _FACTORY_METHODS
 from ._jit_stats import jit_stats  # noqa: F401
@@ -67,6 +68,7 @@ from .nn import parallel as _parallel  # noqa: F401,E402  (jitgrad.nn.parallel, 
 
 float = float32
 double = float64
+half = float16
 long = int64
 int = int32
 

@@ -6,6 +6,7 @@ import math
 import numbers
 import warnings
 
+import ml_dtypes
 import numpy as np
 
 from . import _dtype as D
@@ -74,7 +75,7 @@ def _infer_array(data, dtype=None):
     if isinstance(data, np.ndarray):
         if data.dtype.kind not in "biuf":
             raise TypeError("can't convert np.ndarray of type numpy.%s. The only supported types are: float64, "
-                            "float32, int64, int32, and bool." % data.dtype.name)
+                            "float32, float16, int64, int32, and bool." % data.dtype.name)
         return np.asarray(data)  # a subclass (np.memmap) as the CPU array it is
     if isinstance(data, (str, bytes)):
         raise TypeError("new(): invalid data type '%s'" % type(data).__name__)
@@ -207,7 +208,7 @@ def _from_cuda_array(obj):
     arr = obj if hasattr(obj, "copy_to_host") else cuda.as_cuda_array(obj)
     if np.dtype(arr.dtype) not in D.FROM_NP:
         raise TypeError("can't convert a CUDA array of type %s. The only supported types are: float64, float32, "
-                        "int64, int32, and bool." % np.dtype(arr.dtype).name)
+                        "float16, int64, int32, and bool." % np.dtype(arr.dtype).name)
     return Tensor._wrap(arr)
 
 
@@ -231,7 +232,7 @@ def from_numpy(ndarray):
             raise ValueError("given numpy array has byte order different from the native byte order. Conversion "
                              "between byte orders is currently not supported.")
         raise TypeError("can't convert np.ndarray of type numpy.%s. The only supported types are: float64, float32, "
-                        "int64, int32, and bool." % ndarray.dtype.name)
+                        "float16, int64, int32, and bool." % ndarray.dtype.name)
     return Tensor._wrap(_shared(ndarray))
 
 
@@ -358,12 +359,17 @@ def _float_only(d, kernel):
 
 def rand(*size, generator=None, dtype=None, device=None, requires_grad=False):
     d = _float_only(_dt(dtype), "check_uniform_bounds")
-    return _leaf(_rng[0].random(_size(size, "rand", d.itemsize), dtype=d.np), None, requires_grad, device)
+    shape = _size(size, "rand", d.itemsize)
+    if d.compute is not d:  # float16/bfloat16: multiples of 2^-digits below 1, as PyTorch draws them (exact in d)
+        digits = ml_dtypes.finfo(d.np).nmant + 1
+        return _leaf(_rng[0].integers(0, 1 << digits, shape) * 2.0 ** -digits, d, requires_grad, device)
+    return _leaf(_rng[0].random(shape, dtype=d.np), None, requires_grad, device)
 
 
 def randn(*size, generator=None, dtype=None, device=None, requires_grad=False):
     d = _float_only(_dt(dtype), "normal_kernel_cpu")
-    return _leaf(_rng[0].standard_normal(_size(size, "randn", d.itemsize), dtype=d.np), None, requires_grad, device)
+    return _leaf(_rng[0].standard_normal(_size(size, "randn", d.itemsize), dtype=d.compute.np), d, requires_grad,
+                 device)
 
 
 def randint(low=0, high=None, size=None, *, generator=None, dtype=None, device=None, requires_grad=False):

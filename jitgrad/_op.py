@@ -13,7 +13,7 @@ from . import _dtype as D
 from ._device import backend, cuda_backend
 from .kernels import config as KERNEL_CONFIG, cpu as CPU_BACKEND
 from ._grad_mode import SPECIAL, STATE
-from ._dtype import FROM_NP
+from ._dtype import FLOATING_NP, FROM_NP, REDUCED_NP
 from ._factories import zeros
 from ._anomaly import record_trace
 from ._graph import NO_EDGE, SEQUENCE, Node, accumulate_node
@@ -30,7 +30,8 @@ class Op:
     def __init__(self, name, forward, *, inputs=("self",), vjp=(), fused=(), dtype="promote", ref=None,
                  samples=None, node=None, n_outputs=1, outputs=("result",), differentiable=None, view=False,
                  broadcast=False, bench=None, keep_inputs=(), double_backward=True, unsupported=EMPTY, call=None,
-                 params=EMPTY, api=(), method=True, function=True, inplace=False, operators=(), module=None):
+                 params=EMPTY, api=(), method=True, function=True, inplace=False, operators=(), module=None,
+                 reduced_precision=None, autocast=EMPTY):
         self.name = name
         self.forward = forward  # forward(xp, np_dtype, *arrays, **params) -> array or tuple of arrays
         # names of the positional tensor inputs ('self', 'other'); None: any number of them (cat, stack),
@@ -46,6 +47,12 @@ class Op:
         # promoted input dtype name -> (exception class, message): the dtypes PyTorch has no kernel of this
         # op for. Checked only when dispatch first sees an operand-type pattern (the hot path pays nothing).
         self.unsupported = unsupported
+        # float16/bfloat16 operands: "float32" computes in float32 and rounds the results to the storage dtype;
+        # "native" runs the forward on the stored values (views, copies, casts: ops that only move values)
+        self.reduced_precision = reduced_precision or ("native" if view else "float32")
+        # device type -> what jitgrad.autocast does to the floating inputs of the op's public function:
+        # "lower" casts them to the autocast dtype, "float32" to float32 (PyTorch's autocast op lists)
+        self.autocast = autocast
         self.ref = ref  # NumPy reference, taking a sample's (args, kwargs)
         self.samples = samples  # samples(rng, dtype) -> [(args, kwargs)], see ops/_table.py
         self.call = call  # the public callable the samples are applied to (default: jitgrad.<name>)
@@ -187,8 +194,9 @@ class OpNode(Node):
             if nf[0] is None:
                 out.append(None)
                 continue
-            if fused is not None and fused[i] is not None:
-                gi = _run_fused(self, fused[i], g)
+            spec = fused[i] if fused is not None else None
+            if spec is not None and (spec.__class__ is tuple or not _reduced_operands(self, g)):
+                gi = _run_fused(self, spec, g)
             elif op.variadic:
                 gi = op.vjp[0](g, self, i)
             else:
@@ -243,6 +251,20 @@ class OpNode(Node):
                 v.release()
 
 
+def _reduced_operands(node, g):
+    """Whether a float16/bfloat16 array is among the gradients or saved tensors of ``node``: a fused VJP
+    function (softmax's) then gives way to the formula, whose ops compute in float32."""
+    for t in g if g.__class__ is tuple else (g,):
+        if t is not None and t._data.dtype in REDUCED_NP:
+            return True
+    for v in node.saved.values():
+        d = v._data if v.__class__ is SavedTensor else v
+        d = d._data if isinstance(d, Tensor) else d
+        if getattr(d, "dtype", None) in REDUCED_NP:
+            return True
+    return False
+
+
 def _run_fused(node, spec, g):
     if callable(spec):  # a fused VJP that is not elementwise (softmax): spec(g, node) -> Tensor
         return spec(g, node)
@@ -253,6 +275,7 @@ def _run_fused(node, spec, g):
     saved = node.saved
     args = []
     pattern = []  # per argument: an array of g's shape (True) or a scalar (False); None once that fails
+    low = False  # a float16/bfloat16 argument: the kernel runs on float32 copies (the caller rounds its result)
     for n in names:
         if n == "g":
             args.append(garr)
@@ -268,14 +291,20 @@ def _run_fused(node, spec, g):
                 args.append(dt.type(0 if n == "zero" else getattr(node, n)))
             else:
                 args.append(v._data if isinstance(v, Tensor) else dt.type(v))
+        x = args[-1]
+        if x.dtype in REDUCED_NP:
+            low = True
         if pattern is not None:
-            x = args[-1]
             if x.__class__ is not np.ndarray:
                 pattern.append(False)
             elif x.shape == shape:
                 pattern.append(True)
             else:
                 pattern = None
+    if low:
+        dt = np.dtype(np.float32)
+        args = [(a.astype(dt) if isinstance(a, (np.ndarray, np.generic)) else backend(a).astype(a, dt))
+                if a.dtype in REDUCED_NP else a for a in args]
     if garr.__class__ is np.ndarray:
         if pattern is not None and len(shape) == 1 and shape[0] < KERNEL_CONFIG.PARALLEL_THRESHOLD:
             out = np.empty(shape, dt)  # 1-D operands of one shape: the serial flat loop itself
@@ -324,7 +353,7 @@ def dispatch(op, args, params=EMPTY):
     plan = op._dtypes.get(tuple(key))
     if plan is None:
         plan = op._dtypes[tuple(key)] = _plan(op, args)
-    cnp, convert, out_dtype, loop = plan
+    cnp, convert, out_dtype, loop, rnd = plan
     if convert:
         for i in convert:
             a = arrays[i]
@@ -342,6 +371,8 @@ def dispatch(op, args, params=EMPTY):
             out = xp.run(op.kernel, out_dtype, *arrays)
     else:
         out = op.forward(xp, cnp, *arrays, **params)
+    if rnd is not None:  # float16/bfloat16 operands: computed in float32, rounded to the storage dtype
+        out = _round(xp, out, cnp, rnd)
     if op.plain:
         result = Tensor._wrap(out)
         if grad and op.differentiable and STATE.grad_enabled:  # (never in inference mode: grad mode is off there)
@@ -354,9 +385,18 @@ _NUMBER_TYPES = frozenset((bool, int, float))
 
 
 def _plan(op, args):
-    """(compute NumPy dtype, positions to convert to it) for one pattern of operand types."""
+    """For one pattern of operand types: (compute NumPy dtype, positions to convert to it, the elementwise
+    kernel's output dtype, its serial flat loop, the storage dtype to round floating results to or None).
+
+    The compute dtype is the result type's ``compute``: float16 and bfloat16 operands are computed in
+    float32 and the results rounded back to the result type, as PyTorch's CPU kernels do (an op that only
+    moves stored values, ``reduced_precision="native"``, runs on them as they are).
+    """
     _check_operands(op, args)
-    compute = _result_dtypes(op.dtype_rule, args, op.unsupported)[0].np
+    t, out = _result_dtypes(op.dtype_rule, args, op.unsupported)
+    c = t if op.reduced_precision == "native" else t.compute
+    compute = c.np
+    rnd = t.np if c is not t and out is t else None
     convert = tuple(i for i, a in enumerate(args)
                     if not isinstance(a, Tensor) or a._data.dtype != compute and i not in op.keep_inputs)
     out_dtype = None if op.kernel is None else np.dtype(op.kernel_out or compute)
@@ -366,7 +406,14 @@ def _plan(op, args):
     if out_dtype is not None and all(a is not None and (not isinstance(a, Tensor) or a.ndim) for a in args) and \
             any(isinstance(a, Tensor) for a in args):
         loop = CPU_BACKEND.flat_loop(op.kernel, tuple(isinstance(a, Tensor) for a in args))
-    return compute, convert, out_dtype, loop
+    return compute, convert, out_dtype, loop, rnd
+
+
+def _round(xp, out, compute, to):
+    """An op's results computed in ``compute``: the floating ones rounded to storage dtype ``to``."""
+    if out.__class__ in (tuple, list):
+        return tuple(_round(xp, o, compute, to) for o in out)
+    return xp.astype(out, to) if out.dtype == compute else out
 
 
 def _device_mismatch(args):
@@ -473,7 +520,7 @@ def _attach(op, args, params, outs):
         a = args[i]
         saved[name] = save_input(a) if isinstance(a, Tensor) else a
     for k, o in enumerate(outs):
-        if o._data.dtype.kind == "f":
+        if o._data.dtype in FLOATING_NP:
             o.grad_fn = node
             if k:
                 o._output_nr = k

@@ -184,12 +184,14 @@ LINEAR = register(Op("linear", _linear_forward, inputs=("self", "weight", "bias"
 # don't see; tests/test_nn_layers.py covers it)
 EMBEDDING = register(Op("embedding", lambda xp, dt, w, idx, padding_idx, scale_grad_by_freq: xp.take(w, idx, axis=0),
                         inputs=("weight", "indices"), vjp=[_embedding_grad], dtype="keep", keep_inputs=(1,),
+                        reduced_precision="native",
                         call=embedding, api=("embedding",), method=False,
                         ref=lambda input, weight, padding_idx=None, **kw: weight[input],
                         samples=lambda rng, dtype: [
                             ((np.array([[0, 2], [3, 2]]), _arr(rng, (4, 3), -1.0, 1.0, dtype)), {}),
                             ((np.array([1, 0, 1]), _arr(rng, (3, 2), -1.0, 1.0, dtype)), {"scale_grad_by_freq": False})]))
 PAD = register(Op("constant_pad_nd", _pad_forward, vjp=[_pad_grad], dtype="keep", node="ConstantPadNdBackward0",
+                  reduced_precision="native",
                   call=pad, ref=_np_pad, samples=lambda rng, dtype: [
                       ((_arr(rng, s, -1.0, 1.0, dtype), p), kw) for s, p, kw in [
                           ((2, 3), (1, 2), {}), ((2, 3, 4), (1, 0, 2, 1), {"value": 1.5}), ((3, 4), (-1, 2, 1, -1), {}),
