@@ -354,14 +354,15 @@ def dispatch(op, args, params=EMPTY):
     if plan is None:
         plan = op._dtypes[tuple(key)] = _plan(op, args)
     cnp, convert, out_dtype, loop, rnd = plan
+    xp = CPU_BACKEND if kind is np.ndarray or kind is None else cuda_backend()
     if convert:
         for i in convert:
             a = arrays[i]
             if a is not None:
-                arrays[i] = cnp.type(a) if a.__class__ in _NUMBER_TYPES else a.astype(cnp)
+                arrays[i] = cnp.type(a) if a.__class__ in _NUMBER_TYPES else \
+                    a.astype(cnp) if a.__class__ is np.ndarray else xp.astype(a, cnp)
     if mixed and op.broadcast:
         broadcast_shapes(*[a._data.shape for a in args if isinstance(a, Tensor) and a._data.ndim])
-    xp = CPU_BACKEND if kind is np.ndarray or kind is None else cuda_backend()
     if out_dtype is not None and not params:  # an elementwise entry: its kernel, without the forward's wrapper
         if loop is not None and not mixed and kind is np.ndarray and len(shape) == 1 and \
                 shape[0] < KERNEL_CONFIG.PARALLEL_THRESHOLD:  # 1-D CPU operands: the serial flat loop itself

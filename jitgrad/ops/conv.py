@@ -79,7 +79,8 @@ def _check_types(input, weight, bias):
                            % (input.type(), weight.type()))
 
 
-_TYPE_NAMES = {"float32": "Float", "float64": "Double", "int64": "Long", "int32": "Int", "bool": "Bool"}
+_TYPE_NAMES = {"float32": "Float", "float64": "Double", "int64": "Long", "int32": "Int", "bool": "Bool",
+               "float16": "Half", "bfloat16": "BFloat16"}
 
 
 def _no_kernel(input, kernel, kinds="b"):
@@ -89,7 +90,8 @@ def _no_kernel(input, kernel, kinds="b"):
 
 
 def _scalar_name(t):
-    return {"float32": "float", "float64": "double", "int64": "long", "int32": "int", "bool": "bool"}[t.dtype.name]
+    return {"float32": "float", "float64": "double", "int64": "long", "int32": "int", "bool": "bool",
+            "float16": "c10::Half", "bfloat16": "c10::BFloat16"}[t.dtype.name]
 
 
 def _geometry(nd, stride, padding, dilation, groups, in_size, k, out_size):

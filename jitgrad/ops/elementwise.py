@@ -205,7 +205,8 @@ def _where_method(self, condition, other):
     return where(condition, self, other) if condition.dtype.name == "bool" else where(self.bool(), condition, other)
 
 
-_C_TYPE_NAMES = {"int64": "long int", "int32": "int", "float32": "float", "float64": "double"}
+_C_TYPE_NAMES = {"int64": "long int", "int32": "int", "float32": "float", "float64": "double",
+                 "float16": "c10::Half", "bfloat16": "c10::BFloat16"}
 
 
 def masked_fill(input, mask, value):

@@ -57,7 +57,8 @@ def linear(input, weight, bias=None):
 
 
 def _scalar_name(t):
-    return {"float32": "float", "float64": "double", "int64": "long", "int32": "int", "bool": "bool"}[t.dtype.name]
+    return {"float32": "float", "float64": "double", "int64": "long", "int32": "int", "bool": "bool",
+            "float16": "c10::Half", "bfloat16": "c10::BFloat16"}[t.dtype.name]
 
 
 # ---------------------------------------------------------------------- embedding

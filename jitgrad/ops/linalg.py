@@ -16,7 +16,8 @@ def _samples(*shapes):
     return samples
 
 
-_NAMES = {"float32": "float", "float64": "double", "int64": "long", "int32": "int", "bool": "bool"}
+_NAMES = {"float32": "float", "float64": "double", "int64": "long", "int32": "int", "bool": "bool",
+          "float16": "c10::Half", "bfloat16": "c10::BFloat16"}
 
 
 def _same_dtype(a, b, what="m1 and m2"):
