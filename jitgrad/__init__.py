@@ -19,8 +19,8 @@ Imports go one way: a module imports only the modules listed before it here.
 7. ``ops/``: the op table; ``ops/__init__`` installs its methods and operators on Tensor.
 8. ``autograd/``: the engine (backward, grad), Function, functional, gradcheck, and the public
    ``graph`` and ``anomaly`` modules.
-9. ``optim/``, ``cuda``, ``viz``, ``nn/`` (except ``nn/parallel/``), ``serialization``, ``precompile``,
-   ``accelerator``, ``backends/``.
+9. ``optim/``, ``amp/`` (autocast regions, GradScaler), ``cuda/``, ``cpu/``, ``viz``, ``nn/`` (except
+   ``nn/parallel/``), ``serialization``, ``precompile``, ``accelerator``, ``backends/``.
 10. ``distributed/``: process groups and collectives over MPI (mpi4py, imported when a group is
     created); above nn and optim, though it needs only Tensor.
 11. ``nn/parallel/`` (DistributedDataParallel) and ``utils/`` (checkpoint; data, whose
@@ -60,7 +60,14 @@ for _name, _fn in _FACTORY_METHODS.items():
 
 from . import nn  # noqa: F401,E402
 from . import optim  # noqa: F401,E402
+from . import amp  # noqa: F401,E402
+from .amp.autocast_mode import (autocast, autocast_decrement_nesting, autocast_increment_nesting,  # noqa: F401,E402
+                                clear_autocast_cache, get_autocast_cpu_dtype, get_autocast_dtype,
+                                get_autocast_gpu_dtype, is_autocast_cache_enabled, is_autocast_cpu_enabled,
+                                is_autocast_enabled, set_autocast_cache_enabled, set_autocast_dtype,
+                                set_autocast_enabled)
 from . import cuda  # noqa: F401,E402
+from . import cpu  # noqa: F401,E402
 from .serialization import load, save  # noqa: F401,E402
 from . import accelerator, backends  # noqa: F401,E402
 from . import distributed  # noqa: F401,E402

@@ -3,10 +3,10 @@ import functools
 import threading
 
 
-# How many threads are in a rare mode (inference mode, saved-tensor hooks, anomaly mode). Reading a
+# How many threads are in a rare mode (inference mode, saved-tensor hooks, anomaly mode, autocast). Reading a
 # thread-local costs ~0.1 us, so the per-op path reads these modes only while SPECIAL[0] is not 0.
 SPECIAL = [0]
-_SPECIAL_FIELDS = frozenset(("inference", "saved_tensors_hooks", "anomaly"))
+_SPECIAL_FIELDS = frozenset(("inference", "saved_tensors_hooks", "anomaly", "autocast"))
 _special_lock = threading.Lock()
 
 
@@ -16,9 +16,17 @@ class _State(threading.local):
     saved_tensors_hooks = ()  # stack of (pack, unpack)
     anomaly = False
     anomaly_check_nan = True
+    # jitgrad.autocast (jitgrad/amp/): {device type: dtype} of the device types it is on for, the dtypes
+    # set per device type (None: the defaults), whether casts of leaf weights are cached, how many autocast
+    # regions are open, and the cache {id(weight): (weight, its cast)}. Mappings are replaced, never changed.
+    autocast = None
+    autocast_dtypes = None
+    autocast_cache_enabled = True
+    autocast_nesting = 0
+    autocast_cache = None
 
     def _special(self):
-        return bool(self.inference or self.saved_tensors_hooks or self.anomaly)
+        return bool(self.inference or self.saved_tensors_hooks or self.anomaly or self.autocast)
 
     def __setattr__(self, name, value):
         if name not in _SPECIAL_FIELDS:

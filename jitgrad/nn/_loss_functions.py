@@ -9,8 +9,13 @@ from .._factories import ones, tensor
 from ..ops.elementwise import where
 from ..ops import softmax as _S
 from ..ops.layers import binary_cross_entropy_elementwise
+from ..ops._table import autocast_policy
 
-_NAMES = {"float32": "Float", "float64": "Double", "int64": "Long", "int32": "Int", "bool": "Bool"}
+# PyTorch's autocast runs these losses in float32 (its "ops that can autocast to float32" lists)
+_FP32 = autocast_policy(cpu="fp32", cuda="fp32")
+
+_NAMES = {"float32": "Float", "float64": "Double", "int64": "Long", "int32": "Int", "bool": "Bool",
+          "float16": "Half", "bfloat16": "BFloat16"}
 
 
 def legacy_reduction(size_average, reduce, reduction):
@@ -49,6 +54,7 @@ def _warn_size(input, target):
 
 
 # ---------------------------------------------------------------------- regression losses
+@_FP32
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     reduction = _reduction(reduction, size_average, reduce)
     _warn_size(input, target)
@@ -56,12 +62,14 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     return _reduce(d * d, reduction)
 
 
+@_FP32
 def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     reduction = _reduction(reduction, size_average, reduce)
     _warn_size(input, target)
     return _reduce((input - target).abs(), reduction)
 
 
+@_FP32
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
     """0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta (L1 when beta is 0)."""
     reduction = _reduction(reduction, size_average, reduce)
@@ -74,6 +82,7 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
     return _reduce(where(d < beta, d * d * (0.5 / beta), d - 0.5 * beta), reduction)
 
 
+@_FP32
 def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     """0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta)."""
     reduction = _reduction(reduction, None, None)
@@ -150,6 +159,7 @@ def _weighted_mean(loss, w):
     return loss.mean() if w is None else loss.sum() / w.sum()
 
 
+@_FP32
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
     """-input[target] per sample (input holds log-probabilities along dim 1); the weighted mean by default."""
     reduction = _reduction(reduction, size_average, reduce)
@@ -159,6 +169,7 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     return _weighted_mean(loss, w) if reduction == "mean" else _reduce(loss, reduction)
 
 
+@_FP32
 def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean",
                   label_smoothing=0.0):
     """log_softmax along the class dim then nll_loss (class indices), or -sum(p * log_softmax) (probabilities)."""
@@ -210,6 +221,7 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     return _reduce(loss, reduction)
 
 
+@_FP32
 def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None, reduction="mean",
                                      pos_weight=None):
     """BCE of sigmoid(input), computed stably: (1 - t) x + (1 + (pw - 1) t) softplus(-x)."""
@@ -227,6 +239,7 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     return _reduce(loss, reduction)
 
 
+@_FP32
 def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
     """Pointwise target * (log(target) - input) (input holds log-probabilities); 0 where target is 0."""
     reduction = _reduction(reduction, size_average, reduce, ("none", "mean", "sum", "batchmean"))

@@ -7,7 +7,7 @@ import numpy as np
 from .._grad_mode import no_grad
 from .._op import Op, dispatch
 from .._tensor import Tensor
-from ._table import _arr, register
+from ._table import LOWER, _arr, autocasts, register
 from .indexing import index_put_zeros
 
 
@@ -32,6 +32,7 @@ def _linear_weight_grad(g, s):
     return g.reshape(_rows(g)).t().mm(x.reshape(_rows(x)))
 
 
+@autocasts("linear")
 def linear(input, weight, bias=None):
     """input @ weight.T + bias, over any leading dims of input."""
     if weight.ndim != 2:
@@ -164,6 +165,7 @@ def _bce_forward(xp, dt, x, t):
     return xp.run("binary_cross_entropy", dt, x, t)
 
 
+@autocasts("binary_cross_entropy")
 def binary_cross_entropy_elementwise(input, target):
     """The unreduced, unweighted binary cross entropy of probabilities ``input`` (checked to lie in [0, 1])."""
     if not input.dtype.is_floating_point:
@@ -178,7 +180,7 @@ def binary_cross_entropy_elementwise(input, target):
 # ---------------------------------------------------------------------- the entries
 LINEAR = register(Op("linear", _linear_forward, inputs=("self", "weight", "bias"),
                      vjp=[lambda g, s: g.matmul(s.weight), _linear_weight_grad, lambda g, s: g.reshape(_rows(g)).sum(0)],
-                     dtype="promote", node="AddmmBackward0", call=linear, api=("linear",), method=False,
+                     dtype="promote", node="AddmmBackward0", call=linear, api=("linear",), method=False, autocast=LOWER,
                      ref=lambda x, w, b=None: x @ w.T + (0 if b is None else b),
                      samples=lambda rng, dtype: _linear_samples(rng, dtype) if np.dtype(dtype).kind == "f" else []))
 # (padding_idx is left out of the samples: its row's gradient is zero by definition, which finite differences
@@ -203,6 +205,7 @@ BCE = register(Op("binary_cross_entropy", _bce_forward, inputs=("self", "target"
                   vjp=[lambda g, s: g * (s.self - s.target) / ((1 - s.self) * s.self).clamp_min(1e-12),
                        lambda g, s: g * ((1 - s.self).log() - s.self.log())],
                   dtype="promote", node="BinaryCrossEntropyBackward0", call=binary_cross_entropy_elementwise,
+                  autocast={"cpu": "fp32"},  # (CUDA's autocast refuses it: not implemented here)
                   ref=lambda x, t: -(t * np.maximum(np.log(x), -100) + (1 - t) * np.maximum(np.log(1 - x), -100)),
                   samples=lambda rng, dtype: [] if np.dtype(dtype).kind != "f" else [
                       ((_arr(rng, s, 0.05, 0.95, dtype), _arr(rng, s, 0.0, 1.0, dtype)), {}) for s in [(), (4,), (2, 3)]]))

@@ -1,0 +1,4 @@
+"""jitgrad.amp: mixed precision, as torch.amp: ``autocast`` regions."""
+from .autocast_mode import autocast, custom_bwd, custom_fwd, is_autocast_available  # noqa: F401
+
+__all__ = ["autocast", "custom_bwd", "custom_fwd", "is_autocast_available"]
