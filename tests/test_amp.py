@@ -270,7 +270,8 @@ def test_clear_errors_for_mixed_gemm_operands():
         jg.mm(f, f.bfloat16())
     with pytest.raises(RuntimeError, match=r"^expected m1 and m2 to have the same dtype, but got: c10::Half != float$"):
         jg.nn.functional.linear(h, f)
-    with pytest.raises(RuntimeError, match=r"^dot : expected both vectors to have same dtype, but found Half and Float$"):
+    with pytest.raises(RuntimeError, match=r"^dot : expected both vectors to have same dtype, but found Half and "
+                                           r"Float$"):
         jg.dot(h[0], f[0])
 
 

@@ -203,7 +203,8 @@ def custom_bwd(bwd=None, *, device_type):
 
 
 def _cast(value, device_type, dtype):
-    """Floating tensors (float64 aside) on ``device_type`` in ``value`` (also in lists, tuples and dicts) cast to ``dtype``."""
+    """``value`` with its floating tensors (float64 aside) on ``device_type`` cast to ``dtype``, also inside
+    lists, tuples and dicts."""
     if isinstance(value, Tensor):
         eligible = value.is_floating_point() and value.device.type == device_type and value.dtype is not D.float64
         return value.to(dtype) if eligible else value

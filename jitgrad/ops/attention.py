@@ -188,5 +188,5 @@ def _samples(rng, dtype):
 SDPA = register(Op("scaled_dot_product_attention", _forward,
                    inputs=("query", "key", "value", "attn_mask", "dropout_mask"), n_outputs=2,
                    outputs=("weights", "result"), vjp=_VJP, fused=[_fused(k) for k in range(4)],
-                   node="ScaledDotProductFlashAttentionForCpuBackward0", call=scaled_dot_product_attention, autocast=LOWER,
-                   ref=_np_sdpa, samples=_samples))
+                   node="ScaledDotProductFlashAttentionForCpuBackward0", call=scaled_dot_product_attention,
+                   ref=_np_sdpa, samples=_samples, autocast=LOWER))
