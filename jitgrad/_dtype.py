@@ -60,7 +60,7 @@ def get_default_dtype():
 
 def set_default_dtype(d):
     """Set the default float dtype (``jitgrad.set_default_dtype`` also clears the ops' cached result dtypes)."""
-    if d not in (float32, float64):
+    if not isinstance(d, dtype) or not d.is_floating_point:
         raise TypeError("only floating-point types are supported as the default type")
     _default_float[0] = d
 

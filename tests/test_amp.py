@@ -116,6 +116,17 @@ def test_save_and_load_keep_the_dtype():
         assert (y[k].float() == x[k].float()).all()
 
 
+def test_reduced_precision_default_dtype():
+    jg.set_default_dtype(BF16)
+    try:
+        assert jg.tensor([1.5, 2.7]).dtype is BF16 and jg.ones(2).dtype is BF16 and jg.randn(2).dtype is BF16
+        assert (jg.arange(3) * 2.5).dtype is BF16 and repr(jg.tensor([1.5, 2.7])) == "tensor([1.5000, 2.7031])"
+    finally:
+        jg.set_default_dtype(F32)
+    with pytest.raises(TypeError, match="only floating-point types are supported as the default type"):
+        jg.set_default_dtype(jg.int64)
+
+
 # ------------------------------------------------------------------ type promotion
 PROMOTION = [  # (a, b, result) as PyTorch's promote_types gives them
     (F16, F16, F16), (F16, F32, F32), (F16, F64, F64), (F16, BF16, F32), (BF16, F32, F32), (BF16, F64, F64),
@@ -585,3 +596,4 @@ def test_mixed_precision_training_matches_pytorch():
     np.testing.assert_allclose(ours, theirs, rtol=2 ** -6, atol=2 ** -7)
     for a, b in zip(our_w, their_w):
         np.testing.assert_allclose(a, b, rtol=2 ** -5, atol=2 ** -5)
+
