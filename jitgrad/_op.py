@@ -31,7 +31,7 @@ class Op:
                  samples=None, node=None, n_outputs=1, outputs=("result",), differentiable=None, view=False,
                  broadcast=False, bench=None, keep_inputs=(), double_backward=True, unsupported=EMPTY, call=None,
                  params=EMPTY, api=(), method=True, function=True, inplace=False, operators=(), module=None,
-                 reduced_precision=None, autocast=EMPTY):
+                 reduced_precision=None, original_scalars=False, autocast=EMPTY):
         self.name = name
         self.forward = forward  # forward(xp, np_dtype, *arrays, **params) -> array or tuple of arrays
         # names of the positional tensor inputs ('self', 'other'); None: any number of them (cat, stack),
@@ -50,6 +50,9 @@ class Op:
         # float16/bfloat16 operands: "float32" computes in float32 and rounds the results to the storage dtype;
         # "native" runs the forward on the stored values (views, copies, casts: ops that only move values)
         self.reduced_precision = reduced_precision or ("native" if view else "float32")
+        # with a float16/bfloat16 result, the other operands are rounded to it before the float32 math (PyTorch's
+        # cast to the common dtype); True: numbers and 0-d tensors enter it unrounded (PyTorch's mul and div)
+        self.original_scalars = original_scalars
         # device type -> what jitgrad.autocast does to the floating inputs of the op's public function:
         # "lower" casts them to the autocast dtype, "float32" to float32 (PyTorch's autocast op lists)
         self.autocast = autocast
@@ -353,9 +356,11 @@ def dispatch(op, args, params=EMPTY):
     plan = op._dtypes.get(tuple(key))
     if plan is None:
         plan = op._dtypes[tuple(key)] = _plan(op, args)
-    cnp, convert, out_dtype, loop, rnd = plan
+    cnp, convert, out_dtype, loop, rnd, via = plan
     xp = CPU_BACKEND if kind is np.ndarray or kind is None else cuda_backend()
     if convert:
+        if via is not None:  # operands rounded to the float16/bfloat16 result type first, as PyTorch casts them
+            _round_operands(xp, arrays, via)
         for i in convert:
             a = arrays[i]
             if a is not None:
@@ -398,8 +403,15 @@ def _plan(op, args):
     c = t if op.reduced_precision == "native" else t.compute
     compute = c.np
     rnd = t.np if c is not t and out is t else None
+    # PyTorch casts the operands to the result type before its float32 math: so do the operands of another
+    # dtype here (a float32 tensor, 0.1), except the numbers and 0-d tensors an entry reads as they are
+    through = () if c is t else tuple(
+        i for i, a in enumerate(args) if a is not None and i not in op.keep_inputs and not (
+            isinstance(a, Tensor) and a._data.dtype == t.np) and not (
+            op.original_scalars and (not isinstance(a, Tensor) or not a.ndim)))
+    via = (t.np, through) if through else None
     convert = tuple(i for i, a in enumerate(args)
-                    if not isinstance(a, Tensor) or a._data.dtype != compute and i not in op.keep_inputs)
+                    if not isinstance(a, Tensor) or a._data.dtype != compute and i not in op.keep_inputs or i in through)
     out_dtype = None if op.kernel is None else np.dtype(op.kernel_out or compute)
     # an elementwise entry whose operands are tensors of one shape and numbers (no 0-d tensors): its
     # serial flat loop for this pattern of arrays and scalars, which dispatch calls on 1-D operands
@@ -407,7 +419,15 @@ def _plan(op, args):
     if out_dtype is not None and all(a is not None and (not isinstance(a, Tensor) or a.ndim) for a in args) and \
             any(isinstance(a, Tensor) for a in args):
         loop = CPU_BACKEND.flat_loop(op.kernel, tuple(isinstance(a, Tensor) for a in args))
-    return compute, convert, out_dtype, loop, rnd
+    return compute, convert, out_dtype, loop, rnd, via
+
+
+def _round_operands(xp, arrays, via):
+    to, positions = via
+    for i in positions:
+        a = arrays[i]
+        arrays[i] = to.type(a) if a.__class__ in _NUMBER_TYPES else \
+            a.astype(to) if a.__class__ is np.ndarray else xp.astype(a, to)
 
 
 def _round(xp, out, compute, to):

@@ -222,6 +222,44 @@ def test_op_table_entry_computes_in_float32_and_rounds(name, dt):
 
 
 @pytest.mark.parametrize("dt", REDUCED, ids=IDS)
+def test_other_operands_are_rounded_to_the_result_type_first(dt):
+    """As PyTorch casts operands to the common dtype before its float32 math: 0.1 enters x + 0.1 as dt's
+    0.1; mul and div read a number or 0-d tensor unrounded (PyTorch's original scalar value)."""
+    rng = np.random.default_rng(0)
+    x32 = rounded(rng.standard_normal(500) * 3, dt).astype(np.float32)
+    x = jg.tensor(x32).to(dt)
+    s, s_dt = np.float32(0.1), np.float32(rounded(0.1, dt))
+    for got, want in [(x + 0.1, x32 + s_dt), (0.1 - x, s_dt - x32), (x + jg.tensor(0.1), x32 + s_dt),
+                      (x.abs() ** 1.1, np.abs(x32) ** np.float32(rounded(1.1, dt))),
+                      (x * 0.1, x32 * s), (x / 0.1, x32 / s), (x * jg.tensor(0.1), x32 * s)]:
+        assert got.dtype is dt
+        np.testing.assert_array_equal(values(got), rounded(want, dt))
+    assert (jg.tensor([0.1], dtype=dt) == 0.1).item() and (jg.tensor([0.1], dtype=dt) == jg.tensor(0.1)).item()
+    ints = jg.tensor([2049, 4097])  # an int64 tensor against a dt 0-d tensor: the ints are rounded to dt
+    assert (ints + jg.tensor(0.0, dtype=dt)).tolist() == rounded([2049, 4097], dt).tolist()
+
+
+@pytest.mark.torch
+@pytest.mark.parametrize("dt", IDS)
+def test_results_match_pytorch_bit_for_bit(dt):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    a, b, c = (rng.standard_normal(s).astype(np.float32) for s in [(16, 9), (9, 5), (16, 9)])
+    ops = [lambda m, x, y, z: x + 0.1, lambda m, x, y, z: x * 0.3, lambda m, x, y, z: x / 3,
+           lambda m, x, y, z: 0.7 - x, lambda m, x, y, z: x * z, lambda m, x, y, z: x / z,
+           lambda m, x, y, z: x.exp(), lambda m, x, y, z: x.tanh(), lambda m, x, y, z: x.sigmoid(),
+           lambda m, x, y, z: x.abs().sqrt(), lambda m, x, y, z: x.abs() ** 1.7, lambda m, x, y, z: x.sum(),
+           lambda m, x, y, z: x.mean(0), lambda m, x, y, z: x.var(1), lambda m, x, y, z: x @ y,
+           lambda m, x, y, z: m.softmax(x, 1), lambda m, x, y, z: x.relu(), lambda m, x, y, z: x == 0.1,
+           lambda m, x, y, z: m.nn.functional.mse_loss(x, z), lambda m, x, y, z: m.where(x > 0, x, 0.1),
+           lambda m, x, y, z: m.nn.functional.linear(x, y.t())]
+    for k, f in enumerate(ops):
+        got = [f(m, *(m.tensor(v).to(getattr(m, dt)) for v in (a, b, c))) for m in (jg, torch)]
+        assert str(got[0].dtype).split(".")[1] == str(got[1].dtype).split(".")[1], k
+        np.testing.assert_array_equal(got[0].float().numpy(), got[1].float().numpy(), err_msg=str(k))
+
+
+@pytest.mark.parametrize("dt", REDUCED, ids=IDS)
 def test_grads_keep_the_leaf_dtype(dt):
     x = jg.tensor([1.0, 2.0, 3.0], dtype=dt, requires_grad=True)
     w = jg.tensor([0.5, -1.0, 2.0], requires_grad=True)  # float32
