@@ -53,8 +53,8 @@ class Op:
         # with a float16/bfloat16 result, the other operands are rounded to it before the float32 math (PyTorch's
         # cast to the common dtype); True: numbers and 0-d tensors enter it unrounded (PyTorch's mul and div)
         self.original_scalars = original_scalars
-        # device type -> what jitgrad.autocast does to the floating inputs of the op's public function:
-        # "lower" casts them to the autocast dtype, "float32" to float32 (PyTorch's autocast op lists)
+        # device type -> PyTorch's autocast cast policy for the op ("lower_precision_fp": floating inputs to the
+        # autocast dtype, "fp32": to float32), applied by its public function (ops._table.autocasts)
         self.autocast = autocast
         self.ref = ref  # NumPy reference, taking a sample's (args, kwargs)
         self.samples = samples  # samples(rng, dtype) -> [(args, kwargs)], see ops/_table.py
@@ -392,11 +392,12 @@ _NUMBER_TYPES = frozenset((bool, int, float))
 
 def _plan(op, args):
     """For one pattern of operand types: (compute NumPy dtype, positions to convert to it, the elementwise
-    kernel's output dtype, its serial flat loop, the storage dtype to round floating results to or None).
+    kernel's output dtype, its serial flat loop, the storage dtype to round floating results to or None,
+    (that dtype, positions to round to it before converting) or None).
 
-    The compute dtype is the result type's ``compute``: float16 and bfloat16 operands are computed in
-    float32 and the results rounded back to the result type, as PyTorch's CPU kernels do (an op that only
-    moves stored values, ``reduced_precision="native"``, runs on them as they are).
+    The compute dtype is the result type's ``compute``: with a float16 or bfloat16 result type the op
+    computes in float32 and its floating results are rounded back, as PyTorch's CPU kernels do (an op
+    that only moves stored values, ``reduced_precision="native"``, runs on them as they are).
     """
     _check_operands(op, args)
     t, out = _result_dtypes(op.dtype_rule, args, op.unsupported)
