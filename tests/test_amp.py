@@ -410,6 +410,10 @@ def test_autocast_caches_the_cast_of_a_weight_per_region():
     (y1.float().sum() + y2.float().sum()).backward()
     np.testing.assert_allclose(w.grad.numpy(), 2 * x.bfloat16().float().sum(0).numpy()[None].repeat(5, 0),
                                rtol=1e-2)
+    with jg.autocast("cpu"):
+        with jg.no_grad():
+            assert not (x @ w.t()).requires_grad
+        assert (x @ w.t()).requires_grad  # (not the cast cached under no_grad)
 
 
 def test_autocast_warnings():

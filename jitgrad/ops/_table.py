@@ -93,16 +93,18 @@ def autocast_arguments(policy, args, kwargs):
 
 def _cached_cast(t, to):
     """``t.to(to)``; a float32 leaf that requires grad (a weight) is cast once per autocast region, as
-    PyTorch's autocast caches it (the cache is dropped when the outermost region exits)."""
+    PyTorch's autocast caches it (the cache is dropped when the outermost region exits). A cast made under
+    no_grad is kept apart from one made with grad mode on, which has a grad_fn."""
     if not (STATE.autocast_cache_enabled and t._requires_grad and t.grad_fn is None and t._base is None
             and t.dtype is D.float32):
         return t.to(to)
     cache = STATE.autocast_cache
     if cache is None:
         cache = STATE.autocast_cache = {}
-    hit = cache.get((id(t), to))
+    key = (id(t), to, STATE.grad_enabled)
+    hit = cache.get(key)
     if hit is None or hit[0] is not t:
-        hit = cache[(id(t), to)] = (t, t.to(to))
+        hit = cache[key] = (t, t.to(to))
     return hit[1]
 
 
