@@ -325,6 +325,25 @@ def test_clear_errors_for_mixed_gemm_operands():
 
 
 @pytest.mark.parametrize("dt", REDUCED, ids=IDS)
+def test_modules_in_reduced_precision(dt):
+    nn = jg.nn
+    jg.manual_seed(0)
+    for model, x in [(nn.Sequential(nn.Conv2d(2, 3, 3, padding=1), nn.BatchNorm2d(3), nn.ReLU(), nn.Flatten(),
+                                    nn.Linear(48, 4), nn.LayerNorm(4)), jg.randn(2, 2, 4, 4)),
+                     (nn.LSTM(5, 4, batch_first=True), jg.randn(2, 3, 5)),
+                     (nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True), jg.randn(2, 3, 8))]:
+        model = model.half() if dt is F16 else model.bfloat16()
+        assert all(p.dtype is dt for p in model.parameters())
+        out = model(x.to(dt))
+        out = out[0] if isinstance(out, tuple) else out
+        assert out.dtype is dt
+        out.float().sum().backward()
+        assert all(p.grad.dtype is dt for p in model.parameters())
+        jg.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        jg.optim.AdamW(model.parameters()).step()
+
+
+@pytest.mark.parametrize("dt", REDUCED, ids=IDS)
 def test_optimizers_update_reduced_precision_parameters(dt):
     for make in (lambda p: jg.optim.SGD(p, lr=0.1, momentum=0.9), lambda p: jg.optim.Adam(p, lr=0.1)):
         w = jg.tensor([1.0, 2.0, 3.0], dtype=dt, requires_grad=True)
