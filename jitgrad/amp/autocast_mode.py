@@ -4,6 +4,7 @@ The state is thread-local (jitgrad._grad_mode.STATE). Which op casts its inputs 
 of its op-table entry (``Op.autocast``, read by ``ops._table.autocasts``); this module only opens
 and closes regions and answers PyTorch's state queries.
 """
+import copy
 import functools
 import warnings
 
@@ -130,7 +131,7 @@ class autocast:
                               % ", ".join(map(repr, (D.bfloat16, D.float16))), stacklevel=2)
                 enabled = False
         self._enabled = bool(enabled)
-        self._saved = []  # the state each open use of this instance replaced (a decorated function may recurse)
+        self._saved = []  # the state each open use of this instance replaced (a region may be re-entered)
 
     def __enter__(self):
         self._saved.append((STATE.autocast, STATE.autocast_dtypes, STATE.autocast_cache_enabled))
@@ -160,7 +161,9 @@ class autocast:
 
         @functools.wraps(func)
         def decorate_autocast(*args, **kwargs):
-            with self:
+            region = copy.copy(self)  # one per call: threads and recursion each open their own
+            region._saved = []
+            with region:
                 return func(*args, **kwargs)
         return decorate_autocast
 
