@@ -19,8 +19,8 @@ Imports go one way: a module imports only the modules listed before it here.
 7. ``ops/``: the op table; ``ops/__init__`` installs its methods and operators on Tensor.
 8. ``autograd/``: the engine (backward, grad), Function, functional, gradcheck, and the public
    ``graph`` and ``anomaly`` modules.
-9. ``optim/``, ``cuda``, ``random``, ``viz``, ``nn/`` (except ``nn/parallel/``), ``serialization``,
-   ``precompile``, ``accelerator``, ``backends/``.
+9. ``optim/``, ``amp/`` (autocast regions, GradScaler), ``cuda/``, ``cpu/``, ``random``, ``viz``, ``nn/`` (except
+   ``nn/parallel/``), ``serialization``, ``precompile``, ``accelerator``, ``backends/``.
 10. ``distributed/``: process groups and collectives over MPI (mpi4py, imported when a group is
     created); above nn and optim, though it needs only Tensor.
 11. ``nn/parallel/`` (DistributedDataParallel) and ``utils/`` (checkpoint; data, whose
@@ -36,7 +36,8 @@ an optional package (the CUDA kernels need numba-cuda; graphviz; mpi4py), when i
 """
 from . import _dtype
 from ._device import Device, device, get_default_device, set_default_device  # noqa: F401
-from ._dtype import (bool_ as bool, dtype, float32, float64, get_default_dtype, int32, int64, uint8)  # noqa: F401
+from ._dtype import (bool_ as bool, bfloat16, dtype, float16, float32, float64, get_default_dtype, int32,  # noqa: F401
+                     int64, uint8)
 from ._generator import Generator  # noqa: F401
 from ._factories import *  # noqa: F401,F403
 from ._factories import METHODS as _FACTORY_METHODS
@@ -62,8 +63,15 @@ for _name, _fn in _FACTORY_METHODS.items():
 
 from . import nn  # noqa: F401,E402
 from . import optim  # noqa: F401,E402
+from . import amp  # noqa: F401,E402
+from .amp.autocast_mode import (autocast, autocast_decrement_nesting, autocast_increment_nesting,  # noqa: F401,E402
+                                clear_autocast_cache, get_autocast_cpu_dtype, get_autocast_dtype,
+                                get_autocast_gpu_dtype, is_autocast_cache_enabled, is_autocast_cpu_enabled,
+                                is_autocast_enabled, set_autocast_cache_enabled, set_autocast_dtype,
+                                set_autocast_enabled)
 from . import cuda  # noqa: F401,E402
 from . import random  # noqa: F401,E402
+from . import cpu  # noqa: F401,E402
 from .serialization import load, save  # noqa: F401,E402
 from . import accelerator, backends  # noqa: F401,E402
 from . import distributed  # noqa: F401,E402
@@ -74,6 +82,7 @@ from .compiler import compile  # noqa: F401,E402
 
 float = float32
 double = float64
+half = float16
 long = int64
 int = int32
 

@@ -1,14 +1,15 @@
 """dtypes and PyTorch's type promotion."""
 import builtins
 
+import ml_dtypes
 import numpy as np
 
 
 class dtype:
     """A tensor element type (``jitgrad.float32`` ...), wrapping a NumPy dtype."""
-    __slots__ = ("name", "np", "is_floating_point", "is_signed", "itemsize", "category", "tensor_type")
+    __slots__ = ("name", "np", "is_floating_point", "is_signed", "itemsize", "category", "tensor_type", "compute")
 
-    def __init__(self, name, np_dtype, category, tensor_type):
+    def __init__(self, name, np_dtype, category, tensor_type, compute=None):
         self.name = name
         self.np = np.dtype(np_dtype)
         self.category = category  # 0 bool, 1 integer, 2 floating point: promotion goes up
@@ -16,6 +17,9 @@ class dtype:
         self.is_signed = category != 0
         self.itemsize = self.np.itemsize
         self.tensor_type = tensor_type  # legacy name used in error messages: FloatTensor
+        # the dtype arithmetic on this one is computed in: float16 and bfloat16 are storage formats whose ops
+        # run in float32 and round the result back (as PyTorch's CPU kernels do); the kernels never see them
+        self.compute = self if compute is None else compute
 
     def __repr__(self):
         return "jitgrad." + self.name
@@ -32,8 +36,13 @@ int32 = dtype("int32", np.int32, 1, "IntTensor")
 int64 = dtype("int64", np.int64, 1, "LongTensor")
 float32 = dtype("float32", np.float32, 2, "FloatTensor")
 float64 = dtype("float64", np.float64, 2, "DoubleTensor")
+float16 = dtype("float16", np.float16, 2, "HalfTensor", compute=float32)
+bfloat16 = dtype("bfloat16", ml_dtypes.bfloat16, 2, "BFloat16Tensor", compute=float32)  # NumPy has none: ml_dtypes'
 
-ALL = (bool_, int32, int64, float32, float64)
+ALL = (bool_, int32, int64, float32, float64, float16, bfloat16)
+REDUCED = tuple(d for d in ALL if d.compute is not d)  # the reduced-precision floats
+REDUCED_NP = frozenset(d.np for d in REDUCED)
+FLOATING_NP = frozenset(d.np for d in ALL if d.is_floating_point)
 # uint8 holds byte data (a generator's state, as PyTorch's ByteTensor); the ops are not built for it
 uint8 = dtype("uint8", np.uint8, 1, "ByteTensor")
 FROM_NP = {d.np: d for d in ALL + (uint8,)}
@@ -53,7 +62,7 @@ def get_default_dtype():
 
 def set_default_dtype(d):
     """Set the default float dtype (``jitgrad.set_default_dtype`` also clears the ops' cached result dtypes)."""
-    if d not in (float32, float64):
+    if not isinstance(d, dtype) or not d.is_floating_point:
         raise TypeError("only floating-point types are supported as the default type")
     _default_float[0] = d
 
@@ -75,7 +84,7 @@ def from_np(np_dtype):
         return bool_
     raise TypeError(
         "can't convert np.ndarray of type numpy.%s. The only supported types are: float64, float32, "
-        "int64, int32, and bool." % np_dtype.name)
+        "float16, int64, int32, and bool." % np_dtype.name)
 
 
 def to_dtype(d):
@@ -99,12 +108,15 @@ def promote_types(a, b):
         return a
     if a.category != b.category:
         return a if a.category > b.category else b
-    return a if a.itemsize >= b.itemsize else b
+    if a.itemsize == b.itemsize:  # float16 and bfloat16: neither holds the other's values
+        return float32
+    return a if a.itemsize > b.itemsize else b
 
 
-_C_NAMES = {"bool": "bool", "int32": "int", "int64": "int64_t", "float32": "float", "float64": "double"}
-_RANGES = {int32: (-2 ** 31, 2 ** 31 - 1), int64: (-2 ** 63, 2 ** 63 - 1),
-           float32: (-float(np.finfo(np.float32).max), float(np.finfo(np.float32).max))}
+_C_NAMES = {"bool": "bool", "int32": "int", "int64": "int64_t", "float32": "float", "float64": "double",
+            "float16": "c10::Half", "bfloat16": "c10::BFloat16"}
+_RANGES = {int32: (-2 ** 31, 2 ** 31 - 1), int64: (-2 ** 63, 2 ** 63 - 1)}
+_RANGES.update({d: (-float(ml_dtypes.finfo(d.np).max), float(ml_dtypes.finfo(d.np).max)) for d in (float32,) + REDUCED})
 
 
 def check_scalar(value, d):

@@ -6,6 +6,7 @@ import math
 import numbers
 import warnings
 
+import ml_dtypes
 import numpy as np
 
 from . import _dtype as D
@@ -63,7 +64,7 @@ def _infer_array(data, dtype=None):
     if isinstance(data, np.ndarray):
         if data.dtype.kind not in "biuf":
             raise TypeError("can't convert np.ndarray of type numpy.%s. The only supported types are: float64, "
-                            "float32, int64, int32, and bool." % data.dtype.name)
+                            "float32, float16, int64, int32, and bool." % data.dtype.name)
         return np.asarray(data)  # a subclass (np.memmap) as the CPU array it is
     if isinstance(data, (str, bytes)):
         raise TypeError("new(): invalid data type '%s'" % type(data).__name__)
@@ -196,7 +197,7 @@ def _from_cuda_array(obj):
     arr = obj if hasattr(obj, "copy_to_host") else cuda.as_cuda_array(obj)
     if np.dtype(arr.dtype) not in D.FROM_NP:
         raise TypeError("can't convert a CUDA array of type %s. The only supported types are: float64, float32, "
-                        "int64, int32, and bool." % np.dtype(arr.dtype).name)
+                        "float16, int64, int32, and bool." % np.dtype(arr.dtype).name)
     return Tensor._wrap(arr)
 
 
@@ -220,7 +221,7 @@ def from_numpy(ndarray):
             raise ValueError("given numpy array has byte order different from the native byte order. Conversion "
                              "between byte orders is currently not supported.")
         raise TypeError("can't convert np.ndarray of type numpy.%s. The only supported types are: float64, float32, "
-                        "int64, int32, and bool." % ndarray.dtype.name)
+                        "float16, int64, int32, and bool." % ndarray.dtype.name)
     return Tensor._wrap(_shared(ndarray))
 
 
@@ -350,10 +351,10 @@ def _float_only(d, kernel):
 
 
 def _random(draw, size, name, generator, dtype, device, requires_grad, out=None):
-    """A leaf of ``draw(numpy_rng, shape)`` (a host array, moved to ``device``), or ``out`` holding it."""
+    """A leaf of ``draw(numpy_rng, shape)`` (a host array, moved to ``device``, in ``dtype``), or ``out`` holding it."""
     rng = numpy_rng(generator, device or (out.device if out is not None else "cpu"))
     shape = _size(size, name, dtype.itemsize)
-    return write_out(_leaf(draw(rng, shape), None, requires_grad, device), out)
+    return write_out(_leaf(draw(rng, shape), dtype, requires_grad, device), out)
 
 
 def write_out(result, out):
@@ -378,6 +379,10 @@ def rand(*size, generator=None, dtype=None, device=None, requires_grad=False, ou
          pin_memory=False):
     """Uniform samples on [0, 1)."""
     d = _float_only(_dt(_out_dtype(dtype, out)), "check_uniform_bounds")
+    if d.compute is not d:  # float16/bfloat16: multiples of 2^-digits below 1, as PyTorch draws them (exact in d)
+        digits = ml_dtypes.finfo(d.np).nmant + 1
+        return _random(lambda r, s: r.integers(0, 1 << digits, s) * 2.0 ** -digits, size, "rand", generator, d, device,
+                       requires_grad, out)
     return _random(lambda r, s: r.random(s, dtype=d.np), size, "rand", generator, d, device, requires_grad, out)
 
 
@@ -385,7 +390,7 @@ def randn(*size, generator=None, dtype=None, device=None, requires_grad=False, o
           pin_memory=False):
     """Standard normal samples."""
     d = _float_only(_dt(_out_dtype(dtype, out)), "normal_kernel_cpu")
-    return _random(lambda r, s: r.standard_normal(s, dtype=d.np), size, "randn", generator, d, device, requires_grad,
+    return _random(lambda r, s: r.standard_normal(s, dtype=d.compute.np), size, "randn", generator, d, device, requires_grad,
                    out)
 
 

@@ -3,11 +3,11 @@ import functools
 import threading
 
 
-# How many threads are in a rare mode (inference mode, saved-tensor hooks, anomaly mode, a
+# How many threads are in a rare mode (inference mode, saved-tensor hooks, anomaly mode, autocast, a
 # jitgrad.compile trace). Reading a thread-local costs ~0.1 us, so the per-op path reads these modes
 # only while SPECIAL[0] is not 0.
 SPECIAL = [0]
-_SPECIAL_FIELDS = frozenset(("inference", "saved_tensors_hooks", "anomaly", "capture"))
+_SPECIAL_FIELDS = frozenset(("inference", "saved_tensors_hooks", "anomaly", "capture", "autocast"))
 _special_lock = threading.Lock()
 
 
@@ -18,9 +18,18 @@ class _State(threading.local):
     anomaly = False
     anomaly_check_nan = True
     capture = None  # while jitgrad.compile traces: a callable that dispatch hands every op to
+    # jitgrad.autocast (jitgrad/amp/): {device type: dtype} of the device types it is on for, the dtypes
+    # set per device type (None: the defaults), whether casts of leaf weights are cached, how many autocast
+    # regions are open, and the cache {id(weight): (weight, its cast)}. Mappings are replaced, never changed.
+    autocast = None
+    autocast_dtypes = None
+    autocast_cache_enabled = True
+    autocast_nesting = 0
+    autocast_cache = None
 
     def _special(self):
-        return bool(self.inference or self.saved_tensors_hooks or self.anomaly or self.capture is not None)
+        return bool(self.inference or self.saved_tensors_hooks or self.anomaly or self.capture is not None
+                    or self.autocast)
 
     def __setattr__(self, name, value):
         if name not in _SPECIAL_FIELDS:

@@ -12,6 +12,7 @@ import numpy as np
 
 from ._anomaly import record_trace
 from ._device import backend
+from ._dtype import FROM_NP, REDUCED_NP
 from ._grad_mode import SPECIAL, STATE
 
 SEQUENCE = itertools.count()  # creation order of nodes: the engine runs the latest first
@@ -207,7 +208,11 @@ def _accumulate_strided(var, old, g):
         raise RuntimeError(OVERLAP_MESSAGE)
     B = backend(d)
     o = g._data
-    total = B.run("add", d.dtype, d, o if o.dtype == d.dtype else B.astype(o, d.dtype))
+    if d.dtype in REDUCED_NP:  # float16/bfloat16: the sum computed in float32, rounded back
+        c = FROM_NP[d.dtype].compute.np
+        total = B.astype(B.run("add", c, B.astype(d, c), B.astype(o, c)), d.dtype)
+    else:
+        total = B.run("add", d.dtype, d, o if o.dtype == d.dtype else B.astype(o, d.dtype))
     if d.__class__ is np.ndarray and not d.flags.writeable:
         var._grad = old._wrap(total)
         return

@@ -17,7 +17,8 @@ from ._op import dispatch
 from ._saved import SavedTensor
 from ._tensor import Tensor
 
-_CAST_NAMES = {"float32": "Float", "float64": "Double", "int64": "Long", "int32": "Int", "bool": "Bool"}
+_CAST_NAMES = {"float32": "Float", "float64": "Double", "int64": "Long", "int32": "Int", "bool": "Bool",
+               "float16": "Half", "bfloat16": "BFloat16"}
 
 
 def check_inplace(t):

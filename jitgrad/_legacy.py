@@ -30,7 +30,8 @@ def _is_size(x):
 def _options(d):
     return ("TensorOptions(dtype=%s, device=cpu, layout=Strided, requires_grad=false (default), pinned_memory=false "
             "(default), memory_format=(nullopt))" % {"float32": "float", "float64": "double", "int64": "long int",
-                                                      "int32": "int", "bool": "bool"}.get(d.name, d.name))
+                                                      "int32": "int", "bool": "bool", "float16": "c10::Half",
+                                                      "bfloat16": "c10::BFloat16"}.get(d.name, d.name))
 
 
 def legacy_new(dtype, args, kwargs):

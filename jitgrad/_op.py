@@ -13,7 +13,7 @@ from . import _dtype as D
 from ._device import backend, cuda_backend
 from .kernels import config as KERNEL_CONFIG, cpu as CPU_BACKEND
 from ._grad_mode import SPECIAL, STATE
-from ._dtype import FROM_NP
+from ._dtype import FLOATING_NP, FROM_NP, REDUCED_NP
 from ._factories import zeros
 from ._anomaly import record_trace
 from ._graph import NO_EDGE, SEQUENCE, Node, accumulate_node
@@ -30,7 +30,8 @@ class Op:
     def __init__(self, name, forward, *, inputs=("self",), vjp=(), fused=(), dtype="promote", ref=None,
                  samples=None, node=None, n_outputs=1, outputs=("result",), differentiable=None, view=False,
                  broadcast=False, bench=None, keep_inputs=(), double_backward=True, unsupported=EMPTY, call=None,
-                 params=EMPTY, api=(), method=True, function=True, inplace=False, operators=(), module=None):
+                 params=EMPTY, api=(), method=True, function=True, inplace=False, operators=(), module=None,
+                 reduced_precision=None, original_scalars=False, autocast=EMPTY):
         self.name = name
         self.forward = forward  # forward(xp, np_dtype, *arrays, **params) -> array or tuple of arrays
         # names of the positional tensor inputs ('self', 'other'); None: any number of them (cat, stack),
@@ -46,6 +47,15 @@ class Op:
         # promoted input dtype name -> (exception class, message): the dtypes PyTorch has no kernel of this
         # op for. Checked only when dispatch first sees an operand-type pattern (the hot path pays nothing).
         self.unsupported = unsupported
+        # float16/bfloat16 operands: "float32" computes in float32 and rounds the results to the storage dtype;
+        # "native" runs the forward on the stored values (views, copies, casts: ops that only move values)
+        self.reduced_precision = reduced_precision or ("native" if view else "float32")
+        # with a float16/bfloat16 result, the other operands are rounded to it before the float32 math (PyTorch's
+        # cast to the common dtype); True: numbers and 0-d tensors enter it unrounded (PyTorch's mul and div)
+        self.original_scalars = original_scalars
+        # device type -> PyTorch's autocast cast policy for the op ("lower_precision_fp": floating inputs to the
+        # autocast dtype, "fp32": to float32), applied by its public function (ops._table.autocasts)
+        self.autocast = autocast
         self.ref = ref  # NumPy reference, taking a sample's (args, kwargs)
         self.samples = samples  # samples(rng, dtype) -> [(args, kwargs)], see ops/_table.py
         self.call = call  # the public callable the samples are applied to (default: jitgrad.<name>)
@@ -187,8 +197,9 @@ class OpNode(Node):
             if nf[0] is None:
                 out.append(None)
                 continue
-            if fused is not None and fused[i] is not None:
-                gi = _run_fused(self, fused[i], g)
+            spec = fused[i] if fused is not None else None
+            if spec is not None and (spec.__class__ is tuple or not _reduced_operands(self, g)):
+                gi = _run_fused(self, spec, g)
             elif op.variadic:
                 gi = op.vjp[0](g, self, i)
             else:
@@ -243,6 +254,20 @@ class OpNode(Node):
                 v.release()
 
 
+def _reduced_operands(node, g):
+    """Whether a float16/bfloat16 array is among the gradients or saved tensors of ``node``: a fused VJP
+    function (softmax's) then gives way to the formula, whose ops compute in float32."""
+    for t in g if g.__class__ is tuple else (g,):
+        if t is not None and t._data.dtype in REDUCED_NP:
+            return True
+    for v in node.saved.values():
+        d = v._data if v.__class__ is SavedTensor else v
+        d = d._data if isinstance(d, Tensor) else d
+        if getattr(d, "dtype", None) in REDUCED_NP:
+            return True
+    return False
+
+
 def _run_fused(node, spec, g):
     if callable(spec):  # a fused VJP that is not elementwise (softmax): spec(g, node) -> Tensor
         return spec(g, node)
@@ -253,6 +278,7 @@ def _run_fused(node, spec, g):
     saved = node.saved
     args = []
     pattern = []  # per argument: an array of g's shape (True) or a scalar (False); None once that fails
+    low = False  # a float16/bfloat16 argument: the kernel runs on float32 copies (the caller rounds its result)
     for n in names:
         if n == "g":
             args.append(garr)
@@ -268,14 +294,20 @@ def _run_fused(node, spec, g):
                 args.append(dt.type(0 if n == "zero" else getattr(node, n)))
             else:
                 args.append(v._data if isinstance(v, Tensor) else dt.type(v))
+        x = args[-1]
+        if x.dtype in REDUCED_NP:
+            low = True
         if pattern is not None:
-            x = args[-1]
             if x.__class__ is not np.ndarray:
                 pattern.append(False)
             elif x.shape == shape:
                 pattern.append(True)
             else:
                 pattern = None
+    if low:
+        dt = np.dtype(np.float32)
+        args = [(a.astype(dt) if isinstance(a, (np.ndarray, np.generic)) else backend(a).astype(a, dt))
+                if a.dtype in REDUCED_NP else a for a in args]
     if garr.__class__ is np.ndarray:
         if pattern is not None and len(shape) == 1 and shape[0] < KERNEL_CONFIG.PARALLEL_THRESHOLD:
             out = np.empty(shape, dt)  # 1-D operands of one shape: the serial flat loop itself
@@ -326,15 +358,18 @@ def dispatch(op, args, params=EMPTY):
     plan = op._dtypes.get(tuple(key))
     if plan is None:
         plan = op._dtypes[tuple(key)] = _plan(op, args)
-    cnp, convert, out_dtype, loop = plan
+    cnp, convert, out_dtype, loop, rnd, via = plan
+    xp = CPU_BACKEND if kind is np.ndarray or kind is None else cuda_backend()
     if convert:
+        if via is not None:  # operands rounded to the float16/bfloat16 result type first, as PyTorch casts them
+            _round_operands(xp, arrays, via)
         for i in convert:
             a = arrays[i]
             if a is not None:
-                arrays[i] = cnp.type(a) if a.__class__ in _NUMBER_TYPES else a.astype(cnp)
+                arrays[i] = cnp.type(a) if a.__class__ in _NUMBER_TYPES else \
+                    a.astype(cnp) if a.__class__ is np.ndarray else xp.astype(a, cnp)
     if mixed and op.broadcast:
         broadcast_shapes(*[a._data.shape for a in args if isinstance(a, Tensor) and a._data.ndim])
-    xp = CPU_BACKEND if kind is np.ndarray or kind is None else cuda_backend()
     if out_dtype is not None and not params:  # an elementwise entry: its kernel, without the forward's wrapper
         if loop is not None and not mixed and kind is np.ndarray and len(shape) == 1 and \
                 shape[0] < KERNEL_CONFIG.PARALLEL_THRESHOLD:  # 1-D CPU operands: the serial flat loop itself
@@ -344,6 +379,8 @@ def dispatch(op, args, params=EMPTY):
             out = xp.run(op.kernel, out_dtype, *arrays)
     else:
         out = op.forward(xp, cnp, *arrays, **params)
+    if rnd is not None:  # float16/bfloat16 operands: computed in float32, rounded to the storage dtype
+        out = _round(xp, out, cnp, rnd)
     if op.plain:
         result = Tensor._wrap(out)
         if grad and op.differentiable and STATE.grad_enabled:  # (never in inference mode: grad mode is off there)
@@ -356,11 +393,28 @@ _NUMBER_TYPES = frozenset((bool, int, float))
 
 
 def _plan(op, args):
-    """(compute NumPy dtype, positions to convert to it) for one pattern of operand types."""
+    """For one pattern of operand types: (compute NumPy dtype, positions to convert to it, the elementwise
+    kernel's output dtype, its serial flat loop, the storage dtype to round floating results to or None,
+    (that dtype, positions to round to it before converting) or None).
+
+    The compute dtype is the result type's ``compute``: with a float16 or bfloat16 result type the op
+    computes in float32 and its floating results are rounded back, as PyTorch's CPU kernels do (an op
+    that only moves stored values, ``reduced_precision="native"``, runs on them as they are).
+    """
     _check_operands(op, args)
-    compute = _result_dtypes(op.dtype_rule, args, op.unsupported)[0].np
+    t, out = _result_dtypes(op.dtype_rule, args, op.unsupported)
+    c = t if op.reduced_precision == "native" else t.compute
+    compute = c.np
+    rnd = t.np if c is not t and out is t else None
+    # PyTorch casts the operands to the result type before its float32 math: so do the operands of another
+    # dtype here (a float32 tensor, 0.1), except the numbers and 0-d tensors an entry reads as they are
+    through = () if c is t else tuple(
+        i for i, a in enumerate(args) if a is not None and i not in op.keep_inputs and not (
+            isinstance(a, Tensor) and a._data.dtype == t.np) and not (
+            op.original_scalars and (not isinstance(a, Tensor) or not a.ndim)))
+    via = (t.np, through) if through else None
     convert = tuple(i for i, a in enumerate(args)
-                    if not isinstance(a, Tensor) or a._data.dtype != compute and i not in op.keep_inputs)
+                    if not isinstance(a, Tensor) or a._data.dtype != compute and i not in op.keep_inputs or i in through)
     out_dtype = None if op.kernel is None else np.dtype(op.kernel_out or compute)
     # an elementwise entry whose operands are tensors of one shape and numbers (no 0-d tensors): its
     # serial flat loop for this pattern of arrays and scalars, which dispatch calls on 1-D operands
@@ -368,7 +422,22 @@ def _plan(op, args):
     if out_dtype is not None and all(a is not None and (not isinstance(a, Tensor) or a.ndim) for a in args) and \
             any(isinstance(a, Tensor) for a in args):
         loop = CPU_BACKEND.flat_loop(op.kernel, tuple(isinstance(a, Tensor) for a in args))
-    return compute, convert, out_dtype, loop
+    return compute, convert, out_dtype, loop, rnd, via
+
+
+def _round_operands(xp, arrays, via):
+    to, positions = via
+    for i in positions:
+        a = arrays[i]
+        arrays[i] = to.type(a) if a.__class__ in _NUMBER_TYPES else \
+            a.astype(to) if a.__class__ is np.ndarray else xp.astype(a, to)
+
+
+def _round(xp, out, compute, to):
+    """An op's results computed in ``compute``: the floating ones rounded to storage dtype ``to``."""
+    if out.__class__ in (tuple, list):
+        return tuple(_round(xp, o, compute, to) for o in out)
+    return xp.astype(out, to) if out.dtype == compute else out
 
 
 def _device_mismatch(args):
@@ -475,7 +544,7 @@ def _attach(op, args, params, outs):
         a = args[i]
         saved[name] = save_input(a) if isinstance(a, Tensor) else a
     for k, o in enumerate(outs):
-        if o._data.dtype.kind == "f":
+        if o._data.dtype in FLOATING_NP:
             o.grad_fn = node
             if k:
                 o._output_nr = k

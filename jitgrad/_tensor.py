@@ -312,13 +312,19 @@ class Tensor:
         """self += other in place (gradient accumulation; no autograd, no version check)."""
         d, o = self._data, other._data
         xp = backend(d)
-        xp.run("add", d.dtype, d, o if o.dtype == d.dtype else xp.astype(o, d.dtype), out=d)
+        if d.dtype in D.REDUCED_NP:  # float16/bfloat16: the sum computed in float32, rounded back
+            c = D.FROM_NP[d.dtype].compute.np
+            xp.copyto(d, xp.run("add", c, xp.astype(d, c), xp.astype(o, c)))
+        else:
+            xp.run("add", d.dtype, d, o if o.dtype == d.dtype else xp.astype(o, d.dtype), out=d)
         self._vc[0] += 1
 
     # ------------------------------------------------------------- conversion
     def numpy(self, *, force=False):
         if self._requires_grad and not force:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.")
+        if self._data.dtype == D.bfloat16.np:  # NumPy has no bfloat16 (the array is ml_dtypes'): PyTorch refuses too
+            raise TypeError("Got unsupported ScalarType BFloat16")
         if self._data.__class__ is not np.ndarray:
             if not force:
                 raise TypeError("can't convert %s device type tensor to numpy. Use Tensor.cpu() to copy the tensor to "
@@ -445,6 +451,12 @@ class Tensor:
 
     def double(self):
         return self.to(D.float64)
+
+    def half(self):
+        return self.to(D.float16)
+
+    def bfloat16(self):
+        return self.to(D.bfloat16)
 
     def long(self):
         return self.to(D.int64)

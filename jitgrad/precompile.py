@@ -148,9 +148,10 @@ def main(argv=None):
         print(" ".join(OPS))
         return 0
     dtypes = tuple(d.strip() for d in a.dtypes.split(",") if d.strip())
-    bad = [d for d in dtypes if d not in (t.name for t in D.ALL)]
+    kernel_dtypes = [t.name for t in D.ALL if t.compute is t]  # (float16/bfloat16 ops run float32 kernels)
+    bad = [d for d in dtypes if d not in kernel_dtypes]
     if bad:
-        parser.error("unknown dtype(s): %s (choose from %s)" % (", ".join(bad), ", ".join(t.name for t in D.ALL)))
+        parser.error("unknown dtype(s): %s (choose from %s)" % (", ".join(bad), ", ".join(kernel_dtypes)))
     try:
         result = precompile(a.ops.split(",") if a.ops else None, dtypes, not a.serial_only)
     except ValueError as e:

@@ -29,6 +29,7 @@ import zlib
 
 import numpy as np
 
+from . import _dtype as D
 from ._tensor import Tensor
 from .nn.parameter import Parameter
 
@@ -39,10 +40,15 @@ _HEADER_CRC = struct.Struct("<I")  # from version 2 on: CRC-32 of the version, h
 MAX_NDIM = 64  # NumPy's limit
 _TMP_SUFFIX = ".jgtmp"
 _ALIGN = 64
-# dtype name in the file -> little-endian NumPy dtype; nothing else is ever read.
+# dtype name in the file -> little-endian NumPy dtype; nothing else is ever read. bfloat16 (ml_dtypes', which has
+# no byte orders) is stored as its bits, little-endian uint16, and viewed as bfloat16 when loaded (_BITS_OF).
 _DTYPES = {"bool": np.dtype("|b1"), "int32": np.dtype("<i4"), "int64": np.dtype("<i8"),
-           "float32": np.dtype("<f4"), "float64": np.dtype("<f8")}
-_DTYPE_NAMES = {v.newbyteorder("="): k for k, v in _DTYPES.items()}
+           "float32": np.dtype("<f4"), "float64": np.dtype("<f8"), "float16": np.dtype("<f2"),
+           "bfloat16": np.dtype("<u2")}
+_BITS_OF = {"bfloat16": D.bfloat16.np}
+_FLOATING = frozenset(("float16", "bfloat16", "float32", "float64"))
+_DTYPE_NAMES = {v.newbyteorder("="): k for k, v in _DTYPES.items() if k not in _BITS_OF}
+_DTYPE_NAMES.update({v: k for k, v in _BITS_OF.items()})
 _SCALARS = (str, bool, int, float, type(None))
 
 
@@ -114,6 +120,8 @@ class _Encoder:
         name = _DTYPE_NAMES.get(data.dtype.newbyteorder("="))
         if name is None:
             raise TypeError("jitgrad.save can't save %s: unsupported dtype %s" % (where, data.dtype))
+        if name in _BITS_OF:
+            data = np.asarray(t._host()).view(np.uint16)
         arr = np.asarray(data, dtype=_DTYPES[name], order="C")
         entry = {"dtype": name, "shape": list(arr.shape), "nbytes": arr.nbytes,
                  "crc32": zlib.crc32(_bytes(arr)), "requires_grad": bool(t.requires_grad)}
@@ -305,8 +313,9 @@ class _Reader:
     @staticmethod
     def _entry(e, data_size):
         _check(isinstance(e, dict), "has a corrupt tensor entry")
-        dtype = _DTYPES.get(e.get("dtype"))
-        _check(dtype is not None, "has a tensor of unknown dtype %r" % (e.get("dtype"),))
+        name = e.get("dtype")
+        dtype = _DTYPES.get(name) if isinstance(name, str) else None
+        _check(dtype is not None, "has a tensor of unknown dtype %r" % (name,))
         shape, offset, nbytes = e.get("shape"), e.get("offset"), e.get("nbytes")
         _check(isinstance(shape, list) and all(_is_int(s) for s in shape), "has a tensor with a corrupt shape")
         _check(len(shape) <= MAX_NDIM, "has a tensor with %d dimensions (at most %d are supported)"
@@ -318,13 +327,15 @@ class _Reader:
                "has a tensor whose size does not match its shape %s" % shape)
         _check(offset + nbytes <= data_size, "has a tensor that points outside the file")
         _check(isinstance(e.get("requires_grad"), bool), "has a corrupt tensor entry")
-        return dtype, tuple(shape), offset, nbytes, e["crc32"], e["requires_grad"], e.get("parameter") is True
+        _check(not e["requires_grad"] or name in _FLOATING, "has an integer tensor that requires grad")
+        return (dtype, tuple(shape), offset, nbytes, e["crc32"], e["requires_grad"], e.get("parameter") is True,
+                _BITS_OF.get(name))
 
     def _tensor(self, i):
         _check(_is_int(i) and i < len(self.entries), "refers to a tensor that is not in the file")
         if i in self.loaded:
             return self.loaded[i]
-        dtype, shape, offset, nbytes, crc, requires_grad, parameter = self.entries[i]
+        dtype, shape, offset, nbytes, crc, requires_grad, parameter, bits_of = self.entries[i]
         try:
             arr = np.empty(shape, dtype=dtype)
         except (ValueError, MemoryError) as e:  # a shape NumPy refuses (each dimension fits, their product may not)
@@ -337,7 +348,8 @@ class _Reader:
         if dtype == np.bool_:
             _check(bool((arr.view(np.uint8) <= 1).all()), "is corrupt (invalid boolean values)")
         arr = arr.astype(dtype.newbyteorder("="), copy=False)
-        _check(not requires_grad or dtype.kind == "f", "has an integer tensor that requires grad")
+        if bits_of is not None:
+            arr = arr.view(bits_of)
         if parameter:
             t = Parameter(Tensor._wrap(arr), requires_grad=requires_grad)
         else:

@@ -68,8 +68,8 @@ BAD_INPUT = [
      "expected sequence of length 2 at dim 2 (got 1)"),
     ("unknown element type", lambda a, b: jg.tensor([None]), RuntimeError, "Could not infer dtype of NoneType"),
     ("unsupported NumPy dtype", lambda a, b: jg.tensor(np.array([1 + 2j])), TypeError,
-     "can't convert np.ndarray of type numpy.complex128. The only supported types are: float64, float32, int64, "
-     "int32, and bool."),
+     "can't convert np.ndarray of type numpy.complex128. The only supported types are: float64, float32, float16, "
+     "int64, int32, and bool."),
     ("dtype without a kernel", lambda a, b: jg.relu(jg.tensor([True])), RuntimeError,
      "Boolean inputs not supported for relu"),
     ("integer input of an activation", lambda a, b: jg.nn.functional.gelu(jg.tensor([1])), NotImplementedError,

@@ -14,6 +14,7 @@ import numpy as np
 
 from .._anomaly import annotate, check_nan
 from .._device import backend
+from .._dtype import REDUCED_NP
 from .._factories import ones_like, zeros_like
 from .._grad_mode import STATE, set_grad_enabled
 from .._graph import AccumulateGrad, accumulate_locked, edge, type_name
@@ -241,7 +242,8 @@ def _post_hooks(node, outs, grads):
 def _sum_grads(a, b, create_graph):
     """a + b for two gradients of one tensor: a recorded op under create_graph, else one kernel on the
     arrays (same shape and dtype by now), skipping the op layer's dispatch."""
-    if create_graph or a._data.shape != b._data.shape or a._data.dtype != b._data.dtype:
+    if create_graph or a._data.shape != b._data.shape or a._data.dtype != b._data.dtype or \
+            a._data.dtype in REDUCED_NP:  # (float16/bfloat16: the op computes in float32)
         return a + b
     d = a._data
     return Tensor._wrap(backend(d).run("add", d.dtype, d, b._data))

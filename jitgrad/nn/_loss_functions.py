@@ -14,8 +14,13 @@ from .._op import broadcast_shapes
 from ..ops.elementwise import where
 from ..ops import loss as _L
 from ..ops import softmax as _S
+from ..ops._table import autocast_policy
 
-_NAMES = {"float32": "Float", "float64": "Double", "int64": "Long", "int32": "Int", "bool": "Bool"}
+# PyTorch's autocast runs these losses in float32 (its "ops that can autocast to float32" lists)
+_FP32 = autocast_policy(cpu="fp32", cuda="fp32")
+
+_NAMES = {"float32": "Float", "float64": "Double", "int64": "Long", "int32": "Int", "bool": "Bool",
+          "float16": "Half", "bfloat16": "BFloat16"}
 
 
 def legacy_reduction(size_average, reduce, reduction):
@@ -70,10 +75,12 @@ def _pointwise(name, input, target, reduction, beta=0.0, weight=None):
     return _reduce(loss, reduction)
 
 
+@_FP32
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
     return _pointwise("mse_loss", input, target, _reduction(reduction, size_average, reduce), weight=weight)
 
 
+@_FP32
 def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
     """|input - target|, composed from table ops as PyTorch composes it (its node is the reduction's)."""
     reduction = _reduction(reduction, size_average, reduce)
@@ -87,6 +94,8 @@ def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", wei
     return loss.sum() / weight.sum() if reduction == "mean" else _reduce(loss, reduction)
 
 
+@_FP32
+@_FP32
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
     """0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta (l1_loss when beta is 0, as PyTorch)."""
     reduction = _reduction(reduction, size_average, reduce)
@@ -97,6 +106,8 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
     return _pointwise("smooth_l1_loss", input, target, reduction, beta)
 
 
+@_FP32
+@_FP32
 def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     """0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta)."""
     reduction = _reduction(reduction, None, None)
@@ -172,12 +183,16 @@ def _nll(input, target, weight, ignore_index, reduction):
     return _L.nll_loss(input, target, weight, ignore_index, reduction, total), total
 
 
+@_FP32
+@_FP32
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
     """-weight[t] * input[t] per sample (input holds log-probabilities along dim 1); the weighted mean by default."""
     reduction = _reduction(reduction, size_average, reduce)
     return _nll(input, target, weight, ignore_index, reduction)[0]
 
 
+@_FP32
+@_FP32
 def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean",
                   label_smoothing=0.0):
     """log_softmax along the class dim then nll_loss (class indices), or -sum(p * log_softmax) (probabilities)."""
@@ -213,6 +228,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     return nll * (1 - label_smoothing) + smooth * (label_smoothing / C)
 
 
+@autocast_policy(cpu="fp32")  # (CUDA's autocast refuses it: not implemented here)
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
     """-w (t log x + (1 - t) log(1 - x)) of probabilities x, each log clamped at -100 (as PyTorch)."""
     reduction = _reduction(reduction, size_average, reduce)
@@ -229,6 +245,8 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     return _L.pointwise_loss("binary_cross_entropy", input, target, reduction, weight=weight)
 
 
+@_FP32
+@_FP32
 def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None, reduction="mean",
                                      pos_weight=None):
     """BCE of sigmoid(input), computed stably: w ((1 - t) x + (1 + (pw - 1) t) softplus(-x)), one fused op."""
@@ -243,6 +261,8 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
                              pos_weight=pos_weight)
 
 
+@_FP32
+@_FP32
 def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
     """Pointwise target * (log(target) - input) (input holds log-probabilities); 0 where target is 0."""
     reduction = _reduction(reduction, size_average, reduce, ("none", "mean", "sum", "batchmean"))

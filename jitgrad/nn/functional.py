@@ -9,6 +9,7 @@ from .._factories import generator
 from .._grad_mode import no_grad
 from .._tensor import Tensor
 from ..ops import NN as _NN
+from ..ops._table import autocast_policy
 from ..ops import softmax as _S
 from ..ops.conv import conv1d, conv2d, conv_transpose1d, conv_transpose2d  # noqa: F401
 from ..ops.pool import adaptive_avg_pool2d, avg_pool2d, max_pool2d  # noqa: F401
@@ -179,6 +180,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     return _affine(y, weight, bias, shape)
 
 
+@autocast_policy(cuda="fp32")
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     """Normalise over the last len(normalized_shape) dims."""
     ns = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
@@ -195,6 +197,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     return _affine(y, weight, bias, ns)
 
 
+@autocast_policy(cuda="fp32")
 def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     """Normalise each of num_groups groups of channels (with their spatial dims) per sample."""
     if input.ndim < 2:

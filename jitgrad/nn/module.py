@@ -324,6 +324,12 @@ class Module(StateDict, ForwardHooks):
     def double(self):
         return self._apply(lambda t: t.double() if t.dtype.is_floating_point else t)
 
+    def half(self):
+        return self._apply(lambda t: t.half() if t.dtype.is_floating_point else t)
+
+    def bfloat16(self):
+        return self._apply(lambda t: t.bfloat16() if t.dtype.is_floating_point else t)
+
     def cpu(self):
         return self
 

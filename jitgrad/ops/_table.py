@@ -1,9 +1,12 @@
 """The op table: every Op entry, by name, and the helpers the entry files share."""
 import functools
 import inspect
+import itertools
 
 import numpy as np
 
+from .. import _dtype as D
+from .._grad_mode import SPECIAL, STATE
 from .._tensor import Tensor
 
 OPS = {}  # name -> Op: the single registry that tests and benchmarks are generated from
@@ -32,6 +35,79 @@ def c_order(a):
     return a if a.__class__ is not np.ndarray or a.flags.c_contiguous else np.ascontiguousarray(a)
 
 
+# ------------------------------------------------------------------ autocast
+# An entry's ``autocast``: device type -> PyTorch's cast policy for the op under jitgrad.autocast (its
+# "CPU/CUDA ops that can autocast to" lists): "lower_precision_fp" casts the floating inputs (float64
+# aside) to the autocast dtype, "fp32" to float32.
+LOWER = {"cpu": "lower_precision_fp", "cuda": "lower_precision_fp"}
+CUDA_LOWER = {"cuda": "lower_precision_fp"}
+FP32 = {"cpu": "fp32", "cuda": "fp32"}
+CUDA_FP32 = {"cuda": "fp32"}
+
+
+def autocasts(entry):
+    """Decorator: the public function of op table entry ``entry`` (a name). Under jitgrad.autocast its
+    tensor arguments are cast as the entry's ``autocast`` policy says, before the function checks them
+    (mm's "same dtype" check sees the cast operands). Outside autocast it costs one call."""
+    return _autocaster(lambda: OPS[entry].autocast, entry)
+
+
+def autocast_policy(**policy):
+    """Decorator: the autocast ``policy`` (device type -> cast policy) of a public function that is not one
+    entry of the table (cross_entropy, mse_loss: composed of entries)."""
+    return _autocaster(lambda: policy, True)
+
+
+def _autocaster(policy_of, entry):
+    def deco(fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            if SPECIAL[0] and STATE.autocast:
+                args, kwargs = autocast_arguments(policy_of(), args, kwargs)
+            return fn(*args, **kwargs)
+        wrapper.autocast_entry = entry
+        return wrapper
+    return deco
+
+
+def autocast_arguments(policy, args, kwargs):
+    """``(args, kwargs)`` with the floating tensors cast as ``policy`` says for their device type, where
+    autocast is on for it; float64 tensors, other dtypes and tensors on other devices stay as they are."""
+    first = next((a for a in itertools.chain(args, kwargs.values()) if isinstance(a, Tensor)), None)
+    if first is None:
+        return args, kwargs
+    device = "cpu" if first._data.__class__ is np.ndarray else "cuda"
+    fast = STATE.autocast.get(device)
+    rule = policy.get(device)
+    if fast is None or rule is None:
+        return args, kwargs
+    to = fast if rule == "lower_precision_fp" else D.float32
+
+    def cast(a):
+        if not isinstance(a, Tensor) or a._data.dtype not in D.FLOATING_NP or a.dtype is D.float64 or \
+                a.dtype is to or (a._data.__class__ is np.ndarray) != (device == "cpu"):
+            return a
+        return _cached_cast(a, to) if to is fast else a.to(to)
+    return tuple(cast(a) for a in args), {k: cast(v) for k, v in kwargs.items()}
+
+
+def _cached_cast(t, to):
+    """``t.to(to)``; a float32 leaf that requires grad (a weight) is cast once per autocast region, as
+    PyTorch's autocast caches it (the cache is dropped when the outermost region exits). A cast made under
+    no_grad is kept apart from one made with grad mode on, which has a grad_fn."""
+    if not (STATE.autocast_cache_enabled and t._requires_grad and t.grad_fn is None and t._base is None
+            and t.dtype is D.float32):
+        return t.to(to)
+    cache = STATE.autocast_cache
+    if cache is None:
+        cache = STATE.autocast_cache = {}
+    key = (id(t), to, STATE.grad_enabled)
+    hit = cache.get(key)
+    if hit is None or hit[0] is not t:
+        hit = cache[key] = (t, t.to(to))
+    return hit[1]
+
+
 INPLACE = {}  # Tensor method name -> the out-of-place function its in-place form name_ runs (see _inplace)
 OPERATORS = {}  # Tensor.__op__ -> the function it runs (__rX__ with the operands swapped, __iX__ in place)
 NN = {}  # nn module class name -> the entry it applies (generated in nn/modules/activation.py)
@@ -41,6 +117,8 @@ def register(op):
     """Add an entry to the table and publish its ``call`` as the entry says (api, in-place, operators)."""
     if op.name in OPS:
         raise ValueError("op %r defined twice" % op.name)
+    if op.autocast and getattr(op.call, "autocast_entry", None) is None:
+        raise ValueError("op %r has an autocast policy: its call must be an @autocasts function" % op.name)
     OPS[op.name] = op
     if op.api:
         export(*op.api, method=op.method, function=op.function, inplace=op.inplace,

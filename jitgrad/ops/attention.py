@@ -13,7 +13,7 @@ from .._device import backend
 from .._factories import generator, zeros
 from .._op import Op, broadcast_shapes, dispatch
 from .._tensor import Tensor
-from ._table import _arr, register
+from ._table import LOWER, _arr, autocasts, register
 from .linalg import _NAMES
 
 
@@ -126,6 +126,7 @@ def _repeat_heads(t, groups):
     return e.reshape(shape[:-3] + (shape[-3] * groups,) + shape[-2:])
 
 
+@autocasts("scaled_dot_product_attention")
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
                                  enable_gqa=False):
     """softmax(query key^T * scale + attn_mask) value, over the last two dims (PyTorch's semantics)."""
@@ -188,4 +189,4 @@ SDPA = register(Op("scaled_dot_product_attention", _forward,
                    inputs=("query", "key", "value", "attn_mask", "dropout_mask"), n_outputs=2,
                    outputs=("weights", "result"), vjp=_VJP, fused=[_fused(k) for k in range(4)],
                    node="ScaledDotProductFlashAttentionForCpuBackward0", call=scaled_dot_product_attention,
-                   ref=_np_sdpa, samples=_samples))
+                   ref=_np_sdpa, samples=_samples, autocast=LOWER))

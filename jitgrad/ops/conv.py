@@ -16,7 +16,7 @@ from .._grad_mode import STATE
 from .._op import Op, dispatch
 from .._tensor import Tensor
 from ..kernels.conv import KeptColumns
-from ._table import _arr, export, register
+from ._table import LOWER, _arr, autocasts, export, register
 
 
 def _kernels(xp):
@@ -85,7 +85,8 @@ def _check_types(input, weight, bias):
                            % (input.type(), weight.type()))
 
 
-_TYPE_NAMES = {"float32": "Float", "float64": "Double", "int64": "Long", "int32": "Int", "bool": "Bool"}
+_TYPE_NAMES = {"float32": "Float", "float64": "Double", "int64": "Long", "int32": "Int", "bool": "Bool",
+               "float16": "Half", "bfloat16": "BFloat16"}
 
 
 def _no_kernel(input, kernel, kinds="b"):
@@ -95,7 +96,8 @@ def _no_kernel(input, kernel, kinds="b"):
 
 
 def _scalar_name(t):
-    return {"float32": "float", "float64": "double", "int64": "long", "int32": "int", "bool": "bool"}[t.dtype.name]
+    return {"float32": "float", "float64": "double", "int64": "long", "int32": "int", "bool": "bool",
+            "float16": "c10::Half", "bfloat16": "c10::BFloat16"}[t.dtype.name]
 
 
 def _geometry(nd, stride, padding, dilation, groups, in_size, k, out_size):
@@ -226,20 +228,24 @@ def _conv_transposend(nd, input, weight, bias, stride, padding, output_padding, 
     return x.squeeze(0) if unbatched else x
 
 
+@autocasts("conv2d")
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     return _convnd(2, input, weight, bias, stride, padding, dilation, groups)
 
 
 @export("conv1d", method=False)
+@autocasts("conv2d")
 def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     return _convnd(1, input, weight, bias, stride, padding, dilation, groups)
 
 
+@autocasts("conv_transpose2d")
 def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
     return _conv_transposend(2, input, weight, bias, stride, padding, output_padding, groups, dilation)
 
 
 @export("conv_transpose1d", method=False)
+@autocasts("conv_transpose2d")
 def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
     return _conv_transposend(1, input, weight, bias, stride, padding, output_padding, groups, dilation)
 
@@ -351,13 +357,14 @@ CONV = _conv_op("conv2d", _conv_forward, ("self", "weight", "bias"),
                 [lambda g, s: dispatch(CONV_T, (g, s.weight, None), s.params),
                  lambda g, s: dispatch(CONV_W, (s.self, g), s.params),
                  _bias_grad], "ConvolutionBackward0",
-                call=conv2d, ref=_np_conv2d, samples=_float_only(_conv_samples), api=("conv2d",), method=False)
+                call=conv2d, ref=_np_conv2d, samples=_float_only(_conv_samples), api=("conv2d",), method=False,
+                autocast=LOWER)
 CONV_T = _conv_op("conv_transpose2d", _conv_t_forward, ("self", "weight", "bias"),
                   [lambda g, s: dispatch(CONV, (g, s.weight, None), s.params),
                    lambda g, s: dispatch(CONV_W, (g, s.self), s.params),
                    _bias_grad], "ConvolutionBackward0",
                   call=conv_transpose2d, ref=_np_conv_transpose2d, samples=_float_only(_conv_t_samples),
-                  api=("conv_transpose2d",), method=False)
+                  api=("conv_transpose2d",), method=False, autocast=LOWER)
 CONV_W = _conv_op("conv2d_weight", _conv_w_forward, ("self", "grad_output"),
                   [lambda g, s: dispatch(CONV_T, (s.grad_output, g, None), s.params),
                    lambda g, s: dispatch(CONV, (s.self, g, None), s.params)],

@@ -206,7 +206,8 @@ def _where_method(self, condition, other):
     return where(condition, self, other) if condition.dtype.name == "bool" else where(self.bool(), condition, other)
 
 
-_C_TYPE_NAMES = {"int64": "long int", "int32": "int", "float32": "float", "float64": "double"}
+_C_TYPE_NAMES = {"int64": "long int", "int32": "int", "float32": "float", "float64": "double",
+                 "float16": "c10::Half", "bfloat16": "c10::BFloat16"}
 
 
 def masked_fill(input, mask, value):
@@ -340,11 +341,11 @@ SUB = _binary("sub", [lambda g, s: g, lambda g, s: -g * s.params["alpha"] if s.p
               api=("sub", "subtract"), inplace=True, operators=("__sub__", "__rsub__", "__isub__"))
 MUL = _binary("mul", [lambda g, s: g * s.other, lambda g, s: g * s.self],
               [("mul", ("g", "other")), ("mul", ("g", "self"))], ref=np.multiply, call=mul, api=("mul", "multiply"),
-              inplace=True, operators=("__mul__", "__rmul__", "__imul__"))
+              inplace=True, operators=("__mul__", "__rmul__", "__imul__"), original_scalars=True)
 DIV = _binary("div", [lambda g, s: g / s.other, lambda g, s: -g * s.self / (s.other * s.other)],
               [("div", ("g", "other")), ("div_vjp_other", ("g", "self", "other"))], dtype="float",
               ref=np.true_divide, b=POS, call=div, api=("div", "divide", "true_divide"), inplace=True,
-              operators=("__truediv__", "__rtruediv__", "__itruediv__"))
+              operators=("__truediv__", "__rtruediv__", "__itruediv__"), original_scalars=True)
 DIV_ROUNDED = _binary("div_rounded", [zero_grad, zero_grad], forward=_div_rounded_forward, ref=_div_rounded_ref,
                       node="DivBackward2", call=div,
                       samples=joined(binary_samples(b=POS, rounding_mode="trunc"),

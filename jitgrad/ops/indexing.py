@@ -311,18 +311,19 @@ SLICE = register(Op("slice", lambda xp, dt, x, key: xp.getitem(x, key),
                     samples=_basic_samples((slice(1, 3),), (slice(None), slice(None, None, 2)), (None, slice(0, 1)),
                                            Ellipsis, (slice(-2, None), None))))
 INDEX = register(Op("index", _index_forward, vjp=[lambda g, s: index_put_zeros(g, s.self_shape, s.key, True)],
-                    dtype="keep", ref=_np_getitem, samples=_idx_samples, node="IndexBackward0", call=getitem))
+                    dtype="keep", reduced_precision="native", ref=_np_getitem, samples=_idx_samples, node="IndexBackward0", call=getitem))
 INDEX_PUT_ZEROS = register(Op("index_put_zeros", _put_forward, vjp=[lambda g, s: g[s.key]], dtype="keep",
                               ref=_np_index_put_zeros, samples=_put_samples, node="IndexPutBackward0",
                               call=index_put_zeros))
 INDEX_SELECT = register(Op("index_select", _index_select_forward, inputs=("self", "index"),
                            vjp=[lambda g, s: index_put_zeros(g, s.self_shape, (slice(None),) * s.dim + (s.index._data,),
                                                              True)], dtype="keep", keep_inputs=(1,),
+                           reduced_precision="native",
                            ref=lambda x, dim, index: np.take(x, index.reshape(-1), axis=dim),
                            samples=_index_select_samples, call=index_select, api=("index_select",)))
 GATHER = register(Op("gather", _gather_forward, inputs=("self", "index"),
                      vjp=[lambda g, s: scatter_into_zeros(s.self_shape, s.dim, s.index, g)],
-                     dtype="keep", keep_inputs=(1,), ref=_np_gather, samples=_gather_samples, call=gather,
+                     dtype="keep", keep_inputs=(1,), reduced_precision="native", ref=_np_gather, samples=_gather_samples, call=gather,
                      api=("gather",)))
 SCATTER_ADD = register(Op("scatter_add", _scatter_add_forward, inputs=("self", "index", "src"),
                           vjp=[lambda g, s: g, None, lambda g, s: g.gather(s.dim, s.index)],

@@ -74,9 +74,11 @@ def _stack_samples(rng, dtype):
 
 # ---------------------------------------------------------------------- the entries
 CAT = register(Op("cat", _cat_forward, inputs=None, vjp=[_cat_grad], dtype="promote", node="CatBackward0",
+                  reduced_precision="native",
                   ref=lambda tensors, dim=0: np.concatenate(tensors, axis=dim), samples=_tensor_list_samples, call=cat,
                   api=("cat", "concat", "concatenate"), method=False))
 STACK = register(Op("stack", lambda xp, dt, *arrays, dim: c_order(xp.stack(arrays, axis=dim)), inputs=None,
                     vjp=[lambda g, s, i: g.select(s.dim, i)], dtype="promote", node="StackBackward0",
+                    reduced_precision="native",
                     ref=lambda tensors, dim=0: np.stack(tensors, axis=dim), samples=_stack_samples, call=stack,
                     api=("stack",), method=False))

@@ -8,7 +8,7 @@ from .._device import value_range
 from .._grad_mode import no_grad
 from .._op import Op, dispatch
 from .._tensor import Tensor
-from ._table import _arr, register
+from ._table import LOWER, _arr, autocasts, register
 from .indexing import index_put_zeros
 
 
@@ -33,6 +33,7 @@ def _linear_weight_grad(g, s):
     return g.reshape(_rows(g)).t().mm(x.reshape(_rows(x)))
 
 
+@autocasts("linear")
 def linear(input, weight, bias=None):
     """input @ weight.T + bias, over any leading dims of input."""
     if weight.ndim != 2:
@@ -63,7 +64,8 @@ def linear(input, weight, bias=None):
 
 
 def _scalar_name(t):
-    return {"float32": "float", "float64": "double", "int64": "long", "int32": "int", "bool": "bool"}[t.dtype.name]
+    return {"float32": "float", "float64": "double", "int64": "long", "int32": "int", "bool": "bool",
+            "float16": "c10::Half", "bfloat16": "c10::BFloat16"}[t.dtype.name]
 
 
 # ---------------------------------------------------------------------- embedding
@@ -167,7 +169,7 @@ def _linear_samples(rng, dtype):
 # ---------------------------------------------------------------------- the entries
 LINEAR = register(Op("linear", _linear_forward, inputs=("self", "weight", "bias"),
                      vjp=[lambda g, s: g.matmul(s.weight), _linear_weight_grad, lambda g, s: g.reshape(_rows(g)).sum(0)],
-                     dtype="promote", node="AddmmBackward0", call=linear, api=("linear",), method=False,
+                     dtype="promote", node="AddmmBackward0", call=linear, api=("linear",), method=False, autocast=LOWER,
                      ref=lambda x, w, b=None: x @ w.T + (0 if b is None else b),
                      samples=lambda rng, dtype: _linear_samples(rng, dtype) if np.dtype(dtype).kind == "f" else []))
 # without a bias PyTorch records F.linear as mm (MmBackward0)
@@ -180,12 +182,14 @@ LINEAR_MM = register(Op("linear_mm", _linear_forward, inputs=("self", "weight", 
 # don't see; tests/test_nn_layers.py covers it)
 EMBEDDING = register(Op("embedding", lambda xp, dt, w, idx, padding_idx, scale_grad_by_freq: xp.take(w, idx, axis=0),
                         inputs=("weight", "indices"), vjp=[_embedding_grad], dtype="keep", keep_inputs=(1,),
+                        reduced_precision="native",
                         call=embedding, api=("embedding",), method=False,
                         ref=lambda input, weight, padding_idx=None, **kw: weight[input],
                         samples=lambda rng, dtype: [
                             ((np.array([[0, 2], [3, 2]]), _arr(rng, (4, 3), -1.0, 1.0, dtype)), {}),
                             ((np.array([1, 0, 1]), _arr(rng, (3, 2), -1.0, 1.0, dtype)), {"scale_grad_by_freq": False})]))
 PAD = register(Op("constant_pad_nd", _pad_forward, vjp=[_pad_grad], dtype="keep", node="ConstantPadNdBackward0",
+                  reduced_precision="native",
                   call=pad, ref=_np_pad, samples=lambda rng, dtype: [
                       ((_arr(rng, s, -1.0, 1.0, dtype), p), kw) for s, p, kw in [
                           ((2, 3), (1, 2), {}), ((2, 3, 4), (1, 0, 2, 1), {"value": 1.5}), ((3, 4), (-1, 2, 1, -1), {}),

@@ -3,7 +3,7 @@ import numpy as np
 
 from .._op import Op, broadcast_shapes, dispatch
 from .._tensor import Tensor
-from ._table import _arr, _noncontig, export, no_kernel, register
+from ._table import CUDA_LOWER, LOWER, _arr, _noncontig, autocasts, export, no_kernel, register
 
 
 def _samples(*shapes):
@@ -16,7 +16,8 @@ def _samples(*shapes):
     return samples
 
 
-_NAMES = {"float32": "float", "float64": "double", "int64": "long", "int32": "int", "bool": "bool"}
+_NAMES = {"float32": "float", "float64": "double", "int64": "long", "int32": "int", "bool": "bool",
+          "float16": "c10::Half", "bfloat16": "c10::BFloat16"}
 
 
 def _same_dtype(a, b, what="m1 and m2"):
@@ -25,6 +26,7 @@ def _same_dtype(a, b, what="m1 and m2"):
                            % (what, _NAMES[a.dtype.name], _NAMES[b.dtype.name]))
 
 
+@autocasts('mm')
 def mm(input, mat2):
     if input.ndim != 2 or mat2.ndim != 2:
         raise RuntimeError("%s must be a matrix" % ("self" if input.ndim != 2 else "mat2"))
@@ -35,6 +37,7 @@ def mm(input, mat2):
     return dispatch(MM, (input, mat2))
 
 
+@autocasts('bmm')
 def bmm(input, mat2):
     if input.ndim != 3 or mat2.ndim != 3:
         raise RuntimeError("batch%d must be a 3D tensor" % (1 if input.ndim != 3 else 2))
@@ -45,6 +48,7 @@ def bmm(input, mat2):
     return dispatch(BMM, (input, mat2))
 
 
+@autocasts('mv')
 def mv(input, vec):
     if input.ndim != 2 or vec.ndim != 1:
         raise RuntimeError("vector + matrix @ vector expected, got 1, %d, %d" % (input.ndim, vec.ndim))
@@ -75,6 +79,7 @@ def outer(input, vec2):
     return dispatch(OUTER, (input, vec2))
 
 
+@autocasts('matmul')
 def matmul(input, other):
     a, b = input.ndim, other.ndim
     if a == 0 or b == 0:
@@ -125,17 +130,17 @@ def _linop(name, forward, vjps, samples, node=None, ref=np.matmul, kernel=None, 
 
 
 MM = _linop("mm", lambda xp, dt, a, b: xp.matmul(a, b), [lambda g, s: g.mm(s.other.t()), lambda g, s: s.self.t().mm(g)],
-            _samples(((2, 3), (3, 4)), ((1, 5), (5, 1))), kernel="addmm_impl_cpu_", call=mm)
+            _samples(((2, 3), (3, 4)), ((1, 5), (5, 1))), kernel="addmm_impl_cpu_", call=mm, autocast=LOWER)
 BMM = _linop("bmm", lambda xp, dt, a, b: xp.matmul(a, b), [lambda g, s: g.bmm(s.other.mT), lambda g, s: s.self.mT.bmm(g)],
-             _samples(((2, 2, 3), (2, 3, 4)),), kernel="bmm", call=bmm)
+             _samples(((2, 2, 3), (2, 3, 4)),), kernel="bmm", call=bmm, autocast=LOWER)
 MATMUL = _linop("matmul", lambda xp, dt, a, b: xp.matmul(a, b),
                 [lambda g, s: (g @ s.other.mT).sum_to_size(s.self_shape),
                  lambda g, s: (s.self.mT @ g).sum_to_size(s.other_shape)],
                 _samples(((2, 2, 3), (3, 4)), ((3, 4), (2, 4, 2)), ((2, 1, 2, 3), (3, 3, 2)), ((3,), (3,)),
                          ((2, 3), (3,)), ((3,), (3, 2)), ((2, 3), (3, 4)), ((3,), (2, 3, 2)), ((2, 2, 3), (3,))),
-                node="UnsafeViewBackward0", kernel="bmm", call=matmul)
+                node="UnsafeViewBackward0", kernel="bmm", call=matmul, autocast=LOWER)
 MV = _linop("mv", lambda xp, dt, a, b: xp.matmul(a, b), [lambda g, s: g.outer(s.other), lambda g, s: s.self.t().mv(g)],
-            _samples(((2, 3), (3,)),), kernel="addmv_impl_cpu", call=mv)
+            _samples(((2, 3), (3,)),), kernel="addmv_impl_cpu", call=mv, autocast=CUDA_LOWER)
 DOT = _linop("dot", lambda xp, dt, a, b: xp.matmul(a, b), [lambda g, s: g * s.other, lambda g, s: g * s.self],
              _samples(((3,), (3,)),), ref=np.dot, kernel="dot", call=dot, api=("dot", "inner"))
 OUTER = _linop("outer", lambda xp, dt, a, b: xp.outer(a, b),

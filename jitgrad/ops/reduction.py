@@ -13,7 +13,7 @@ from .. import _dtype as D
 from .._grad_mode import STATE
 from .._op import Op, dispatch
 from .._tensor import Tensor
-from ._table import INTS, _arr, _noncontig, export, register, rejects
+from ._table import CUDA_FP32, FP32, INTS, _arr, _noncontig, autocasts, export, register, rejects
 from .elementwise import where
 
 
@@ -181,6 +181,7 @@ def _reduce(op_dim, op_all, input, dim, keepdim, extra=None):
     return dispatch(op_all if dim is None and op_all is not None else op_dim, (input,), params)
 
 
+@autocasts("sum")
 def sum(input, dim=None, keepdim=False, *, dtype=None):
     return _reduce(SUM, SUM_ALL, _cast_for(input, dtype), dim, keepdim)
 
@@ -191,6 +192,7 @@ def mean(input, dim=None, keepdim=False, *, dtype=None):
     return _reduce(MEAN, MEAN_ALL, input, dim, keepdim)
 
 
+@autocasts("prod")
 def prod(input, dim=None, keepdim=False, *, dtype=None):
     if dim is not None and not isinstance(dim, (int, np.integer)):
         raise TypeError("prod(): argument 'dim' must be int, not " + type(dim).__name__)
@@ -239,6 +241,7 @@ def _check_dof(name, input, dim, correction):
                       "(input numel divided by output numel)." % name, UserWarning, stacklevel=3)
 
 
+@autocasts("norm")
 def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
     if p == "fro" or p is None:
         p = 2
@@ -253,6 +256,7 @@ def logsumexp(input, dim, keepdim=False):
     return _reduce(LOGSUMEXP, None, input.float() if not input.dtype.is_floating_point else input, dim, keepdim)
 
 
+@autocasts("cumsum")
 def cumsum(input, dim, *, dtype=None):
     input = _cast_for(input, dtype)
     return dispatch(CUMSUM, (input,), {"dim": input._wrap_dim(dim) if input.ndim else 0})
@@ -334,16 +338,16 @@ def _red(name, forward, vjp, dtype="same", node=None, **kw):
 
 
 SUM = _red("sum", _reduce_forward("sum"), lambda g, s: _unreduce(g, s), node="SumBackward1", ref=_np_reduce(np.sum),
-           samples=_DIMS, call=sum, api=("sum",))
+           samples=_DIMS, call=sum, api=("sum",), autocast=CUDA_FP32)
 SUM_ALL = _red("sum_all", _reduce_forward("sum"), lambda g, s: _unreduce(g, s), node="SumBackward0",
-               ref=_np_reduce(np.sum), samples=_ALL, call=sum)
+               ref=_np_reduce(np.sum), samples=_ALL, call=sum, autocast=CUDA_FP32)
 MEAN = _red("mean", _mean_forward, lambda g, s: _unreduce(g / _count(s), s), node="MeanBackward1",
             ref=_np_reduce(np.mean), samples=_DIMS, unsupported=_MEAN_REJECTS, call=mean, api=("mean",))
 MEAN_ALL = _red("mean_all", _mean_forward, lambda g, s: _unreduce(g / _count(s), s), node="MeanBackward0",
                 ref=_np_reduce(np.mean), samples=_ALL, unsupported=_MEAN_REJECTS, call=mean)
 PROD = _red("prod", _reduce_forward("prod"), _prod_grad, node="ProdBackward1", ref=_np_reduce(np.prod),
             samples=_cases(((2, 3), {}), ((2, 3), {"dim": 1}), ((2, 3), {"dim": -1, "keepdim": True}), ((), {}),
-                           ([3, 2], {"dim": 0}), lo=-1.5, hi=1.5), call=prod, api=("prod",))
+                           ([3, 2], {"dim": 0}), lo=-1.5, hi=1.5), call=prod, api=("prod",), autocast=FP32)
 VAR = _red("var", _var_forward, _var_grad, node="VarBackward0", ref=_np_var, samples=_VAR, unsupported=_VAR_REJECTS,
            call=var, api=("var",))
 STD = _red("std", _std_forward, _std_grad, node="StdBackward0", ref=lambda *args, **kwargs: np.sqrt(_np_var(*args, **kwargs)),
@@ -353,7 +357,7 @@ NORM = _red("norm", _norm_forward, _norm_grad, node="LinalgVectorNormBackward0",
                            ((2, 3), {"p": 3, "dim": -1, "keepdim": True}), ((2, 3), {"p": -math.inf}),
                            ((2, 3), {"p": 0, "dim": 1}), ([3, 2], {"p": 2, "dim": 0}), ((), {})),
             unsupported=rejects(RuntimeError, "linalg.vector_norm: Expected a floating point or complex tensor as "
-                                "input. Got %(type)s", *_FLOAT_ONLY), call=norm, api=("norm",))
+                                "input. Got %(type)s", *_FLOAT_ONLY), call=norm, api=("norm",), autocast=CUDA_FP32)
 LOGSUMEXP = _red("logsumexp", _logsumexp_forward, lambda g, s: _kept(g, s) * (s.self - _kept(s.result, s)).exp(),
                  ref=_np_logsumexp, call=logsumexp, api=("logsumexp",),
                  samples=_cases(((2, 3), {"dim": 1}), ((2, 3), {"dim": (0, 1)}), ((2, 3), {"dim": -1, "keepdim": True}),
@@ -365,5 +369,6 @@ ANY = _red("any", _all_any_forward("any"), None, dtype="bool", differentiable=Fa
 CUMSUM = register(Op("cumsum", _cumsum_forward, vjp=[lambda g, s: g.flip(s.dim).cumsum(s.dim).flip(s.dim)
                                                      if s.self_shape else g],
                      ref=lambda x, dim: np.cumsum(x, axis=_axis(x, dim)).reshape(x.shape), call=cumsum, api=("cumsum",),
+                     autocast=CUDA_FP32,
                      samples=_cases(((2, 3), {"dim": 1}), ((2, 3), {"dim": 0}), ((5,), {"dim": -1}), ((), {"dim": 0}),
                                     ([3, 2], {"dim": 0}))))

@@ -348,7 +348,8 @@ def _np_reshape(x, shape):
 
 # ---------------------------------------------------------------------- the entries
 def _shape_op(name, forward, vjp, node=None, view=True, samples=None, **kw):
-    return register(Op(name, forward, vjp=[vjp], dtype="keep", node=node, view=view,
+    """A view, or a copy of the values as they are (float16 and bfloat16 too: ``reduced_precision="native"``)."""
+    return register(Op(name, forward, vjp=[vjp], dtype="keep", node=node, view=view, reduced_precision="native",
                        samples=samples or unary_samples(), **kw))
 
 
@@ -409,6 +410,7 @@ def _move_samples(rng, dtype):
 
 
 MOVE = register(Op("move", _move_forward, vjp=[lambda g, s: move(g, s.source)], dtype="keep", node="ToCopyBackward0",
+                   reduced_precision="native",
                    call=move, ref=lambda x, device: x.copy(), samples=_move_samples))  # CPU to CPU: a copy
 
 
@@ -426,11 +428,11 @@ def copy_from(input, src):
 
 
 FILL = register(Op("fill", lambda xp, dt, x, value: xp.full(x.shape, value, x.dtype), inputs=("self", "value"),
-                   vjp=[lambda g, s: g.new_zeros(g.shape), lambda g, s: g.sum()], dtype="keep",
+                   vjp=[lambda g, s: g.new_zeros(g.shape), lambda g, s: g.sum()], dtype="keep", reduced_precision="native",
                    node="FillBackward0", ref=lambda x, value: np.full_like(x, value), call=fill,
                    samples=lambda rng, dtype: [((rng.uniform(-1, 1, (2, 3)).astype(dtype), 1.5), {})]))
 COPY = register(Op("copy_from", lambda xp, dt, x, src: xp.copy(xp.broadcast_to(src, x.shape)),
                    inputs=("self", "src"), vjp=[lambda g, s: g.new_zeros(g.shape), lambda g, s: g],
-                   dtype="keep", node="CopyBackwards", ref=lambda x, src: np.broadcast_to(src, x.shape).astype(x.dtype),
+                   dtype="keep", reduced_precision="native", node="CopyBackwards", ref=lambda x, src: np.broadcast_to(src, x.shape).astype(x.dtype),
                    call=copy_from, samples=lambda rng, dtype: [((rng.uniform(-1, 1, (2, 3)).astype(dtype),
                                                                rng.uniform(-1, 1, (3,)).astype(dtype)), {})]))

@@ -4,7 +4,7 @@ import numpy as np
 from .._op import Op, dispatch
 from .._tensor import Tensor
 from .._device import backend
-from ._table import INTS, no_kernel, register, unary_samples
+from ._table import CUDA_FP32, INTS, autocasts, no_kernel, register, unary_samples
 
 
 def _fused(log):
@@ -31,7 +31,7 @@ def _softmax_api(name):
         d = input._wrap_dim(dim) if input.ndim else 0
         return dispatch(SOFTMAX if name == "softmax" else LOG_SOFTMAX, (input,), {"dim": d})
     fn.__name__ = name
-    return fn
+    return autocasts(name)(fn)
 
 
 softmax = _softmax_api("softmax")
@@ -50,10 +50,11 @@ SOFTMAX = register(Op("softmax", _forward(False), vjp=[lambda g, s: s.result * (
                                                        if s.result.ndim else g * 0],
                       fused=[_fused(False)], dtype="float", ref=lambda x, dim=None, dtype=None: np.exp(_np_log_softmax(x, dim)),
                       samples=unary_samples(dim=-1), bench={"sizes": [(16,), (4096, 1024)]},
-                      unsupported=no_kernel("softmax_lastdim_kernel_impl", "bool", *INTS), call=softmax, api=("softmax",)))
+                      unsupported=no_kernel("softmax_lastdim_kernel_impl", "bool", *INTS), call=softmax, api=("softmax",),
+                      autocast=CUDA_FP32))
 LOG_SOFTMAX = register(Op("log_softmax", _forward(True),
                           vjp=[lambda g, s: g - s.result.exp() * g.sum(s.dim, keepdim=True) if s.result.ndim else g * 0],
                           fused=[_fused(True)], dtype="float", ref=_np_log_softmax,
                           samples=unary_samples(dim=-1), bench={"sizes": [(16,), (4096, 1024)]},
                           unsupported=no_kernel("log_softmax_lastdim_kernel_impl", "bool", *INTS), call=log_softmax,
-                          api=("log_softmax",)))
+                          api=("log_softmax",), autocast=CUDA_FP32))

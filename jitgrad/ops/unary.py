@@ -9,7 +9,7 @@ import numpy as np
 
 from .._op import Op, dispatch
 from .._tensor import Tensor
-from ._table import EMPTY, INTS, no_kernel, register, rejects, unary_samples
+from ._table import CUDA_FP32, EMPTY, INTS, autocasts, no_kernel, register, rejects, unary_samples
 
 
 def ew_forward(kernel, out=None):
@@ -45,6 +45,8 @@ def _unary(name, vjp=None, fused=None, *, dtype="float", domain=(-2.0, 2.0), ker
     fn = fn if params else fn0
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = "Elementwise %s (op table entry %r)." % (name, name)
+    if kw.get("autocast"):
+        fn = autocasts(name)(fn)
     kw.setdefault("samples", unary_samples(*domain, **params))
     op = register(Op(name, ew_forward(kernel or name, np.bool_ if dtype == "bool" else None), vjp=[vjp],
                      fused=[fused], dtype=dtype, params=params, call=call or fn, api=(name,) if api is None else api,
@@ -98,23 +100,26 @@ ABS = _unary("abs", lambda g, s: g * _sign(s.self), ("abs_vjp", ("g", "self")), 
              inplace=True, operators=("__abs__",), unsupported=no_kernel("abs_cpu", "bool"))
 SIGN = _unary("sign", zero_grad, dtype="same", inplace=True,
               ref=lambda x: x.copy() if x.dtype == bool else np.sign(np.where(np.isnan(x), 0, x)).astype(x.dtype))
-EXP = _unary("exp", lambda g, s: g * s.result, ("mul", ("g", "result")), ref=np.exp, inplace=True)
-EXPM1 = _unary("expm1", lambda g, s: g * (s.result + 1), ("expm1_vjp", ("g", "result")), ref=np.expm1, inplace=True)
-LOG = _unary("log", lambda g, s: g / s.self, ("div", ("g", "self")), ref=np.log, domain=POS, inplace=True)
+EXP = _unary("exp", lambda g, s: g * s.result, ("mul", ("g", "result")), ref=np.exp, inplace=True,
+             autocast=CUDA_FP32)
+EXPM1 = _unary("expm1", lambda g, s: g * (s.result + 1), ("expm1_vjp", ("g", "result")), ref=np.expm1, inplace=True,
+               autocast=CUDA_FP32)
+LOG = _unary("log", lambda g, s: g / s.self, ("div", ("g", "self")), ref=np.log, domain=POS, inplace=True,
+             autocast=CUDA_FP32)
 LOG1P = _unary("log1p", lambda g, s: g / (s.self + 1), ("log1p_vjp", ("g", "self")), ref=np.log1p,
-               domain=(-0.5, 2.0), inplace=True)
+               domain=(-0.5, 2.0), inplace=True, autocast=CUDA_FP32)
 SQRT = _unary("sqrt", lambda g, s: g / (2 * s.result), ("sqrt_vjp", ("g", "result")), ref=np.sqrt, domain=POS,
               inplace=True)
 RSQRT = _unary("rsqrt", lambda g, s: -0.5 * g * s.result ** 3, ("rsqrt_vjp", ("g", "result")),
-               ref=lambda x: 1 / np.sqrt(x), domain=POS, inplace=True)
+               ref=lambda x: 1 / np.sqrt(x), domain=POS, inplace=True, autocast=CUDA_FP32)
 RECIPROCAL = _unary("reciprocal", lambda g, s: -g * s.result * s.result, ("reciprocal_vjp", ("g", "result")),
-                    ref=lambda x: 1 / x, domain=POS, inplace=True)
+                    ref=lambda x: 1 / x, domain=POS, inplace=True, autocast=CUDA_FP32)
 SQUARE = _unary("square", lambda g, s: 2 * g * s.self, ("square_vjp", ("g", "self")), dtype="same",
                 ref=np.square, node="PowBackward0", call=square, inplace=True)
 SIN = _unary("sin", lambda g, s: g * s.self.cos(), ("sin_vjp", ("g", "self")), ref=np.sin, inplace=True)
 COS = _unary("cos", lambda g, s: -g * s.self.sin(), ("cos_vjp", ("g", "self")), ref=np.cos, inplace=True)
 TAN = _unary("tan", lambda g, s: g * (1 + s.result * s.result), ("tan_vjp", ("g", "result")), ref=np.tan,
-             domain=(-1.0, 1.0), inplace=True)
+             domain=(-1.0, 1.0), inplace=True, autocast=CUDA_FP32)
 TANH = _unary("tanh", lambda g, s: g * (1 - s.result * s.result), ("tanh_vjp", ("g", "result")), ref=np.tanh,
               inplace=True)
 SIGMOID = _unary("sigmoid", lambda g, s: g * s.result * (1 - s.result), ("sigmoid_vjp", ("g", "result")),
@@ -149,7 +154,7 @@ SILU = _unary("silu", lambda g, s: g * s.self.sigmoid() * (1 + s.self * (1 - s.s
 SOFTPLUS = _unary("softplus", lambda g, s: g.where(s.self * s.beta > s.threshold, g * (s.self * s.beta).sigmoid()),
                   ("softplus_vjp", ("g", "self", "beta", "threshold")), params={"beta": 1.0, "threshold": 20.0},
                   ref=lambda x, beta=1.0, threshold=20.0: np.where(x * beta > threshold, x, np.log1p(np.exp(beta * x)) / beta),
-                  unsupported=no_kernel("softplus_cpu", "bool", *INTS))
+                  unsupported=no_kernel("softplus_cpu", "bool", *INTS), autocast=CUDA_FP32)
 FLOOR = _unary("floor", zero_grad, dtype="same", ref=np.floor, inplace=True, unsupported=no_kernel("floor_vml_cpu", "bool"))
 CEIL = _unary("ceil", zero_grad, dtype="same", ref=np.ceil, inplace=True, unsupported=no_kernel("ceil_vml_cpu", "bool"))
 ROUND = _unary("round", zero_grad, dtype="same", ref=np.round, inplace=True, unsupported=no_kernel("round_vml_cpu", "bool"))

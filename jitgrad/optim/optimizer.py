@@ -15,6 +15,7 @@ from collections import defaultdict
 import numpy as np
 
 from .._device import backend
+from .._dtype import FLOATING_NP, FROM_NP, REDUCED_NP
 from .._grad_mode import enable_grad, no_grad
 from .._tensor import Tensor
 from ..kernels import optim as cpu_kernels
@@ -110,7 +111,22 @@ def unused(param):
 
 def fused_update(kernel, param, *args):
     """Run ``kernel`` of kernels/optim.py over parameter array ``param`` and the kernel's other
-    arguments, or its CUDA twin; ``kernels.optim.prepare`` checks and flattens the arrays first."""
+    arguments, or its CUDA twin; ``kernels.optim.prepare`` checks and flattens the arrays first.
+    A float16/bfloat16 parameter is updated in float32: the kernel runs on float32 copies of it, its
+    gradient and state, and the parameter and state are rounded back."""
+    if param.dtype in REDUCED_NP:
+        B = backend(param)
+        low = [i for i, a in enumerate(args) if getattr(a, "dtype", None) == param.dtype]
+        c = FROM_NP[param.dtype].compute.np
+        wide = list(args)
+        for i in low:
+            wide[i] = B.astype(args[i], c)
+        p32 = B.astype(param, c)
+        fused_update(kernel, p32, *wide)
+        B.copyto(param, p32)
+        for i in low[1:] if low and low[0] == 0 else low:  # (args[0], the gradient, is only read)
+            B.copyto(args[i], wide[i])
+        return
     if param.__class__ is np.ndarray:
         cpu_kernels.update(kernel, param, *args)
         return
@@ -238,7 +254,7 @@ class Optimizer:
 
     def _step_param(self, p, group):
         data = p._data
-        if data.dtype.kind != "f":
+        if data.dtype not in FLOATING_NP:
             raise TypeError("%s can only update floating point parameters, but got a parameter of dtype %s"
                             % (type(self).__name__, p.dtype))
         grad = p._grad._data

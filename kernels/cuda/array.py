@@ -127,6 +127,9 @@ def zeros(shape, dtype):
 
 def from_host(a):
     a = np.asarray(a)
+    if a.dtype.kind == "V":  # bfloat16 (ml_dtypes): numba's device arrays and kernels have no such type
+        raise RuntimeError("CUDA tensors of dtype %s are not supported (numba's CUDA arrays have no such type): "
+                           "keep them on the CPU, or use float16" % a.dtype)
     return cuda.to_device(a if a.flags.c_contiguous else a.copy())  # (ascontiguousarray makes 0-d 1-d)
 
 

@@ -4,7 +4,7 @@ Tensors get there with ``device="cuda"``, ``.cuda()`` or ``.to("cuda")``. Device
 a caching pool (numba's External Memory Management interface), installed before the first CUDA
 allocation, so a training step does not call cudaMalloc once its sizes have been seen.
 """
-from . import _device, _factories
+from .. import _device, _factories
 
 
 def is_available():
@@ -54,7 +54,7 @@ manual_seed_all = manual_seed
 
 def _memory():
     _cuda()
-    from .kernels.cuda import memory
+    from ..kernels.cuda import memory
     return memory
 
 
@@ -79,3 +79,6 @@ def memory_stats(device=None):
 def empty_cache():
     """Return the pool's cached blocks to the driver."""
     _memory().empty_cache()
+
+
+from . import amp  # noqa: E402,F401  (jitgrad.cuda.amp: the deprecated spellings of jitgrad.amp's)
