@@ -22,8 +22,13 @@ MSE, SMOOTH_L1, HUBER, BCE, BCE_LOGITS = (KINDS[n] for n in (
     "mse_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits"))
 
 
-def _array(t):
-    return None if t is None else t._data
+def _array(t, dtype=None):
+    """The data of tensor ``t`` (None stays None), in ``dtype`` where given: a float16/bfloat16 class
+    weight joins a kernel that computes in float32."""
+    if t is None:
+        return None
+    d = t._data
+    return d if dtype is None or d.dtype == dtype else backend(d).astype(d, dtype)
 
 
 def _check_no_grad(fn_name, **weights):
@@ -96,7 +101,7 @@ def nll_loss(input, target, weight, ignore_index, reduction, total_weight):
 
 
 def _nll_forward(xp, dt, x, target, weight, ignore_index, reduction, total_weight):
-    return xp.loss.nll_loss(x, target._data, _array(weight), ignore_index, reduction, total_weight)
+    return xp.loss.nll_loss(x, target._data, _array(weight, x.dtype), ignore_index, reduction, total_weight)
 
 
 def _nll_fused(g, s):
@@ -106,8 +111,9 @@ def _nll_fused(g, s):
 
 def _nll_grad(g, s):
     """g times the constant Jacobian (-weight[t] / total_weight at each target class)."""
-    one = backend(g._data).full((1,), 1, g._data.dtype)
-    coef = Tensor._wrap(backend(g._data).loss.nll_loss_vjp(one, s.self_shape, s.target._data, _array(s.weight),
+    dt = g._data.dtype if g._data.dtype.kind == "f" and g._data.dtype.itemsize >= 4 else np.dtype(np.float32)
+    one = backend(g._data).full((1,), 1, dt)  # (float16/bfloat16 gradients: a float32 Jacobian, rounded after)
+    coef = Tensor._wrap(backend(g._data).loss.nll_loss_vjp(one, s.self_shape, s.target._data, _array(s.weight, dt),
                                                           s.ignore_index, "mean" if s.reduction == "mean" else "sum",
                                                           s.total_weight))
     if s.reduction == "none" and len(s.self_shape) > 1:

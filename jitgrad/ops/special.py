@@ -151,7 +151,7 @@ LERP = register(Op("lerp", lambda xp, dt, a, b, w: xp.run("lerp", dt, a, b, w), 
                         lambda g, s: g * (s.end - s.self)],
                    fused=[("lerp_vjp_self", ("g", "weight")), ("mul", ("g", "weight")),
                           ("lerp_vjp_weight", ("g", "self", "end"))],
-                   dtype="promote", broadcast=True, ref=_np_lerp, samples=_lerp_samples, node="LerpBackward0",
+                   dtype="promote", broadcast=True, original_scalars=True, ref=_np_lerp, samples=_lerp_samples, node="LerpBackward0",
                    unsupported=rejects(NotImplementedError, "\"lerp_kernel_scalar\" not implemented for '%(type)s'",
                                        *_FLOAT_ACTIVATION), call=lerp, api=("lerp",), inplace=True,
                    bench={"sizes": [(16,), (1 << 22,)]}))
