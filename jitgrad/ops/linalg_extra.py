@@ -7,7 +7,7 @@ import string
 import numpy as np
 
 from .._op import Op, dispatch
-from ._table import _arr, _noncontig, export, register, rejects
+from ._table import CUDA_LOWER, LOWER, _arr, _noncontig, autocasts, export, register, rejects
 from .linalg import _same_dtype
 from .selection import diagonal
 
@@ -53,21 +53,25 @@ def _params(beta, alpha):
     return {"beta": beta, "alpha": alpha}
 
 
+@autocasts('addmm')
 def addmm(input, mat1, mat2, *, beta=1, alpha=1):
     _check_mm(mat1, mat2)
     return dispatch(ADDMM, (input, mat1, mat2), _params(beta, alpha))
 
 
+@autocasts('baddbmm')
 def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
     _check_bmm(batch1, batch2)
     return dispatch(BADDBMM, (input, batch1, batch2), _params(beta, alpha))
 
 
+@autocasts('addbmm')
 def addbmm(input, batch1, batch2, *, beta=1, alpha=1):
     _check_bmm(batch1, batch2)
     return dispatch(ADDBMM, (input, batch1, batch2), _params(beta, alpha))
 
 
+@autocasts('addmv')
 def addmv(input, mat, vec, *, beta=1, alpha=1):
     if mat.ndim != 2 or vec.ndim != 1 or mat.shape[1] != vec.shape[0]:
         raise RuntimeError("size mismatch, got input (%d), mat (%s), vec (%s)" % (
@@ -189,12 +193,12 @@ def _np_addmm(batch_sum=False):
     return ref
 
 
-def _gemm_op(name, vjps, samples, ref, batch_sum=False, kernel=None, bench=None):
+def _gemm_op(name, vjps, samples, ref, batch_sum=False, kernel=None, bench=None, autocast=LOWER):
     return register(Op(name, lambda xp, dt, c, a, b, beta, alpha: _addmm_forward(xp, dt, c, a, b, beta, alpha, batch_sum),
                        inputs=("self", "mat1", "mat2"), vjp=[_input_grad] + vjps, dtype="promote", ref=ref,
                        samples=samples, call=globals()[name], api=(name,), inplace=True,
                        unsupported=rejects(NotImplementedError, "\"%s\" not implemented for '%%(type)s'" % kernel, "bool"),
-                       bench=bench))
+                       bench=bench, autocast=autocast))  # PyTorch's autocast lists: addmv on CUDA only
 
 
 ADDMM = _gemm_op("addmm", [lambda g, s: _scaled(g.mm(s.mat2.t()), s.alpha), lambda g, s: _scaled(s.mat1.t().mm(g), s.alpha)],
@@ -209,4 +213,5 @@ ADDBMM = _gemm_op("addbmm", [lambda g, s: _scaled(g.matmul(s.mat2.mT), s.alpha),
                   _addmm_samples([(2, 4), (3, 2, 3), (3, 3, 4)], [(), (3, 2, 3), (3, 3, 4)]), _np_addmm(True), batch_sum=True,
                   kernel="addbmm_impl_cpu_")
 ADDMV = _gemm_op("addmv", [lambda g, s: _scaled(g.outer(s.mat2), s.alpha), lambda g, s: _scaled(s.mat1.t().mv(g), s.alpha)],
-                 _addmm_samples([(2,), (2, 3), (3,)], [(1,), (2, 3), (3,)]), _np_addmm(), kernel="addmv_impl_cpu")
+                 _addmm_samples([(2,), (2, 3), (3,)], [(1,), (2, 3), (3,)]), _np_addmm(), kernel="addmv_impl_cpu",
+                 autocast=CUDA_LOWER)
