@@ -5,7 +5,7 @@ import math
 import warnings
 from bisect import bisect_right
 
-from .lr_scheduler import EPOCH_DEPRECATION_WARNING, LRScheduler, _current_lrs, _format_param
+from ._lr_base import EPOCH_DEPRECATION_WARNING, LRScheduler, _current_lrs, _format_param
 from .optimizer import Optimizer
 
 

@@ -9,7 +9,7 @@ from .._grad_mode import no_grad
 from .._tensor import Tensor
 from ..nn.module import Module
 from ..nn.modules.normalization import _BatchNorm
-from .lr_scheduler import LRScheduler, _format_param
+from ._lr_base import LRScheduler, _format_param
 
 __all__ = ["AveragedModel", "SWALR", "get_ema_avg_fn", "get_ema_multi_avg_fn", "get_swa_avg_fn",
            "get_swa_multi_avg_fn", "update_bn"]
