@@ -507,19 +507,11 @@ else:
 
 def _compile_ptx():
     """(The subprocess of test_cuda_kernels_compile_to_ptx.) Record the launches, compile each to PTX."""
-    import types
+    from numba import cuda
+    from ptx_recorder import record_launches
 
-    from numba import cuda, typeof
-    if not cuda.is_available():  # no device: pin device-function compilation to the sweep's target
-        import numba.cuda.dispatcher as dispatcher
-        dispatcher.get_current_device = lambda: types.SimpleNamespace(compute_capability=(9, 0))
-    from jitgrad.kernels.cuda import _launch as L
+    launched, L = record_launches()
     from jitgrad.kernels.cuda import optim as O
-
-    launched = {}
-    L.launch = lambda kernel, grid, block, *args: launched.setdefault(
-        (kernel.py_func.__name__, tuple(typeof(a) for a in args)), kernel)
-    L.MAX_BLOCKS = 132 * L.BLOCKS_PER_SM
     for dt in (np.float32, np.float64):
         def a(n=4):
             return np.zeros(n, dt)
