@@ -87,7 +87,7 @@ long = int64
 int = int32
 
 globals().update(_FUNCTIONS)
-globals().update(_LEGACY_TYPES)  # FloatTensor, LongTensor, DoubleTensor, IntTensor, BoolTensor
+globals().update(_LEGACY_TYPES)  # FloatTensor, LongTensor, DoubleTensor, IntTensor, BoolTensor, ByteTensor
 
 __version__ = "0.1.0"
 

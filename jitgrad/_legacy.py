@@ -31,7 +31,8 @@ def _options(d):
     return ("TensorOptions(dtype=%s, device=cpu, layout=Strided, requires_grad=false (default), pinned_memory=false "
             "(default), memory_format=(nullopt))" % {"float32": "float", "float64": "double", "int64": "long int",
                                                       "int32": "int", "bool": "bool", "float16": "c10::Half",
-                                                      "bfloat16": "c10::BFloat16"}.get(d.name, d.name))
+                                                      "bfloat16": "c10::BFloat16",
+                                                      "uint8": "unsigned char"}.get(d.name, d.name))
 
 
 def legacy_new(dtype, args, kwargs):
@@ -92,4 +93,4 @@ def _typed(d):
                                           "__doc__": "%s tensors (legacy constructor)" % d.name})
 
 
-TYPES = {d.tensor_type: _typed(d) for d in D.ALL}
+TYPES = {d.tensor_type: _typed(d) for d in D.ALL + (D.uint8,)}  # ByteTensor too (a generator's state)

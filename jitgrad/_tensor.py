@@ -481,7 +481,7 @@ def _type_from_name(name):
     """(dtype, device) for a legacy type name: 'torch.FloatTensor', 'jitgrad.cuda.LongTensor'."""
     parts = name.split(".")
     if len(parts) in (2, 3) and parts[0] in ("torch", "jitgrad") and (len(parts) == 2 or parts[1] == "cuda"):
-        for d in D.ALL:
+        for d in D.ALL + (D.uint8,):
             if d.tensor_type == parts[-1]:
                 return d, "cuda" if len(parts) == 3 else "cpu"
     raise ValueError("invalid type: %r" % name)

@@ -8,7 +8,7 @@ import pytest
 import jitgrad as jg
 from jitgrad.autograd import Variable
 
-TYPE_NAMES = ["FloatTensor", "LongTensor", "DoubleTensor", "BoolTensor", "IntTensor"]
+TYPE_NAMES = ["FloatTensor", "LongTensor", "DoubleTensor", "BoolTensor", "IntTensor", "ByteTensor"]
 
 
 def test_variable_returns_a_detached_tensor():
@@ -111,6 +111,9 @@ def test_tensor_type():
     assert x.type("torch.LongTensor").dtype is jg.int64 and x.type("jitgrad.DoubleTensor").dtype is jg.float64
     assert x.type(jg.IntTensor).dtype is jg.int32 and x.type(jg.int64).dtype is jg.int64
     assert x.type("torch.FloatTensor") is x  # nothing to change: the tensor itself, as to()
+    state = jg.get_rng_state()  # a generator's state is a ByteTensor, as in PyTorch
+    assert isinstance(state, jg.ByteTensor) and state.type() == "jitgrad.ByteTensor"
+    assert x.type("torch.ByteTensor").dtype is jg.uint8
     for bad in ("torch.Foo", "float"):
         with pytest.raises(ValueError, match="invalid type: '%s'" % bad):
             x.type(bad)
