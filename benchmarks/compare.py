@@ -205,6 +205,7 @@ def _versions(lib):
 
 def machine(workers):
     versions = ["Python %s" % platform.python_version()] + [v for w in workers.values() for v in w.versions]
+    versions = list(dict.fromkeys(versions))  # the eager and compiled jitgrad workers report the same
     return "%s, %d cores; %s" % (cpu_model(), os.cpu_count(), ", ".join(versions))
 
 
