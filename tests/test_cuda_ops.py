@@ -116,7 +116,23 @@ def _cuda_ops_in_simulator():
 
 
 # The checks run in the child process (or on a GPU); the parent only starts the child.
+def _dropout_on_cuda_equals_cpu():
+    """F.dropout on a CUDA tensor: its mask on the device, the same draws as on the CPU for one seed."""
+    out = []
+    for device in ("cpu", "cuda"):
+        jg.manual_seed(3)
+        x = jg.ones(200, device=device, requires_grad=True)
+        y = jg.nn.functional.dropout(x, 0.25)
+        y.sum().backward()
+        assert y.device.type == device and x.grad.device.type == device
+        out.append((y.detach().cpu().numpy(), x.grad.cpu().numpy()))
+    np.testing.assert_array_equal(out[0][0], out[1][0])
+    np.testing.assert_array_equal(out[0][1], out[1][1])
+    assert set(np.unique(out[1][0])) <= {0.0, np.float32(1 / 0.75)}
+
+
 if IN_CHILD:
+    test_dropout_on_cuda_equals_cpu = _dropout_on_cuda_equals_cpu
     test_op_on_cuda_matches_cpu = pytest.mark.parametrize("name,k", list(_cases()))(_op_on_cuda_matches_cpu)
     test_mlp_training_step_on_cuda_equals_cpu = _mlp_training_step_on_cuda_equals_cpu
     test_second_order_on_cuda_equals_cpu = _second_order_on_cuda_equals_cpu

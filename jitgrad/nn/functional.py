@@ -128,6 +128,7 @@ def dropout(input, p=0.5, training=True, inplace=False):
         return input
     keep = generator().random(input.shape) >= p
     scale = Tensor._wrap((keep * (1.0 / (1.0 - p)) if p < 1.0 else np.zeros(input.shape)).astype(input.dtype.np))
+    scale = scale.to(input.device)  # the mask is drawn on the host, from the default generator
     return input.mul_(scale) if inplace else input * scale
 
 
