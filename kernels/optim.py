@@ -48,17 +48,22 @@ def sgd_step(p, g, b, lr, momentum, dampening, weight_decay, nesterov, maximize,
     return p - lr * d, b
 
 
-def adam_step(p, g, m, v, v_max, lr, beta1, beta2, eps, weight_decay, decoupled, amsgrad, maximize,
-              bias_correction1, bias_correction2_sqrt):
-    """(p, m, v, v_max) of Adam, or AdamW when ``decoupled`` (p *= 1 - lr*wd instead of g += wd*p)."""
+def adam_moments(p, g, m, v, lr, beta1, beta2, weight_decay, decoupled, maximize):
+    """What Adam, NAdam and RAdam share: (p, d, m, v) after weight decay (decoupled: p *= 1 - lr*wd; else
+    d = g + wd*p, with g negated first when maximizing) and the two moment updates."""
     d = -g if maximize else g
     if weight_decay != 0:
         if decoupled:
             p = p * (1 - lr * weight_decay)
         else:
             d = d + weight_decay * p
-    m = _lerp(m, d, 1 - beta1)
-    v = v * beta2 + (1 - beta2) * d * d
+    return p, d, _lerp(m, d, 1 - beta1), v * beta2 + (1 - beta2) * d * d
+
+
+def adam_step(p, g, m, v, v_max, lr, beta1, beta2, eps, weight_decay, decoupled, amsgrad, maximize,
+              bias_correction1, bias_correction2_sqrt):
+    """(p, m, v, v_max) of Adam, or AdamW when ``decoupled`` (p *= 1 - lr*wd instead of g += wd*p)."""
+    p, d, m, v = _adam_moments(p, g, m, v, lr, beta1, beta2, weight_decay, decoupled, maximize)
     if amsgrad:
         v_max = _maximum(v_max, v)
     denom = math.sqrt(v_max if amsgrad else v) / bias_correction2_sqrt + eps
@@ -116,14 +121,7 @@ def nadam_step(p, g, m, v, lr, beta1, beta2, eps, weight_decay, decoupled, maxim
                avg_coef):
     """(p, exp_avg, exp_avg_sq) of NAdam: p += grad_coef * g / denom + avg_coef * m / denom, with the momentum
     schedule folded into the two coefficients."""
-    d = -g if maximize else g
-    if weight_decay != 0:
-        if decoupled:
-            p = p * (1 - lr * weight_decay)
-        else:
-            d = d + weight_decay * p
-    m = _lerp(m, d, 1 - beta1)
-    v = v * beta2 + (1 - beta2) * d * d
+    p, d, m, v = _adam_moments(p, g, m, v, lr, beta1, beta2, weight_decay, decoupled, maximize)
     denom = math.sqrt(v / bias_correction2) + eps
     p = p + grad_coef * (d / denom)
     return p + avg_coef * (m / denom), m, v
@@ -132,14 +130,7 @@ def nadam_step(p, g, m, v, lr, beta1, beta2, eps, weight_decay, decoupled, maxim
 def radam_step(p, g, m, v, lr, beta1, beta2, eps, weight_decay, decoupled, maximize, bias_correction1,
                bias_correction2_sqrt, rect):
     """(p, exp_avg, exp_avg_sq) of RAdam: the rectified adaptive step when ``rect`` > 0, else SGD with momentum."""
-    d = -g if maximize else g
-    if weight_decay != 0:
-        if decoupled:
-            p = p * (1 - lr * weight_decay)
-        else:
-            d = d + weight_decay * p
-    m = _lerp(m, d, 1 - beta1)
-    v = v * beta2 + (1 - beta2) * d * d
+    p, d, m, v = _adam_moments(p, g, m, v, lr, beta1, beta2, weight_decay, decoupled, maximize)
     step = m / bias_correction1 * lr
     if rect > 0:
         step = step * (bias_correction2_sqrt / (math.sqrt(v) + eps)) * rect
@@ -150,9 +141,10 @@ STEPS = {"lerp": lerp, "maximum": maximum, "sgd": sgd_step, "adam": adam_step, "
          "adagrad": adagrad_step, "adadelta": adadelta_step, "adamax": adamax_step, "nadam": nadam_step,
          "radam": radam_step}
 
-# CPU builds, inlined into the loops (the step functions find the helpers as _lerp, _maximum).
+# CPU builds, inlined into the loops (the step functions find the helpers as _lerp, _maximum, _adam_moments).
 _lerp = njit(inline="always")(lerp)
 _maximum = njit(inline="always")(maximum)
+_adam_moments = njit(inline="always")(adam_moments)
 _sgd_step = njit(inline="always")(sgd_step)
 _adam_step = njit(inline="always")(adam_step)
 _rmsprop_step = njit(inline="always")(rmsprop_step)

@@ -10,11 +10,12 @@ from numba import cuda
 from .. import optim as cpu
 from . import _launch as L
 
-# The helpers first: the step functions call them as _lerp and _maximum.
+# The helpers first: the step functions call them as _lerp, _maximum and _adam_moments.
 _lerp = L.device_jit(cpu.lerp)
 _maximum = L.device_jit(cpu.maximum)
+_adam_moments = L.device_jit(L.function_with_globals(cpu.adam_moments, _lerp=_lerp))
 (_sgd_step, _adam_step, _rmsprop_step, _adagrad_step, _adadelta_step, _adamax_step, _nadam_step,
- _radam_step) = (L.device_jit(L.function_with_globals(fn, _lerp=_lerp, _maximum=_maximum))
+ _radam_step) = (L.device_jit(L.function_with_globals(fn, _lerp=_lerp, _maximum=_maximum, _adam_moments=_adam_moments))
                  for fn in (cpu.sgd_step, cpu.adam_step, cpu.rmsprop_step, cpu.adagrad_step, cpu.adadelta_step,
                             cpu.adamax_step, cpu.nadam_step, cpu.radam_step))
 
