@@ -3,7 +3,7 @@ scatter_add, one_hot. Backward of an advanced index accumulates repeated indices
 import numpy as np
 
 from .. import _dtype as D
-from .._device import backend
+from .._device import backend, value_range
 from .._factories import zeros
 from .._index_key import _is_basic, normalize_key
 from .._op import Op, dispatch
@@ -170,9 +170,10 @@ def index_select(input, dim, index):
         raise IndexError("index_select(): Index is supposed to be a vector")
     d = input._wrap_dim(dim) if input.ndim else 0
     n = input.shape[d] if input.ndim else 1
-    idx = index._host().reshape(-1)  # bounds are checked on the host, before any kernel runs
-    if idx.size and (idx.max() >= n or idx.min() < 0):
-        raise IndexError("index out of range in self")
+    if index.numel():  # bounds are checked before any kernel runs
+        lo, hi = value_range(index._data)
+        if hi >= n or lo < 0:
+            raise IndexError("index out of range in self")
     return dispatch(INDEX_SELECT, (input, index.reshape(-1).long()), {"dim": d})
 
 
@@ -186,11 +187,10 @@ def _check_gather(input, dim, index, name):
             raise RuntimeError("Size does not match at dimension %d expected index [%s] to be no larger than self [%s] "
                                "apart from dimension %d" % (k, ", ".join(map(str, index.shape)),
                                                             ", ".join(map(str, input.shape)), d))
-    idx = index._host()
     n = input.shape[d]
-    if idx.size and (idx.max() >= n or idx.min() < 0):
-        raise RuntimeError("index %d is out of bounds for dimension %d with size %d"
-                           % (idx.max() if idx.max() >= n else idx.min(), d, n))
+    lo, hi = value_range(index._data) if index.numel() else (0, 0)
+    if hi >= n or lo < 0:
+        raise RuntimeError("index %d is out of bounds for dimension %d with size %d" % (hi if hi >= n else lo, d, n))
     return d
 
 
@@ -224,16 +224,17 @@ def nonzero(input, *, as_tuple=False):
 def one_hot(tensor, num_classes=-1):
     if not isinstance(tensor, Tensor) or tensor.dtype is not D.int64:
         raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
-    x = tensor._host()
-    if x.size and x.min() < 0:
+    size = tensor.numel()
+    lo, hi = value_range(tensor._data) if size else (0, -1)
+    if lo < 0:
         raise RuntimeError("Class values must be non-negative.")
     if num_classes == -1:
-        num_classes = int(x.max()) + 1 if x.size else 0
-    elif x.size and x.max() >= num_classes:
+        num_classes = int(hi) + 1
+    elif hi >= num_classes:
         raise RuntimeError("Class values must be smaller than num_classes.")
     xp = backend(tensor._data)
-    out = xp.zeros(x.shape + (num_classes,), np.int64)
-    if x.size:
+    out = xp.zeros(tuple(tensor.shape) + (num_classes,), np.int64)
+    if size:
         xp.one_hot(xp.reshape(tensor._data, (-1,)), xp.reshape(out, (-1, num_classes)))
     return Tensor._wrap(out)
 
