@@ -366,8 +366,7 @@ def dispatch(op, args, params=EMPTY):
         for i in convert:
             a = arrays[i]
             if a is not None:
-                arrays[i] = cnp.type(a) if a.__class__ in _NUMBER_TYPES else \
-                    a.astype(cnp) if a.__class__ is np.ndarray else xp.astype(a, cnp)
+                arrays[i] = _cast(xp, a, cnp)
     if mixed and op.broadcast:
         broadcast_shapes(*[a._data.shape for a in args if isinstance(a, Tensor) and a._data.ndim])
     if out_dtype is not None and not params:  # an elementwise entry: its kernel, without the forward's wrapper
@@ -425,12 +424,16 @@ def _plan(op, args):
     return compute, convert, out_dtype, loop, rnd, via
 
 
+def _cast(xp, a, to):
+    """Operand ``a`` (a number, a NumPy or a device array) in NumPy dtype ``to``."""
+    return to.type(a) if a.__class__ in _NUMBER_TYPES else a.astype(to) if a.__class__ is np.ndarray else \
+        xp.astype(a, to)
+
+
 def _round_operands(xp, arrays, via):
     to, positions = via
     for i in positions:
-        a = arrays[i]
-        arrays[i] = to.type(a) if a.__class__ in _NUMBER_TYPES else \
-            a.astype(to) if a.__class__ is np.ndarray else xp.astype(a, to)
+        arrays[i] = _cast(xp, arrays[i], to)
 
 
 def _round(xp, out, compute, to):
