@@ -16,3 +16,11 @@ def record_launches():
         (kernel.py_func.__name__, tuple(typeof(a) for a in args)), kernel)
     L.MAX_BLOCKS = 132 * L.BLOCKS_PER_SM
     return launched, L
+
+
+def compile_recorded(launched):
+    """Compile each recorded launch to PTX for compute capability 9.0; returns their (name, argument types)."""
+    from numba import cuda
+    for (name, sig), kernel in launched.items():
+        cuda.compile_ptx(kernel.py_func, sig, cc=(9, 0))
+    return list(launched)

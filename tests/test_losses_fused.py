@@ -303,8 +303,7 @@ else:
 
 def _compile_ptx():
     """(The subprocess of test_cuda_kernels_compile_to_ptx.) Record the launches, compile each to PTX."""
-    from numba import cuda
-    from ptx_recorder import record_launches
+    from ptx_recorder import compile_recorded, record_launches
 
     launched, L = record_launches()
     from jitgrad.kernels.cuda import loss as K
@@ -315,10 +314,8 @@ def _compile_ptx():
         x3, t2 = np.zeros((2, 3, 1), dt), np.zeros((2, 1), np.int64)
         K._launch(K._nll_map, 2, x3, t2, np.zeros(3, dt), -100, np.zeros((2, 1), dt))
         K._launch(K._nll_vjp, 2, a, t2, np.zeros(3, dt), -100, 1.0, x3)
-    done = []
-    for (name, sig), kernel in launched.items():
-        cuda.compile_ptx(kernel.py_func, sig, cc=(9, 0))
-        done.append((name, next(str(a.dtype) for a in sig if str(getattr(a, "dtype", "")).startswith("float"))))
+    done = [(name, next(str(a.dtype) for a in sig if str(getattr(a, "dtype", "")).startswith("float")))
+            for name, sig in compile_recorded(launched)]
     print(json.dumps(done))
 
 

@@ -245,8 +245,7 @@ else:
 
 def _compile_ptx():
     """(The subprocess of test_cuda_kernels_compile_to_ptx.) Record the launches, compile each to PTX."""
-    from numba import cuda
-    from ptx_recorder import record_launches
+    from ptx_recorder import compile_recorded, record_launches
 
     launched, L = record_launches()
     from jitgrad.kernels.cuda import optim as O
@@ -256,10 +255,7 @@ def _compile_ptx():
         O.update("adamax", *a, 0.1, 0.9, 0.99, 1e-8, 0.0, False)
         O.update("nadam", *a, 0.1, 0.9, 0.99, 1e-8, 0.0, False, False, 0.5, -0.1, -0.2)
         O.update("radam", *a, 0.1, 0.9, 0.99, 1e-8, 0.0, False, False, 0.1, 0.2, 0.5)
-    done = []
-    for (name, sig), kernel in launched.items():
-        cuda.compile_ptx(kernel.py_func, sig, cc=(9, 0))
-        done.append("%s-%s" % (name, sig[0].dtype))
+    done = ["%s-%s" % (name, sig[0].dtype) for name, sig in compile_recorded(launched)]
     print(json.dumps(done))
 
 
