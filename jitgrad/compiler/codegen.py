@@ -33,9 +33,10 @@ _KERNELS = {}  # source hash -> compiled dispatcher (per process)
 class Compiled:
     """A generated plan: ``fn(*boundary arrays) -> tuple of arrays``, with what explain shows."""
 
-    def __init__(self, fn, source, kernel_sources, groups, seconds, cache_hits, boundary, outputs):
+    def __init__(self, fn, source, kernel_sources, groups, seconds, cache_hits, boundary, outputs, instructions=0):
         self.fn, self.source, self.kernel_sources, self.groups = fn, source, kernel_sources, groups
         self.seconds, self.cache_hits, self.boundary, self.outputs = seconds, cache_hits, boundary, outputs
+        self.instructions = instructions  # of a tape plan (compiler/tape.py); 0 for generated code
 
 
 def boundary_values(graph):
