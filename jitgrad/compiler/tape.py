@@ -193,9 +193,16 @@ def tape_plan(graph, outputs, name="plan"):
 
 
 def _plan_function(kernel, code, table, n, at, outs):
+    # every row is written before it is read (inputs first, then each instruction's result), and the
+    # constants' rows are never written: a table is reused between calls. One per concurrent call
+    # (list.pop and list.append are atomic), so threads and re-entrant calls get tables of their own.
+    spare = [table.copy()]
+
     def plan(*arrays):
-        T = table.copy()
+        T = spare.pop() if spare else table.copy()
         x = np.concatenate([a.reshape(-1) for a in arrays], dtype=np.float64) if arrays else np.zeros(1)
         kernel(code, T, n, x, at)
-        return tuple(T[r, :size].reshape(shape).astype(dt) for r, size, shape, dt in outs)
+        res = tuple(T[r, :size].reshape(shape).astype(dt) for r, size, shape, dt in outs)
+        spare.append(T)
+        return res
     return plan
