@@ -31,31 +31,45 @@ def _valid_span(off, stride, size, n):
     return min(j0, j1), j1
 
 
+# Indices cast to _ix (unsigned) skip numba's wrap-around test for negative indices: that test,
+# one select per element, keeps LLVM from seeing consecutive addresses, and the loops over image
+# rows (~14 elements) from vectorizing; every index so cast is >= 0 by construction.
+_ix = np.uint64
+
+
 # Both loop over output rows in three spans (left padding, the columns inside the image, right
-# padding), so that the inner loops are plain copies over slices indexed from 0, which vectorize,
-# with no bounds test per element.
+# padding), so that the inner loops are plain indexed copies with no bounds test per element.
 def _im2col(x, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, cols):
     N, C, H, W = x.shape
     L = oh * ow
+    zero = cols.dtype.type(0)
     for row in prange(C * kh * kw):
         c = row // (kh * kw)
         ki = (row // kw) % kh
         kj = row % kw
         off = kj * dw - pw
         j0, j1 = _valid_span(off, sw, W, ow)
+        dst = cols[row]
         for n in range(N):
+            xc = x[n, c]
             for i in range(oh):
                 h = i * sh - ph + ki * dh
-                dst = cols[row, n * L + i * ow:n * L + (i + 1) * ow]
+                o = n * L + i * ow
                 if h < 0 or h >= H:
-                    dst[:] = 0
+                    for j in range(ow):
+                        dst[_ix(o + j)] = zero
                     continue
-                dst[:j0] = 0
-                dst[j1:] = 0
-                inner = dst[j0:j1]
-                src = x[n, c, h, j0 * sw + off:]
-                for j in range(inner.shape[0]):
-                    inner[j] = src[j * sw]
+                src = xc[h]
+                for j in range(j0):
+                    dst[_ix(o + j)] = zero
+                if sw == 1:  # a plain copy (strided reads do not vectorize)
+                    for j in range(j0, j1):
+                        dst[_ix(o + j)] = src[_ix(j + off)]
+                else:
+                    for j in range(j0, j1):
+                        dst[_ix(o + j)] = src[_ix(j * sw + off)]
+                for j in range(j1, ow):
+                    dst[_ix(o + j)] = zero
 
 
 def _col2im(cols, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, x):
@@ -64,9 +78,10 @@ def _col2im(cols, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, x):
     L = oh * ow
     for t in prange(N * C):
         n, c = t // C, t % C
+        xc = x[n, c]
         for ki in range(kh):
             for kj in range(kw):
-                row = (c * kh + ki) * kw + kj
+                src = cols[(c * kh + ki) * kw + kj]
                 off = kj * dw - pw
                 j0, j1 = _valid_span(off, sw, W, ow)
                 for i in range(oh):
@@ -74,10 +89,13 @@ def _col2im(cols, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, x):
                     if h < 0 or h >= H:
                         continue
                     o = n * L + i * ow
-                    src = cols[row, o + j0:o + j1]
-                    dst = x[n, c, h, j0 * sw + off:]
-                    for j in range(src.shape[0]):
-                        dst[j * sw] += src[j]
+                    dst = xc[h]
+                    if sw == 1:
+                        for j in range(j0, j1):
+                            dst[_ix(j + off)] += src[_ix(o + j)]
+                    else:
+                        for j in range(j0, j1):
+                            dst[_ix(j * sw + off)] += src[_ix(o + j)]
 
 
 # ---------------------------------------------------------------- pooling
@@ -116,50 +134,49 @@ def _max_pool(x, kh, kw, sh, sw, ph, pw, dh, dw, out, idx):
 
 
 def _max_pool_2x2(x, out, idx):
-    """_max_pool for 2x2 windows at stride 2 without padding or dilation (the common pooling layer):
-    the four reads of a window without bounds tests. Elements are taken in the same order."""
+    """_max_pool for 2x2 windows at stride 2 without padding or dilation (the common pooling layer),
+    written so that it vectorizes: the four elements a, b, c, d of a window are taken in the same
+    order with the same rule as max_pool_step, its choices kept as 0/1 integers (a select on the
+    loaded values compiles to branches, which mispredict half the time on real data), and the max
+    is np.maximum's (NaN-propagating; a tie keeps the earlier element, as the step does; of two
+    NaNs it keeps the earlier where the step takes the later: NaN either way)."""
     N, C, H, W = x.shape
     oh, ow = out.shape[2], out.shape[3]
     for t in prange(N * C):
         n, c = t // C, t % C
         xs, os, ids = x[n, c], out[n, c], idx[n, c]
         for i in range(oh):
-            h = 2 * i
+            top, bottom, orow, irow = xs[2 * i], xs[2 * i + 1], os[i], ids[i]
+            base = 2 * i * W
             for j in range(ow):
-                w = 2 * j
-                best, bi = xs[h, w], h * W + w
-                best, bi = max_pool_step(best, bi, xs[h, w + 1], h * W + w + 1)
-                best, bi = max_pool_step(best, bi, xs[h + 1, w], h * W + W + w)
-                best, bi = max_pool_step(best, bi, xs[h + 1, w + 1], h * W + W + w + 1)
-                os[i, j] = best
-                ids[i, j] = bi
+                w = _ix(2 * j)
+                a, b, u, v = top[w], top[w + _ix(1)], bottom[w], bottom[w + _ix(1)]
+                take_b = (b > a) | (b != b)
+                m = np.maximum(a, b)
+                take_u = (u > m) | (u != u)
+                m = np.maximum(m, u)
+                take_v = (v > m) | (v != v)
+                orow[_ix(j)] = np.maximum(m, v)
+                k = take_b * 1  # the offset of the max in the window: 0, 1, W or W + 1
+                k += take_u * (W - k)
+                k += take_v * (W + 1 - k)
+                irow[_ix(j)] = base + 2 * j + k
 
 
 def _max_pool_2x2_backward(g, idx, gx):
-    """The gradient of _max_pool_2x2, written window by window (g at the max, 0 at the other three),
-    so that gx needs no zeroing first where the windows tile it; rows and columns no window covers
-    (odd sizes) are zeroed here."""
+    """The gradient of _max_pool_2x2: windows do not overlap, so each plane is zeroed and g stored
+    at the maxima (no read-modify-write)."""
     N, C, oh, ow = g.shape
     H, W = gx.shape[2], gx.shape[3]
     for t in prange(N * C):
         n, c = t // C, t % C
-        gs, ids, gxs = g[n, c], idx[n, c], gx[n, c]
+        gs, ids, plane = g[n, c], idx[n, c], gx[n, c].reshape(H * W)
+        for p in range(H * W):
+            plane[_ix(p)] = 0
         for i in range(oh):
-            h = 2 * i
+            grow, irow = gs[i], ids[i]
             for j in range(ow):
-                w = 2 * j
-                k = ids[i, j] - (h * W + w)  # 0, 1, W or W + 1
-                v = gs[i, j]
-                gxs[h, w] = v if k == 0 else 0
-                gxs[h, w + 1] = v if k == 1 else 0
-                gxs[h + 1, w] = v if k == W else 0
-                gxs[h + 1, w + 1] = v if k == W + 1 else 0
-        for h in range(2 * oh, H):
-            for w in range(W):
-                gxs[h, w] = 0
-        for h in range(2 * oh):
-            for w in range(2 * ow, W):
-                gxs[h, w] = 0
+                plane[_ix(irow[_ix(j)])] = grow[_ix(j)]
 
 
 def _max_pool_backward(g, idx, gx):
@@ -167,8 +184,9 @@ def _max_pool_backward(g, idx, gx):
     N, C, L = g.shape
     for t in prange(N * C):
         n, c = t // C, t % C
+        gs, ids, plane = g[n, c], idx[n, c], gx[n, c]
         for k in range(L):
-            gx[n, c, idx[n, c, k]] += g[n, c, k]
+            plane[_ix(ids[_ix(k)])] += gs[_ix(k)]
 
 
 def _window_avg(x, hs, he, ws, we, div, out):
