@@ -298,20 +298,53 @@ def kernel(name, size):
 
 
 # ---------------------------------------------------------------- convolution
-def im2col(x, k, stride, padding, dilation, out_hw):
+def im2col(x, k, stride, padding, dilation, out_hw, cols=None):
+    """The columns of x (into ``cols``, a (C*kh*kw, N*oh*ow) array, where given)."""
     N, C = x.shape[:2]
     oh, ow = out_hw
-    cols = np.empty((C * k[0] * k[1], N * oh * ow), x.dtype)
+    if cols is None:
+        cols = np.empty((C * k[0] * k[1], N * oh * ow), x.dtype)
     kernel("im2col", cols.size)(np.ascontiguousarray(x), k[0], k[1], stride[0], stride[1], padding[0], padding[1],
                                 dilation[0], dilation[1], oh, ow, cols)
     return cols
 
 
-def col2im(cols, shape, k, stride, padding, dilation, out_hw):
-    x = np.zeros(shape, cols.dtype)
+def col2im(cols, shape, k, stride, padding, dilation, out_hw, x=None):
+    """The columns folded back into an image of ``shape`` (added into ``x``, where given)."""
+    if x is None:
+        x = np.zeros(shape, cols.dtype)
     kernel("col2im", cols.size)(cols, k[0], k[1], stride[0], stride[1], padding[0], padding[1], dilation[0],
                                 dilation[1], out_hw[0], out_hw[1], x)
     return x
+
+
+# The GEMM path works through the batch a block of images at a time, with columns of at most
+# BLOCK_BYTES, so that they are still in cache when the GEMM reads them (and the GEMM's columns
+# when col2im does): a whole batch's columns (7 MB for 64 images of 16 x 14 x 14 and a 3x3
+# kernel) would go out to memory and back, into pages freshly mapped on every call.
+BLOCK_BYTES = 2 << 20
+
+
+class _Blocks:
+    """Image blocks [n0, n1) of a batch of N, with buffers for one block's worth of each GEMM
+    operand of ``rows`` rows (views of the right size for each block)."""
+
+    def __init__(self, N, L, dtype, **rows):
+        self.N, self.L = N, L
+        self.size = max(1, min(N, BLOCK_BYTES // (max(rows.values()) * L * np.dtype(dtype).itemsize)))
+        self.buffers = {name: np.empty(r * self.size * L, dtype) for name, r in rows.items()}
+
+    def __iter__(self):
+        return ((n0, min(self.N, n0 + self.size)) for n0 in range(0, self.N, self.size))
+
+    def __len__(self):
+        return -(-self.N // self.size)
+
+    def buffer(self, name, n, groups=1):
+        """Buffer ``name`` for a block of n images, as (groups, rows // groups, n*L)."""
+        buf = self.buffers[name]
+        m = n * self.L
+        return buf[:buf.size // (self.size * self.L) * m].reshape(groups, -1, m)
 
 
 def _grouped(a, groups):
@@ -319,20 +352,26 @@ def _grouped(a, groups):
     return a.reshape(groups, a.shape[0] // groups, a.shape[1])
 
 
-def _gemm(a, b):
-    """Batched over groups; a single group is a plain 2-D GEMM."""
-    return (a[0] @ b[0])[None] if a.shape[0] == 1 else np.matmul(a, b)
+def _matmul(a, b, out):
+    """out = a @ b batched over groups (a single group as a plain 2-D GEMM)."""
+    if a.shape[0] == 1:
+        np.matmul(a[0], b[0], out=out[0])
+    else:
+        np.matmul(a, b, out=out)
+    return out
 
 
-def _channels_first(g):
-    """(N, O, oh, ow) -> contiguous (O, N*oh*ow), the GEMM layout of an output gradient."""
+def _channels_first(g, out):
+    """g[N, O, oh, ow] -> out, (O, N*oh*ow): the GEMM layout of an output gradient."""
     N, O = g.shape[:2]
-    return np.ascontiguousarray(g.transpose(1, 0, 2, 3)).reshape(O, -1)
+    np.copyto(out.reshape(O, N, -1), g.reshape(N, O, -1).transpose(1, 0, 2))
+    return out
 
 
 class KeptColumns:
     """The im2col columns of a convolution's input, kept by conv2d for conv2d_weight_grad of the
-    same input and geometry, which then need not build them again (used once, then let go)."""
+    same input and geometry, which then need not build them again (used once, then let go;
+    kept where the whole batch's columns are built at once)."""
     __slots__ = ("x", "cols")
 
     def __init__(self):
@@ -358,23 +397,32 @@ def _small(w):
     return w[0].size <= SMALL_K
 
 
+def _geometry(k, stride, padding, dilation, out_hw):
+    return (k[0], k[1], stride[0], stride[1], padding[0], padding[1], dilation[0], dilation[1], out_hw[0], out_hw[1])
+
+
 def conv2d(x, w, b, stride, padding, dilation, groups, out_hw, keep=None):
     """out[N, O, oh, ow] of a convolution of x[N, C, H, W] with w[O, C/groups, kh, kw] (+ b[O]);
     ``keep`` (a KeptColumns) receives x's columns for the weight gradient (where they are built)."""
-    N = x.shape[0]
+    N, C = x.shape[:2]
     O = w.shape[0]
     k = w.shape[2:]
     out = np.empty((N, O) + tuple(out_hw), x.dtype)
     bias = np.zeros(O, x.dtype) if b is None else np.ascontiguousarray(b, x.dtype)
+    xc = np.ascontiguousarray(x)
     if _small(w):
-        kernel("conv_small", out.size)(np.ascontiguousarray(x), np.ascontiguousarray(w.reshape(O, -1)), bias, k[0], k[1], stride[0],
-                                       stride[1], padding[0], padding[1], dilation[0], dilation[1], out)
+        kernel("conv_small", out.size)(xc, np.ascontiguousarray(w.reshape(O, -1)), bias, *_geometry(
+            k, stride, padding, dilation, out_hw)[:8], out)
         return out
-    cols = im2col(x, k, stride, padding, dilation, out_hw)
-    if keep is not None:
-        keep.keep(x, cols)
-    y = _gemm(_grouped(w.reshape(O, -1), groups), _grouped(cols, groups)).reshape(O, -1)
-    kernel("to_nchw", out.size)(y, bias, out)  # the copy into NCHW order, with the bias on the way
+    wg = _grouped(w.reshape(O, -1), groups)
+    blocks = _Blocks(N, out_hw[0] * out_hw[1], x.dtype, cols=C * k[0] * k[1], y=O)
+    for n0, n1 in blocks:
+        cols = blocks.buffer("cols", n1 - n0, groups)
+        im2col(xc[n0:n1], k, stride, padding, dilation, out_hw, cols.reshape(C * k[0] * k[1], -1))
+        y = _matmul(wg, cols, blocks.buffer("y", n1 - n0, groups))
+        kernel("to_nchw", y.size)(y.reshape(O, -1), bias, out[n0:n1])  # into NCHW order, with the bias
+    if keep is not None and len(blocks) == 1:
+        keep.keep(x, cols.reshape(C * k[0] * k[1], -1))
     return out
 
 
@@ -383,9 +431,15 @@ def conv2d_input_grad(g, w, b, stride, padding, dilation, groups, in_hw):
     N, O = g.shape[:2]
     C = w.shape[1] * groups
     k = w.shape[2:]
+    rows = C * k[0] * k[1]
     wt = _grouped(w.reshape(O, -1), groups).transpose(0, 2, 1)
-    cols = _gemm(wt, _grouped(_channels_first(g), groups)).reshape(C * k[0] * k[1], -1)
-    out = col2im(np.ascontiguousarray(cols), (N, C) + tuple(in_hw), k, stride, padding, dilation, g.shape[2:])
+    g = np.ascontiguousarray(g)
+    out = np.zeros((N, C) + tuple(in_hw), g.dtype)
+    blocks = _Blocks(N, g.shape[2] * g.shape[3], g.dtype, cols=rows, g=O)
+    for n0, n1 in blocks:
+        gb = _channels_first(g[n0:n1], blocks.buffer("g", n1 - n0, groups))
+        cols = _matmul(wt, gb, blocks.buffer("cols", n1 - n0, groups))
+        col2im(cols.reshape(rows, -1), None, k, stride, padding, dilation, g.shape[2:], out[n0:n1])
     if b is not None:
         out += b.reshape(1, C, 1, 1)
     return out
@@ -396,16 +450,28 @@ def conv2d_weight_grad(x, g, stride, padding, dilation, groups, k, kept=None):
     (with x's columns from ``kept`` where conv2d kept them)."""
     N, C = x.shape[:2]
     O = g.shape[1]
-    if (C // groups) * k[0] * k[1] <= SMALL_K:
-        part = np.empty((N, O, (C // groups) * k[0] * k[1]), g.dtype)
-        kernel("conv_small_weight_grad", g.size)(np.ascontiguousarray(x), np.ascontiguousarray(g), k[0], k[1],
-                                                 stride[0], stride[1], padding[0], padding[1], dilation[0],
-                                                 dilation[1], part)
+    rows = C * k[0] * k[1]
+    xc, g = np.ascontiguousarray(x), np.ascontiguousarray(g)
+    if rows // groups <= SMALL_K:
+        part = np.empty((N, O, rows // groups), g.dtype)
+        kernel("conv_small_weight_grad", g.size)(xc, g, *_geometry(k, stride, padding, dilation, g.shape[2:])[:8],
+                                                 part)
         return part.sum(0).reshape(O, C // groups, k[0], k[1])
-    cols = kept.take(x) if kept is not None else None
-    if cols is None:
-        cols = im2col(x, k, stride, padding, dilation, g.shape[2:])
-    gw = _gemm(_grouped(_channels_first(g), groups), _grouped(cols, groups).transpose(0, 2, 1))
+    blocks = _Blocks(N, g.shape[2] * g.shape[3], g.dtype, cols=rows, g=O)
+    kept_cols = kept.take(x) if kept is not None else None
+    gw = part = None
+    for n0, n1 in blocks:
+        cols = kept_cols if len(blocks) == 1 else None
+        if cols is None:
+            cols = im2col(xc[n0:n1], k, stride, padding, dilation, g.shape[2:],
+                          blocks.buffer("cols", n1 - n0).reshape(rows, -1))
+        gb = _channels_first(g[n0:n1], blocks.buffer("g", n1 - n0, groups))
+        if gw is None:
+            gw = _matmul(gb, _grouped(cols, groups).transpose(0, 2, 1), np.empty((groups, O // groups, rows // groups),
+                                                                                g.dtype))
+        else:
+            part = _matmul(gb, _grouped(cols, groups).transpose(0, 2, 1), np.empty_like(gw) if part is None else part)
+            gw += part
     return gw.reshape(O, C // groups, k[0], k[1])
 
 

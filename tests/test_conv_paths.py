@@ -12,10 +12,13 @@ from jitgrad.ops.conv import _np_conv2d, _np_conv2d_weight
 from jitgrad.ops.pool import _np_max_pool2d
 
 
-@pytest.fixture(params=["gemm", "small"])
+@pytest.fixture(params=["gemm", "gemm-by-image", "small"])
 def conv_path(request, monkeypatch):
-    """Run a test through im2col + GEMM, then through the small-kernel loops, whatever its sizes."""
-    monkeypatch.setattr(KC, "SMALL_K", 0 if request.param == "gemm" else 1 << 30)
+    """Run a test through im2col + GEMM (the batch in one block, then one image per block), then
+    through the small-kernel loops, whatever its sizes."""
+    monkeypatch.setattr(KC, "SMALL_K", 1 << 30 if request.param == "small" else 0)
+    if request.param == "gemm-by-image":
+        monkeypatch.setattr(KC, "BLOCK_BYTES", 1)
     return request.param
 
 
