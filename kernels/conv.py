@@ -298,14 +298,18 @@ def kernel(name, size):
 
 
 # ---------------------------------------------------------------- convolution
+def _geometry(k, stride, padding, dilation):
+    """The kernels' geometry arguments (kh, kw, sh, sw, ph, pw, dh, dw)."""
+    return k[0], k[1], stride[0], stride[1], padding[0], padding[1], dilation[0], dilation[1]
+
+
 def im2col(x, k, stride, padding, dilation, out_hw, cols=None):
     """The columns of x (into ``cols``, a (C*kh*kw, N*oh*ow) array, where given)."""
     N, C = x.shape[:2]
-    oh, ow = out_hw
     if cols is None:
-        cols = np.empty((C * k[0] * k[1], N * oh * ow), x.dtype)
-    kernel("im2col", cols.size)(np.ascontiguousarray(x), k[0], k[1], stride[0], stride[1], padding[0], padding[1],
-                                dilation[0], dilation[1], oh, ow, cols)
+        cols = np.empty((C * k[0] * k[1], N * out_hw[0] * out_hw[1]), x.dtype)
+    kernel("im2col", cols.size)(np.ascontiguousarray(x), *_geometry(k, stride, padding, dilation), out_hw[0],
+                                out_hw[1], cols)
     return cols
 
 
@@ -313,8 +317,7 @@ def col2im(cols, shape, k, stride, padding, dilation, out_hw, x=None):
     """The columns folded back into an image of ``shape`` (added into ``x``, where given)."""
     if x is None:
         x = np.zeros(shape, cols.dtype)
-    kernel("col2im", cols.size)(cols, k[0], k[1], stride[0], stride[1], padding[0], padding[1], dilation[0],
-                                dilation[1], out_hw[0], out_hw[1], x)
+    kernel("col2im", cols.size)(cols, *_geometry(k, stride, padding, dilation), out_hw[0], out_hw[1], x)
     return x
 
 
@@ -397,10 +400,6 @@ def _small(w):
     return w[0].size <= SMALL_K
 
 
-def _geometry(k, stride, padding, dilation, out_hw):
-    return (k[0], k[1], stride[0], stride[1], padding[0], padding[1], dilation[0], dilation[1], out_hw[0], out_hw[1])
-
-
 def conv2d(x, w, b, stride, padding, dilation, groups, out_hw, keep=None):
     """out[N, O, oh, ow] of a convolution of x[N, C, H, W] with w[O, C/groups, kh, kw] (+ b[O]);
     ``keep`` (a KeptColumns) receives x's columns for the weight gradient (where they are built)."""
@@ -411,8 +410,8 @@ def conv2d(x, w, b, stride, padding, dilation, groups, out_hw, keep=None):
     bias = np.zeros(O, x.dtype) if b is None else np.ascontiguousarray(b, x.dtype)
     xc = np.ascontiguousarray(x)
     if _small(w):
-        kernel("conv_small", out.size)(xc, np.ascontiguousarray(w.reshape(O, -1)), bias, *_geometry(
-            k, stride, padding, dilation, out_hw)[:8], out)
+        kernel("conv_small", out.size)(xc, np.ascontiguousarray(w.reshape(O, -1)), bias,
+                                       *_geometry(k, stride, padding, dilation), out)
         return out
     wg = _grouped(w.reshape(O, -1), groups)
     blocks = _Blocks(N, out_hw[0] * out_hw[1], x.dtype, cols=C * k[0] * k[1], y=O)
@@ -454,24 +453,19 @@ def conv2d_weight_grad(x, g, stride, padding, dilation, groups, k, kept=None):
     xc, g = np.ascontiguousarray(x), np.ascontiguousarray(g)
     if rows // groups <= SMALL_K:
         part = np.empty((N, O, rows // groups), g.dtype)
-        kernel("conv_small_weight_grad", g.size)(xc, g, *_geometry(k, stride, padding, dilation, g.shape[2:])[:8],
-                                                 part)
+        kernel("conv_small_weight_grad", g.size)(xc, g, *_geometry(k, stride, padding, dilation), part)
         return part.sum(0).reshape(O, C // groups, k[0], k[1])
     blocks = _Blocks(N, g.shape[2] * g.shape[3], g.dtype, cols=rows, g=O)
     kept_cols = kept.take(x) if kept is not None else None
-    gw = part = None
+    gw = np.zeros((groups, O // groups, rows // groups), g.dtype)
+    part = np.empty_like(gw)
     for n0, n1 in blocks:
         cols = kept_cols if len(blocks) == 1 else None
         if cols is None:
             cols = im2col(xc[n0:n1], k, stride, padding, dilation, g.shape[2:],
                           blocks.buffer("cols", n1 - n0).reshape(rows, -1))
         gb = _channels_first(g[n0:n1], blocks.buffer("g", n1 - n0, groups))
-        if gw is None:
-            gw = _matmul(gb, _grouped(cols, groups).transpose(0, 2, 1), np.empty((groups, O // groups, rows // groups),
-                                                                                g.dtype))
-        else:
-            part = _matmul(gb, _grouped(cols, groups).transpose(0, 2, 1), np.empty_like(gw) if part is None else part)
-            gw += part
+        gw += _matmul(gb, _grouped(cols, groups).transpose(0, 2, 1), part)
     return gw.reshape(O, C // groups, k[0], k[1])
 
 
