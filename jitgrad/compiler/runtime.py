@@ -4,6 +4,7 @@ import warnings
 
 import numpy as np
 
+from .._device import backend
 from .._grad_mode import STATE, enable_grad
 from .._graph import Node, edge
 from .._op import dispatch
@@ -12,7 +13,7 @@ from .._tensor import Tensor
 from ..autograd import engine
 from . import stats
 from .capture import Ref, Unsupported, trace, trace_backward
-from .codegen import generate
+from .tape import compile_plan
 from .fusion import with_recompute
 
 MAX_VARIANTS = 8
@@ -70,7 +71,7 @@ def unflatten(spec, leaves, it=None):
 
 def tensor_key(t):
     d = t._data
-    contiguous = d.flags.c_contiguous if d.__class__ is np.ndarray else True
+    contiguous = d.flags.c_contiguous if d.__class__ is np.ndarray else backend(d).is_contiguous(d)
     return (d.shape, d.dtype, d.__class__, t._requires_grad, contiguous)
 
 
@@ -92,8 +93,8 @@ class Variant:
         args, kwargs = unflatten(key[0], aliases)
         tracer, result = trace(owner.fn, args, kwargs, owner.fullgraph, aliases)
         g = self.graph = tracer.graph
-        if any(a.__class__ is not np.ndarray for a in g.arrays):
-            g.breaks.append(("device tensors: compiled plans run on the CPU only", "<function>"))
+        if len({a.__class__ for a in g.arrays}) > 1:
+            g.breaks.append(("tensors on more than one device", "<function>"))
         self.breaks = g.breaks
         self.eager = bool(g.breaks)
         self.bplan = None
@@ -126,14 +127,14 @@ class Variant:
                     bg, grad_vals = with_recompute(g, bg, grad_vals)
                 self.bgraph = bg
                 saved_vals = sorted({k[1] for k in bg.kinds if k[0] == "fwd" and g.kinds[k[1]][0] == "op"})
-                self.bplan = generate(bg, grad_vals, owner.fuse, "backward")
+                self.bplan = compile_plan(bg, grad_vals, owner.fuse, "backward")
                 self.bsources = [bg.kinds[v] for v in self.bplan.boundary]
             else:
                 grad_outs = []
         self.grad_outs = grad_outs
         self.saved_vals = saved_vals
         self.out_vals = out_vals
-        self.plan = generate(g, out_vals + saved_vals, owner.fuse, "forward")
+        self.plan = compile_plan(g, out_vals + saved_vals, owner.fuse, "forward")
         self.boundary = self.plan.boundary
         self.fwd_sources = []
         for v in self.boundary:
@@ -187,7 +188,7 @@ class Variant:
 class CompiledFunctionBackward(Node):
     """The autograd node of a compiled region: runs its backward plan, or (create_graph) replays the
     region's ops eagerly and differentiates them with the VJP formulas."""
-    __slots__ = ("variant", "saved_inputs", "saved", "n_outputs", "out_meta", "freed")
+    __slots__ = ("variant", "saved_inputs", "saved", "n_outputs", "out_meta", "xp", "freed")
 
     def __init__(self, variant, tensors, arrays, saved, outs):
         leaves = [(tensors[src[1]] if src[0] == "input" else src[1]) for src in variant.leaf_sources]
@@ -199,6 +200,7 @@ class CompiledFunctionBackward(Node):
         self.saved = saved
         self.n_outputs = len(outs)
         self.out_meta = [(o._data.shape, o._data.dtype) for o in outs]
+        self.xp = backend(outs[0]._data)  # the array module of the region's device, for absent gradients
         self.freed = False
         for k, o in enumerate(outs):
             o.grad_fn, o._output_nr, o._requires_grad = self, k, True
@@ -213,7 +215,7 @@ class CompiledFunctionBackward(Node):
         for kind, x in v.bargs:
             if kind == 0:  # an output's gradient
                 g = grads[x]
-                args.append(g._data if g is not None else np.zeros(*self.out_meta[x]))
+                args.append(g._data if g is not None else self.xp.zeros(*self.out_meta[x]))
             elif kind == 1:  # a forward value the forward plan saved
                 args.append(self.saved[x])
             elif kind == 2:  # an input of the region (version-checked)
@@ -235,7 +237,7 @@ class CompiledFunctionBackward(Node):
                 env[val] = o
         outs = [env[v.out_vals[k]] for k in v.grad_outs]
         leaves = [env[b] for b in v.leaf_vals]
-        gs = [gr if gr is not None else Tensor._wrap(np.zeros(*m)) for gr, m in zip(grads, self.out_meta)]
+        gs = [gr if gr is not None else Tensor._wrap(self.xp.zeros(*m)) for gr, m in zip(grads, self.out_meta)]
         with enable_grad():
             res = engine.grad(outs, leaves, gs, retain_graph=True, create_graph=True, allow_unused=True)
         return list(res)
