@@ -37,45 +37,45 @@ def _valid_span(off, stride, size, n):
 _ix = np.uint64
 
 
-# The columns of one image loop over output rows in three spans (left padding, the columns inside
-# the image, right padding), so that the inner loops are plain indexed copies with no bounds test
-# per element.
+# The columns of an input plane loop over output rows in three spans (left padding, the columns
+# inside the image, right padding), so that the inner loops are plain indexed copies with no
+# bounds test per element.
 @njit(error_model="numpy", fastmath=config.FASTMATH)
-def _image_cols(x, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, cols, start):
-    """cols[:, start:start + oh*ow] = the im2col columns of one image x[C, H, W]."""
-    C, H, W = x.shape
+def _plane_cols(x, kh, kw, sh, sw, ph, pw, dh, dw, i0, i1, ow, cols, row0, start):
+    """The im2col rows of one input plane x[H, W] for output rows [i0, i1):
+    cols[row0 + ki*kw + kj, start + (i - i0)*ow + j] = x[i*sh - ph + ki*dh, j*sw - pw + kj*dw] (0 off the plane)."""
+    H, W = x.shape
     zero = cols.dtype.type(0)
-    for row in range(C * kh * kw):
-        c = row // (kh * kw)
-        ki = (row // kw) % kh
-        kj = row % kw
-        off = kj * dw - pw
-        j0, j1 = _valid_span(off, sw, W, ow)
-        dst, xc = cols[row], x[c]
-        for i in range(oh):
-            h = i * sh - ph + ki * dh
-            o = start + i * ow
-            if h < 0 or h >= H:
-                for j in range(ow):
+    for ki in range(kh):
+        for kj in range(kw):
+            off = kj * dw - pw
+            j0, j1 = _valid_span(off, sw, W, ow)
+            dst = cols[row0 + ki * kw + kj]
+            for i in range(i0, i1):
+                h = i * sh - ph + ki * dh
+                o = start + (i - i0) * ow
+                if h < 0 or h >= H:
+                    for j in range(ow):
+                        dst[_ix(o + j)] = zero
+                    continue
+                src = x[h]
+                for j in range(j0):
                     dst[_ix(o + j)] = zero
-                continue
-            src = xc[h]
-            for j in range(j0):
-                dst[_ix(o + j)] = zero
-            if sw == 1:  # a plain copy (strided reads do not vectorize)
-                for j in range(j0, j1):
-                    dst[_ix(o + j)] = src[_ix(j + off)]
-            else:
-                for j in range(j0, j1):
-                    dst[_ix(o + j)] = src[_ix(j * sw + off)]
-            for j in range(j1, ow):
-                dst[_ix(o + j)] = zero
+                if sw == 1:  # a plain copy (strided reads do not vectorize)
+                    for j in range(j0, j1):
+                        dst[_ix(o + j)] = src[_ix(j + off)]
+                else:
+                    for j in range(j0, j1):
+                        dst[_ix(o + j)] = src[_ix(j * sw + off)]
+                for j in range(j1, ow):
+                    dst[_ix(o + j)] = zero
 
 
 def _im2col(x, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, cols):
-    L = oh * ow
-    for n in prange(x.shape[0]):
-        _image_cols(x[n], kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, cols, n * L)
+    N, C = x.shape[0], x.shape[1]
+    for t in prange(N * C):
+        n, c = t // C, t % C
+        _plane_cols(x[n, c], kh, kw, sh, sw, ph, pw, dh, dw, 0, oh, ow, cols, c * kh * kw, n * oh * ow)
 
 
 def _col2im(cols, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, x):
@@ -105,55 +105,65 @@ def _col2im(cols, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, x):
 
 
 # ---------------------------------------------------------------- small kernels, GEMM output
-# A convolution whose GEMMs would have a tiny inner dimension (a first layer over 1 or 2 input
-# channels) spends its time writing and reading columns and GEMM outputs, not multiplying: these
-# build each image's columns in a buffer the cache holds and multiply with plain loops over its
-# rows, writing NCHW directly.
-def _conv_small(x, w, b, kh, kw, sh, sw, ph, pw, dh, dw, out):
-    """out[n, o] = b[o] + w[o] @ (image n's columns of o's group); w is (O, C/groups*kh*kw)."""
-    N = x.shape[0]
-    O, K = w.shape
-    oh, ow = out.shape[2], out.shape[3]
-    L = oh * ow
-    rows = x.shape[1] * kh * kw
-    per_group = O // (rows // K)
-    for n in prange(N):
-        cols = np.empty((rows, L), x.dtype)
-        _image_cols(x[n], kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, cols, 0)
-        for o in range(O):
-            dst = out[n, o].reshape(L)
+# A convolution whose GEMMs would have a tiny inner dimension K = C/groups*kh*kw (a first layer
+# over 1 or 2 input channels) spends its time writing and reading columns and GEMM outputs, not
+# multiplying. These work by tasks of (image, group, band of ``rows`` output rows): the task's
+# columns (K rows) go to a buffer the cache holds, and plain loops multiply them, writing NCHW.
+@njit(error_model="numpy", fastmath=config.FASTMATH)
+def _band_cols(x, n, gi, kh, kw, sh, sw, ph, pw, dh, dw, i0, i1, ow, K):
+    """The columns of image n's channels of group gi, output rows [i0, i1): (K, (i1 - i0)*ow)."""
+    cols = np.empty((K, (i1 - i0) * ow), x.dtype)
+    per_group = K // (kh * kw)
+    for cg in range(per_group):
+        _plane_cols(x[n, gi * per_group + cg], kh, kw, sh, sw, ph, pw, dh, dw, i0, i1, ow, cols, cg * kh * kw, 0)
+    return cols
+
+
+def _conv_small(x, w, b, kh, kw, sh, sw, ph, pw, dh, dw, rows, out):
+    """out[n, o] = b[o] + w[o] @ (image n's columns of o's group); w is (O, K)."""
+    N, O, oh, ow = out.shape
+    K = w.shape[1]
+    groups = x.shape[1] * kh * kw // K
+    per_group = O // groups
+    bands = -(-oh // rows)
+    for t in prange(N * groups * bands):
+        n, gi, band = t // (groups * bands), (t // bands) % groups, t % bands
+        i0, i1 = band * rows, min(oh, band * rows + rows)
+        cols = _band_cols(x, n, gi, kh, kw, sh, sw, ph, pw, dh, dw, i0, i1, ow, K)
+        m = cols.shape[1]
+        for o in range(gi * per_group, (gi + 1) * per_group):
+            dst = out[n, o].reshape(oh * ow)[i0 * ow:]
             bias = b[o]
-            for p in range(L):
+            for p in range(m):
                 dst[_ix(p)] = bias
-            r0 = (o // per_group) * K
             for k in range(K):
                 wv = w[o, k]
-                src = cols[r0 + k]
-                for p in range(L):
+                src = cols[k]
+                for p in range(m):
                     dst[_ix(p)] += wv * src[_ix(p)]
 
 
-def _conv_small_weight_grad(x, g, kh, kw, sh, sw, ph, pw, dh, dw, part):
-    """part[n, o, k] = g[n, o] . row k of image n's columns of o's group (the weight gradient is
-    the sum over n)."""
-    N, O = g.shape[0], g.shape[1]
+def _conv_small_weight_grad(x, g, kh, kw, sh, sw, ph, pw, dh, dw, rows, part):
+    """part[t, o % (O/groups), k] = the sum over task t's band of g[n, o] * row k of its columns, for
+    the outputs o of the task's group (the weight gradient is the sum over the tasks of each group)."""
+    N, O, oh, ow = g.shape
     K = part.shape[2]
-    oh, ow = g.shape[2], g.shape[3]
-    L = oh * ow
-    rows = x.shape[1] * kh * kw
-    per_group = O // (rows // K)
-    for n in prange(N):
-        cols = np.empty((rows, L), x.dtype)
-        _image_cols(x[n], kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, cols, 0)
-        for o in range(O):
-            gr = g[n, o].reshape(L)
-            r0 = (o // per_group) * K
+    groups = x.shape[1] * kh * kw // K
+    per_group = O // groups
+    bands = -(-oh // rows)
+    for t in prange(N * groups * bands):
+        n, gi, band = t // (groups * bands), (t // bands) % groups, t % bands
+        i0, i1 = band * rows, min(oh, band * rows + rows)
+        cols = _band_cols(x, n, gi, kh, kw, sh, sw, ph, pw, dh, dw, i0, i1, ow, K)
+        m = cols.shape[1]
+        for og in range(per_group):
+            gr = g[n, gi * per_group + og].reshape(oh * ow)[i0 * ow:]
             for k in range(K):
-                src = cols[r0 + k]
+                src = cols[k]
                 s = part.dtype.type(0)
-                for p in range(L):
+                for p in range(m):
                     s += gr[_ix(p)] * src[_ix(p)]
-                part[n, o, k] = s
+                part[t, og, k] = s
 
 
 def _to_nchw(y, b, out):
@@ -400,6 +410,11 @@ def _small(w):
     return w[0].size <= SMALL_K
 
 
+def _band(out_hw):
+    """Output rows per task of the small-kernel loops: about 1024 output pixels."""
+    return max(1, min(out_hw[0], 1024 // out_hw[1]))
+
+
 def conv2d(x, w, b, stride, padding, dilation, groups, out_hw, keep=None):
     """out[N, O, oh, ow] of a convolution of x[N, C, H, W] with w[O, C/groups, kh, kw] (+ b[O]);
     ``keep`` (a KeptColumns) receives x's columns for the weight gradient (where they are built)."""
@@ -411,7 +426,7 @@ def conv2d(x, w, b, stride, padding, dilation, groups, out_hw, keep=None):
     xc = np.ascontiguousarray(x)
     if _small(w):
         kernel("conv_small", out.size)(xc, np.ascontiguousarray(w.reshape(O, -1)), bias,
-                                       *_geometry(k, stride, padding, dilation), out)
+                                       *_geometry(k, stride, padding, dilation), _band(out_hw), out)
         return out
     wg = _grouped(w.reshape(O, -1), groups)
     blocks = _Blocks(N, out_hw[0] * out_hw[1], x.dtype, cols=C * k[0] * k[1], y=O)
@@ -452,9 +467,12 @@ def conv2d_weight_grad(x, g, stride, padding, dilation, groups, k, kept=None):
     rows = C * k[0] * k[1]
     xc, g = np.ascontiguousarray(x), np.ascontiguousarray(g)
     if rows // groups <= SMALL_K:
-        part = np.empty((N, O, rows // groups), g.dtype)
-        kernel("conv_small_weight_grad", g.size)(xc, g, *_geometry(k, stride, padding, dilation), part)
-        return part.sum(0).reshape(O, C // groups, k[0], k[1])
+        band = _band(g.shape[2:])
+        bands = -(-g.shape[2] // band)
+        part = np.empty((N, groups, bands, O // groups, rows // groups), g.dtype)
+        kernel("conv_small_weight_grad", g.size)(xc, g, *_geometry(k, stride, padding, dilation), band,
+                                                 part.reshape(-1, O // groups, rows // groups))
+        return part.sum((0, 2)).reshape(O, C // groups, k[0], k[1])
     blocks = _Blocks(N, g.shape[2] * g.shape[3], g.dtype, cols=rows, g=O)
     kept_cols = kept.take(x) if kept is not None else None
     gw = np.zeros((groups, O // groups, rows // groups), g.dtype)

@@ -130,10 +130,14 @@ def test_im2col_and_col2im_over_random_geometries(conv_path):
         np.testing.assert_allclose((out * g).sum(), (x * gx).sum(), rtol=1e-10)
 
 
+@pytest.mark.parametrize("band", [None, 2])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("kw", [{"padding": 1}, {"stride": 2}, {"padding": (2, 0), "dilation": (2, 1)}, {"groups": 2}])
-def test_small_kernels_match_the_gemm_path(kw, dtype, monkeypatch):
-    """A first layer's convolution (1 or 2 input channels per group, 3x3) by the loops and by im2col + GEMM."""
+def test_small_kernels_match_the_gemm_path(kw, dtype, band, monkeypatch):
+    """A first layer's convolution (2 input channels per group, 3x3) by the loops (each image in one
+    task, or in bands of 2 output rows) and by im2col + GEMM."""
+    if band is not None:
+        monkeypatch.setattr(KC, "_band", lambda out_hw: band)
     rng = np.random.default_rng(6)
     C = 2 * kw.get("groups", 1)
     x = rng.standard_normal((5, C, 9, 8)).astype(dtype)
