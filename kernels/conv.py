@@ -8,6 +8,10 @@ padding). The three products of a convolution are then
     input grad    cols[g] = W[g].T @ gout[g]   then col2im adds the columns back into the image
     weight grad   gW[g]   = gout[g] @ cols[g].T
 
+taken a block of images at a time (columns of a few MB, which stay in cache between the GEMM
+and im2col or col2im). Convolutions with tiny kernels (a first layer over one or two channels),
+whose GEMMs would be all memory traffic, run as plain loops over cached columns instead.
+
 Geometry is always explicit (stride, top/left padding, dilation, and both image sizes), so
 asymmetric padding ('same' with an even kernel) and conv_transpose's output_padding need no
 special cases. Pooling kernels loop directly over (N*C) planes.
