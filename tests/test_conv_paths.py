@@ -45,6 +45,15 @@ def test_max_pool_2x2_matches_the_general_kernel_and_numpy(shape, dtype):
     np.testing.assert_array_equal(out[finite], np_out[finite])
 
 
+def test_max_pool_2x2_ties_of_signed_zeros_keep_the_first():
+    rng = np.random.default_rng(7)
+    x = rng.choice(np.array([0.0, -0.0], np.float32), (2, 3, 8, 8))
+    out, idx = KC.max_pool2d(x, (2, 2), (2, 2), (0, 0), (1, 1), (4, 4))
+    ref_out, ref_idx = _general_max_pool(x)
+    np.testing.assert_array_equal(np.signbit(out), np.signbit(ref_out))
+    np.testing.assert_array_equal(idx, ref_idx)
+
+
 @pytest.mark.parametrize("shape", [(2, 3, 4, 6), (1, 2, 5, 7), (3, 1, 9, 8)])
 def test_max_pool_2x2_backward_matches_the_scatter(shape):
     rng = np.random.default_rng(1)
