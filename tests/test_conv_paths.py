@@ -1,6 +1,6 @@
 """The specialised convolution and pooling paths of kernels/conv.py against the general ones and
-NumPy: 2x2/stride-2 max pooling (forward and the window-by-window backward) and the im2col columns
-that conv2d keeps for the weight gradient."""
+NumPy: 2x2/stride-2 max pooling (forward and the window-by-window backward), the im2col columns
+that conv2d keeps for the weight gradient, and the loops of convolutions with small kernels."""
 import numpy as np
 import pytest
 
@@ -10,6 +10,16 @@ from jitgrad.autograd import gradcheck, gradgradcheck
 from jitgrad.kernels import conv as KC
 from jitgrad.ops.conv import _np_conv2d, _np_conv2d_weight
 from jitgrad.ops.pool import _np_max_pool2d
+
+
+@pytest.fixture(params=["gemm", "gemm-by-image", "small"])
+def conv_path(request, monkeypatch):
+    """Run a test through im2col + GEMM (the batch in one block, then one image per block), then
+    through the small-kernel loops, whatever its sizes."""
+    monkeypatch.setattr(KC, "SMALL_K", 1 << 30 if request.param == "small" else 0)
+    if request.param == "gemm-by-image":
+        monkeypatch.setattr(KC, "BLOCK_BYTES", 1)
+    return request.param
 
 
 def _general_max_pool(x):
@@ -33,6 +43,15 @@ def test_max_pool_2x2_matches_the_general_kernel_and_numpy(shape, dtype):
     np.testing.assert_array_equal(np.isnan(out), np.isinf(np_out))  # a window with a NaN gives NaN
     finite = ~np.isnan(out)
     np.testing.assert_array_equal(out[finite], np_out[finite])
+
+
+def test_max_pool_2x2_ties_of_signed_zeros_keep_the_first():
+    rng = np.random.default_rng(7)
+    x = rng.choice(np.array([0.0, -0.0], np.float32), (2, 3, 8, 8))
+    out, idx = KC.max_pool2d(x, (2, 2), (2, 2), (0, 0), (1, 1), (4, 4))
+    ref_out, ref_idx = _general_max_pool(x)
+    np.testing.assert_array_equal(np.signbit(out), np.signbit(ref_out))
+    np.testing.assert_array_equal(idx, ref_idx)
 
 
 @pytest.mark.parametrize("shape", [(2, 3, 4, 6), (1, 2, 5, 7), (3, 1, 9, 8)])
@@ -77,7 +96,7 @@ def test_conv2d_keeps_its_columns_for_the_weight_gradient_only_of_the_same_input
 
 @pytest.mark.parametrize("kw", [{"padding": 1}, {"stride": 2, "padding": (0, 1)}, {"dilation": 2},
                                 {"groups": 2, "padding": 1}])
-def test_conv2d_gradients_with_kept_columns(kw):
+def test_conv2d_gradients_with_kept_columns(kw, conv_path):
     rng = np.random.default_rng(4)
     x = jg.tensor(rng.standard_normal((2, 4, 7, 6)), requires_grad=True)
     w = jg.tensor(rng.standard_normal((4, 4 // kw.get("groups", 1), 3, 3)), requires_grad=True)
@@ -100,7 +119,7 @@ def test_conv2d_gradients_with_kept_columns(kw):
     assert gradgradcheck(lambda x, w: F.conv2d(x, w, None, **kw), (x, w))
 
 
-def test_im2col_and_col2im_over_random_geometries():
+def test_im2col_and_col2im_over_random_geometries(conv_path):
     """conv2d (im2col) and its input gradient (col2im) against NumPy, for kernels that hang over
     the padding on either side, strides that skip columns, dilations and padding wider than the kernel."""
     rng = np.random.default_rng(5)
@@ -118,3 +137,33 @@ def test_im2col_and_col2im_over_random_geometries():
         gx = F.conv_transpose2d(jg.tensor(g), jg.tensor(w), None, s, p, op, 1, d).numpy()
         assert gx.shape == x.shape
         np.testing.assert_allclose((out * g).sum(), (x * gx).sum(), rtol=1e-10)
+
+
+@pytest.mark.parametrize("band", [None, 2])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("kw", [{"padding": 1}, {"stride": 2}, {"padding": (2, 0), "dilation": (2, 1)}, {"groups": 2}])
+def test_small_kernels_match_the_gemm_path(kw, dtype, band, monkeypatch):
+    """A first layer's convolution (2 input channels per group, 3x3) by the loops (each image in one
+    task, or in bands of 2 output rows) and by im2col + GEMM."""
+    if band is not None:
+        monkeypatch.setattr(KC, "_band", lambda out_hw: band)
+    rng = np.random.default_rng(6)
+    C = 2 * kw.get("groups", 1)
+    x = rng.standard_normal((5, C, 9, 8)).astype(dtype)
+    w = rng.standard_normal((4, 2, 3, 3)).astype(dtype)
+    b = rng.standard_normal(4).astype(dtype)
+    s, p, d = (np.broadcast_to(kw.get(n, v), 2) for n, v in (("stride", 1), ("padding", 0), ("dilation", 1)))
+    out_hw = tuple((n + 2 * pp - dd * 2 - 1) // ss + 1 for n, pp, dd, ss in zip((9, 8), p, d, s))
+    geometry = (tuple(map(int, s)), tuple(map(int, p)), tuple(map(int, d)), kw.get("groups", 1))
+    assert KC._small(w)
+    kept = KC.KeptColumns()
+    small = KC.conv2d(x, w, b, *geometry, out_hw, kept)
+    assert kept.cols is None  # the loops build no columns to keep
+    g = rng.standard_normal(small.shape).astype(dtype)
+    small_gw = KC.conv2d_weight_grad(x, g, *geometry, (3, 3), kept)
+    monkeypatch.setattr(KC, "SMALL_K", 0)
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(small, KC.conv2d(x, w, b, *geometry, out_hw), rtol=tol, atol=tol)
+    np.testing.assert_allclose(small_gw, KC.conv2d_weight_grad(x, g, *geometry, (3, 3)), rtol=tol, atol=10 * tol)
+    np.testing.assert_allclose(small, _np_conv2d(x.astype(np.float64), w.astype(np.float64), b.astype(np.float64),
+                                                 **kw), rtol=10 * tol, atol=10 * tol)
