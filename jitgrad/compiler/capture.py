@@ -4,6 +4,13 @@ Values are numbered by the array they hold (saved tensors unpack to new Tensor o
 same array, so the VJP formulas' reads map back to the forward values). A tensor that no recorded
 op made is an input (given by position) or an external (a parameter, a constant): the plan reads
 externals live at each call. What needs a value in Python ends the graph (a graph break).
+
+A training step's side effects are captured without running them: ``loss.backward()`` becomes a
+backward graph (the VJP formulas' trace) whose gradients the plan accumulates into the leaves'
+``.grad``, and ``optimizer.zero_grad()`` / ``optimizer.step()`` / ``module.zero_grad()`` become
+effects the plan calls in order. A side effect the trace cannot capture (an in-place write, a
+``.grad`` access, ``backward(create_graph=True)``, hooks) stops the trace at once, before it runs,
+so the eager rerun of the call is the only one to apply it.
 """
 import os
 import sys
@@ -11,11 +18,13 @@ import sys
 import numpy as np
 
 from .._generator import generators
+from .._graph import SEQUENCE, AccumulateGrad
 from .._grad_mode import STATE, enable_grad
 from .._op import _plan, dispatch
 from .._tensor import Tensor
 from ..autograd import engine
 from ..kernels.conv import KeptColumns
+from ..nn.module import Module
 from ..optim.optimizer import Optimizer
 
 _JITGRAD_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -27,6 +36,15 @@ class Unsupported(RuntimeError):
 
 class GraphBreak(Exception):
     """Raised inside the traced function to stop tracing at a graph break (fullgraph=True)."""
+
+
+class _Stop(BaseException):
+    """Raised inside the traced function at a side effect the trace cannot capture, before it runs: the
+    call then runs eagerly from the start, so the effect is applied once. (A BaseException: the
+    function's own ``except Exception`` must not swallow it.)"""
+
+
+BACKWARD = "backward"  # the effect kind of a captured loss.backward()
 
 
 class Node:
@@ -100,6 +118,13 @@ class Tracer:
         self.graph = Graph() if graph is None else graph
         self.fullgraph = fullgraph
         self.recording = True
+        # a training step's side effects, in call order: (ops recorded before it, kind, callable, args)
+        self.effects = []
+        self.backward = None  # (loss value, gradient value or None, leaf tensors, backward graph, grad values)
+        self.closed = False  # after backward() or a mid-function step(): later ops read only earlier results
+        self.updated = []  # arrays of the parameters an optimizer steps (later ops must not read them)
+        self.first_node = next(SEQUENCE)  # autograd nodes made before the trace belong to another graph
+        self.active = False  # while the traced function runs (the patched methods act only then)
 
     def __call__(self, op, args, params):
         STATE.capture = None
@@ -113,6 +138,8 @@ class Tracer:
 
     def record(self, op, args, params, out):
         g = self.graph
+        if self.closed:
+            self._check_after_effects(args, params)
         refs = []
         for a in args:
             if isinstance(a, Tensor):
@@ -137,15 +164,99 @@ class Tracer:
             raise Unsupported("fullgraph=True: %s at %s ends the graph (%s)" % (reason, where, _HINT))
         self.graph.breaks.append((reason, where))
 
+    def stop(self, reason):
+        """A graph break at a side effect: the trace ends here, before the effect runs."""
+        self.graph_break(reason)
+        STATE.capture = None
+        self.recording = False
+        raise _Stop()
+
+    def _check_after_effects(self, args, params):
+        """An op after backward() or step() runs in the forward plan, before them: it may read only
+        values earlier ops made (not parameters, inputs or gradients, which the effects change)."""
+        g = self.graph
+        for a in list(args) + list(params.values()):
+            if isinstance(a, Tensor):
+                v = g.by_id.get(id(a._data))
+                if v is None or g.kinds[v][0] != "op" or any(
+                        np.may_share_memory(a._data, u) for u in self.updated):
+                    self.stop("an op after loss.backward() or optimizer.step() that reads a parameter, an input or "
+                              "a gradient")
+
+    # ------------------------------------------------------------- training-step effects
+    def effect(self, fn, args, kwargs):
+        """Record a call that the plan makes at run time, in the function's order (zero_grad, step)."""
+        self.effects.append((len(self.graph.nodes), fn.__name__, fn, args, kwargs))
+
+    def capture_step(self, fn, opt, args, kwargs):
+        if args or kwargs.get("closure") is not None:
+            self.stop("optimizer.step(closure)")
+        if self.graph.nodes:  # a step after ops: they read the parameters before it, later ops must not
+            self.closed = True
+            self.updated += [p._data for group in opt.param_groups for p in group["params"]]
+        self.effect(fn, (opt,), {})
+
+    def capture_backward(self, loss, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+        """``loss.backward()``: the gradients of the leaves as a backward graph, accumulated by the plan."""
+        g = self.graph
+        if create_graph or retain_graph or inputs is not None:
+            self.stop("Tensor.backward(%s)" % ("create_graph=True" if create_graph else "retain_graph=True"
+                                               if retain_graph else "inputs=...") + " (runs eagerly)")
+        if self.backward is not None:
+            self.stop("a second Tensor.backward()")
+        if any(e[1] == "step" and e[0] > 0 for e in self.effects):
+            self.stop("Tensor.backward() after optimizer.step()")
+        lv = g.by_id.get(id(loss._data))
+        if lv is None or g.kinds[lv][0] != "op" or loss.grad_fn is None:
+            self.stop("Tensor.backward() of a tensor the compiled function did not compute")
+        if gradient is None:
+            if loss._data.size != 1:
+                self.stop("Tensor.backward() of a non-scalar without a gradient")
+            gv = None
+        elif isinstance(gradient, Tensor) and gradient.shape == loss.shape and gradient.dtype is loss.dtype:
+            gv = g.value(gradient)
+        else:
+            self.stop("Tensor.backward(gradient) with a gradient of another shape or type")
+        leaves = self._leaves(loss)
+        bg, grads = trace_backward(g, [loss], leaves)
+        self.backward = (lv, gv, leaves, bg, grads)
+        self.effects.append((len(g.nodes), BACKWARD, None, (), {}))
+        self.closed = True
+
+    def _leaves(self, loss):
+        """The leaves backward() would accumulate into; hooks and graphs from outside the trace stop it."""
+        g = self.graph
+        seen, stack, leaves = set(), [loss.grad_fn], []
+        while stack:
+            node = stack.pop()
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            if node.__class__ is AccumulateGrad:
+                t = node.variable
+                v = g.by_id.get(id(t._data))
+                if t._hooks or node._post_acc_hooks:
+                    self.stop("Tensor.backward() into a leaf with hooks")
+                if v is None or g.kinds[v][0] not in ("input", "ext"):
+                    self.stop("Tensor.backward() into a leaf the compiled function does not read")
+                leaves.append(t)
+                continue
+            if node._hooked:
+                self.stop("Tensor.backward() through a tensor with hooks or retain_grad()")
+            if node._seq < self.first_node:
+                self.stop("Tensor.backward() into a graph built outside the compiled function")
+            stack += [e[0] for e in node.next_functions if e[0] is not None]
+        return leaves
+
 
 _HINT = "compile the code after it separately, or use fullgraph=False to run it eagerly"
+_GRAD_ACCESS = "a .grad access (read or write)"
 
 # Tensor methods that need a value in Python, and methods that write tensors or run the engine outside
 # the op table: while tracing, each reports a graph break and then runs as usual.
 _VALUE_METHODS = {"item": "Tensor.item()", "tolist": "Tensor.tolist()", "numpy": "Tensor.numpy()",
                   "__bool__": "bool(tensor)", "__float__": "float(tensor)", "__int__": "int(tensor)",
-                  "__index__": "a tensor used as an index", "__array__": "a tensor converted to a NumPy array",
-                  "backward": "Tensor.backward()", "__setitem__": "an in-place write (__setitem__)"}
+                  "__index__": "a tensor used as an index", "__array__": "a tensor converted to a NumPy array"}
 
 
 def _inplace_methods():
@@ -154,21 +265,69 @@ def _inplace_methods():
                                                                        "or", "xor", "floordiv", "mod")]
 
 
-def _wrap_method(cls, name, reason):
+def _wrap_method(tracer, cls, name, reason, capture=None):
+    """Patch ``cls.name`` for the trace: ``capture(tracer, orig, self, args, kwargs)`` records the call
+    (a training-step effect); otherwise a value method is a graph break after which the function goes
+    on eagerly, and a side effect (``reason`` given with ``capture=False``) stops the trace."""
     orig = cls.__dict__.get(name)
     if orig is None:
         return None
 
     def method(self, *args, **kwargs):
-        tracer = STATE.capture
-        if isinstance(tracer, Tracer):
-            tracer.graph_break(reason)
-            STATE.capture = None  # the rest runs eagerly: the graph ends here
-            tracer.recording = False
+        cur = STATE.capture
+        # inside this trace: while it records, or after a graph break (the rest runs eagerly, recording off;
+        # dispatch also clears STATE.capture while it runs an op, with recording on: not ours then)
+        if tracer.active and (cur is tracer or cur is None and not tracer.recording):
+            if capture is None:
+                if cur is tracer:
+                    tracer.graph_break(reason)
+                    STATE.capture = None  # the rest runs eagerly: the graph ends here
+                    tracer.recording = False
+            elif capture is False or cur is None:
+                tracer.stop(reason)  # not even the eager rest of a broken trace may apply a side effect
+            else:
+                return capture(tracer, orig, self, args, kwargs)
         return orig(self, *args, **kwargs)
     method.__name__ = name
     setattr(cls, name, method)
     return orig
+
+
+def _capture_backward(tracer, orig, t, args, kwargs):
+    tracer.capture_backward(t, *args, **kwargs)
+
+
+def _capture_step(tracer, orig, opt, args, kwargs):
+    tracer.capture_step(orig, opt, args, kwargs)
+
+
+def _capture_zero_grad(tracer, orig, obj, args, kwargs):
+    tracer.effect(orig, (obj,) + args, kwargs)
+
+
+def _wrap_grad(tracer):
+    """``Tensor.grad`` while tracing: the trace does not run backward, so a read or write of ``.grad``
+    would see or change the wrong gradients: it stops the trace."""
+    prop = Tensor.__dict__["grad"]
+
+    def check():
+        cur = STATE.capture
+        if tracer.active and (cur is tracer or cur is None and not tracer.recording):
+            tracer.stop(_GRAD_ACCESS)
+
+    def fget(self):
+        check()
+        return prop.fget(self)
+
+    def fset(self, value):
+        check()
+        prop.fset(self, value)
+
+    def fdel(self):
+        check()
+        prop.fdel(self)
+    Tensor.grad = property(fget, fset, fdel, prop.__doc__)
+    return prop
 
 
 def trace(fn, args, kwargs, fullgraph, tensors):
@@ -180,20 +339,31 @@ def trace(fn, args, kwargs, fullgraph, tensors):
             tracer.graph.value(t, ("input", i))
     patched = []
     for name, reason in _VALUE_METHODS.items():
-        patched.append((Tensor, name, _wrap_method(Tensor, name, reason)))
-    for name in _inplace_methods():
-        patched.append((Tensor, name, _wrap_method(Tensor, name, "an in-place op (Tensor.%s)" % name)))
+        patched.append((Tensor, name, _wrap_method(tracer, Tensor, name, reason)))
+    for name in _inplace_methods() + ["__setitem__"]:
+        patched.append((Tensor, name, _wrap_method(tracer, Tensor, name, "an in-place op (Tensor.%s)" % name, False)))
+    patched.append((Tensor, "backward", _wrap_method(tracer, Tensor, "backward", "Tensor.backward()",
+                                                     _capture_backward)))
+    patched.append((Tensor, "grad", _wrap_grad(tracer)))
+    patched.append((Module, "zero_grad", _wrap_method(tracer, Module, "zero_grad", "module.zero_grad()",
+                                                      _capture_zero_grad)))
     for cls in _subclasses(Optimizer):
-        for name in ("step", "zero_grad"):
-            patched.append((cls, name, _wrap_method(cls, name, "optimizer.%s()" % name)))
+        patched.append((cls, "step", _wrap_method(tracer, cls, "step", "optimizer.step()", _capture_step)))
+        patched.append((cls, "zero_grad", _wrap_method(tracer, cls, "zero_grad", "optimizer.zero_grad()",
+                                                       _capture_zero_grad)))
     # every generator's stream as it was: a draw from any of them (the default one, or one passed as
     # generator=) would be frozen into the graph
     rngs = [(gen, gen._np, gen._np.bit_generator.state) for gen in generators()]
     prev = STATE.capture
     STATE.capture = tracer
+    tracer.active = True
+    result = None
     try:
         result = fn(*args, **kwargs)
+    except _Stop:
+        pass  # the break is recorded: the call runs eagerly
     finally:
+        tracer.active = False
         STATE.capture = prev
         for cls, name, orig in patched:
             if orig is not None:
