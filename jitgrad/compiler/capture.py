@@ -167,7 +167,6 @@ class Tracer:
     def stop(self, reason):
         """A graph break at a side effect: the trace ends here, before the effect runs."""
         self.graph_break(reason)
-        STATE.capture = None
         self.recording = False
         raise _Stop()
 
@@ -184,17 +183,28 @@ class Tracer:
                               "a gradient")
 
     # ------------------------------------------------------------- training-step effects
-    def effect(self, fn, args, kwargs):
+    def effect(self, kind, fn, args, kwargs):
         """Record a call that the plan makes at run time, in the function's order (zero_grad, step)."""
-        self.effects.append((len(self.graph.nodes), fn.__name__, fn, args, kwargs))
+        self.effects.append((len(self.graph.nodes), kind, fn, args, kwargs))
 
-    def capture_step(self, fn, opt, args, kwargs):
-        if args or kwargs.get("closure") is not None:
+    def optimizer_call(self, opt, name, arg):
+        """The capture hook of ``Optimizer.step(closure)`` and ``Optimizer.zero_grad(set_to_none)``
+        (optim/optimizer.py calls it while a trace runs, however the method was reached: through an
+        lr scheduler's wrapper of ``step`` too). True where the call is captured, not to be run."""
+        if not self.active:
+            return False  # the backward graph's tracer
+        if not self.recording:
+            self.stop("optimizer.%s()" % name)
+        if name == "zero_grad":
+            self.effect("zero_grad", opt.zero_grad, (arg,), {})
+            return True
+        if arg is not None:
             self.stop("optimizer.step(closure)")
         if self.graph.nodes:  # a step after ops: they read the parameters before it, later ops must not
             self.closed = True
             self.updated += [p._data for group in opt.param_groups for p in group["params"]]
-        self.effect(fn, (opt,), {})
+        self.effect("step", opt.step, (), {})  # the bound step: an lr scheduler's wrapper of it runs too
+        return True
 
     def capture_backward(self, loss, gradient=None, retain_graph=None, create_graph=False, inputs=None):
         """``loss.backward()``: the gradients of the leaves as a backward graph, accumulated by the plan."""
@@ -274,17 +284,15 @@ def _wrap_method(tracer, cls, name, reason, capture=None):
         return None
 
     def method(self, *args, **kwargs):
-        cur = STATE.capture
-        # inside this trace: while it records, or after a graph break (the rest runs eagerly, recording off;
-        # dispatch also clears STATE.capture while it runs an op, with recording on: not ours then)
-        if tracer.active and (cur is tracer or cur is None and not tracer.recording):
+        # this trace's (dispatch clears STATE.capture while it runs an op: not the user's call then); after
+        # a graph break the trace goes on eagerly with recording off, but not into a side effect
+        if tracer.active and STATE.capture is tracer:
             if capture is None:
-                if cur is tracer:
+                if tracer.recording:
                     tracer.graph_break(reason)
-                    STATE.capture = None  # the rest runs eagerly: the graph ends here
-                    tracer.recording = False
-            elif capture is False or cur is None:
-                tracer.stop(reason)  # not even the eager rest of a broken trace may apply a side effect
+                    tracer.recording = False  # the rest runs eagerly: the graph ends here
+            elif capture is False or not tracer.recording:
+                tracer.stop(reason)
             else:
                 return capture(tracer, orig, self, args, kwargs)
         return orig(self, *args, **kwargs)
@@ -297,12 +305,8 @@ def _capture_backward(tracer, orig, t, args, kwargs):
     tracer.capture_backward(t, *args, **kwargs)
 
 
-def _capture_step(tracer, orig, opt, args, kwargs):
-    tracer.capture_step(orig, opt, args, kwargs)
-
-
-def _capture_zero_grad(tracer, orig, obj, args, kwargs):
-    tracer.effect(orig, (obj,) + args, kwargs)
+def _capture_zero_grad(tracer, orig, module, args, kwargs):
+    tracer.effect("zero_grad", orig, (module,) + args, kwargs)
 
 
 def _wrap_grad(tracer):
@@ -311,8 +315,7 @@ def _wrap_grad(tracer):
     prop = Tensor.__dict__["grad"]
 
     def check():
-        cur = STATE.capture
-        if tracer.active and (cur is tracer or cur is None and not tracer.recording):
+        if tracer.active and STATE.capture is tracer:
             tracer.stop(_GRAD_ACCESS)
 
     def fget(self):
@@ -347,10 +350,12 @@ def trace(fn, args, kwargs, fullgraph, tensors):
     patched.append((Tensor, "grad", _wrap_grad(tracer)))
     patched.append((Module, "zero_grad", _wrap_method(tracer, Module, "zero_grad", "module.zero_grad()",
                                                       _capture_zero_grad)))
-    for cls in _subclasses(Optimizer):
-        patched.append((cls, "step", _wrap_method(tracer, cls, "step", "optimizer.step()", _capture_step)))
-        patched.append((cls, "zero_grad", _wrap_method(tracer, cls, "zero_grad", "optimizer.zero_grad()",
-                                                       _capture_zero_grad)))
+    # Optimizer's own step and zero_grad call the tracer's hook (optimizer_call); a subclass's override of
+    # them is Python the trace cannot capture
+    for cls in _subclasses(Optimizer)[1:]:
+        for name in ("step", "zero_grad"):
+            patched.append((cls, name, _wrap_method(tracer, cls, name, "%s.%s(), an override of Optimizer.%s"
+                                                    % (cls.__name__, name, name), False)))
     # every generator's stream as it was: a draw from any of them (the default one, or one passed as
     # generator=) would be frozen into the graph
     rngs = [(gen, gen._np, gen._np.bit_generator.state) for gen in generators()]

@@ -175,18 +175,20 @@ class Variant:
         return True
 
     def _outputs_spent(self, g, lv, out_leaves, out_vals):
-        """A step's outputs that require grad must be the loss or what it derives from: eager backward has
-        freed their graph (a compiled step gives them a spent node). Another one would need a backward of
-        its own: then the step runs eagerly."""
-        ancestors, stack = set(), [lv]
-        while stack:
-            v = stack.pop()
-            if v in ancestors or g.kinds[v][0] != "op":
-                continue
-            ancestors.add(v)
-            stack += g.nodes[g.kinds[v][1]].refs()
+        """A step's outputs that require grad must derive from the loss's graph, which eager backward has
+        freed (a compiled step gives them a spent node). One that does not would need a backward of its
+        own: then the step runs eagerly."""
+        def ancestors(v0):
+            seen, stack = set(), [v0]
+            while stack:
+                v = stack.pop()
+                if v not in seen and g.kinds[v][0] == "op":
+                    seen.add(v)
+                    stack += g.nodes[g.kinds[v][1]].refs()
+            return seen
+        graph = ancestors(lv)
         self.spent = [k for k, t in enumerate(out_leaves) if t._requires_grad and g.kinds[out_vals[k]][0] == "op"]
-        if any(out_vals[k] not in ancestors for k in self.spent):
+        if any(not ancestors(out_vals[k]) & graph for k in self.spent):
             self.breaks.append(("a compiled step returns a tensor that needs a backward of its own", "<function>"))
             self.eager = True
             return False
