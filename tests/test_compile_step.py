@@ -163,6 +163,23 @@ def test_scheduler_changes_lr_without_retrace():
     _assert_same(results[1], results[0])
 
 
+def test_scheduler_stepped_inside_the_compiled_step():
+    def make(ps):
+        opt = jg.optim.SGD(ps, lr=0.2, momentum=0.9)
+        opt.sched = jg.optim.lr_scheduler.ExponentialLR(opt, gamma=0.7)
+        return opt
+
+    def body(model, opt, x, y):
+        loss = _standard(model, opt, x, y)
+        opt.sched.step()  # replayed by the plan at each call, after the update
+        return loss
+    (eager, _, eopt, _, _), (comp, _, copt, fn, step) = _run_both(make, body)
+    for (_, pe, _), (_, pc, _) in zip(eager, comp):
+        _assert_same(pc, pe)
+    assert copt.param_groups[0]["lr"] == pytest.approx(eopt.param_groups[0]["lr"]) == pytest.approx(0.2 * 0.7 ** STEPS)
+    assert explain(step, *_data()).effects == ["zero_grad", "backward", "step", "lr_scheduler.step"]
+
+
 def test_param_groups_with_their_own_lr():
     def make(ps):
         ps = list(ps)

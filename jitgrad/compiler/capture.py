@@ -7,8 +7,8 @@ externals live at each call. What needs a value in Python ends the graph (a grap
 
 A training step's side effects are captured without running them: ``loss.backward()`` becomes a
 backward graph (the VJP formulas' trace) whose gradients the plan accumulates into the leaves'
-``.grad``, and ``optimizer.zero_grad()`` / ``optimizer.step()`` / ``module.zero_grad()`` become
-effects the plan calls in order. A side effect the trace cannot capture (an in-place write, a
+``.grad``, and ``optimizer.zero_grad()`` / ``optimizer.step()`` / ``module.zero_grad()`` /
+``lr_scheduler.step()`` become effects the plan calls in order. A side effect the trace cannot capture (an in-place write, a
 ``.grad`` access, ``backward(create_graph=True)``, hooks) stops the trace at once, before it runs,
 so the eager rerun of the call is the only one to apply it.
 """
@@ -25,6 +25,7 @@ from .._tensor import Tensor
 from ..autograd import engine
 from ..kernels.conv import KeptColumns
 from ..nn.module import Module
+from ..optim.lr_scheduler import LRScheduler
 from ..optim.optimizer import Optimizer
 
 _JITGRAD_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -118,8 +119,8 @@ class Tracer:
         self.graph = Graph() if graph is None else graph
         self.fullgraph = fullgraph
         self.recording = True
-        # a training step's side effects, in call order: (ops recorded before it, kind, callable, args)
-        self.effects = []
+        # a training step's side effects, in call order
+        self.effects = []  # (ops recorded before it, kind, owner, callable or None for backward, args, kwargs)
         self.backward = None  # (loss value, gradient value or None, leaf tensors, backward graph, grad values)
         self.closed = False  # after backward() or a mid-function step(): later ops read only earlier results
         self.updated = []  # arrays of the parameters an optimizer steps (later ops must not read them)
@@ -183,9 +184,10 @@ class Tracer:
                               "a gradient")
 
     # ------------------------------------------------------------- training-step effects
-    def effect(self, kind, fn, args, kwargs):
-        """Record a call that the plan makes at run time, in the function's order (zero_grad, step)."""
-        self.effects.append((len(self.graph.nodes), kind, fn, args, kwargs))
+    def effect(self, kind, owner, fn, args, kwargs):
+        """Record a call ``fn(*args, **kwargs)`` (``owner``'s ``kind``: zero_grad, step) that the plan makes at
+        run time, in the function's order."""
+        self.effects.append((len(self.graph.nodes), kind, owner, fn, args, kwargs))
 
     def optimizer_call(self, opt, name, arg):
         """The capture hook of ``Optimizer.step(closure)`` and ``Optimizer.zero_grad(set_to_none)``
@@ -196,14 +198,14 @@ class Tracer:
         if not self.recording:
             self.stop("optimizer.%s()" % name)
         if name == "zero_grad":
-            self.effect("zero_grad", opt.zero_grad, (arg,), {})
+            self.effect("zero_grad", opt, opt.zero_grad, (arg,), {})
             return True
         if arg is not None:
             self.stop("optimizer.step(closure)")
         if self.graph.nodes:  # a step after ops: they read the parameters before it, later ops must not
             self.closed = True
             self.updated += [p._data for group in opt.param_groups for p in group["params"]]
-        self.effect("step", opt.step, (), {})  # the bound step: an lr scheduler's wrapper of it runs too
+        self.effect("step", opt, opt.step, (), {})  # the bound step: an lr scheduler's wrapper of it runs too
         return True
 
     def capture_backward(self, loss, gradient=None, retain_graph=None, create_graph=False, inputs=None):
@@ -230,7 +232,7 @@ class Tracer:
         leaves = self._leaves(loss)
         bg, grads = trace_backward(g, [loss], leaves)
         self.backward = (lv, gv, leaves, bg, grads)
-        self.effects.append((len(g.nodes), BACKWARD, None, (), {}))
+        self.effects.append((len(g.nodes), BACKWARD, loss, None, (), {}))
         self.closed = True
 
     def _leaves(self, loss):
@@ -306,7 +308,13 @@ def _capture_backward(tracer, orig, t, args, kwargs):
 
 
 def _capture_zero_grad(tracer, orig, module, args, kwargs):
-    tracer.effect("zero_grad", orig, (module,) + args, kwargs)
+    tracer.effect("zero_grad", module, orig, (module,) + args, kwargs)
+
+
+def _capture_scheduler_step(tracer, orig, scheduler, args, kwargs):
+    if any(isinstance(a, Tensor) for a in list(args) + list(kwargs.values())):
+        tracer.stop("lr_scheduler.step(metrics) given a tensor")
+    tracer.effect("lr_scheduler.step", scheduler, orig, (scheduler,) + args, kwargs)
 
 
 def _wrap_grad(tracer):
@@ -350,6 +358,9 @@ def trace(fn, args, kwargs, fullgraph, tensors):
     patched.append((Tensor, "grad", _wrap_grad(tracer)))
     patched.append((Module, "zero_grad", _wrap_method(tracer, Module, "zero_grad", "module.zero_grad()",
                                                       _capture_zero_grad)))
+    for cls in _subclasses(LRScheduler):  # Python that sets the lr the plan's optimizer step reads
+        patched.append((cls, "step", _wrap_method(tracer, cls, "step", "lr_scheduler.step()",
+                                                  _capture_scheduler_step)))
     # Optimizer's own step and zero_grad call the tracer's hook (optimizer_call); a subclass's override of
     # them is Python the trace cannot capture
     for cls in _subclasses(Optimizer)[1:]:

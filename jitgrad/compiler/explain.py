@@ -59,15 +59,14 @@ def explain(fn, *args, fullgraph=False, **kwargs):
         lines.append("  %s at %s" % (reason, where))
     if not var.eager and var.effects:
         lines.append("Training-step effects, in order: %d" % len(var.effects))
-        for k, (pos, kind, fn, a, kw) in enumerate(var.effects):
+        for k, (pos, kind, owner, fn, a, kw) in enumerate(var.effects):
             where = "before the forward plan" if k < len(var.pre) else "after it"
             if fn is None:
                 what = "backward plan, gradients accumulated into .grad of %d leaves" % len(var.accumulate)
             else:
-                bound = getattr(fn, "__self__", None)
-                owner, a = (bound, a) if bound is not None else (a[0], a[1:])
-                what = "%s.%s(%s)" % (type(owner).__name__, kind, ", ".join(["%r" % x for x in a] + [
-                    "%s=%r" % kv for kv in kw.items()]))
+                a = a[1:] if a and a[0] is owner else a
+                what = "%s.%s(%s)" % (type(owner).__name__, kind.split(".")[-1], ", ".join(
+                    ["%r" % x for x in a] + ["%s=%r" % kv for kv in kw.items()]))
             lines.append("  %s (%s)" % (what, where))
     if not var.eager:
         lines += _graph_lines("Forward", var.graph, var.plan)
@@ -81,6 +80,6 @@ def explain(fn, *args, fullgraph=False, **kwargs):
     report.graph_count = 0 if var.eager else 1
     report.ops = [n.op.name for n in var.graph.nodes]
     report.guards = key
-    report.effects = [kind for _, kind, _, _, _ in var.effects] if not var.eager else []
+    report.effects = [e[1] for e in var.effects] if not var.eager else []
     print(report)
     return report

@@ -198,11 +198,11 @@ class Variant:
         """The run-time order of a step's effects: those before the first op, then the forward plan, then the
         rest (backward: the backward plan and the accumulation into ``.grad``) in call order."""
         self.pre = []
-        for pos, kind, fn, args, kwargs in self.effects:
+        for pos, kind, _, fn, args, kwargs in self.effects:
             if pos > 0 or kind == BACKWARD:
                 break
             self.pre.append((fn, args, kwargs))
-        self.post = [(fn, args, kwargs) for pos, kind, fn, args, kwargs in self.effects[len(self.pre):]]
+        self.post = [(fn, args, kwargs) for _, _, _, fn, args, kwargs in self.effects[len(self.pre):]]
         if bw is None:
             return
         n = len(out_vals) + len(saved_vals)
