@@ -1,5 +1,6 @@
-"""Compiled functions at run time: guards, variants, re-tracing, and the one autograd node
-(CompiledFunctionBackward) that a compiled region is to eager autograd."""
+"""Compiled functions at run time: guards, variants, re-tracing, the one autograd node
+(CompiledFunctionBackward) that a compiled region is to eager autograd, and a compiled training
+step's effects (its backward plan with the accumulation into ``.grad``, optimizer calls)."""
 import warnings
 
 import numpy as np
