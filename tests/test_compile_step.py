@@ -347,3 +347,64 @@ def test_whole_step_matches_pytorch(name):
         np.testing.assert_allclose(loss.item(), tloss.item(), rtol=1e-5)
     for p, tp in zip(model.parameters(), tmodel.parameters()):
         np.testing.assert_allclose(p.detach().numpy(), tp.detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_other_step_shapes():
+    """zero_grad inside and backward outside (the output gets the compiled node), two optimizers, and an input
+    with a history at run time (its backward must reach that history: the call runs eagerly)."""
+    x, y = _data()
+
+    def zero_then_loss(model, opt, x, y):
+        opt.zero_grad()
+        return F.cross_entropy(model(x), y)
+    results = []
+    for compiled in (False, True):
+        model = _model()
+        opt = jg.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        fn = jg.compile(zero_then_loss) if compiled else zero_then_loss
+        for _ in range(3):
+            loss = fn(model, opt, x, y)
+            loss.backward()
+            opt.step()
+        results.append(_params(model))
+        if compiled:
+            assert type(loss.grad_fn).__name__ == "CompiledFunctionBackward"
+    _assert_same(results[1], results[0])
+
+    def two_optimizers(model, opts, x, y):
+        for o in opts:
+            o.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        for o in opts:
+            o.step()
+        return loss
+    results = []
+    for compiled in (False, True):
+        model = _model()
+        ps = list(model.parameters())
+        opts = (jg.optim.SGD(ps[:2], lr=0.1, momentum=0.9), jg.optim.Adam(ps[2:], lr=1e-2))
+        fn = jg.compile(two_optimizers) if compiled else two_optimizers
+        for _ in range(3):
+            fn(model, opts, x, y)
+        results.append(_params(model))
+    _assert_same(results[1], results[0])
+
+    def with_input_grad(model, opt, h, y):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(h), y)
+        loss.backward()
+        opt.step()
+        return loss
+    grads = []
+    for compiled in (False, True):
+        model = _model()
+        opt = jg.optim.SGD(model.parameters(), lr=0.1)
+        fn = jg.compile(with_input_grad) if compiled else with_input_grad
+        for history in (False, True):
+            x0 = jg.tensor(x.numpy(), requires_grad=True)
+            h = x0 * 2 if history else x0
+            fn(model, opt, h, y)
+            grads.append(x0.grad.numpy().copy())
+    for a, b in zip(grads[:2], grads[2:]):
+        np.testing.assert_allclose(b, a, rtol=1e-6)
