@@ -322,6 +322,14 @@ def test_grad_access_and_clipping_run_eagerly_and_step_once():
         return loss
     _fallback_case(after_item, "item", steps=1)
 
+    def functional_backward(model, opt, x, y):  # the engine called directly: not captured, applied once
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        jg.autograd.backward(loss)
+        opt.step()
+        return loss
+    _fallback_case(functional_backward, "autograd.backward()", steps=2)
+
 
 @pytest.mark.torch
 @pytest.mark.parametrize("name", ["sgd-momentum", "adam"])

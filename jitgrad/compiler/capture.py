@@ -213,7 +213,7 @@ class Tracer:
         g = self.graph
         if create_graph or retain_graph or inputs is not None:
             self.stop("Tensor.backward(%s)" % ("create_graph=True" if create_graph else "retain_graph=True"
-                                               if retain_graph else "inputs=...") + " (runs eagerly)")
+                                               if retain_graph else "inputs=..."))
         if self.backward is not None:
             self.stop("a second Tensor.backward()")
         if any(e[1] == "step" and e[0] > 0 for e in self.effects):
@@ -356,6 +356,9 @@ def trace(fn, args, kwargs, fullgraph, tensors):
     patched.append((Tensor, "backward", _wrap_method(tracer, Tensor, "backward", "Tensor.backward()",
                                                      _capture_backward)))
     patched.append((Tensor, "grad", _wrap_grad(tracer)))
+    # the engine called otherwise (autograd.backward(), autograd.grad()) is not captured: it stops the trace
+    patched.append((engine, "run", _wrap_method(tracer, engine, "run", "autograd.backward() or autograd.grad()",
+                                                False)))
     patched.append((Module, "zero_grad", _wrap_method(tracer, Module, "zero_grad", "module.zero_grad()",
                                                       _capture_zero_grad)))
     for cls in _subclasses(LRScheduler):  # Python that sets the lr the plan's optimizer step reads
