@@ -331,6 +331,13 @@ def test_grad_access_and_clipping_run_eagerly_and_step_once():
     _fallback_case(functional_backward, "autograd.backward()", steps=2)
 
 
+def test_op_reading_updated_parameters_after_the_step_runs_eagerly():
+    def body(model, opt, x, y):
+        loss = _standard(model, opt, x, y)
+        return F.cross_entropy(model(x), y)  # the loss after the update: reads the updated parameters
+    _fallback_case(body, "reads a parameter it updated")
+
+
 @pytest.mark.torch
 @pytest.mark.parametrize("name", ["sgd-momentum", "adam"])
 def test_whole_step_matches_pytorch(name):

@@ -122,8 +122,7 @@ class Tracer:
         # a training step's side effects, in call order
         self.effects = []  # (ops recorded before it, kind, owner, callable or None for backward, args, kwargs)
         self.backward = None  # (loss value, gradient value or None, leaf tensors, backward graph, grad values)
-        self.closed = False  # after backward() or a mid-function step(): later ops read only earlier results
-        self.updated = []  # arrays of the parameters an optimizer steps (later ops must not read them)
+        self.updated = []  # arrays of the parameters a step after the first op updates (later ops must not read them)
         self.first_node = next(SEQUENCE)  # autograd nodes made before the trace belong to another graph
         self.active = False  # while the traced function runs (the patched methods act only then)
 
@@ -139,8 +138,8 @@ class Tracer:
 
     def record(self, op, args, params, out):
         g = self.graph
-        if self.closed:
-            self._check_after_effects(args, params)
+        if self.updated:
+            self._check_after_step(args, params)
         refs = []
         for a in args:
             if isinstance(a, Tensor):
@@ -171,17 +170,12 @@ class Tracer:
         self.recording = False
         raise _Stop()
 
-    def _check_after_effects(self, args, params):
-        """An op after backward() or step() runs in the forward plan, before them: it may read only
-        values earlier ops made (not parameters, inputs or gradients, which the effects change)."""
-        g = self.graph
+    def _check_after_step(self, args, params):
+        """Every op runs in the forward plan, before the step effects: after a mid-function step() an op
+        must not read the parameters it updated (it would see them before the update)."""
         for a in list(args) + list(params.values()):
-            if isinstance(a, Tensor):
-                v = g.by_id.get(id(a._data))
-                if v is None or g.kinds[v][0] != "op" or any(
-                        np.may_share_memory(a._data, u) for u in self.updated):
-                    self.stop("an op after loss.backward() or optimizer.step() that reads a parameter, an input or "
-                              "a gradient")
+            if isinstance(a, Tensor) and any(np.may_share_memory(a._data, u) for u in self.updated):
+                self.stop("an op after optimizer.step() that reads a parameter it updated")
 
     # ------------------------------------------------------------- training-step effects
     def effect(self, kind, owner, fn, args, kwargs):
@@ -203,7 +197,6 @@ class Tracer:
         if arg is not None:
             self.stop("optimizer.step(closure)")
         if self.graph.nodes:  # a step after ops: they read the parameters before it, later ops must not
-            self.closed = True
             self.updated += [p._data for group in opt.param_groups for p in group["params"]]
         self.effect("step", opt, opt.step, (), {})  # the bound step: an lr scheduler's wrapper of it runs too
         return True
@@ -233,7 +226,6 @@ class Tracer:
         bg, grads = trace_backward(g, [loss], leaves)
         self.backward = (lv, gv, leaves, bg, grads)
         self.effects.append((len(g.nodes), BACKWARD, loss, None, (), {}))
-        self.closed = True
 
     def _leaves(self, loss):
         """The leaves backward() would accumulate into; hooks and graphs from outside the trace stop it."""
