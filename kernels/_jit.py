@@ -43,8 +43,8 @@ class _CompileRecorder(event.Listener):
         stack = self._stack()
         seconds = time.perf_counter() - stack.pop()
         fn = ev.data["dispatcher"].py_func
-        if not fn.__module__.startswith(__package__ + "."):
-            return  # someone else's @njit function
+        if not (fn.__module__ or "").startswith(__package__ + "."):
+            return  # someone else's @njit function (exec'd source may have no module)
         sig = "(%s)" % ", ".join(str(a) for a in ev.data["args"])
         COMPILES.append((fn.__name__, sig, seconds, len(stack)))
         if config.LOG_COMPILES and not stack:

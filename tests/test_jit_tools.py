@@ -125,3 +125,15 @@ def test_precompile_in_process_restores_threshold():
         result = precompile.precompile(["neg"], dtypes=("float64",), out=devnull)
     assert result["errors"] == [] and result["ops"] == 1
     assert config.PARALLEL_THRESHOLD == threshold
+
+
+def test_a_users_njit_function_from_exec_compiles_beside_jitgrad():
+    """jitgrad times the compilations of its own kernels; someone else's @njit function, even one whose
+    source was exec'd without a module name, compiles and runs as without jitgrad."""
+    from numba import njit
+    ns = {}
+    exec("def triple(x):\n    return 3 * x\n", ns)
+    assert ns["triple"].__module__ is None
+    before = jg.jit_stats()["kernels_compiled"]
+    assert njit(ns["triple"])(2.5) == 7.5
+    assert jg.jit_stats()["kernels_compiled"] == before  # not counted as a kernel of jitgrad

@@ -17,6 +17,7 @@ import sys
 
 import numpy as np
 
+from .._device import backend
 from .._generator import generators
 from .._graph import SEQUENCE, AccumulateGrad
 from .._grad_mode import STATE, enable_grad
@@ -409,7 +410,8 @@ def trace_backward(graph, outs, leaves):
     bg = Graph(graph)
     placeholders = []
     for k, o in enumerate(outs):
-        gk = Tensor._wrap(np.ones_like(o._data))  # a fresh array: its own value
+        d = o._data
+        gk = Tensor._wrap(backend(d).full(d.shape, 1, d.dtype))  # a fresh array on the output's device: its own value
         bg.value(gk, ("grad", k))
         placeholders.append(gk)
     tracer = Tracer(True, bg)

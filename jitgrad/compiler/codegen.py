@@ -18,6 +18,7 @@ from numba import njit
 
 from ..kernels import config, cpu as CPU_BACKEND
 from ..kernels import elementwise as _elementwise
+from .._device import cuda_backend
 from .._tensor import Tensor
 from .capture import Ref
 from .fusion import NUMPY_CASTS, load_kind, plan_groups
@@ -43,13 +44,16 @@ def boundary_values(graph):
 
 
 def generate(graph, outputs, fuse=True, name="plan"):
-    """Compile ``graph`` into a function of its boundary values returning the ``outputs`` values."""
+    """Compile ``graph`` into a function of its boundary values returning the ``outputs`` values. A graph
+    of device arrays gets CUDA kernels for its fused groups and calls the CUDA backend elsewhere."""
     start = time.perf_counter()
+    device = any(a.__class__ is not np.ndarray for a in graph.arrays)
     boundary = boundary_values(graph)
-    groups, owner = plan_groups(graph, set(outputs)) if fuse else ([], {})
+    # on a device a full reduction stays the backend's kernel (a block tree), not a loop's accumulator
+    groups, owner = plan_groups(graph, set(outputs), reductions=not device) if fuse else ([], {})
     owner = {i: g for g in groups for i in g.indices()}
     emit_at = {max(g.indices()): g for g in groups}
-    ns = {"np": np, "XP": CPU_BACKEND}
+    ns = {"np": np, "XP": cuda_backend() if device else CPU_BACKEND}
     lines = ["def %s(%s):" % (name, ", ".join("v%d" % v for v in boundary) + ("," if len(boundary) == 1 else ""))]
     last_use = _last_uses(graph, outputs, owner, emit_at)
     kernel_sources, hits = [], 0
@@ -57,12 +61,12 @@ def generate(graph, outputs, fuse=True, name="plan"):
         g = owner.get(i)
         if g is not None:
             if i in emit_at:
-                src, hit = _emit_group(graph, g, len(kernel_sources), ns, lines)
+                src, hit = _emit_group(graph, g, len(kernel_sources), ns, lines, device)
                 kernel_sources.append(src)
                 hits += hit
                 _free(lines, last_use, i)
             continue
-        _emit_node(node, i, ns, lines)
+        _emit_node(node, i, ns, lines, device)
         _free(lines, last_use, i)
     lines.append("    return (%s)" % "".join("v%d, " % v for v in outputs))
     source = "\n".join(lines) + "\n"
@@ -96,14 +100,15 @@ def _free(lines, last_use, i):
         lines.append("    del %s" % ", ".join("v%d" % v for v in sorted(dead)))
 
 
-def _emit_node(node, i, ns, lines):
+def _emit_node(node, i, ns, lines, device=False):
     op = node.op
     ns["OP%d" % i] = op.forward
     ns["DT%d" % i] = node.cnp
     args = []
     for j, a in enumerate(node.args):
         if a.__class__ is Ref:
-            args.append("v%d.astype(DT%d)" % (a, i) if j in node.convert else "v%d" % a)
+            cast = "XP.astype(v%d, DT%d)" if device else "v%d.astype(DT%d)"
+            args.append(cast % (a, i) if j in node.convert else "v%d" % a)
         elif a is None:
             args.append("None")
         else:
@@ -119,7 +124,7 @@ def _emit_node(node, i, ns, lines):
     lines.append("    %s = OP%d(XP, DT%d, %s)  # %s" % (outs, i, i, ", ".join(args), op.name))
 
 
-def _emit_group(graph, g, k, ns, lines):
+def _emit_group(graph, g, k, ns, lines, device=False):
     """The call of group ``g`` in the plan, and its kernel (compiled or loaded from the cache)."""
     produced = g.produced
     inputs = []  # group input values, in first-use order
@@ -129,7 +134,7 @@ def _emit_group(graph, g, k, ns, lines):
                 inputs.append(a)
     kinds = [load_kind(graph.meta(v)[0], g.shape) for v in inputs]
     # kernel source
-    params = ["n"] + ["x%d" % j for j in range(len(inputs))]
+    params = ["x%d" % j for j in range(len(inputs))]
     body, pre = [], []
     name_of = {}
     for j, (v, kind) in enumerate(zip(inputs, kinds)):
@@ -166,43 +171,59 @@ def _emit_group(graph, g, k, ns, lines):
         body.append("        acc%d += %s" % (j, name_of[v]))
     post = ["    r%d[0] = acc%d%s" % (j, j, " / n" if kind == "mean" else "") for j, (_, kind, _) in
             enumerate(g.reductions)]
-    parallel = g.size >= config.PARALLEL_THRESHOLD
-    loop = "    for i in %s(n):" % ("prange" if parallel else "range")
-    kbody = "\n".join(pre + [loop] + body + post)
-    key = hashlib.sha1(("%s\n%s\n%s" % (_SCALARS_STAMP, parallel, kbody)).encode()).hexdigest()[:20]
-    kname = "fused_%s" % key
-    ksrc = "def %s(%s):\n%s\n" % (kname, ", ".join(params), kbody)
-    kernel, hit = _kernel(kname, ksrc, sorted(fns), parallel,
-                          [np.int64(1)] + [np.empty(1, graph.meta(v)[1]) for v in inputs] +
-                          [np.empty(1, graph.meta(v)[1]) for v in g.outputs] +
-                          [np.empty(1, graph.meta(graph.nodes[r[0]].outs[0])[1]) for r in g.reductions])
+    if device:
+        key = hashlib.sha1(("%s\n%s\n%s" % (_SCALARS_STAMP, params, "\n".join(pre + body))).encode()).hexdigest()[:20]
+        kname = "fused_cuda_%s" % key[:10]
+        kernel, hit = ns["XP"].fused_kernel(kname, params, pre, body, sorted(fns)), 0
+        ksrc = "def %s(n, %s):\n%s\n    for i in range(cuda.grid(1), n, cuda.gridsize(1)):\n%s\n" % (
+            kname, ", ".join(params), "".join(ln + "\n" for ln in pre), "\n".join(body))
+    else:
+        parallel = g.size >= config.PARALLEL_THRESHOLD
+        loop = "    for i in %s(n):" % ("prange" if parallel else "range")
+        kbody = "\n".join(pre + [loop] + body + post)
+        key = hashlib.sha1(("%s\n%s\n%s" % (_SCALARS_STAMP, parallel, kbody)).encode()).hexdigest()[:20]
+        kname = "fused_%s" % key
+        ksrc = "def %s(%s):\n%s\n" % (kname, ", ".join(["n"] + params), kbody)
+        kernel, hit = _kernel(kname, ksrc, sorted(fns), parallel,
+                              [np.int64(1)] + [np.empty(1, graph.meta(v)[1]) for v in inputs] +
+                              [np.empty(1, graph.meta(v)[1]) for v in g.outputs] +
+                              [np.empty(1, graph.meta(graph.nodes[r[0]].outs[0])[1]) for r in g.reductions])
     ns["K%d" % k] = kernel
     # the call in the plan
     call = ["%d" % g.size]
+    alloc = "XP.empty" if device else "np.empty"
     for v, kind in zip(inputs, kinds):
         if kind[0] == "copy":
-            call.append("np.ascontiguousarray(np.broadcast_to(v%d, %r)).reshape(-1)" % (v, g.shape))
+            call.append("XP.reshape(XP.ascontiguous(XP.broadcast_to(v%d, %r)), (-1,))" % (v, g.shape) if device else
+                        "np.ascontiguousarray(np.broadcast_to(v%d, %r)).reshape(-1)" % (v, g.shape))
         else:
-            call.append(_flat(graph, v))
+            call.append(_flat(graph, v, device))
     for v in g.outputs:
         shape, dt = graph.meta(v)
         ns["D%d" % v] = dt
-        lines.append("    v%d = np.empty(%r, D%d)" % (v, shape, v))
-        call.append("v%d" % v if len(shape) == 1 else "v%d.reshape(-1)" % v)
+        lines.append("    v%d = %s(%r, D%d)" % (v, alloc, shape, v))
+        call.append(_flat(graph, v, device))
     for idx, _, _ in g.reductions:
         v = graph.nodes[idx].outs[0]
         shape, dt = graph.meta(v)
         ns["D%d" % v] = dt
         lines.append("    v%d = np.empty(%r, D%d)" % (v, shape, v))
         call.append("v%d.reshape(-1)" % v)
-    lines.append("    K%d(%s)  # fused: %s" % (k, ", ".join(call), " ".join(
-        [graph.nodes[i].op.name for i, _, _ in g.members] + [graph.nodes[i].op.name for i, _, _ in g.reductions])))
+    what = " ".join([graph.nodes[i].op.name for i, _, _ in g.members] +
+                    [graph.nodes[i].op.name for i, _, _ in g.reductions])
+    if device:
+        lines.append("    XP.launch_fused(K%d, %s)  # fused: %s" % (k, ", ".join(call), what))
+    else:
+        lines.append("    K%d(%s)  # fused: %s" % (k, ", ".join(call), what))
     return ksrc, hit
 
 
-def _flat(graph, v):
+def _flat(graph, v, device=False):
     """The plan's expression for value ``v`` as a flat array (layouts are guarded: known here)."""
     a = graph.arrays[v]
+    if device:
+        flat = "v%d" % v if a.ndim == 1 else "XP.reshape(v%d, (-1,))" % v
+        return flat if cuda_backend().is_contiguous(a) else "XP.reshape(XP.ascontiguous(v%d), (-1,))" % v
     return "v%d" % v if a.ndim == 1 and a.flags.c_contiguous else "v%d.reshape(-1)" % v
 
 

@@ -126,9 +126,10 @@ def with_recompute(fg, bg, outputs):
     return ng, [bmap[v] for v in outputs]
 
 
-def plan_groups(graph, live_out):
-    """Group the graph's elementwise nodes. Returns (groups, node index -> group). A group is emitted
-    where its last member stands: every other node between its members reads none of its values."""
+def plan_groups(graph, live_out, reductions=True):
+    """Group the graph's elementwise nodes (and, with ``reductions``, the full reductions of their values).
+    Returns (groups, node index -> group). A group is emitted where its last member stands: every other
+    node between its members reads none of its values."""
     groups, owner = [], {}
     cur = None
     for i, node in enumerate(graph.nodes):
@@ -142,7 +143,7 @@ def plan_groups(graph, live_out):
             cur.produced.add(node.outs[0])
             owner[i] = cur
             continue
-        if (cur is not None and node.op.name in _REDUCTIONS and node.args[0].__class__ is Ref
+        if (reductions and cur is not None and node.op.name in _REDUCTIONS and node.args[0].__class__ is Ref
                 and node.args[0] in cur.produced and graph.meta(node.args[0])[0] == cur.shape
                 and graph.meta(node.outs[0])[1].kind == "f"):
             cur.reductions.append((i, _REDUCTIONS[node.op.name], node.args[0]))

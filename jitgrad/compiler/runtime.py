@@ -5,6 +5,7 @@ import warnings
 
 import numpy as np
 
+from .._device import backend
 from .._grad_mode import STATE, enable_grad, no_grad
 from .._graph import Node, accumulate_into, edge
 from .._op import dispatch
@@ -71,7 +72,7 @@ def unflatten(spec, leaves, it=None):
 
 def tensor_key(t):
     d = t._data
-    contiguous = d.flags.c_contiguous if d.__class__ is np.ndarray else True
+    contiguous = d.flags.c_contiguous if d.__class__ is np.ndarray else backend(d).is_contiguous(d)
     return (d.shape, d.dtype, d.__class__, t._requires_grad, contiguous)
 
 
@@ -93,8 +94,8 @@ class Variant:
         args, kwargs = unflatten(key[0], aliases)
         tracer, result = trace(owner.fn, args, kwargs, owner.fullgraph, aliases)
         g = self.graph = tracer.graph
-        if any(a.__class__ is not np.ndarray for a in g.arrays):
-            g.breaks.append(("device tensors: compiled plans run on the CPU only", "<function>"))
+        if len({a.__class__ for a in g.arrays}) > 1:
+            g.breaks.append(("tensors on more than one device", "<function>"))
         self.breaks = g.breaks
         self.eager = bool(g.breaks)
         self.bplan = None
@@ -210,7 +211,8 @@ class Variant:
         gv = self.grad_input
         pos = {v: i for i, v in enumerate(self.boundary)}
         # where the loss's gradient comes from: ones, a plan result, or a plan argument
-        self.grad_from = ("ones", np.ones(g.arrays[bw[0]].shape, g.arrays[bw[0]].dtype)) if gv is None else \
+        loss = g.arrays[bw[0]]
+        self.grad_from = ("ones", backend(loss).full(loss.shape, 1, loss.dtype)) if gv is None else \
             ("res", n) if g.kinds[gv][0] == "op" else ("arg", pos[gv])
         # each gradient: the leaf it goes to (input position or tensor), and whether the array must be copied
         # (one array for two leaves, or an array the plan does not own)
@@ -238,14 +240,14 @@ class Variant:
         with no_grad():
             for (src, is_input, copy), a in zip(self.accumulate, grads):
                 t = tensors[src] if is_input else src
-                if t._grad is None:
+                if t._grad is None and a.__class__ is np.ndarray:
                     d = t._data
                     if a.dtype != d.dtype:
                         a = a.astype(d.dtype)
                     elif copy or a.base is not None or not (a.flags.c_contiguous and a.flags.writeable):
                         a = a.copy()  # .grad owns its array: later accumulation writes it in place
                     t._grad = Tensor._wrap(a)
-                else:
+                else:  # added in place, or (a device array) a copy, as AccumulateGrad does
                     accumulate_into(t, Tensor._wrap(a))
 
     def _source(self, v, tensors):
@@ -314,7 +316,7 @@ class CompiledStepBackward(Node):
 class CompiledFunctionBackward(Node):
     """The autograd node of a compiled region: runs its backward plan, or (create_graph) replays the
     region's ops eagerly and differentiates them with the VJP formulas."""
-    __slots__ = ("variant", "saved_inputs", "saved", "n_outputs", "out_meta", "freed")
+    __slots__ = ("variant", "saved_inputs", "saved", "n_outputs", "out_meta", "xp", "freed")
 
     def __init__(self, variant, tensors, arrays, saved, outs):
         leaves = [(tensors[src[1]] if src[0] == "input" else src[1]) for src in variant.leaf_sources]
@@ -326,6 +328,7 @@ class CompiledFunctionBackward(Node):
         self.saved = saved
         self.n_outputs = len(outs)
         self.out_meta = [(o._data.shape, o._data.dtype) for o in outs]
+        self.xp = backend(outs[0]._data)  # the array module of the region's device, for absent gradients
         self.freed = False
         for k, o in enumerate(outs):
             o.grad_fn, o._output_nr, o._requires_grad = self, k, True
@@ -340,7 +343,7 @@ class CompiledFunctionBackward(Node):
         for kind, x in v.bargs:
             if kind == 0:  # an output's gradient
                 g = grads[x]
-                args.append(g._data if g is not None else np.zeros(*self.out_meta[x]))
+                args.append(g._data if g is not None else self.xp.zeros(*self.out_meta[x]))
             elif kind == 1:  # a forward value the forward plan saved
                 args.append(self.saved[x])
             elif kind == 2:  # an input of the region (version-checked)
@@ -362,7 +365,7 @@ class CompiledFunctionBackward(Node):
                 env[val] = o
         outs = [env[v.out_vals[k]] for k in v.grad_outs]
         leaves = [env[b] for b in v.leaf_vals]
-        gs = [gr if gr is not None else Tensor._wrap(np.zeros(*m)) for gr, m in zip(grads, self.out_meta)]
+        gs = [gr if gr is not None else Tensor._wrap(self.xp.zeros(*m)) for gr, m in zip(grads, self.out_meta)]
         with enable_grad():
             res = engine.grad(outs, leaves, gs, retain_graph=True, create_graph=True, allow_unused=True)
         return list(res)

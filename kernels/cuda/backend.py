@@ -8,11 +8,11 @@ import numpy as np
 
 from . import conv  # noqa: F401
 from . import loss  # noqa: F401
-from .array import (astype, broadcast_to, concatenate, copy, diagonal, empty, expand_dims, flip, from_host,  # noqa: F401
-                    full, getitem, may_share_memory, reshape, setitem, stack, swapaxes, take, take_along_axis, tile,
+from .array import (ascontiguous, astype, broadcast_to, concatenate, copy, diagonal, empty, expand_dims, flip, from_host,  # noqa: F401
+                    full, getitem, is_contiguous, may_share_memory, reshape, setitem, stack, swapaxes, take, take_along_axis, tile,
                     to_host, transpose, view, zeros)
 from .array import copy_into
-from .elementwise import run  # noqa: F401
+from .elementwise import fused_kernel, launch_fused, run  # noqa: F401
 from .index import index_add, one_hot, scatter_add  # noqa: F401
 from .matmul import matmul as _matmul
 from .random import multinomial  # noqa: F401

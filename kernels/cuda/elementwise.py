@@ -162,3 +162,26 @@ def run(fn, out_dtype, *args, out=None):
     L.launch(_kernel(fn, pattern, len(shape) if strided else 0), L.blocks_for(size), L.THREADS, *kargs)
     return out
 
+
+
+# ---------------------------------------------------------------- fused loops (jitgrad.compile)
+_FUSED = """
+def {name}(n, {params}):
+{pre}    for i in range(cuda.grid(1), n, cuda.gridsize(1)):
+{body}
+"""
+
+
+def fused_kernel(name, params, pre, body, fns):
+    """A grid-stride kernel of a fused group of jitgrad.compile: ``pre`` and ``body`` are the lines of
+    the CPU loop's source (``F_<fn>(...)`` calls of scalar functions ``fns``), here calling their device
+    versions; ``name`` hashes the source, so numba's cache never serves a stale build."""
+    namespace = dict(globals(), **{"F_" + f: device_function(f) for f in fns})
+    return L.generate(_FUSED, name, namespace, __file__, salt="".join(
+        inspect.getsource(cpu.SCALARS[f].py_func) for f in sorted(fns)),
+        params=", ".join(params), pre="".join(ln + "\n" for ln in pre), body="\n".join(body))
+
+
+def launch_fused(kernel, n, *args):
+    """Run a fused kernel over ``n`` elements (asynchronously)."""
+    L.launch(kernel, L.blocks_for(n), L.THREADS, n, *args)
