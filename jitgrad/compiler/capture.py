@@ -8,9 +8,9 @@ externals live at each call. What needs a value in Python ends the graph (a grap
 A training step's side effects are captured without running them: ``loss.backward()`` becomes a
 backward graph (the VJP formulas' trace) whose gradients the plan accumulates into the leaves'
 ``.grad``, and ``optimizer.zero_grad()`` / ``optimizer.step()`` / ``module.zero_grad()`` /
-``lr_scheduler.step()`` become effects the plan calls in order. A side effect the trace cannot capture (an in-place write, a
-``.grad`` access, ``backward(create_graph=True)``, hooks) stops the trace at once, before it runs,
-so the eager rerun of the call is the only one to apply it.
+``lr_scheduler.step()`` become effects the plan calls in order. A side effect the trace cannot
+capture (an in-place write, a ``.grad`` access, ``backward(create_graph=True)``, hooks) stops the
+trace at once, before it runs, so the eager rerun of the call is the only one to apply it.
 """
 import os
 import sys
@@ -257,8 +257,8 @@ class Tracer:
 _HINT = "compile the code after it separately, or use fullgraph=False to run it eagerly"
 _GRAD_ACCESS = "a .grad access (read or write)"
 
-# Tensor methods that need a value in Python, and methods that write tensors or run the engine outside
-# the op table: while tracing, each reports a graph break and then runs as usual.
+# Tensor methods that need a value in Python: while tracing, each reports a graph break and then runs as
+# usual (the rest of the function runs eagerly, recording nothing).
 _VALUE_METHODS = {"item": "Tensor.item()", "tolist": "Tensor.tolist()", "numpy": "Tensor.numpy()",
                   "__bool__": "bool(tensor)", "__float__": "float(tensor)", "__int__": "int(tensor)",
                   "__index__": "a tensor used as an index", "__array__": "a tensor converted to a NumPy array"}
