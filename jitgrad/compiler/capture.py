@@ -226,7 +226,7 @@ class Tracer:
         leaves = self._leaves(loss)
         bg, grads = trace_backward(g, [loss], leaves)
         self.backward = (lv, gv, leaves, bg, grads)
-        self.effects.append((len(g.nodes), BACKWARD, loss, None, (), {}))
+        self.effects.append((len(g.nodes), BACKWARD, None, None, (), {}))
 
     def _leaves(self, loss):
         """The leaves backward() would accumulate into; hooks and graphs from outside the trace stop it."""
