@@ -180,6 +180,26 @@ def test_scheduler_stepped_inside_the_compiled_step():
     assert explain(step, *_data()).effects == ["zero_grad", "backward", "step", "lr_scheduler.step"]
 
 
+def test_optimizer_given_as_an_argument_is_guarded():
+    x, y = _data()
+    model = _model()
+    fn = jg.compile(_standard)
+    twin = _model()
+    o1 = jg.optim.SGD(model.parameters(), lr=0.1)
+    o2 = jg.optim.SGD(model.parameters(), lr=0.0)  # another optimizer: traced again, and its lr is used
+    fn(model, o1, x, y)
+    before = _params(model)
+    fn(model, o2, x, y)
+    _assert_same(_params(model), before)
+    assert len(fn._jitgrad_compiled.variants) == 2
+    o3 = jg.optim.SGD(twin.parameters(), lr=0.1)
+    _standard(twin, o3, x, y)
+    fn(model, o1, x, y)  # the first variant again
+    assert len(fn._jitgrad_compiled.variants) == 2
+    _standard(twin, o3, x, y)
+    _assert_same(_params(model), _params(twin))
+
+
 def test_param_groups_with_their_own_lr():
     def make(ps):
         ps = list(ps)
