@@ -99,6 +99,11 @@ def test_whole_step_matches_eager(name):
     assert len(inner.variants) == 1
     var = next(iter(inner.variants.values()))
     assert not var.eager and var.bplan is not None  # compiled: forward, backward and the update in one plan
+    runs = []
+    plan = var.plan.fn
+    var.plan.fn = lambda *a: runs.append(1) or plan(*a)
+    fn(*_data())
+    assert runs == [1]  # the call ran the plan, not the function
     rep = explain(step, *_data())
     assert rep.graph_breaks == [] and rep.effects == ["zero_grad", "backward", "step"]
     assert "Training-step effects" in rep
