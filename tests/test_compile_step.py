@@ -1,6 +1,8 @@
 """Compiled whole training steps: loss.backward(), optimizer.zero_grad()/step() and module.zero_grad() captured in
 jitgrad.compile's plan, checked against the same step run eagerly (and against PyTorch), and the cases that
 fall back to eager (create_graph, hooks, .grad access) giving eager's results."""
+import warnings
+
 import numpy as np
 import pytest
 
@@ -166,6 +168,20 @@ def test_scheduler_changes_lr_without_retrace():
         if compiled:
             assert len(fn._jitgrad_compiled.variants) == 1  # lr is read from param_groups at each call
     _assert_same(results[1], results[0])
+
+
+def test_scheduler_made_after_the_first_call():
+    x, y = _data()
+    model = _model()
+    opt = jg.optim.SGD(model.parameters(), lr=0.2)
+    fn = jg.compile(_standard)
+    fn(model, opt, x, y)
+    sched = jg.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "lr_scheduler.step() before optimizer.step()" warning
+        fn(model, opt, x, y)
+        sched.step()
+    assert opt.param_groups[0]["lr"] == pytest.approx(0.1)
 
 
 def test_scheduler_stepped_inside_the_compiled_step():

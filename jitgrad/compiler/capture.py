@@ -193,13 +193,13 @@ class Tracer:
         if not self.recording:
             self.stop("optimizer.%s()" % name)
         if name == "zero_grad":
-            self.effect("zero_grad", opt, opt.zero_grad, (arg,), {})
+            self.effect("zero_grad", opt, _zero_grad, (opt, arg), {})
             return True
         if arg is not None:
             self.stop("optimizer.step(closure)")
         if self.graph.nodes:  # a step after ops: they read the parameters before it, later ops must not
             self.updated += [p._data for group in opt.param_groups for p in group["params"]]
-        self.effect("step", opt, opt.step, (), {})  # the bound step: an lr scheduler's wrapper of it runs too
+        self.effect("step", opt, _step, (opt,), {})
         return True
 
     def capture_backward(self, loss, gradient=None, retain_graph=None, create_graph=False, inputs=None):
@@ -294,6 +294,14 @@ def _wrap_method(tracer, cls, name, reason, capture=None):
     method.__name__ = name
     setattr(cls, name, method)
     return orig
+
+
+def _step(opt):
+    opt.step()  # looked up at each call: an lr scheduler's wrapper of step (made after the trace too) runs
+
+
+def _zero_grad(opt, set_to_none):
+    opt.zero_grad(set_to_none)
 
 
 def _capture_backward(tracer, orig, t, args, kwargs):
