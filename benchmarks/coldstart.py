@@ -19,6 +19,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 def first_step_seconds(workload, lib="jitgrad", cache_dir=None):
     """Wall time of a fresh ``python coldstart.py workload lib`` (with NUMBA_CACHE_DIR=cache_dir if given)."""
     env = dict(os.environ)
+    # warm means Python's bytecode cache too: installed wheels (PyTorch's, numba's) ship theirs, and an
+    # editable checkout writes its own on first import, unless this variable forbids it
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     if cache_dir is not None:
         env["NUMBA_CACHE_DIR"] = cache_dir
     start = time.perf_counter()

@@ -628,6 +628,17 @@ def run(fn, out_dtype, *args, out=None):
                             else:
                                 loop(a.reshape(-1), b.reshape(-1), out.reshape(-1))
                             return out
+            elif len(args) <= 2 and (len(args) == 1 or args[1].__class__ is not np.ndarray or not args[1].ndim):
+                # 0-d operands (and numbers): passed to the loop as scalars, as _run_general passes them
+                loop = _loops.get((fn, False, False) if len(args) == 1 else (fn, False, False, False))
+                if loop is not None:
+                    out = np.empty((), out_dtype)
+                    if len(args) == 1:
+                        loop(a[()], out.reshape(1))
+                    else:
+                        b = args[1]
+                        loop(a[()], b[()] if b.__class__ is np.ndarray else b, out.reshape(1))
+                    return out
     return _run_general(fn, out_dtype, args, out)
 
 

@@ -155,13 +155,49 @@ def test_dispatch_looks_for_a_trace_only_while_one_runs():
     assert SPECIAL[0] == 0 and STATE.capture is None
 
 
-def test_explain_shows_graph_groups_guards_source(capsys):
+@pytest.mark.parametrize("small", [4096, 0])
+def test_explain_shows_graph_groups_guards_source(capsys, monkeypatch, small):
+    monkeypatch.setattr(jg.compiler.tape, "SMALL", small)
     rep = explain(f, _t([1.0, 2.0]), _t([3.0, 4.0]))
     out = capsys.readouterr().out
     assert rep.graph_count == 1 and rep.ops == ["mul", "tanh", "sigmoid", "mul", "add", "sum_all"]
-    for part in ("Guards:", "requires_grad=True", "Forward graph: 6 ops", "fused groups: 1", "def forward(",
-                 "Backward graph", "for i in range(n):"):
+    for part in ("Guards:", "requires_grad=True", "Forward graph: 6 ops", "def forward(", "Backward graph"):
         assert part in out
+    if small:  # a small graph is a tape: its instructions, and the interpreter of its cases
+        for part in ("a tape of 6 instructions over values of 2 element(s)", "v3 = tanh(v2)", "def tape_",
+                     "F_tanh(np.float64(T[code[p, 3], j * code[p, 4]]))", "fused groups: 0"):
+            assert part in out
+    else:
+        assert "fused groups: 1" in out and "for i in range(n):" in out
+
+
+def test_a_tape_compiles_a_large_scalar_graph_once_per_set_of_functions():
+    """1,000 scalar ops of five kinds: one interpreter with a case per (function, dtypes), equal to eager."""
+    def g(*xs):
+        v = list(xs)
+        for k in range(200):
+            a, b = v[-1], v[-3]
+            v.append([a * b, a + b, (a * 0.5).tanh(), b.sigmoid(), (a - b).exp() * 0.01][k % 5])
+        return v[-1] + v[-2] * v[-4]
+    xs = [_t(0.1 * k - 0.3) for k in range(4)]
+    cg = jg.compile(g)
+    got = cg(*xs)
+    got.backward()
+    cgrads = [None if x.grad is None else x.grad.item() for x in xs]
+    for x in xs:
+        x.grad = None
+    want = g(*xs)
+    want.backward()
+    assert got.item() == pytest.approx(want.item(), rel=1e-12)
+    egrads = [None if x.grad is None else x.grad.item() for x in xs]
+    assert [g is None for g in cgrads] == [g is None for g in egrads] and egrads.count(None) < 2
+    assert [g for g in cgrads if g is not None] == pytest.approx([g for g in egrads if g is not None], rel=1e-10)
+    var = next(iter(cg._jitgrad_compiled.variants.values()))
+    assert var.plan.groups == [] and "a tape of" in var.plan.source and "a tape of" in var.bplan.source
+    assert var.plan.source.count("\n") > 200 and var.plan.kernel_sources[0].count("op ==") <= 8
+    stats = jg.jit_stats()["graphs"][-1]
+    assert stats["fused_groups"] == 0 and stats["tape_instructions"] == var.plan.instructions + var.bplan.instructions
+    assert var.plan.instructions == len(var.graph.nodes) > 200
 
 
 def test_create_graph_falls_back_to_formulas():
@@ -300,22 +336,25 @@ def test_conv_plans_keep_no_columns_between_calls():
                    for n in var.graph.nodes for v in n.params.values())
 
 
-def test_disk_cache_serves_a_second_process(tmp_path):
+@pytest.mark.parametrize("small", [4096, 0])  # a tape, and fused loops
+def test_disk_cache_serves_a_second_process(tmp_path, small):
     script = (
         "import numpy as np, jitgrad as jg\n"
+        "jg.compiler.tape.SMALL = %d\n"
         "f = jg.compile(lambda x, w: ((x * w + 0.25).tanh() * x.sigmoid()).sum())\n"
         "x = jg.tensor(np.linspace(-1, 1, 7), requires_grad=True)\n"
         "f(x, jg.tensor(np.ones(7))).backward()\n"
         "g = jg.jit_stats()['graphs'][0]\n"
-        "print(g['fused_groups'], g['kernels_from_cache'])\n")
+        "print(g['fused_groups'], g['kernels_from_cache'])\n") % small
     env = dict(os.environ, JITGRAD_COMPILE_CACHE=str(tmp_path))
     runs = [subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600)
             for _ in range(2)]
     for r in runs:
         assert r.returncode == 0, r.stderr
     first, second = (tuple(map(int, r.stdout.split())) for r in runs)
-    assert first[0] == 2 and first[1] == 0  # two fused loops (forward, backward), compiled
-    assert second == (2, 2)  # both loaded from the disk cache
+    # two fused loops (forward, backward), or two tapes whose interpreters are compiled, then loaded
+    assert first == (0 if small else 2, 0)
+    assert second == (0 if small else 2, 2)
     assert any(p.endswith(".py") for p in os.listdir(tmp_path))
 
 

@@ -91,13 +91,21 @@ def test_op_plan_matches_eager(name):
     _check(OPS[name], np.float64, "eager")
 
 
+@pytest.fixture(params=["tape", "loops"])
+def plan(request, monkeypatch):
+    """Small graphs run as a tape (compiler/tape.py); with SMALL = 0 they get codegen's fused loops."""
+    if request.param == "loops":
+        monkeypatch.setattr(jg.compiler.tape, "SMALL", 0)
+    return request.param
+
+
 @pytest.mark.parametrize("name", ELEMENTWISE)
-def test_op_fused_matches_eager(name):
+def test_op_fused_matches_eager(name, plan):
     _check(OPS[name], np.float64, "jitgrad")
 
 
 @pytest.mark.parametrize("name", ["mul", "tanh", "sigmoid", "add", "where", "relu", "exp"])
-def test_op_fused_float32(name):
+def test_op_fused_float32(name, plan):
     _check(OPS[name], np.float32, "jitgrad")
 
 
@@ -127,9 +135,16 @@ _step = st.one_of(
     st.tuples(st.just("r"), st.sampled_from(["sum", "mean"]), st.integers(0, 50), st.integers(0, 50)))
 
 
+@pytest.mark.parametrize("small", [4096, 0])  # a tape where the chain's values allow it, and fused loops
 @settings(max_examples=15, deadline=None, derandomize=True)  # fixed examples: their kernels stay cached
 @given(st.lists(_step, min_size=1, max_size=12), st.sampled_from([(4,), (2, 3)]), st.booleans())
-def test_random_chain_matches_eager(ops, shape, broadcast):
+def test_random_chain_matches_eager(small, ops, shape, broadcast):
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(jg.compiler.tape, "SMALL", small)
+        _random_chain(ops, shape, broadcast)
+
+
+def _random_chain(ops, shape, broadcast):
     f = _chain(ops)
     rng = np.random.default_rng(len(ops))
     arrays = [rng.uniform(-1, 1, shape), rng.uniform(-1, 1, shape[-1:] if broadcast else shape), rng.uniform(-1, 1, ())]

@@ -30,6 +30,23 @@ def test_flat_loops_on_1d_operands_match_numpy():
     assert _np(jg.ones(0) * jg.ones(0)).shape == (0,)
 
 
+def test_zero_dim_operands_take_the_scalar_loop_and_keep_their_types():
+    """0-d operands go to the loop as scalars (the path of a graph of scalar ops): results are 0-d arrays
+    of the promoted dtype, numbers included, and their gradients too."""
+    a, b = jg.tensor(np.float32(1.5), requires_grad=True), jg.tensor(np.float32(-0.25), requires_grad=True)
+    for _ in range(2):  # the first call compiles the loop through the general path, the second takes it directly
+        y = a * b
+        assert y.shape == () and y.dtype is jg.float32 and y.item() == np.float32(1.5) * np.float32(-0.25)
+        e = a.exp()
+        assert e.shape == () and e.item() == pytest.approx(np.exp(1.5), rel=1e-6)
+    assert (a * 2).dtype is jg.float32 and (jg.tensor(3) * 2).dtype is jg.int64 and (jg.tensor(3) * 2).item() == 6
+    assert (jg.tensor(2.0, dtype=jg.float64) * a).dtype is jg.float64  # two 0-d tensors: promoted
+    assert (jg.tensor(True) & jg.tensor(False)).item() is False
+    (a * b).exp().backward()
+    assert a.grad.shape == () and a.grad.item() == pytest.approx(-0.25 * np.exp(-0.375), rel=1e-6)
+    assert b.grad.item() == pytest.approx(1.5 * np.exp(-0.375), rel=1e-6)
+
+
 def test_mixed_dtypes_and_broadcasting_still_checked():
     i = jg.tensor([1, 2, 3])
     f = jg.tensor([0.5, 0.5, 0.5])

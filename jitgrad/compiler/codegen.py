@@ -33,9 +33,10 @@ _KERNELS = {}  # source hash -> compiled dispatcher (per process)
 class Compiled:
     """A generated plan: ``fn(*boundary arrays) -> tuple of arrays``, with what explain shows."""
 
-    def __init__(self, fn, source, kernel_sources, groups, seconds, cache_hits, boundary, outputs):
+    def __init__(self, fn, source, kernel_sources, groups, seconds, cache_hits, boundary, outputs, instructions=0):
         self.fn, self.source, self.kernel_sources, self.groups = fn, source, kernel_sources, groups
         self.seconds, self.cache_hits, self.boundary, self.outputs = seconds, cache_hits, boundary, outputs
+        self.instructions = instructions  # of a tape plan (compiler/tape.py); 0 for generated code
 
 
 def boundary_values(graph):
@@ -166,11 +167,6 @@ def _emit_group(graph, g, k, ns, lines, device=False):
     params += ["o%d" % j for j in range(len(g.outputs))] + ["r%d" % j for j in range(len(g.reductions))]
     for j, v in enumerate(g.outputs):
         body.append("        o%d[i] = %s" % (j, name_of[v]))
-    for j, (_, kind, v) in enumerate(g.reductions):
-        pre.append("    acc%d = 0.0" % j)
-        body.append("        acc%d += %s" % (j, name_of[v]))
-    post = ["    r%d[0] = acc%d%s" % (j, j, " / n" if kind == "mean" else "") for j, (_, kind, _) in
-            enumerate(g.reductions)]
     if device:
         key = hashlib.sha1(("%s\n%s\n%s" % (_SCALARS_STAMP, params, "\n".join(pre + body))).encode()).hexdigest()[:20]
         kname = "fused_cuda_%s" % key[:10]
@@ -179,8 +175,11 @@ def _emit_group(graph, g, k, ns, lines, device=False):
             kname, ", ".join(params), "".join(ln + "\n" for ln in pre), "\n".join(body))
     else:
         parallel = g.size >= config.PARALLEL_THRESHOLD
-        loop = "    for i in %s(n):" % ("prange" if parallel else "range")
-        kbody = "\n".join(pre + [loop] + body + post)
+        rng = "prange" if parallel else "range"
+        if g.reductions:
+            kbody = "\n".join(pre + _blocked_reductions(g, name_of, body, rng))
+        else:
+            kbody = "\n".join(pre + ["    for i in %s(n):" % rng] + body)
         key = hashlib.sha1(("%s\n%s\n%s" % (_SCALARS_STAMP, parallel, kbody)).encode()).hexdigest()[:20]
         kname = "fused_%s" % key
         ksrc = "def %s(%s):\n%s\n" % (kname, ", ".join(["n"] + params), kbody)
@@ -216,6 +215,32 @@ def _emit_group(graph, g, k, ns, lines, device=False):
     else:
         lines.append("    K%d(%s)  # fused: %s" % (k, ", ".join(call), what))
     return ksrc, hit
+
+
+# A loop with full reductions runs over blocks of this many elements: the block's values go to a buffer,
+# summed in float64 (as the eager sums of float32) by a loop of their own. A running sum in the
+# element loop itself would keep LLVM from vectorizing that loop, transcendental math included.
+BLOCK = 2048
+
+
+def _blocked_reductions(g, name_of, body, rng):
+    """The loop of a group with reductions (``body`` is the element loop's lines, indexed by i)."""
+    k = len(g.reductions)
+    lines = ["    nb = (n + %d) // %d" % (BLOCK - 1, BLOCK)]
+    lines += ["    part%d = np.empty(nb)" % j for j in range(k)]
+    lines += ["    for b in %s(nb):" % rng,
+              "        lo = b * %d" % BLOCK,
+              "        hi = min(n, lo + %d)" % BLOCK]
+    lines += ["        buf%d = np.empty(%d)" % (j, BLOCK) for j in range(k)]
+    lines += ["        for i in range(lo, hi):"] + ["    " + ln for ln in body]
+    lines += ["            buf%d[i - lo] = %s" % (j, name_of[v]) for j, (_, _, v) in enumerate(g.reductions)]
+    for j in range(k):
+        lines += ["        s = 0.0", "        for q in range(hi - lo):", "            s += buf%d[q]" % j,
+                  "        part%d[b] = s" % j]
+    for j, (_, kind, _) in enumerate(g.reductions):
+        lines += ["    acc = 0.0", "    for b in range(nb):", "        acc += part%d[b]" % j,
+                  "    r%d[0] = acc%s" % (j, " / n" if kind == "mean" else "")]
+    return lines
 
 
 def _flat(graph, v, device=False):

@@ -20,14 +20,14 @@ def scalar_form(node):
     if any(v.__class__ is Ref for v in p.values()):
         return None
     kernel = getattr(op.forward, "kernel", None)
-    if kernel is not None:
-        fn, extra = kernel, [cnp.type(v) for v in p.values()]
-    elif name in ("add", "sub"):
+    if name in ("add", "sub"):  # (their kernel is for alpha == 1)
         alpha = p.get("alpha", 1)
         if alpha == 1:
             fn, extra = name, []
         else:
             fn, extra = "add_alpha", [cnp.type(alpha if name == "add" else -alpha)]
+    elif kernel is not None:
+        fn, extra = kernel, [cnp.type(v) for v in p.values()]
     elif name == "where":
         fn, extra = "where", []
     elif name == "masked_fill":

@@ -14,7 +14,7 @@ from .._tensor import Tensor
 from ..autograd import engine
 from . import stats
 from .capture import BACKWARD, Ref, Unsupported, trace, trace_backward
-from .codegen import generate
+from .tape import compile_plan
 from .fusion import with_recompute
 
 MAX_VARIANTS = 8
@@ -139,7 +139,7 @@ class Variant:
         self.grad_outs = grad_outs
         self.saved_vals = saved_vals
         self.out_vals = out_vals
-        self.plan = generate(g, out_vals + saved_vals + extra, owner.fuse, "forward")
+        self.plan = compile_plan(g, out_vals + saved_vals + extra, owner.fuse, "forward")
         self.boundary = self.plan.boundary
         self.fwd_sources = []
         for v in self.boundary:
@@ -172,7 +172,7 @@ class Variant:
             bg, grad_vals = with_recompute(g, bg, grad_vals)
         self.bgraph = bg
         self.saved_vals = sorted({k[1] for k in bg.kinds if k[0] == "fwd" and g.kinds[k[1]][0] == "op"})
-        self.bplan = generate(bg, grad_vals, owner.fuse, "backward")
+        self.bplan = compile_plan(bg, grad_vals, owner.fuse, "backward")
         self.bsources = [bg.kinds[v] for v in self.bplan.boundary]
         return True
 

@@ -1,0 +1,197 @@
+"""Small graphs as a tape: one compiled numba loop interprets all of a graph's elementwise work.
+
+A graph whose values all hold one number of elements n (at most SMALL) or a single element, made of
+elementwise ops, full sums and means, and reshapes or expands, runs over a table ``T[value, n]`` of
+float64 (exact for its float32, float64 and bool values) and a tape of instructions. An instruction
+applies one scalar function of kernels/elementwise.py over n elements (or one), its operands cast as
+the fused loops cast them, and rounds the result to its value's dtype. The interpreter has one case
+per (scalar function, operand dtypes, result dtype) that the graph uses, so numba compiles a
+function once per graph and not once per op: a graph of thousands of scalar ops compiles in about
+the time of its few distinct functions, and a graph using the same cases loads the interpreter
+from the disk cache. Larger graphs get codegen's fused loops (one loop per group of ops).
+"""
+import hashlib
+import time
+
+import numpy as np
+
+from .capture import Ref
+from .codegen import _SCALARS_STAMP, Compiled, _kernel, boundary_values, generate
+from .fusion import NUMPY_CASTS, fusable, scalar_form
+
+SMALL = 4096  # elements per value at most
+_TABLE = frozenset((np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.bool_)))
+_MOVES = frozenset(("reshape", "view", "expand", "squeeze", "unsqueeze", "flatten", "clone", "contiguous",
+                    "expand_as", "view_as", "reshape_as"))
+_REDUCTIONS = {"sum_all": "sum", "mean_all": "mean"}
+
+
+def compile_plan(graph, outputs, fuse=True, name="plan"):
+    """The plan of ``graph``: a tape where the graph is small and tape-shaped, else codegen's."""
+    return (fuse and tape_plan(graph, outputs, name)) or generate(graph, outputs, fuse, name)
+
+
+def _read(dt):
+    """Source reading table cell ``T[a, j * s]`` as an operand of dtype ``dt``."""
+    return "(T[%s] != 0.0)" if dt == np.bool_ else NUMPY_CASTS[dt] + "(T[%s])"
+
+
+def _write(dt, expr):
+    return "1.0 if %s else 0.0" % expr if dt == np.bool_ else "%s(%s)" % (NUMPY_CASTS[dt], expr)
+
+
+class _Tape:
+    """The instructions of one graph, and the rows of the table they read and write."""
+
+    def __init__(self, graph, n):
+        self.graph, self.n = graph, n
+        self.rows = {}  # value -> row
+        self.consts = []  # (row, value)
+        self.cases = {}  # case key -> opcode
+        self.code = []  # [opcode, dst row, length, (row, stride) per operand]
+        self.listing = []
+
+    def row(self, v):
+        r = self.rows.get(v)
+        if r is None:
+            r = self.rows[v] = len(self.rows) + len(self.consts)
+        return r
+
+    def const(self, c):
+        r = len(self.rows) + len(self.consts)
+        self.consts.append((r, c))
+        return r
+
+    def size(self, v):
+        return self.graph.arrays[v].size
+
+    def add(self, case, out, operands, text):
+        """One instruction: ``operands`` are (row, is n elements) pairs."""
+        length = self.size(out)
+        op = self.cases.setdefault(case, len(self.cases))
+        args = []
+        for r, full in operands:
+            args += [r, 1 if full and length > 1 else 0]
+        self.code.append([op, self.row(out), length] + args)
+        self.listing.append("    v%d = %s" % (out, text))
+
+
+def _build(graph, n):
+    """The tape of ``graph``, or None where an op has no instruction."""
+    tape = _Tape(graph, n)
+    for node in graph.nodes:
+        if len(node.outs) != 1:
+            return None
+        out = node.outs[0]
+        odt = graph.arrays[out].dtype
+        name = node.op.name
+        if fusable(graph, node):
+            fn, args = scalar_form(node)
+            dts, operands, shown = [], [], []
+            for pos, a in enumerate(args):
+                if a.__class__ is Ref:
+                    dt = graph.arrays[a].dtype
+                    if dt != node.cnp and pos in node.convert:
+                        dt = node.cnp  # cast to the compute dtype, as dispatch converts operands
+                    operands.append((tape.row(a), tape.size(a) > 1))
+                    shown.append("v%d" % a)
+                else:
+                    c = np.asarray(a).reshape(())[()]
+                    dt = np.asarray(c).dtype
+                    if dt not in NUMPY_CASTS:
+                        return None
+                    operands.append((tape.const(c), False))
+                    shown.append(repr(c.item() if isinstance(c, np.generic) else c))
+                dts.append(np.dtype(dt))
+            tape.add(("fn", fn, tuple(dts), odt), out, operands, "%s(%s)" % (fn, ", ".join(shown)))
+        elif node.args and node.args[0].__class__ is Ref and graph.arrays[node.args[0]].dtype == odt and (
+                name in _MOVES or name in _REDUCTIONS and tape.size(node.args[0]) == 1) and (
+                tape.size(node.args[0]) in (1, tape.size(out))):
+            a = node.args[0]
+            tape.add(("move",), out, [(tape.row(a), tape.size(a) > 1)], "%s(v%d)" % (name, a))
+        elif name in _REDUCTIONS and node.args[0].__class__ is Ref and odt.kind == "f":
+            a = node.args[0]
+            tape.add((_REDUCTIONS[name], odt), out, [(tape.row(a), True)], "%s(v%d)" % (name, a))
+        else:
+            return None
+    return tape
+
+
+def _interpreter_source(tape, kname):
+    arity = max(len(c) - 3 for c in tape.code) // 2 if tape.code else 0
+    lines = ["def %s(code, T, n, x, at):" % kname,
+             "    for k in range(at.shape[0]):  # the inputs, into their rows",
+             "        for j in range(at[k, 2]):",
+             "            T[at[k, 0], j] = x[at[k, 1] + j]",
+             "    for p in range(code.shape[0]):",
+             "        op = code[p, 0]",
+             "        d = code[p, 1]",
+             "        m = code[p, 2]"]
+    fns = set()
+    for k, (case, op) in enumerate(sorted(tape.cases.items(), key=lambda kv: kv[1])):
+        lines.append("        %s op == %d:" % ("if" if k == 0 else "elif", op))
+        if case[0] == "fn":
+            _, fn, dts, odt = case
+            fns.add(fn)
+            reads = [_read(dt) % ("code[p, %d], j * code[p, %d]" % (3 + 2 * i, 4 + 2 * i)) for i, dt in enumerate(dts)]
+            lines += ["            for j in range(m):",
+                      "                T[d, j] = %s" % _write(odt, "F_%s(%s)" % (fn, ", ".join(reads)))]
+        elif case[0] == "move":
+            lines += ["            for j in range(m):",
+                      "                T[d, j] = T[code[p, 3], j * code[p, 4]]"]
+        else:  # sum or mean of n elements, accumulated in float64 as the eager kernels do
+            lines += ["            s = 0.0",
+                      "            for j in range(n):",
+                      "                s += T[code[p, 3], j]",
+                      "            T[d, 0] = %s" % _write(case[1], "s" if case[0] == "sum" else "s / n")]
+    return "\n".join(lines) + "\n", sorted(fns), arity
+
+
+def tape_plan(graph, outputs, name="plan"):
+    """``graph`` compiled as a tape (a codegen.Compiled), or None where it is not small and tape-shaped."""
+    arrays = graph.arrays
+    if not graph.nodes or any(a.__class__ is not np.ndarray or a.dtype not in _TABLE for a in arrays):
+        return None
+    n = max(a.size for a in arrays)
+    if n > SMALL or any(a.size not in (1, n) for a in arrays):
+        return None
+    start = time.perf_counter()
+    tape = _build(graph, n)
+    if tape is None:
+        return None
+    boundary = boundary_values(graph)
+    for v in list(boundary) + list(outputs):
+        tape.row(v)
+    kname = "tape_" + hashlib.sha1(repr(sorted(tape.cases.items(), key=lambda kv: kv[1])).encode()).hexdigest()[:20]
+    src, fns, arity = _interpreter_source(tape, kname)
+    width = 3 + 2 * arity
+    code = np.zeros((len(tape.code), width), np.int64)
+    for i, c in enumerate(tape.code):
+        code[i, :len(c)] = c
+    rows = len(tape.rows) + len(tape.consts)
+    table = np.zeros((rows, n))
+    for r, c in tape.consts:
+        table[r, :] = c
+    at = np.zeros((len(boundary), 3), np.int64)  # (row, offset in the inputs, elements) per argument
+    offset = 0
+    for k, v in enumerate(boundary):
+        size = arrays[v].size
+        at[k] = (tape.rows[v], offset, size)
+        offset += size
+    kernel, hit = _kernel(kname, src, fns, False, [code, table, np.int64(n), np.zeros(1), at])
+    outs = [(tape.rows[v], arrays[v].size, arrays[v].shape, arrays[v].dtype) for v in outputs]
+    fn = _plan_function(kernel, code, table, n, at, outs)
+    listing = ["def %s(%s):  # a tape of %d instructions over values of %d element(s), run by %s" % (
+        name, ", ".join("v%d" % v for v in boundary), len(tape.code), n, kname)] + tape.listing + [
+        "    return (%s)" % "".join("v%d, " % v for v in outputs)]
+    return Compiled(fn, "\n".join(listing) + "\n", [src], [], time.perf_counter() - start, hit, boundary,
+                    list(outputs), len(tape.code))
+
+
+def _plan_function(kernel, code, table, n, at, outs):
+    def plan(*arrays):
+        T = table.copy()
+        x = np.concatenate([a.reshape(-1) for a in arrays], dtype=np.float64) if arrays else np.zeros(1)
+        kernel(code, T, n, x, at)
+        return tuple(T[r, :size].reshape(shape).astype(dt) for r, size, shape, dt in outs)
+    return plan
