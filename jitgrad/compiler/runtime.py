@@ -117,8 +117,10 @@ class Variant:
             lv, self.grad_input, bleaves, bg, grads = bw
             if not self._outputs_spent(g, lv, out_leaves, out_vals):
                 return
-            self._backward_plan(g, bg, grads, [g.by_id[id(t._data)] for t in bleaves], owner)
-            if self.grad_input is not None and g.kinds[self.grad_input][0] == "op":
+            if not self._backward_plan(g, bg, grads, [g.by_id[id(t._data)] for t in bleaves], owner):
+                bw = None  # no leaf gets a gradient: the backward changes nothing
+                self.effects = [e for e in self.effects if e[1] != BACKWARD]
+            elif self.grad_input is not None and g.kinds[self.grad_input][0] == "op":
                 extra = [self.grad_input]
         else:
             boundary = [Ref(v) for v, k in enumerate(g.kinds) if k[0] != "op"]
