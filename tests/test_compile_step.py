@@ -464,3 +464,23 @@ def test_other_step_shapes():
             grads.append(x0.grad.numpy().copy())
     for a, b in zip(grads[:2], grads[2:]):
         np.testing.assert_allclose(b, a, rtol=1e-6)
+
+
+def test_side_effects_of_a_broken_trace_are_applied_once():
+    """The trace stops at a side effect it cannot capture, before it runs: the eager run of the call is the only
+    one to apply it (an in-place write to an external tensor, a .grad write)."""
+    counter = jg.zeros(())
+    w = jg.tensor([1.0, 2.0], requires_grad=True)
+
+    def f(x):
+        counter.add_(1)
+        w.grad = x * 1
+        return (x * 2).sum()
+    cf = jg.compile(f)
+    x = jg.tensor([3.0, 4.0])
+    assert cf(x).item() == 14
+    assert counter.item() == 1
+    np.testing.assert_array_equal(w.grad.numpy(), [3.0, 4.0])
+    cf(x)
+    assert counter.item() == 2
+    assert any("in-place" in r for r, _ in explain(f, x).graph_breaks)
