@@ -24,6 +24,7 @@ _TABLE = frozenset((np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.bool
 _MOVES = frozenset(("reshape", "view", "expand", "squeeze", "unsqueeze", "flatten", "clone", "contiguous",
                     "expand_as", "view_as", "reshape_as"))
 _REDUCTIONS = {"sum_all": "sum", "mean_all": "mean"}
+_FIRST = 3  # an instruction: opcode, result row, elements, then its operands' rows
 
 
 def compile_plan(graph, outputs, fuse=True, name="plan"):
@@ -31,9 +32,9 @@ def compile_plan(graph, outputs, fuse=True, name="plan"):
     return (fuse and tape_plan(graph, outputs, name)) or generate(graph, outputs, fuse, name)
 
 
-def _read(dt):
-    """Source reading table cell ``T[a, j * s]`` as an operand of dtype ``dt``."""
-    return "(T[%s] != 0.0)" if dt == np.bool_ else NUMPY_CASTS[dt] + "(T[%s])"
+def _cast(dt, x):
+    """Source of table value ``x`` as an operand of dtype ``dt``."""
+    return "(%s != 0.0)" % x if dt == np.bool_ else "%s(%s)" % (NUMPY_CASTS[dt], x)
 
 
 def _write(dt, expr):
@@ -48,7 +49,7 @@ class _Tape:
         self.rows = {}  # value -> row
         self.consts = []  # (row, value)
         self.cases = {}  # case key -> opcode
-        self.code = []  # [opcode, dst row, length, (row, stride) per operand]
+        self.code = []  # [opcode, result row, elements, operand rows...]
         self.listing = []
 
     def row(self, v):
@@ -66,13 +67,13 @@ class _Tape:
         return self.graph.arrays[v].size
 
     def add(self, case, out, operands, text):
-        """One instruction: ``operands`` are (row, is n elements) pairs."""
+        """One instruction: ``operands`` are (row, holds n elements) pairs. Which operands are whole rows
+        is part of its case, so that the case's loop reads them at j and the others once, before it."""
         length = self.size(out)
-        op = self.cases.setdefault(case, len(self.cases))
-        args = []
-        for r, full in operands:
-            args += [r, 1 if full and length > 1 else 0]
-        self.code.append([op, self.row(out), length] + args)
+        reduction = case[0] in ("sum", "mean")  # n elements in, one out
+        whole = tuple(full and (length > 1 or reduction) for _, full in operands)
+        op = self.cases.setdefault(case + (whole,), len(self.cases))
+        self.code.append([op, self.row(out), length] + [r for r, _ in operands])
         self.listing.append("    v%d = %s" % (out, text))
 
 
@@ -108,7 +109,7 @@ def _build(graph, n):
                 name in _MOVES or name in _REDUCTIONS and tape.size(node.args[0]) == 1) and (
                 tape.size(node.args[0]) in (1, tape.size(out))):
             a = node.args[0]
-            tape.add(("move",), out, [(tape.row(a), tape.size(a) > 1)], "%s(v%d)" % (name, a))
+            tape.add(("move", odt), out, [(tape.row(a), tape.size(a) > 1)], "%s(v%d)" % (name, a))
         elif name in _REDUCTIONS and node.args[0].__class__ is Ref and odt.kind == "f":
             a = node.args[0]
             tape.add((_REDUCTIONS[name], odt), out, [(tape.row(a), True)], "%s(v%d)" % (name, a))
@@ -118,33 +119,36 @@ def _build(graph, n):
 
 
 def _interpreter_source(tape, kname):
-    arity = max(len(c) - 3 for c in tape.code) // 2 if tape.code else 0
     lines = ["def %s(code, T, n, x, at):" % kname,
              "    for k in range(at.shape[0]):  # the inputs, into their rows",
              "        for j in range(at[k, 2]):",
              "            T[at[k, 0], j] = x[at[k, 1] + j]",
              "    for p in range(code.shape[0]):",
              "        op = code[p, 0]",
-             "        d = code[p, 1]",
+             "        r = T[code[p, 1]]",
              "        m = code[p, 2]"]
     fns = set()
     for k, (case, op) in enumerate(sorted(tape.cases.items(), key=lambda kv: kv[1])):
         lines.append("        %s op == %d:" % ("if" if k == 0 else "elif", op))
+        whole = case[-1]
+        # operand i: a whole row u<i>, read at j, or one value c<i>, read before the loop
+        lines += ["            %s = T[code[p, %d]]%s" % (("u%d" if w else "c%d") % i, _FIRST + i, "" if w else "[0]")
+                  for i, w in enumerate(whole)]
         if case[0] == "fn":
-            _, fn, dts, odt = case
+            _, fn, dts, odt, _ = case
             fns.add(fn)
-            reads = [_read(dt) % ("code[p, %d], j * code[p, %d]" % (3 + 2 * i, 4 + 2 * i)) for i, dt in enumerate(dts)]
+            reads = [_cast(dt, ("u%d[j]" if w else "c%d") % i) for i, (dt, w) in enumerate(zip(dts, whole))]
             lines += ["            for j in range(m):",
-                      "                T[d, j] = %s" % _write(odt, "F_%s(%s)" % (fn, ", ".join(reads)))]
+                      "                r[j] = %s" % _write(odt, "F_%s(%s)" % (fn, ", ".join(reads)))]
         elif case[0] == "move":
             lines += ["            for j in range(m):",
-                      "                T[d, j] = T[code[p, 3], j * code[p, 4]]"]
+                      "                r[j] = %s" % ("u0[j]" if whole[0] else "c0")]
         else:  # sum or mean of n elements, accumulated in float64 as the eager kernels do
             lines += ["            s = 0.0",
                       "            for j in range(n):",
-                      "                s += T[code[p, 3], j]",
-                      "            T[d, 0] = %s" % _write(case[1], "s" if case[0] == "sum" else "s / n")]
-    return "\n".join(lines) + "\n", sorted(fns), arity
+                      "                s += u0[j]",
+                      "            r[0] = %s" % _write(case[1], "s" if case[0] == "sum" else "s / n")]
+    return "\n".join(lines) + "\n", sorted(fns), max((len(c) - _FIRST for c in tape.code), default=0)
 
 
 def tape_plan(graph, outputs, name="plan"):
@@ -164,7 +168,7 @@ def tape_plan(graph, outputs, name="plan"):
         tape.row(v)
     kname = "tape_" + hashlib.sha1(repr(sorted(tape.cases.items(), key=lambda kv: kv[1])).encode()).hexdigest()[:20]
     src, fns, arity = _interpreter_source(tape, kname)
-    width = 3 + 2 * arity
+    width = _FIRST + arity
     code = np.zeros((len(tape.code), width), np.int64)
     for i, c in enumerate(tape.code):
         code[i, :len(c)] = c
