@@ -4,7 +4,7 @@
     python benchmarks/compare.py --repeats 15 --only mlp_step,chain100
     python benchmarks/compare.py --output speed.md
     python benchmarks/compare.py --cpu-time --only mul16,mul16_grad,chain100   # on a busy machine
-    python benchmarks/compare.py --only chain100,elementwise_4m,mlp_step,scalar_graph1000   # compiled rows
+    python benchmarks/compare.py --only chain100,elementwise_4m,mlp_step,mlp_step_whole,scalar_graph1000  # compiled rows
 
 Each library runs in a worker process of its own (as a user runs one of them: two OpenMP
 runtimes and BLAS thread pools in one process would compete for the cores), driven by this

@@ -90,6 +90,33 @@ def _module_on_cuda_matches_cpu():
         np.testing.assert_allclose(b, a, rtol=1e-9, atol=1e-12)
 
 
+def _whole_step_on_cuda_matches_cpu():
+    """A compiled whole training step (zero_grad, forward, backward, Adam's update) on CUDA tensors."""
+    def run(device, compiled):
+        jg.manual_seed(0)
+        model = jg.nn.Sequential(jg.nn.Linear(6, 5), jg.nn.ReLU(), jg.nn.Linear(5, 3)).double().to(device)
+        opt = jg.optim.Adam(model.parameters(), lr=1e-2)
+        x = jg.tensor(np.linspace(-1, 1, 24).reshape(4, 6), dtype=jg.float64, device=device)
+        y = jg.tensor([0, 2, 1, 2], device=device)
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = jg.nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+        fn = jg.compile(step) if compiled else step
+        losses = [fn(x, y).item() for _ in range(3)]
+        if compiled:
+            assert jg.compiler.explain(step, x, y).effects == ["zero_grad", "backward", "step"]
+        return losses, [p.detach().cpu().numpy() for p in model.parameters()]
+    losses_cpu, params_cpu = run("cpu", False)
+    losses_cuda, params_cuda = run("cuda", True)
+    np.testing.assert_allclose(losses_cuda, losses_cpu, rtol=1e-10)
+    for a, b in zip(params_cpu, params_cuda):
+        np.testing.assert_allclose(b, a, rtol=1e-9, atol=1e-12)
+
+
 def _tensors_on_two_devices_run_eagerly():
     def f(x, y):
         return x * 2 + y.sum().cpu()
@@ -135,6 +162,7 @@ if IN_CHILD:
     test_elementwise_chain_with_a_broadcast_bias = _elementwise_chain_with_a_broadcast_bias
     test_zero_dim_values = _zero_dim_values
     test_module_on_cuda_matches_cpu = _module_on_cuda_matches_cpu
+    test_whole_step_on_cuda_matches_cpu = _whole_step_on_cuda_matches_cpu
     test_tensors_on_two_devices_run_eagerly = _tensors_on_two_devices_run_eagerly
 else:
     def test_compiled_cuda_in_simulator_then_its_kernels_compile_to_ptx(tmp_path):

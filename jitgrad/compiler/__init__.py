@@ -6,7 +6,10 @@
 
 The trace is recorded by dispatch (capture.py); the forward and the VJP formulas' backward become
 generated plans (codegen.py) whose elementwise runs are fused loops (fusion.py); to eager autograd a
-compiled call is one node (runtime.py). ``explain`` shows what was captured and generated.
+compiled call is one node (runtime.py). A whole training step (``loss.backward()``, optimizer and
+module ``zero_grad()``, ``optimizer.step()``, ``lr_scheduler.step()`` inside the function) is captured
+too: its plan runs the forward, the backward and the calls in order. ``explain`` shows what was
+captured and generated.
 """
 import functools
 

@@ -4,6 +4,13 @@ Values are numbered by the array they hold (saved tensors unpack to new Tensor o
 same array, so the VJP formulas' reads map back to the forward values). A tensor that no recorded
 op made is an input (given by position) or an external (a parameter, a constant): the plan reads
 externals live at each call. What needs a value in Python ends the graph (a graph break).
+
+A training step's side effects are captured without running them: ``loss.backward()`` becomes a
+backward graph (the VJP formulas' trace) whose gradients the plan accumulates into the leaves'
+``.grad``, and ``optimizer.zero_grad()`` / ``optimizer.step()`` / ``module.zero_grad()`` /
+``lr_scheduler.step()`` become effects the plan calls in order. A side effect the trace cannot
+capture (an in-place write, a ``.grad`` access, ``backward(create_graph=True)``, hooks) stops the
+trace at once, before it runs, so the eager rerun of the call is the only one to apply it.
 """
 import os
 import sys
@@ -12,11 +19,14 @@ import numpy as np
 
 from .._device import backend
 from .._generator import generators
+from .._graph import SEQUENCE, AccumulateGrad
 from .._grad_mode import STATE, enable_grad
 from .._op import _plan, dispatch
 from .._tensor import Tensor
 from ..autograd import engine
 from ..kernels.conv import KeptColumns
+from ..nn.module import Module
+from ..optim.lr_scheduler import LRScheduler
 from ..optim.optimizer import Optimizer
 
 _JITGRAD_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -28,6 +38,15 @@ class Unsupported(RuntimeError):
 
 class GraphBreak(Exception):
     """Raised inside the traced function to stop tracing at a graph break (fullgraph=True)."""
+
+
+class _Stop(BaseException):
+    """Raised inside the traced function at a side effect the trace cannot capture, before it runs: the
+    call then runs eagerly from the start, so the effect is applied once. (A BaseException: the
+    function's own ``except Exception`` must not swallow it.)"""
+
+
+BACKWARD = "backward"  # the effect kind of a captured loss.backward()
 
 
 class Node:
@@ -101,6 +120,12 @@ class Tracer:
         self.graph = Graph() if graph is None else graph
         self.fullgraph = fullgraph
         self.recording = True
+        # a training step's side effects, in call order
+        self.effects = []  # (ops recorded before it, kind, owner, callable or None for backward, args, kwargs)
+        self.backward = None  # (loss value, gradient value or None, leaf tensors, backward graph, grad values)
+        self.updated = []  # arrays of the parameters a step after the first op updates (later ops must not read them)
+        self.first_node = next(SEQUENCE)  # autograd nodes made before the trace belong to another graph
+        self.active = False  # while the traced function runs (the patched methods act only then)
 
     def __call__(self, op, args, params):
         STATE.capture = None
@@ -114,6 +139,8 @@ class Tracer:
 
     def record(self, op, args, params, out):
         g = self.graph
+        if self.updated:
+            self._check_after_step(args, params)
         refs = []
         for a in args:
             if isinstance(a, Tensor):
@@ -138,15 +165,103 @@ class Tracer:
             raise Unsupported("fullgraph=True: %s at %s ends the graph (%s)" % (reason, where, _HINT))
         self.graph.breaks.append((reason, where))
 
+    def stop(self, reason):
+        """A graph break at a side effect: the trace ends here, before the effect runs."""
+        self.graph_break(reason)
+        self.recording = False
+        raise _Stop()
+
+    def _check_after_step(self, args, params):
+        """Every op runs in the forward plan, before the step effects: after a mid-function step() an op
+        must not read the parameters it updated (it would see them before the update)."""
+        for a in list(args) + list(params.values()):
+            if isinstance(a, Tensor) and any(np.may_share_memory(a._data, u) for u in self.updated):
+                self.stop("an op after optimizer.step() that reads a parameter it updated")
+
+    # ------------------------------------------------------------- training-step effects
+    def effect(self, kind, owner, fn, args, kwargs):
+        """Record a call ``fn(*args, **kwargs)`` (``owner``'s ``kind``: zero_grad, step) that the plan makes at
+        run time, in the function's order."""
+        self.effects.append((len(self.graph.nodes), kind, owner, fn, args, kwargs))
+
+    def optimizer_call(self, opt, name, arg):
+        """The capture hook of ``Optimizer.step(closure)`` and ``Optimizer.zero_grad(set_to_none)``
+        (optim/optimizer.py calls it while a trace runs, however the method was reached: through an
+        lr scheduler's wrapper of ``step`` too). True where the call is captured, not to be run."""
+        if not self.active:
+            return False  # the backward graph's tracer
+        if not self.recording:
+            self.stop("optimizer.%s()" % name)
+        if name == "zero_grad":
+            self.effect("zero_grad", opt, _zero_grad, (opt, arg), {})
+            return True
+        if arg is not None:
+            self.stop("optimizer.step(closure)")
+        if self.graph.nodes:  # a step after ops: they read the parameters before it, later ops must not
+            self.updated += [p._data for group in opt.param_groups for p in group["params"]]
+        self.effect("step", opt, _step, (opt,), {})
+        return True
+
+    def capture_backward(self, loss, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+        """``loss.backward()``: the gradients of the leaves as a backward graph, accumulated by the plan."""
+        g = self.graph
+        if create_graph or retain_graph or inputs is not None:
+            self.stop("Tensor.backward(%s)" % ("create_graph=True" if create_graph else "retain_graph=True"
+                                               if retain_graph else "inputs=..."))
+        if self.backward is not None:
+            self.stop("a second Tensor.backward()")
+        if any(e[1] == "step" and e[0] > 0 for e in self.effects):
+            self.stop("Tensor.backward() after optimizer.step()")
+        lv = g.by_id.get(id(loss._data))
+        if lv is None or g.kinds[lv][0] != "op" or loss.grad_fn is None:
+            self.stop("Tensor.backward() of a tensor the compiled function did not compute")
+        if gradient is None:
+            if loss._data.size != 1:
+                self.stop("Tensor.backward() of a non-scalar without a gradient")
+            gv = None
+        elif isinstance(gradient, Tensor) and gradient.shape == loss.shape and gradient.dtype is loss.dtype:
+            gv = g.value(gradient)
+        else:
+            self.stop("Tensor.backward(gradient) with a gradient of another shape or type")
+        leaves = self._leaves(loss)
+        bg, grads = trace_backward(g, [loss], leaves)
+        self.backward = (lv, gv, leaves, bg, grads)
+        self.effects.append((len(g.nodes), BACKWARD, None, None, (), {}))
+
+    def _leaves(self, loss):
+        """The leaves backward() would accumulate into; hooks and graphs from outside the trace stop it."""
+        g = self.graph
+        seen, stack, leaves = set(), [loss.grad_fn], []
+        while stack:
+            node = stack.pop()
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            if node.__class__ is AccumulateGrad:
+                t = node.variable
+                v = g.by_id.get(id(t._data))
+                if t._hooks or node._post_acc_hooks:
+                    self.stop("Tensor.backward() into a leaf with hooks")
+                if v is None or g.kinds[v][0] not in ("input", "ext"):
+                    self.stop("Tensor.backward() into a leaf the compiled function does not read")
+                leaves.append(t)
+                continue
+            if node._hooked:
+                self.stop("Tensor.backward() through a tensor with hooks or retain_grad()")
+            if node._seq < self.first_node:
+                self.stop("Tensor.backward() into a graph built outside the compiled function")
+            stack += [e[0] for e in node.next_functions if e[0] is not None]
+        return leaves
+
 
 _HINT = "compile the code after it separately, or use fullgraph=False to run it eagerly"
+_GRAD_ACCESS = "a .grad access (read or write)"
 
-# Tensor methods that need a value in Python, and methods that write tensors or run the engine outside
-# the op table: while tracing, each reports a graph break and then runs as usual.
+# Tensor methods that need a value in Python: while tracing, each reports a graph break and then runs as
+# usual (the rest of the function runs eagerly, recording nothing).
 _VALUE_METHODS = {"item": "Tensor.item()", "tolist": "Tensor.tolist()", "numpy": "Tensor.numpy()",
                   "__bool__": "bool(tensor)", "__float__": "float(tensor)", "__int__": "int(tensor)",
-                  "__index__": "a tensor used as an index", "__array__": "a tensor converted to a NumPy array",
-                  "backward": "Tensor.backward()", "__setitem__": "an in-place write (__setitem__)"}
+                  "__index__": "a tensor used as an index", "__array__": "a tensor converted to a NumPy array"}
 
 
 def _inplace_methods():
@@ -155,21 +270,76 @@ def _inplace_methods():
                                                                        "or", "xor", "floordiv", "mod")]
 
 
-def _wrap_method(cls, name, reason):
+def _wrap_method(tracer, cls, name, reason, capture=None):
+    """Patch ``cls.name`` for the trace: ``capture(tracer, orig, self, args, kwargs)`` records the call
+    (a training-step effect); otherwise a value method is a graph break after which the function goes
+    on eagerly, and a side effect (``reason`` given with ``capture=False``) stops the trace."""
     orig = cls.__dict__.get(name)
     if orig is None:
         return None
 
     def method(self, *args, **kwargs):
-        tracer = STATE.capture
-        if isinstance(tracer, Tracer):
-            tracer.graph_break(reason)
-            STATE.capture = None  # the rest runs eagerly: the graph ends here
-            tracer.recording = False
+        # this trace's (dispatch clears STATE.capture while it runs an op: not the user's call then); after
+        # a graph break the trace goes on eagerly with recording off, but not into a side effect
+        if tracer.active and STATE.capture is tracer:
+            if capture is None:
+                if tracer.recording:
+                    tracer.graph_break(reason)
+                    tracer.recording = False  # the rest runs eagerly: the graph ends here
+            elif capture is False or not tracer.recording:
+                tracer.stop(reason)
+            else:
+                return capture(tracer, orig, self, args, kwargs)
         return orig(self, *args, **kwargs)
     method.__name__ = name
     setattr(cls, name, method)
     return orig
+
+
+def _step(opt):
+    opt.step()  # looked up at each call: an lr scheduler's wrapper of step (made after the trace too) runs
+
+
+def _zero_grad(opt, set_to_none):
+    opt.zero_grad(set_to_none)
+
+
+def _capture_backward(tracer, orig, t, args, kwargs):
+    tracer.capture_backward(t, *args, **kwargs)
+
+
+def _capture_zero_grad(tracer, orig, module, args, kwargs):
+    tracer.effect("zero_grad", module, orig, (module,) + args, kwargs)
+
+
+def _capture_scheduler_step(tracer, orig, scheduler, args, kwargs):
+    if any(isinstance(a, Tensor) for a in list(args) + list(kwargs.values())):
+        tracer.stop("lr_scheduler.step(metrics) given a tensor")
+    tracer.effect("lr_scheduler.step", scheduler, orig, (scheduler,) + args, kwargs)
+
+
+def _wrap_grad(tracer):
+    """``Tensor.grad`` while tracing: the trace does not run backward, so a read or write of ``.grad``
+    would see or change the wrong gradients: it stops the trace."""
+    prop = Tensor.__dict__["grad"]
+
+    def check():
+        if tracer.active and STATE.capture is tracer:
+            tracer.stop(_GRAD_ACCESS)
+
+    def fget(self):
+        check()
+        return prop.fget(self)
+
+    def fset(self, value):
+        check()
+        prop.fset(self, value)
+
+    def fdel(self):
+        check()
+        prop.fdel(self)
+    Tensor.grad = property(fget, fset, fdel, prop.__doc__)
+    return prop
 
 
 def trace(fn, args, kwargs, fullgraph, tensors):
@@ -181,20 +351,39 @@ def trace(fn, args, kwargs, fullgraph, tensors):
             tracer.graph.value(t, ("input", i))
     patched = []
     for name, reason in _VALUE_METHODS.items():
-        patched.append((Tensor, name, _wrap_method(Tensor, name, reason)))
-    for name in _inplace_methods():
-        patched.append((Tensor, name, _wrap_method(Tensor, name, "an in-place op (Tensor.%s)" % name)))
-    for cls in _subclasses(Optimizer):
+        patched.append((Tensor, name, _wrap_method(tracer, Tensor, name, reason)))
+    for name in _inplace_methods() + ["__setitem__"]:
+        patched.append((Tensor, name, _wrap_method(tracer, Tensor, name, "an in-place op (Tensor.%s)" % name, False)))
+    patched.append((Tensor, "backward", _wrap_method(tracer, Tensor, "backward", "Tensor.backward()",
+                                                     _capture_backward)))
+    patched.append((Tensor, "grad", _wrap_grad(tracer)))
+    # the engine called otherwise (autograd.backward(), autograd.grad()) is not captured: it stops the trace
+    patched.append((engine, "run", _wrap_method(tracer, engine, "run", "autograd.backward() or autograd.grad()",
+                                                False)))
+    patched.append((Module, "zero_grad", _wrap_method(tracer, Module, "zero_grad", "module.zero_grad()",
+                                                      _capture_zero_grad)))
+    for cls in _subclasses(LRScheduler):  # Python that sets the lr the plan's optimizer step reads
+        patched.append((cls, "step", _wrap_method(tracer, cls, "step", "lr_scheduler.step()",
+                                                  _capture_scheduler_step)))
+    # Optimizer's own step and zero_grad call the tracer's hook (optimizer_call); a subclass's override of
+    # them is Python the trace cannot capture
+    for cls in _subclasses(Optimizer)[1:]:
         for name in ("step", "zero_grad"):
-            patched.append((cls, name, _wrap_method(cls, name, "optimizer.%s()" % name)))
+            patched.append((cls, name, _wrap_method(tracer, cls, name, "%s.%s(), an override of Optimizer.%s"
+                                                    % (cls.__name__, name, name), False)))
     # every generator's stream as it was: a draw from any of them (the default one, or one passed as
     # generator=) would be frozen into the graph
     rngs = [(gen, gen._np, gen._np.bit_generator.state) for gen in generators()]
     prev = STATE.capture
     STATE.capture = tracer
+    tracer.active = True
+    result = None
     try:
         result = fn(*args, **kwargs)
+    except _Stop:
+        pass  # the break is recorded: the call runs eagerly
     finally:
+        tracer.active = False
         STATE.capture = prev
         for cls, name, orig in patched:
             if orig is not None:

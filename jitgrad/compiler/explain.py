@@ -38,7 +38,8 @@ def _graph_lines(title, graph, plan):
 def explain(fn, *args, fullgraph=False, **kwargs):
     """Trace ``fn`` (a function, a compiled function or a module) on ``args`` and print what
     jitgrad.compile makes of it. Returns the report (a str subclass with ``graph_breaks``,
-    ``graph_count``, ``ops`` and ``guards`` attributes)."""
+    ``graph_count``, ``ops``, ``guards`` and ``effects`` attributes: a training step's captured calls, in
+    order, such as ``["zero_grad", "backward", "step"]``)."""
     target = getattr(fn, "_jitgrad_compiled", None) or getattr(fn, "_compiled", None)
     if target is None:
         target = CompiledFunction(fn, fullgraph)
@@ -56,6 +57,17 @@ def explain(fn, *args, fullgraph=False, **kwargs):
     lines.append("Graph breaks: %d" % len(var.breaks))
     for reason, where in var.breaks:
         lines.append("  %s at %s" % (reason, where))
+    if not var.eager and var.effects:
+        lines.append("Training-step effects, in order: %d" % len(var.effects))
+        for k, (pos, kind, owner, fn, a, kw) in enumerate(var.effects):
+            where = "before the forward plan" if k < len(var.pre) else "after it"
+            if fn is None:
+                what = "backward plan, gradients accumulated into .grad of %d leaves" % len(var.accumulate)
+            else:
+                a = a[1:] if a and a[0] is owner else a
+                what = "%s.%s(%s)" % (type(owner).__name__, kind.split(".")[-1], ", ".join(
+                    ["%r" % x for x in a] + ["%s=%r" % kv for kv in kw.items()]))
+            lines.append("  %s (%s)" % (what, where))
     if not var.eager:
         lines += _graph_lines("Forward", var.graph, var.plan)
         if var.bplan is not None:
@@ -68,5 +80,6 @@ def explain(fn, *args, fullgraph=False, **kwargs):
     report.graph_count = 0 if var.eager else 1
     report.ops = [n.op.name for n in var.graph.nodes]
     report.guards = key
+    report.effects = [e[1] for e in var.effects] if not var.eager else []
     print(report)
     return report

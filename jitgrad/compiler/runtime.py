@@ -1,18 +1,19 @@
-"""Compiled functions at run time: guards, variants, re-tracing, and the one autograd node
-(CompiledFunctionBackward) that a compiled region is to eager autograd."""
+"""Compiled functions at run time: guards, variants, re-tracing, the one autograd node
+(CompiledFunctionBackward) that a compiled region is to eager autograd, and a compiled training
+step's effects (its backward plan with the accumulation into ``.grad``, optimizer calls)."""
 import warnings
 
 import numpy as np
 
 from .._device import backend
-from .._grad_mode import STATE, enable_grad
-from .._graph import Node, edge
+from .._grad_mode import STATE, enable_grad, no_grad
+from .._graph import Node, accumulate_into, edge
 from .._op import dispatch
 from .._saved import FREED_MESSAGE, SavedTensor
 from .._tensor import Tensor
 from ..autograd import engine
 from . import stats
-from .capture import Ref, Unsupported, trace, trace_backward
+from .capture import BACKWARD, Ref, Unsupported, trace, trace_backward
 from .tape import compile_plan
 from .fusion import with_recompute
 
@@ -99,6 +100,7 @@ class Variant:
         self.eager = bool(g.breaks)
         self.bplan = None
         self.exts = []
+        self.effects = self.pre = self.post = self.spent = self.accumulate = []
         if self.eager:
             return
         # the outputs
@@ -106,35 +108,40 @@ class Variant:
         self.out_spec = flatten(result, out_leaves)
         out_vals = [g.value(t) for t in out_leaves]
         # which forward tensors take gradients, and which outputs carry them
-        boundary = [Ref(v) for v, k in enumerate(g.kinds) if k[0] != "op"]
-        leaves = []
-        for v in boundary:
-            kind = g.kinds[v]
-            t = aliases[kind[1]] if kind[0] == "input" else kind[1]
-            if t._requires_grad and t._data.dtype.kind == "f":
-                leaves.append((v, t))
-        grad_outs = []
-        if STATE.grad_enabled and leaves:
-            grad_outs = [k for k, t in enumerate(out_leaves)
-                         if t._requires_grad and t.grad_fn is not None and g.kinds[out_vals[k]][0] == "op"]
-        saved_vals = []
-        if grad_outs:
-            bg, grads = trace_backward(g, [out_leaves[k] for k in grad_outs], [t for _, t in leaves])
-            self.leaf_vals = [v for (v, _), gr in zip(leaves, grads) if gr is not None]
-            grad_vals = [gr for gr in grads if gr is not None]
-            if grad_vals:
-                if owner.fuse:
-                    bg, grad_vals = with_recompute(g, bg, grad_vals)
-                self.bgraph = bg
-                saved_vals = sorted({k[1] for k in bg.kinds if k[0] == "fwd" and g.kinds[k[1]][0] == "op"})
-                self.bplan = compile_plan(bg, grad_vals, owner.fuse, "backward")
-                self.bsources = [bg.kinds[v] for v in self.bplan.boundary]
-            else:
-                grad_outs = []
+        self.effects = tracer.effects
+        self.spent = []
+        self.grad_input = None  # a captured backward(gradient)'s gradient value
+        bw = tracer.backward
+        grad_outs, saved_vals, extra = [], [], []
+        if bw is not None:  # a training step: its own backward, and no autograd node for its outputs
+            lv, self.grad_input, bleaves, bg, grads = bw
+            if not self._outputs_spent(g, lv, out_leaves, out_vals):
+                return
+            if not self._backward_plan(g, bg, grads, [g.by_id[id(t._data)] for t in bleaves], owner):
+                bw = None  # no leaf gets a gradient: the backward changes nothing
+                self.effects = [e for e in self.effects if e[1] != BACKWARD]
+            elif self.grad_input is not None and g.kinds[self.grad_input][0] == "op":
+                extra = [self.grad_input]
+        else:
+            boundary = [Ref(v) for v, k in enumerate(g.kinds) if k[0] != "op"]
+            leaves = []
+            for v in boundary:
+                kind = g.kinds[v]
+                t = aliases[kind[1]] if kind[0] == "input" else kind[1]
+                if t._requires_grad and t._data.dtype.kind == "f":
+                    leaves.append((v, t))
+            if STATE.grad_enabled and leaves:
+                grad_outs = [k for k, t in enumerate(out_leaves)
+                             if t._requires_grad and t.grad_fn is not None and g.kinds[out_vals[k]][0] == "op"]
+            if grad_outs:
+                bg, grads = trace_backward(g, [out_leaves[k] for k in grad_outs], [t for _, t in leaves])
+                if not self._backward_plan(g, bg, grads, [v for v, _ in leaves], owner):
+                    grad_outs = []
+        saved_vals = getattr(self, "saved_vals", [])
         self.grad_outs = grad_outs
         self.saved_vals = saved_vals
         self.out_vals = out_vals
-        self.plan = compile_plan(g, out_vals + saved_vals, owner.fuse, "forward")
+        self.plan = compile_plan(g, out_vals + saved_vals + extra, owner.fuse, "forward")
         self.boundary = self.plan.boundary
         self.fwd_sources = []
         for v in self.boundary:
@@ -153,7 +160,97 @@ class Variant:
         for v in out_vals:
             self.out_kinds.append(pos.get(v, -1))
         self.leaf_sources = [self._source(v, tensors) for v in getattr(self, "leaf_vals", [])]
+        if self.effects:
+            self._effect_steps(g, out_vals, saved_vals, bw)
         stats.record(owner.name, self)
+
+    def _backward_plan(self, g, bg, grads, leaf_vals, owner):
+        """The backward plan of graph ``g`` from traced backward graph ``bg``; False if no leaf gets a gradient."""
+        self.leaf_vals = [v for v, gr in zip(leaf_vals, grads) if gr is not None]
+        grad_vals = [gr for gr in grads if gr is not None]
+        if not grad_vals:
+            return False
+        if owner.fuse:
+            bg, grad_vals = with_recompute(g, bg, grad_vals)
+        self.bgraph = bg
+        self.saved_vals = sorted({k[1] for k in bg.kinds if k[0] == "fwd" and g.kinds[k[1]][0] == "op"})
+        self.bplan = compile_plan(bg, grad_vals, owner.fuse, "backward")
+        self.bsources = [bg.kinds[v] for v in self.bplan.boundary]
+        return True
+
+    def _outputs_spent(self, g, lv, out_leaves, out_vals):
+        """A step's outputs that require grad must derive from the loss's graph, which eager backward has
+        freed (a compiled step gives them a spent node). One that does not would need a backward of its
+        own: then the step runs eagerly."""
+        def ancestors(v0):
+            seen, stack = set(), [v0]
+            while stack:
+                v = stack.pop()
+                if v not in seen and g.kinds[v][0] == "op":
+                    seen.add(v)
+                    stack += g.nodes[g.kinds[v][1]].refs()
+            return seen
+        graph = ancestors(lv)
+        self.spent = [k for k, t in enumerate(out_leaves) if t._requires_grad and g.kinds[out_vals[k]][0] == "op"]
+        if any(not ancestors(out_vals[k]) & graph for k in self.spent):
+            self.breaks.append(("a compiled step returns a tensor that needs a backward of its own", "<function>"))
+            self.eager = True
+            return False
+        return True
+
+    def _effect_steps(self, g, out_vals, saved_vals, bw):
+        """The run-time order of a step's effects: those before the first op, then the forward plan, then the
+        rest (backward: the backward plan and the accumulation into ``.grad``) in call order."""
+        self.pre = []
+        for pos, kind, _, fn, args, kwargs in self.effects:
+            if pos > 0 or kind == BACKWARD:
+                break
+            self.pre.append((fn, args, kwargs))
+        self.post = [(fn, args, kwargs) for _, _, _, fn, args, kwargs in self.effects[len(self.pre):]]
+        if bw is None:
+            return
+        n = len(out_vals) + len(saved_vals)
+        gv = self.grad_input
+        pos = {v: i for i, v in enumerate(self.boundary)}
+        # where the loss's gradient comes from: ones, a plan result, or a plan argument
+        loss = g.arrays[bw[0]]
+        self.grad_from = ("ones", backend(loss).full(loss.shape, 1, loss.dtype)) if gv is None else \
+            ("res", n) if g.kinds[gv][0] == "op" else ("arg", pos[gv])
+        # each gradient: the leaf it goes to (input position or tensor), and whether the array must be copied
+        # (one array for two leaves, or an array the plan does not own)
+        outs = self.bplan.outputs
+        owned = {v for v, k in enumerate(self.bgraph.kinds) if k[0] == "op"}
+        self.accumulate = [(src[1], src[0] == "input", outs.count(o) > 1 or o not in owned)
+                           for src, o in zip(self.leaf_sources, outs)]
+
+    def _backward(self, tensors, arrays, res):
+        """A captured ``loss.backward()``: the backward plan, then each gradient into its leaf's ``.grad`` as
+        the engine's AccumulateGrad does (a new tensor, else added in place)."""
+        n = len(self.out_vals)
+        args = []
+        for kind, x in self.bargs:
+            if kind == 0:  # the loss's gradient
+                how, where = self.grad_from
+                args.append(where if how == "ones" else res[where] if how == "res" else arrays[where])
+            elif kind == 1:  # a forward value the forward plan saved
+                args.append(res[n + x])
+            elif kind == 2:  # an input of the region
+                args.append(arrays[x])
+            else:  # a constant of the backward graph
+                args.append(x._data)
+        grads = self.bplan.fn(*args)
+        with no_grad():
+            for (src, is_input, copy), a in zip(self.accumulate, grads):
+                t = tensors[src] if is_input else src
+                if t._grad is None and a.__class__ is np.ndarray:
+                    d = t._data
+                    if a.dtype != d.dtype:
+                        a = a.astype(d.dtype)
+                    elif copy or a.base is not None or not (a.flags.c_contiguous and a.flags.writeable):
+                        a = a.copy()  # .grad owns its array: later accumulation writes it in place
+                    t._grad = Tensor._wrap(a)
+                else:  # added in place, or (a device array) a copy, as AccumulateGrad does
+                    accumulate_into(t, Tensor._wrap(a))
 
     def _source(self, v, tensors):
         kind = self.graph.kinds[v]
@@ -165,8 +262,22 @@ class Variant:
                 return False
         return True
 
+    def usable(self, tensors):
+        """Whether a step's backward may accumulate as captured: its leaves are still leaves without hooks
+        (a hook registered since the trace, or an input with a history, makes the call run eagerly)."""
+        for src, is_input, _ in self.accumulate:
+            t = tensors[src] if is_input else src
+            if t._hooks or t.grad_fn is not None:
+                return False
+            node = t._acc_node() if t._acc_node is not None else None
+            if node is not None and node._post_acc_hooks:
+                return False
+        return True
+
     def run(self, tensors):
         plan = self.plan
+        for fn, args, kwargs in self.pre:
+            fn(*args, **kwargs)
         arrays = []
         for src, p in zip(self.fwd_sources, self.input_pos):
             arrays.append((tensors[p] if p is not None else src)._data)
@@ -180,9 +291,28 @@ class Variant:
                 outs.append(tensors[p] if p is not None else self.fwd_sources[b])
             else:
                 outs.append(Tensor._wrap(res[k]))
+        for fn, args, kwargs in self.post:
+            if fn is None:
+                self._backward(tensors, arrays, res)
+            else:
+                fn(*args, **kwargs)
+        if self.spent:
+            node = CompiledStepBackward()
+            for k in self.spent:
+                o = outs[k]
+                o.grad_fn, o._requires_grad = node, True
         if self.grad_outs:
             CompiledFunctionBackward(self, tensors, arrays, res[n:], [outs[k] for k in self.grad_outs])
         return unflatten(self.out_spec, outs)
+
+
+class CompiledStepBackward(Node):
+    """The grad_fn of what a compiled training step returns from its graph (its loss): the step's own
+    backward has run and, as in eager, freed the graph."""
+    __slots__ = ()
+
+    def apply(self, grads):
+        raise RuntimeError(FREED_MESSAGE)
 
 
 class CompiledFunctionBackward(Node):
@@ -277,7 +407,7 @@ class CompiledFunction:
         key, tensors = self.key(args, kwargs)
         var = self.variants.get(key)
         if var is not None and var.guards_hold():
-            if var.eager:
+            if var.eager or var.effects and not var.usable(tensors):
                 return self.fn(*args, **kwargs)
             return var.run(tensors)
         if len(self.variants) >= MAX_VARIANTS and key not in self.variants:
@@ -289,7 +419,8 @@ class CompiledFunction:
             return self.fn(*args, **kwargs)
         var = Variant(self, key, args, kwargs, tensors)
         self.variants[key] = var
-        if var.eager:  # the trace ran on stand-ins for the inputs: the call itself runs now, eagerly
+        if var.eager or var.effects and not var.usable(tensors):
+            # the trace ran on stand-ins for the inputs (and applied no side effect): the call runs now, eagerly
             return self.fn(*args, **kwargs)
         return var.run(tensors)
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from .._device import backend
 from .._dtype import FLOATING_NP, FROM_NP, REDUCED_NP
-from .._grad_mode import enable_grad, no_grad
+from .._grad_mode import STATE, enable_grad, no_grad
 from .._tensor import Tensor
 from ..kernels import optim as cpu_kernels
 
@@ -225,6 +225,9 @@ class Optimizer:
 
     # ------------------------------------------------------------- gradients and steps
     def zero_grad(self, set_to_none=True):
+        capture = STATE.capture  # jitgrad.compile's trace records the call (its plan makes it at run time)
+        if capture is not None and capture.optimizer_call(self, "zero_grad", set_to_none):
+            return
         for group in self.param_groups:
             for p in group["params"]:
                 g = p._grad
@@ -241,6 +244,9 @@ class Optimizer:
 
     def step(self, closure=None):
         """Update every parameter that has a gradient; ``closure`` re-evaluates the loss (returned)."""
+        capture = STATE.capture  # jitgrad.compile's trace records the call (its plan makes it at run time)
+        if capture is not None and capture.optimizer_call(self, "step", closure):
+            return None
         loss = None
         if closure is not None:
             with enable_grad():
