@@ -69,6 +69,24 @@ def _zero_dim_values():
     _compiled_matches_eager(_scalars, [np.array([0.3, 2.0], np.float32), np.array([-1.2, 0.4], np.float32)])
 
 
+def _split_chain(x, w):
+    a = (x * w + 1).tanh() * x  # groups split by reductions over an axis: later groups take dead buffers
+    s = a.sum(1, keepdim=True)
+    b = (a - s * 0.1).sigmoid() * 2
+    m = b.mean(0, keepdim=True)
+    c = (b * m).exp() - b
+    r = c.sum(1, keepdim=True)
+    return ((c * r * 0.1).sin() + c).sum()
+
+
+def _device_plans_reuse_buffers():
+    rng = np.random.default_rng(1)
+    compiled = _compiled_matches_eager(_split_chain, [rng.standard_normal((4, 6)).astype(np.float32)
+                                                     for _ in range(2)])
+    var = next(iter(compiled._jitgrad_compiled.variants.values()))
+    assert "# reuses v" in var.bplan.source and "# in place: writes over v" in var.bplan.source
+
+
 def _module_on_cuda_matches_cpu():
     def run(device, compiled):
         jg.manual_seed(0)
@@ -161,6 +179,7 @@ if IN_CHILD:
 
     test_elementwise_chain_with_a_broadcast_bias = _elementwise_chain_with_a_broadcast_bias
     test_zero_dim_values = _zero_dim_values
+    test_device_plans_reuse_buffers = _device_plans_reuse_buffers
     test_module_on_cuda_matches_cpu = _module_on_cuda_matches_cpu
     test_whole_step_on_cuda_matches_cpu = _whole_step_on_cuda_matches_cpu
     test_tensors_on_two_devices_run_eagerly = _tensors_on_two_devices_run_eagerly

@@ -57,18 +57,20 @@ def generate(graph, outputs, fuse=True, name="plan"):
     ns = {"np": np, "XP": cuda_backend() if device else CPU_BACKEND}
     lines = ["def %s(%s):" % (name, ", ".join("v%d" % v for v in boundary) + ("," if len(boundary) == 1 else ""))]
     last_use = _last_uses(graph, outputs, owner, emit_at)
+    reuse = plan_buffers(graph, outputs, owner, emit_at)
+    held = {u for u, in_place in reuse.values() if not in_place}  # deleted where their buffer is taken
     kernel_sources, hits = [], 0
     for i, node in enumerate(graph.nodes):
         g = owner.get(i)
         if g is not None:
             if i in emit_at:
-                src, hit = _emit_group(graph, g, len(kernel_sources), ns, lines, device)
+                src, hit = _emit_group(graph, g, len(kernel_sources), ns, lines, device, reuse)
                 kernel_sources.append(src)
                 hits += hit
-                _free(lines, last_use, i)
+                _free(lines, last_use, i, held)
             continue
         _emit_node(node, i, ns, lines, device)
-        _free(lines, last_use, i)
+        _free(lines, last_use, i, held)
     lines.append("    return (%s)" % "".join("v%d, " % v for v in outputs))
     source = "\n".join(lines) + "\n"
     exec(compile(source, "<jitgrad.compile %s>" % name, "exec"), ns)
@@ -95,10 +97,75 @@ def _last_uses(graph, outputs, owner, emit_at):
     return out
 
 
-def _free(lines, last_use, i):
-    dead = last_use.get(i)
+def _free(lines, last_use, i, held=()):
+    dead = [v for v in last_use.get(i, ()) if v not in held]
     if dead:
         lines.append("    del %s" % ", ".join("v%d" % v for v in sorted(dead)))
+
+
+def plan_buffers(graph, outputs, owner, emit_at):
+    """Which fused-group outputs take a dead plan-owned buffer instead of a fresh one: {output value:
+    (value holding that buffer, in place)}. Plan-owned buffers are the arrays the plan allocates for group
+    outputs; a buffer is dead once every value that may alias it has been read for the last time, where
+    a non-fused op's results may alias all its inputs (views: reshape, transpose, expand, ...), and it
+    never dies when one of them is returned (the plan's outputs include the values saved for backward).
+    In place: a group writes an output over an input buffer that dies at the group and that its loop
+    reads only at the output's own index i (a full-shape load, and no other input aliases it): each
+    element is read before it is written, by the same iteration."""
+    roots, made, last = {}, {}, {}  # value -> buffers it may alias, where it is assigned, last read
+    for i, node in enumerate(graph.nodes):
+        g = owner.get(i)
+        at = max(g.indices()) if g is not None else i
+        for a in node.refs():
+            last[a] = max(last.get(a, -1), at)
+        if g is None:
+            alias = frozenset().union(*(roots.get(a, ()) for a in node.refs()))
+            for o in node.outs:
+                roots[o], made[o] = alias, i
+        elif i == at:
+            for o in g.outputs:
+                roots[o], made[o] = frozenset((o,)), i
+    escaped = frozenset().union(*(roots.get(v, ()) for v in outputs))
+    death = {}  # buffer -> the position after which nothing reads it
+    for v, bufs in roots.items():
+        for b in bufs:
+            death[b] = max(death.get(b, -1), last.get(v, made[v]))
+    dying = sorted((d, b) for b, d in death.items() if b not in escaped)
+    written_over = set()
+    free, reuse, k = {}, {}, 0  # free: (dtype, size) -> dead buffers, the latest last
+    for p in sorted(emit_at):
+        g = emit_at[p]
+        while k < len(dying) and dying[k][0] < p:
+            b = dying[k][1]
+            if b not in written_over:
+                free.setdefault((graph.arrays[b].dtype, graph.arrays[b].size), []).append(b)
+            k += 1
+        inputs, kinds = group_inputs(graph, g)
+        taken = set()  # inputs written over by this group
+        for o in g.outputs:
+            for u, kind in zip(inputs, kinds):
+                if (kind[0] == "full" and roots.get(u) == {u} and u not in escaped and death[u] == p
+                        and u not in taken and graph.meta(u) == graph.meta(o)
+                        and sum(u in roots.get(w, ()) for w in inputs) == 1):
+                    reuse[o] = (u, True)
+                    taken.add(u)
+                    break
+            else:
+                pool = free.get((graph.arrays[o].dtype, graph.arrays[o].size))
+                if pool:
+                    reuse[o] = (pool.pop(), False)
+        written_over |= taken
+    return reuse
+
+
+def group_inputs(graph, g):
+    """The values group ``g`` reads from outside, in first-use order, and how its loop reads each."""
+    inputs = []
+    for _, _, args in g.members:
+        for a in args:
+            if a.__class__ is Ref and a not in g.produced and a not in inputs:
+                inputs.append(a)
+    return inputs, [load_kind(graph.meta(v)[0], g.shape) for v in inputs]
 
 
 def _emit_node(node, i, ns, lines, device=False):
@@ -125,15 +192,10 @@ def _emit_node(node, i, ns, lines, device=False):
     lines.append("    %s = OP%d(XP, DT%d, %s)  # %s" % (outs, i, i, ", ".join(args), op.name))
 
 
-def _emit_group(graph, g, k, ns, lines, device=False):
-    """The call of group ``g`` in the plan, and its kernel (compiled or loaded from the cache)."""
-    produced = g.produced
-    inputs = []  # group input values, in first-use order
-    for _, _, args in g.members:
-        for a in args:
-            if a.__class__ is Ref and a not in produced and a not in inputs:
-                inputs.append(a)
-    kinds = [load_kind(graph.meta(v)[0], g.shape) for v in inputs]
+def _emit_group(graph, g, k, ns, lines, device=False, reuse=None):
+    """The call of group ``g`` in the plan, and its kernel (compiled or loaded from the cache); its
+    outputs go to the buffers ``reuse`` (see plan_buffers) names, or to new arrays."""
+    inputs, kinds = group_inputs(graph, g)
     # kernel source
     params = ["x%d" % j for j in range(len(inputs))]
     body, pre = [], []
@@ -199,8 +261,17 @@ def _emit_group(graph, g, k, ns, lines, device=False):
             call.append(_flat(graph, v, device))
     for v in g.outputs:
         shape, dt = graph.meta(v)
-        ns["D%d" % v] = dt
-        lines.append("    v%d = %s(%r, D%d)" % (v, alloc, shape, v))
+        u, in_place = (reuse or {}).get(v, (None, False))
+        if u is None:
+            ns["D%d" % v] = dt
+            lines.append("    v%d = %s(%r, D%d)" % (v, alloc, shape, v))
+        else:
+            src = "v%d" % u if graph.meta(u)[0] == shape else (
+                "XP.reshape(v%d, %r)" if device else "v%d.reshape(%r)") % (u, shape)
+            lines.append("    v%d = %s  # %s v%d's buffer" % (v, src, "in place: writes over" if in_place else
+                                                                "reuses", u))
+            if not in_place:
+                lines.append("    del v%d" % u)
         call.append(_flat(graph, v, device))
     for idx, _, _ in g.reductions:
         v = graph.nodes[idx].outs[0]
