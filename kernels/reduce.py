@@ -26,7 +26,7 @@ from numba.core.extending import intrinsic
 
 from . import config
 from ._jit import twins
-from .elementwise import vexp
+from .vmath import vexp
 
 COLS = 1024  # columns of B folded by one task: a row segment of a few KiB streams from memory
 SKIP = 4096  # arg reductions of rows test blocks of this many elements (in L1 when searched) at once

@@ -59,7 +59,7 @@ def _sweep(mode):
         dispatcher.get_current_device = lambda: types.SimpleNamespace(compute_capability=CC)
 
     from jitgrad.kernels import conv as KC
-    from jitgrad.kernels import elementwise as C
+    from jitgrad.kernels import scalars as C
     from jitgrad.kernels import reduce as CR
     from jitgrad.kernels.cuda import _launch as L
     from jitgrad.kernels.cuda import array as ARRAY

@@ -3,7 +3,7 @@
 Same names and signatures as the CPU kernels, so the op layer picks a module by device:
 
     elementwise  run(fn, out_dtype, *args, out=None): grid-stride kernels generated from the
-                 scalar functions of kernels/elementwise.py
+                 scalar functions of kernels/scalars.py
     reduce       reduce / scan / softmax / softmax_vjp: block-parallel over the (A, R, B) layout
     matmul       matmul(a, b): tiled shared-memory GEMM with NumPy's rank and batch rules
     index        index_add / scatter_add / one_hot: scatters with atomic adds
