@@ -114,16 +114,16 @@ print("ok")
 else:
     from numba import cuda
 
-    from jitgrad.kernels import conv as KC
     from jitgrad.kernels import index as CI
+    from jitgrad.kernels import pool as KP
     from jitgrad.kernels import reduce as CR
     from jitgrad.kernels import softmax as CS
     from jitgrad.kernels.cuda import _launch as L
-    from jitgrad.kernels.cuda import conv as CV
     from jitgrad.kernels.cuda import elementwise as E
     from jitgrad.kernels.cuda import index as I
     from jitgrad.kernels.cuda import matmul as MM
     from jitgrad.kernels.cuda import memory as MEM
+    from jitgrad.kernels.cuda import pool as PL
     from jitgrad.kernels.cuda import reduce as R
     from jitgrad.kernels.cuda.array import transpose
 
@@ -271,7 +271,7 @@ else:
         x[0, 0, 1, 1] = x[0, 0, 1, 2] = x[0, 1, 4, 4] = np.nan  # a window with two NaNs, one at the border
         x[0, 1, 0, :2] = 9.0  # a tie
         geometry = ((3, 3), (2, 2), (1, 1), (1, 1), (3, 3))
-        for got, ref in zip(CV.max_pool2d(dev(x), *geometry), KC.max_pool2d(x, *geometry)):
+        for got, ref in zip(PL.max_pool2d(dev(x), *geometry), KP.max_pool2d(x, *geometry)):
             close(host(got), ref, np.float64)
 
     def test_unknown_scan_kind_is_an_error():
