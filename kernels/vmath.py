@@ -1,4 +1,4 @@
-"""Vectorizable exp, tanh and sigmoid (float32 and float64), the intrinsics they are written with, and their device stand-ins."""
+"""Vectorizable exp, tanh and sigmoid (float32, float64), the intrinsics they are built on, their device stand-ins."""
 import math
 
 import numpy as np
