@@ -14,8 +14,8 @@ Imports go one way: a module imports only the modules listed before it here.
 4. ``_repr``, ``_tensor``: Tensor and its printing.
 5. ``_saved``, ``_index_key``, ``_generator``, ``_factories``, ``_legacy``: tensors saved for backward, index
    keys, random generators, tensor factories, the legacy constructors (``Tensor(data)``, ``FloatTensor``...).
-6. ``_op``, ``_inplace``: the op table's entry type and dispatch (which records the graph); in-place
-   ops and ``__setitem__``.
+6. ``_op_node``, ``_op``, ``_inplace``: the graph node of a table op (how it is recorded and runs its
+   backward), the op table's entry type and dispatch; in-place ops and ``__setitem__``.
 7. ``ops/``: the op table; ``ops/__init__`` installs its methods and operators on Tensor.
 8. ``autograd/``: the engine (backward, grad), Function, functional, gradcheck, and the public
    ``graph`` and ``anomaly`` modules.

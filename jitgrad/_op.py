@@ -1,4 +1,4 @@
-"""The op table's entry type, and dispatch: tensors -> kernel -> tensors, recording the graph.
+"""The op table's entry type, and dispatch: tensors -> kernel -> tensors, recording the graph (_op_node.py).
 
 An ``Op`` is the one place an op is defined (see jitgrad/ops/): its forward kernel, one VJP
 formula per input (over tensor ops, so create_graph records the backward), an optional fused
@@ -10,18 +10,13 @@ import types
 import numpy as np
 
 from . import _dtype as D
-from ._device import backend, cuda_backend
+from ._device import cuda_backend
 from .kernels import config as KERNEL_CONFIG, cpu as CPU_BACKEND
 from ._grad_mode import SPECIAL, STATE
-from ._dtype import FLOATING_NP, FROM_NP, REDUCED_NP
-from ._factories import zeros
-from ._anomaly import record_trace
-from ._graph import NO_EDGE, SEQUENCE, Node, accumulate_node
-from ._saved import SavedTensor, save_input, save_output
+from ._op_node import OpNode, _attach, record
 from ._tensor import Tensor
 
 EMPTY = {}
-_MISSING = object()
 
 
 class Op:
@@ -180,143 +175,6 @@ def broadcast_shapes(*shapes):
     return tuple(out)
 
 
-class OpNode(Node):
-    """grad_fn of a table op: holds the op, its params, saved tensors and input metadata. Built by
-    ``_attach`` (fields set there directly: one node per recorded op)."""
-    __slots__ = ("op", "params", "saved", "input_meta")
-
-    def apply(self, grads):
-        op = self.op
-        g = grads[0] if op.n_outputs == 1 else tuple(
-            grads[k] if grads[k] is not None else self._zeros_for_output(k) for k in range(op.n_outputs))
-        # no graph of the backward: the entry's fused kernels where it has them (variadic entries have none)
-        fused = op.fused if not STATE.grad_enabled and not op.variadic else None
-        meta = self.input_meta
-        out = []
-        for i, nf in enumerate(self.next_functions):
-            if nf[0] is None:
-                out.append(None)
-                continue
-            spec = fused[i] if fused is not None else None
-            if spec is not None and (spec.__class__ is tuple or not _reduced_operands(self, g)):
-                gi = _run_fused(self, spec, g)
-            elif op.variadic:
-                gi = op.vjp[0](g, self, i)
-            else:
-                gi = op.vjp[i](g, self)
-            if gi is not None:
-                shape, dtype = meta[i]
-                d = gi._data
-                if d.shape != shape:
-                    gi = gi.sum_to_size(shape)
-                if d.dtype != dtype:
-                    gi = gi.to(FROM_NP[dtype])
-            out.append(gi)
-        return out
-
-    def _zeros_for_output(self, k):
-        shape, dtype = self.params["_out_meta"][k]
-        return zeros(shape, dtype=dtype)
-
-    def __getattr__(self, name):
-        # Saved values for the VJP formulas (s.self, s.result, s.dim) and PyTorch's
-        # grad_fn._saved_self / grad_fn._raw_saved_self attributes.
-        raw = name.startswith("_raw_saved_")
-        key = name[11:] if raw else name[7:] if name.startswith("_saved_") else name
-        saved = object.__getattribute__(self, "saved")
-        if key in saved:
-            v = saved[key]
-            if raw:
-                return v
-            return v.unpack() if isinstance(v, SavedTensor) else v
-        params = object.__getattribute__(self, "params")
-        if key in params:
-            return params[key]
-        defaults = object.__getattribute__(self, "op").params  # a param left at its default is not passed
-        if key in defaults:
-            return defaults[key]
-        if key.endswith("_shape"):
-            inputs = object.__getattribute__(self, "op").inputs
-            if key[:-6] in inputs:
-                return object.__getattribute__(self, "input_meta")[inputs.index(key[:-6])][0]
-        if key != name and _may_save(object.__getattribute__(self, "op"), key):
-            return None  # PyTorch: a saved attribute of an input that needed no gradient this time is None
-        raise AttributeError("'%s' object has no attribute '%s'" % (type(self).__name__, name))
-
-    def result_moved_to(self, t):
-        """An in-place form wrote this node's result into ``t``: the saved result is ``t`` now."""
-        if "result" in self.saved:
-            self.saved["result"] = SavedTensor(t, is_output=True, node=self)
-
-    def _release(self):
-        for v in self.saved.values():
-            if v.__class__ is SavedTensor:
-                v.release()
-
-
-def _reduced_operands(node, g):
-    """Whether a float16/bfloat16 array is among the gradients or saved tensors of ``node``: a fused VJP
-    function (softmax's) then gives way to the formula, whose ops compute in float32."""
-    for t in g if g.__class__ is tuple else (g,):
-        if t is not None and t._data.dtype in REDUCED_NP:
-            return True
-    for v in node.saved.values():
-        d = v._data if v.__class__ is SavedTensor else v
-        d = d._data if isinstance(d, Tensor) else d
-        if getattr(d, "dtype", None) in REDUCED_NP:
-            return True
-    return False
-
-
-def _run_fused(node, spec, g):
-    if callable(spec):  # a fused VJP that is not elementwise (softmax): spec(g, node) -> Tensor
-        return spec(g, node)
-    kernel, names = spec
-    garr = g._data
-    dt = garr.dtype
-    shape = garr.shape
-    saved = node.saved
-    args = []
-    pattern = []  # per argument: an array of g's shape (True) or a scalar (False); None once that fails
-    low = False  # a float16/bfloat16 argument: the kernel runs on float32 copies (the caller rounds its result)
-    for n in names:
-        if n == "g":
-            args.append(garr)
-        else:
-            v = saved.get(n, _MISSING)
-            if v.__class__ is SavedTensor:
-                if v._vc[0] == v._version and v._hooks is None:  # SavedTensor.unpack_data, inlined
-                    d = v._data
-                    args.append(d if v._node is not None else d._data)
-                else:
-                    args.append(v.unpack_data())
-            elif v is _MISSING:  # a param (negative_slope), or the constant 0 of a select
-                args.append(dt.type(0 if n == "zero" else getattr(node, n)))
-            else:
-                args.append(v._data if isinstance(v, Tensor) else dt.type(v))
-        x = args[-1]
-        if x.dtype in REDUCED_NP:
-            low = True
-        if pattern is not None:
-            if x.__class__ is not np.ndarray:
-                pattern.append(False)
-            elif x.shape == shape:
-                pattern.append(True)
-            else:
-                pattern = None
-    if low:
-        dt = np.dtype(np.float32)
-        args = [(a.astype(dt) if isinstance(a, (np.ndarray, np.generic)) else backend(a).astype(a, dt))
-                if a.dtype in REDUCED_NP else a for a in args]
-    if garr.__class__ is np.ndarray:
-        if pattern is not None and len(shape) == 1 and shape[0] < KERNEL_CONFIG.PARALLEL_THRESHOLD:
-            out = np.empty(shape, dt)  # 1-D operands of one shape: the serial flat loop itself
-            CPU_BACKEND.flat_loop(kernel, tuple(pattern))(*args, out)
-            return Tensor._wrap(out)
-        return Tensor._wrap(CPU_BACKEND.run(kernel, dt, *args))
-    return Tensor._wrap(backend(garr).run(kernel, dt, *args))
-
-
 def dispatch(op, args, params=EMPTY):
     """Run ``op`` on ``args`` (tensors and numbers) and record it if grad mode is on.
 
@@ -462,99 +320,3 @@ def _check_broadcast(arrays):
             elif x.shape != shape:
                 broadcast_shapes(*[y.shape for y in arrays if y is not None and y.ndim])
                 return
-
-
-def record(op, args, params, out, grad=None):
-    """Wrap kernel output(s) as tensors; attach a grad_fn when grad mode is on and an input needs grad."""
-    if op.n_outputs == 1:
-        result = Tensor._wrap(out)
-        outs = (result,)
-    else:
-        outs = tuple(Tensor._wrap(o) for o in out)
-        result = outs
-    if op.view:
-        _mark_view(result, args[0], op, params)
-    if STATE.inference or not STATE.grad_enabled or not op.differentiable:
-        return result  # (in inference mode _wrap has marked the outputs as inference tensors)
-    if grad is None:
-        grad = any(isinstance(a, Tensor) and a._requires_grad for a in args)
-    if grad:
-        _attach(op, args, params, outs)
-    return result
-
-
-def _mark_view(view, src, op, params):
-    """A view shares its source's storage and version counter, and remembers how it was taken."""
-    if np.may_share_memory(view._data, src._data):
-        view._vc = src._vc
-        base = src._base
-        view._base = src if base is None else base
-        view._view_chain = src._view_chain + ((op, params),)
-
-
-def _may_save(op, name):
-    """Whether ``op`` saves ``name`` for some pattern of inputs requiring grad."""
-    inputs, outputs = _save_plan(op, (1 << (1 if op.variadic else len(op.inputs))) - 1)
-    return any(n == name for n, _ in inputs + outputs)
-
-
-def _save_plan(op, active):
-    """(inputs, outputs) to save, as (name, position), when the inputs flagged in bit mask ``active``
-    need gradients (cached per op and pattern)."""
-    plan = op._plans.get(active)
-    if plan is None:
-        wanted = []
-        for i in range(active.bit_length()):
-            if active >> i & 1:
-                wanted += [n for n in op.saves[0 if op.variadic else i] if n not in wanted]
-        inputs = [] if op.variadic else [(n, op.inputs.index(n)) for n in wanted if n in op.inputs]
-        outputs = [(n, op.outputs.index(n)) for n in wanted if n in op.outputs]
-        plan = op._plans[active] = (inputs, outputs)
-    return plan
-
-
-def _attach(op, args, params, outs):
-    nexts = []
-    meta = []  # per input that takes a gradient: (shape, NumPy dtype) the gradient is brought back to
-    active = 0  # bit i: input i takes a gradient
-    vjp = op.vjp
-    variadic = op.variadic
-    for i, a in enumerate(args):
-        if isinstance(a, Tensor) and a._requires_grad and vjp[0 if variadic else i] is not None:
-            fn = a.grad_fn
-            nexts.append((fn, a._output_nr) if fn is not None else (accumulate_node(a), 0))
-            d = a._data
-            meta.append((d.shape, d.dtype))
-            active |= 1 << i
-        else:
-            nexts.append(NO_EDGE)  # PyTorch's entry for an input that takes no gradient
-            meta.append(None)
-    plan = op._plans.get(active)
-    inputs, save_outputs = plan if plan is not None else _save_plan(op, active)
-    if op.n_outputs > 1:
-        params = dict(params)
-        params["_out_meta"] = [(o.shape, o.dtype) for o in outs]
-    node = _new(op.node_cls)
-    node.next_functions = tuple(nexts)
-    node._seq = next(SEQUENCE)
-    node.op = op
-    node.input_meta = meta
-    node.params = params
-    node.saved = saved = {}
-    if SPECIAL[0] and STATE.anomaly:
-        record_trace(node)
-    for name, i in inputs:
-        a = args[i]
-        saved[name] = save_input(a) if isinstance(a, Tensor) else a
-    for k, o in enumerate(outs):
-        if o._data.dtype in FLOATING_NP:
-            o.grad_fn = node
-            if k:
-                o._output_nr = k
-            o._requires_grad = True
-    for name, k in save_outputs:  # the result is checked for in-place changes; other outputs (indices) are not
-        saved[name] = save_output(outs[k], node) if k == 0 else outs[k]
-    return node
-
-
-_new = object.__new__

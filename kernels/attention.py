@@ -13,7 +13,7 @@ from numba import prange  # noqa: F401  (used by the kernels)
 
 from . import config
 from ._jit import twins
-from .elementwise import vexp
+from .vmath import vexp
 
 
 def _attention_softmax(s, mask, scale, causal, p):

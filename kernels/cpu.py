@@ -7,6 +7,7 @@ the math (elementwise ``run``, reductions, softmax, scatters) and NumPy for arra
 import numpy as np
 
 from . import conv  # noqa: F401
+from . import pool  # noqa: F401
 from . import loss  # noqa: F401
 from .elementwise import flat_loop, run  # noqa: F401
 from .index import index_add, one_hot, scatter_add  # noqa: F401

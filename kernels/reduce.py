@@ -20,13 +20,12 @@ from typing import Callable, NamedTuple
 
 import numba
 import numpy as np
-from llvmlite import ir
-from numba import njit, prange, types  # noqa: F401  (prange: used by the generated loops)
-from numba.core.extending import intrinsic
+from numba import njit, prange  # noqa: F401  (prange: used by the generated loops)
 
 from . import config
 from ._jit import twins
-from .elementwise import vexp
+from .extremum import device_maximum, device_minimum, maximum, minimum
+from .vmath import vexp
 
 COLS = 1024  # columns of B folded by one task: a row segment of a few KiB streams from memory
 SKIP = 4096  # arg reductions of rows test blocks of this many elements (in L1 when searched) at once
@@ -34,43 +33,8 @@ SKIP = 4096  # arg reductions of rows test blocks of this many elements (in L1 w
 _scalar = njit(error_model="numpy", fastmath=config.FASTMATH)
 
 
-# ---------------------------------------------------------------- NaN-propagating max / min
-# LLVM vectorizes a fold over llvm.maximum / llvm.minimum (NaN-propagating, as PyTorch's max), not
-# the compare-and-select that spells the same thing; integers use smax/umax, booleans or/and.
-def _extremum(float_name, signed_name, unsigned_name, bool_op):
-    @intrinsic
-    def extremum(typingctx, a, b):
-        ty = typingctx.unify_types(a, b)
-        if not isinstance(ty, (types.Float, types.Integer, types.Boolean)):
-            return None
-
-        def codegen(context, builder, sig, args):
-            t = sig.return_type
-            x, y = (context.cast(builder, v, s, t) for v, s in zip(args, sig.args))
-            if isinstance(t, types.Boolean):
-                return getattr(builder, bool_op)(x, y)
-            name = float_name if isinstance(t, types.Float) else signed_name if t.signed else unsigned_name
-            lt = context.get_value_type(t)
-            return builder.call(builder.module.declare_intrinsic(name, [lt], ir.FunctionType(lt, [lt, lt])), (x, y))
-        return ty(ty, ty), codegen
-    return extremum
-
-
-maximum = _extremum("llvm.maximum", "llvm.smax", "llvm.umax", "or_")
-minimum = _extremum("llvm.minimum", "llvm.smin", "llvm.umin", "and_")
-
-
-def device_maximum(a, b):
-    """maximum() where there is no LLVM intrinsic: a NaN wins."""
-    return a if a != a or a > b else b
-
-
-def device_minimum(a, b):
-    return a if a != a or a < b else b
-
-
-# What device backends use in place of the CPU primitives: their own math, and Python functions
-# they compile (see kernels/cuda/reduce.py).
+# What device backends use in place of the CPU primitives (vexp, and the LLVM intrinsics of extremum.py): their
+# own math, and Python functions they compile (see kernels/cuda/reduce.py).
 DEVICE_MATH = {"vexp": math.exp}
 DEVICE_FUNCTIONS = {"maximum": device_maximum, "minimum": device_minimum}
 

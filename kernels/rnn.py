@@ -16,7 +16,7 @@ from numba import njit, prange  # noqa: F401  (prange: used by the kernels)
 
 from . import config
 from ._jit import twins
-from .elementwise import vexp
+from .vmath import vexp
 
 
 # ---------------------------------------------------------------- one hidden unit (shared with CUDA)

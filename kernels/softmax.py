@@ -6,7 +6,7 @@ import numpy as np
 
 from . import config
 from ._jit import twins
-from .elementwise import vexp
+from .vmath import vexp
 from .reduce import reduce_layout
 
 

@@ -1,4 +1,4 @@
-"""The specialised convolution and pooling paths of kernels/conv.py against the general ones and
+"""The specialised convolution and pooling paths of kernels/conv.py and kernels/pool.py against the general ones and
 NumPy: 2x2/stride-2 max pooling (forward and the window-by-window backward), the im2col columns
 that conv2d keeps for the weight gradient, and the loops of convolutions with small kernels."""
 import numpy as np
@@ -8,6 +8,7 @@ import jitgrad as jg
 import jitgrad.nn.functional as F
 from jitgrad.autograd import gradcheck, gradgradcheck
 from jitgrad.kernels import conv as KC
+from jitgrad.kernels import pool as KP
 from jitgrad.ops.conv import _np_conv2d, _np_conv2d_weight
 from jitgrad.ops.pool import _np_max_pool2d
 
@@ -25,7 +26,7 @@ def conv_path(request, monkeypatch):
 def _general_max_pool(x):
     out = np.empty(x.shape[:2] + (x.shape[2] // 2, x.shape[3] // 2), x.dtype)
     idx = np.empty(out.shape, np.int64)
-    KC.kernel("max_pool", x.size)(np.ascontiguousarray(x), 2, 2, 2, 2, 0, 0, 1, 1, out, idx)
+    KP.kernel("max_pool", x.size)(np.ascontiguousarray(x), 2, 2, 2, 2, 0, 0, 1, 1, out, idx)
     return out, idx
 
 
@@ -35,7 +36,7 @@ def test_max_pool_2x2_matches_the_general_kernel_and_numpy(shape, dtype):
     rng = np.random.default_rng(0)
     x = rng.integers(-3, 3, shape).astype(dtype)  # ties: the first of the window wins
     x.flat[::7] = np.nan  # a NaN wins
-    out, idx = KC.max_pool2d(x, (2, 2), (2, 2), (0, 0), (1, 1), (shape[2] // 2, shape[3] // 2))
+    out, idx = KP.max_pool2d(x, (2, 2), (2, 2), (0, 0), (1, 1), (shape[2] // 2, shape[3] // 2))
     ref_out, ref_idx = _general_max_pool(x)
     np.testing.assert_array_equal(out, ref_out)
     np.testing.assert_array_equal(idx, ref_idx)
@@ -48,7 +49,7 @@ def test_max_pool_2x2_matches_the_general_kernel_and_numpy(shape, dtype):
 def test_max_pool_2x2_ties_of_signed_zeros_keep_the_first():
     rng = np.random.default_rng(7)
     x = rng.choice(np.array([0.0, -0.0], np.float32), (2, 3, 8, 8))
-    out, idx = KC.max_pool2d(x, (2, 2), (2, 2), (0, 0), (1, 1), (4, 4))
+    out, idx = KP.max_pool2d(x, (2, 2), (2, 2), (0, 0), (1, 1), (4, 4))
     ref_out, ref_idx = _general_max_pool(x)
     np.testing.assert_array_equal(np.signbit(out), np.signbit(ref_out))
     np.testing.assert_array_equal(idx, ref_idx)
@@ -59,10 +60,10 @@ def test_max_pool_2x2_backward_matches_the_scatter(shape):
     rng = np.random.default_rng(1)
     x = rng.standard_normal(shape).astype(np.float32)
     oh, ow = shape[2] // 2, shape[3] // 2
-    _, idx = KC.max_pool2d(x, (2, 2), (2, 2), (0, 0), (1, 1), (oh, ow))
+    _, idx = KP.max_pool2d(x, (2, 2), (2, 2), (0, 0), (1, 1), (oh, ow))
     g = rng.standard_normal(shape[:2] + (oh, ow)).astype(np.float32)
-    fast = KC.max_pool2d_backward(g, idx, shape[2:], two_by_two=True)
-    general = KC.max_pool2d_backward(g, idx, shape[2:])
+    fast = KP.max_pool2d_backward(g, idx, shape[2:], two_by_two=True)
+    general = KP.max_pool2d_backward(g, idx, shape[2:])
     np.testing.assert_array_equal(fast, general)
     assert np.count_nonzero(fast) == np.count_nonzero(g)  # odd rows/columns no window covers are zero
 

@@ -15,10 +15,11 @@ import numpy as np
 import pytest
 
 from jitgrad.kernels import elementwise as C
+from jitgrad.kernels import scalars
 
 IN_CHILD = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" or os.environ.get("JITGRAD_CUDA_TESTS") == "gpu"
 
-# How to call each scalar function of kernels.elementwise (shared with test_cuda_ptx.py).
+# How to call each scalar function of kernels.scalars (shared with test_cuda_ptx.py).
 BOOL_OUT = {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "logical_not", "isnan"}
 INT_ONLY = {"int_div_floor", "int_div_trunc", "int_remainder"}
 SCALAR_PARAMS = {"leaky_relu": 1, "leaky_relu_vjp": 1, "elu": 1, "elu_vjp": 1, "softplus": 2, "softplus_vjp": 2,
@@ -31,7 +32,7 @@ SHAPES = [(3, 4), (4,), (3, 1), (1, 4)]  # flat, then broadcast operands of 1 an
 def scalar_inputs(name, dtype, rng):
     """Arguments for scalar function ``name``: arrays broadcast against each other, then its
     scalar parameters; values inside the function's domain where it has one."""
-    n = C.SCALARS[name].py_func.__code__.co_argcount - SCALAR_PARAMS.get(name, 0)
+    n = scalars.SCALARS[name].py_func.__code__.co_argcount - SCALAR_PARAMS.get(name, 0)
     args = []
     for k in range(n):
         shape = SHAPES[k]
@@ -113,16 +114,16 @@ print("ok")
 else:
     from numba import cuda
 
-    from jitgrad.kernels import conv as KC
     from jitgrad.kernels import index as CI
+    from jitgrad.kernels import pool as KP
     from jitgrad.kernels import reduce as CR
     from jitgrad.kernels import softmax as CS
     from jitgrad.kernels.cuda import _launch as L
-    from jitgrad.kernels.cuda import conv as CV
     from jitgrad.kernels.cuda import elementwise as E
     from jitgrad.kernels.cuda import index as I
     from jitgrad.kernels.cuda import matmul as MM
     from jitgrad.kernels.cuda import memory as MEM
+    from jitgrad.kernels.cuda import pool as PL
     from jitgrad.kernels.cuda import reduce as R
     from jitgrad.kernels.cuda.array import transpose
 
@@ -147,7 +148,7 @@ else:
 
     # ------------------------------------------------------------------ elementwise
     @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-    @pytest.mark.parametrize("name", sorted(C.SCALARS))
+    @pytest.mark.parametrize("name", sorted(scalars.SCALARS))
     def test_every_scalar_function_matches_the_cpu_loop(name, dtype, rng):
         dtype = np.int64 if name in INT_ONLY else dtype
         args = scalar_inputs(name, dtype, rng)
@@ -270,7 +271,7 @@ else:
         x[0, 0, 1, 1] = x[0, 0, 1, 2] = x[0, 1, 4, 4] = np.nan  # a window with two NaNs, one at the border
         x[0, 1, 0, :2] = 9.0  # a tie
         geometry = ((3, 3), (2, 2), (1, 1), (1, 1), (3, 3))
-        for got, ref in zip(CV.max_pool2d(dev(x), *geometry), KC.max_pool2d(x, *geometry)):
+        for got, ref in zip(PL.max_pool2d(dev(x), *geometry), KP.max_pool2d(x, *geometry)):
             close(host(got), ref, np.float64)
 
     def test_unknown_scan_kind_is_an_error():

@@ -58,12 +58,13 @@ def _sweep(mode):
         import numba.cuda.dispatcher as dispatcher
         dispatcher.get_current_device = lambda: types.SimpleNamespace(compute_capability=CC)
 
-    from jitgrad.kernels import conv as KC
-    from jitgrad.kernels import elementwise as C
+    from jitgrad.kernels import pool as KP
+    from jitgrad.kernels import scalars as C
     from jitgrad.kernels import reduce as CR
     from jitgrad.kernels.cuda import _launch as L
     from jitgrad.kernels.cuda import array as ARRAY
     from jitgrad.kernels.cuda import conv as CV
+    from jitgrad.kernels.cuda import pool as PL
     from jitgrad.kernels.cuda import elementwise as E
     from jitgrad.kernels.cuda import index as I
     from jitgrad.kernels.cuda import matmul as MM
@@ -151,13 +152,13 @@ def _sweep(mode):
     RND.multinomial(np.ones((2, 4)), np.ones((2, 4)), 3, False)
 
     # convolution and pooling kernels
-    windows = KC.avg_pool_windows((5, 5), (2, 2), (2, 2), (1, 1), (3, 3), True, None)
+    windows = KP.avg_pool_windows((5, 5), (2, 2), (2, 2), (1, 1), (3, 3), True, None)
     for dt in floats:
         x = np.zeros((2, 3, 5, 5), dt)
         CV.col2im(CV.im2col(x, (3, 3), (2, 2), (1, 1), (1, 1), (3, 3)), x.shape, (3, 3), (2, 2), (1, 1), (1, 1), (3, 3))
-        values, indices = CV.max_pool2d(x, (2, 2), (2, 2), (1, 1), (1, 1), (3, 3))
-        CV.max_pool2d_backward(values, indices, (5, 5))
-        CV.window_avg_backward(CV.window_avg(x, windows), windows, (5, 5))
+        values, indices = PL.max_pool2d(x, (2, 2), (2, 2), (1, 1), (1, 1), (3, 3))
+        PL.max_pool2d_backward(values, indices, (5, 5))
+        PL.window_avg_backward(PL.window_avg(x, windows), windows, (5, 5))
 
     # recurrent cell steps (contiguous, and on the strided workspace views a layer passes) and attention
     for dt in floats:
@@ -191,7 +192,7 @@ def _sweep(mode):
     }
     names = {name for name, _ in launched}
     missing = []
-    for module in (E, R, MM, I, CV, ARRAY, GR, GA, RND):
+    for module in (E, R, MM, I, CV, PL, ARRAY, GR, GA, RND):
         for attr, value in vars(module).items():
             if isinstance(value, CUDADispatcher) and not value.targetoptions.get("device"):
                 if (module, attr) in direct:

@@ -2,7 +2,7 @@
 
 The Python function calls each op's forward kernel as dispatch would (BLAS for matmul, the conv and
 pool kernels), minus dispatch's checks: shapes, dtypes and devices are guarded. Each fused group is
-one loop built from the scalar functions of kernels/elementwise.py; its source is written to the
+one loop built from the scalar functions of kernels/scalars.py; its source is written to the
 on-disk cache under a name that hashes it, so numba's cache serves a second process.
 """
 import hashlib
@@ -17,7 +17,7 @@ import numpy as np
 from numba import njit
 
 from ..kernels import config, cpu as CPU_BACKEND
-from ..kernels import elementwise as _elementwise
+from ..kernels import scalars as _scalars
 from .._device import cuda_backend
 from .._tensor import Tensor
 from .capture import Ref
@@ -26,7 +26,7 @@ from .fusion import NUMPY_CASTS, load_kind, plan_groups
 # where generated kernels go (numba caches their machine code beside them, in __pycache__)
 CACHE_DIR = os.environ.get("JITGRAD_COMPILE_CACHE") or os.path.join(
     os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "jitgrad", "compiled")
-_SCALARS_STAMP = hashlib.sha1(open(_elementwise.__file__, "rb").read()).hexdigest()[:12]
+_SCALARS_STAMP = _scalars.STAMP
 _KERNELS = {}  # source hash -> compiled dispatcher (per process)
 
 
@@ -340,7 +340,7 @@ def _kernel(kname, ksrc, fns, parallel, example):
     d = _KERNELS.get(kname)
     if d is not None:
         return d, 1
-    header = "import numpy as np\nfrom numba import prange\nfrom jitgrad.kernels.elementwise import SCALARS\n" + \
+    header = "import numpy as np\nfrom numba import prange\nfrom jitgrad.kernels.scalars import SCALARS\n" + \
         "".join("F_%s = SCALARS[%r]\n" % (f, f) for f in fns) + "\n\n"
     src = header + ksrc
     path = None

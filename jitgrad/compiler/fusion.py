@@ -1,4 +1,4 @@
-"""Fusion: which recorded ops are elementwise (one scalar function of kernels/elementwise.py each),
+"""Fusion: which recorded ops are elementwise (one scalar function of kernels/scalars.py each),
 and their grouping into loops -- with the full reductions that consume them -- for codegen."""
 import math
 

@@ -3,7 +3,7 @@
 A graph whose values all hold one number of elements n (at most SMALL) or a single element, made of
 elementwise ops, full sums and means, and reshapes or expands, runs over a table ``T[value, n]`` of
 float64 (exact for its float32, float64 and bool values) and a tape of instructions. An instruction
-applies one scalar function of kernels/elementwise.py over n elements (or one), its operands cast as
+applies one scalar function of kernels/scalars.py over n elements (or one), its operands cast as
 the fused loops cast them, and rounds the result to its value's dtype. The interpreter has one case
 per (scalar function, operand dtypes, result dtype) that the graph uses, so numba compiles a
 function once per graph and not once per op: a graph of thousands of scalar ops compiles in about

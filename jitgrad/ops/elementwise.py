@@ -1,7 +1,7 @@
 """Binary elementwise ops (arithmetic, comparisons, maximum/minimum, atan2) and the selections where,
 masked_fill and clamp: one entry each. VJP formulas are HIPS-style one-liners over tensor ops
 (``g`` is the output gradient, ``s`` the node with the saved values ``s.self``, ``s.other``,
-``s.result`` and params); ``fused`` names the kernel in kernels/elementwise.py that computes
+``s.result`` and params); ``fused`` names the kernel in kernels/scalars.py that computes
 the same formula in one pass when no graph of the backward is being built."""
 import math
 

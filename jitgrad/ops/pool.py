@@ -1,4 +1,4 @@
-"""Pooling ops (kernels in kernels/conv.py): average pooling (plain and adaptive) is a sum over
+"""Pooling ops (kernels in kernels/pool.py): average pooling (plain and adaptive) is a sum over
 explicit windows, and its backward is the adjoint op; max pooling saves the argmax indices and
 its backward scatters into them."""
 import math
@@ -7,30 +7,30 @@ import numpy as np
 
 from .._op import Op, dispatch
 from .._tensor import Tensor
-from ..kernels import conv as KC
+from ..kernels import pool as KP
 from ._table import _arr, register
-from .conv import _dims, _float_only, _kernels, _no_kernel
+from .conv import _dims, _float_only, _no_kernel
 
 
 def _max_pool_forward(xp, dt, x, kernel_size, stride, padding, dilation, out_hw):
-    return _kernels(xp).max_pool2d(x, kernel_size, stride, padding, dilation, out_hw)
+    return xp.pool.max_pool2d(x, kernel_size, stride, padding, dilation, out_hw)
 
 
 def _max_pool_grad(g, s):
     return dispatch(MAX_POOL_BWD, (g[0],), {"indices": s.indices, "in_hw": s.self_shape[2:],
-                                            "two_by_two": KC.is_2x2(s.kernel_size, s.stride, s.padding, s.dilation)})
+                                            "two_by_two": KP.is_2x2(s.kernel_size, s.stride, s.padding, s.dilation)})
 
 
 def _max_pool_bwd_forward(xp, dt, g, indices, in_hw, two_by_two=False):
-    return _kernels(xp).max_pool2d_backward(g, indices._data, in_hw, two_by_two)
+    return xp.pool.max_pool2d_backward(g, indices._data, in_hw, two_by_two)
 
 
 def _avg_forward(xp, dt, x, windows, in_hw):
-    return _kernels(xp).window_avg(x, windows)
+    return xp.pool.window_avg(x, windows)
 
 
 def _avg_backward_forward(xp, dt, g, windows, in_hw):
-    return _kernels(xp).window_avg_backward(g, windows, in_hw)
+    return xp.pool.window_avg_backward(g, windows, in_hw)
 
 
 def _pool_tuple(v, name, what, allow_none=False):
@@ -100,7 +100,7 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
     unbatched = input.ndim == 3
     x = input.unsqueeze(0) if unbatched else input
     hw = tuple(x.shape[2:])
-    windows = KC.avg_pool_windows(hw, k, s, p, out, count_include_pad, divisor_override)
+    windows = KP.avg_pool_windows(hw, k, s, p, out, count_include_pad, divisor_override)
     y = dispatch(AVG_POOL, (x,), {"windows": windows, "in_hw": hw})
     return y.squeeze(0) if unbatched else y
 
@@ -121,7 +121,7 @@ def adaptive_avg_pool2d(input, output_size):
                            "received {%d, %d}" % out)
     unbatched = input.ndim == 3
     x = input.unsqueeze(0) if unbatched else input
-    y = dispatch(ADAPTIVE_AVG_POOL, (x,), {"windows": KC.adaptive_windows(hw, out), "in_hw": hw})
+    y = dispatch(ADAPTIVE_AVG_POOL, (x,), {"windows": KP.adaptive_windows(hw, out), "in_hw": hw})
     return y.squeeze(0) if unbatched else y
 
 
@@ -210,7 +210,7 @@ def _np_max_pool_bwd(g, x, kernel_size):
 
 
 def _avg_pool_bwd_call(g, in_hw, kernel_size):
-    windows = KC.avg_pool_windows(in_hw, (kernel_size,) * 2, (kernel_size,) * 2, (0, 0),
+    windows = KP.avg_pool_windows(in_hw, (kernel_size,) * 2, (kernel_size,) * 2, (0, 0),
                                   tuple(n // kernel_size for n in in_hw), True, None)
     return dispatch(AVG_POOL_BWD, (g,), {"windows": windows, "in_hw": in_hw})
 

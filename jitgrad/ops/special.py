@@ -1,5 +1,5 @@
 """Special functions and the activations built on them: erfc, erfinv, logaddexp, lerp, hardswish,
-hardsigmoid, mish, logsigmoid and glu. One entry each; scalar kernels in kernels/elementwise.py."""
+hardsigmoid, mish, logsigmoid and glu. One entry each; scalar kernels in kernels/scalars.py."""
 import math
 
 import numpy as np

@@ -1,7 +1,7 @@
 """Unary elementwise ops and activations: one entry each, with its public function generated from
 the entry's scalar params. VJP formulas are HIPS-style one-liners over tensor ops (``g`` is the
 output gradient, ``s`` the node with the saved values ``s.self``, ``s.result`` and params);
-``fused`` names the kernel in kernels/elementwise.py that computes the same formula in one pass
+``fused`` names the kernel in kernels/scalars.py that computes the same formula in one pass
 when no graph of the backward is being built."""
 import math
 

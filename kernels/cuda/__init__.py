@@ -3,11 +3,12 @@
 Same names and signatures as the CPU kernels, so the op layer picks a module by device:
 
     elementwise  run(fn, out_dtype, *args, out=None): grid-stride kernels generated from the
-                 scalar functions of kernels/elementwise.py
+                 scalar functions of kernels/scalars.py
     reduce       reduce / scan / softmax / softmax_vjp: block-parallel over the (A, R, B) layout
     matmul       matmul(a, b): tiled shared-memory GEMM with NumPy's rank and batch rules
     index        index_add / scatter_add / one_hot: scatters with atomic adds
-    conv         im2col / col2im, convolutions (GEMMs through matmul), max and average pooling
+    conv         im2col / col2im, convolutions (GEMMs through matmul)
+    pool         max and average pooling
     memory       the caching device-memory pool (numba's EMM plugin interface)
     array        views, strided copies and gathers of device arrays
     backend      kernels/cpu.py's names over all of the above

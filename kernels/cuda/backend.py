@@ -7,6 +7,7 @@ same scalar functions as the CPU loops where the op is elementwise); the array p
 import numpy as np
 
 from . import conv  # noqa: F401
+from . import pool  # noqa: F401
 from . import loss  # noqa: F401
 from .array import (ascontiguous, astype, broadcast_to, concatenate, copy, diagonal, empty, expand_dims, flip, from_host,  # noqa: F401
                     full, getitem, is_contiguous, may_share_memory, reshape, setitem, stack, swapaxes, take, take_along_axis, tile,

@@ -1,7 +1,7 @@
-"""CUDA twins of kernels/elementwise.py: grid-stride kernels generated from the same scalar functions.
+"""CUDA twins of kernels/elementwise.py: grid-stride kernels generated from the scalar functions of kernels/scalars.py.
 
 ``run(fn, out_dtype, *args, out=None)`` has the CPU signature and meaning, on device arrays. Each
-scalar function of ``kernels.elementwise.SCALARS`` is compiled, from its unchanged Python source,
+scalar function of ``kernels.scalars.SCALARS`` is compiled, from its unchanged Python source,
 as a CUDA device function, and one kernel is generated per pattern of arguments. An argument is
 passed to the kernel in one of four forms:
 
@@ -21,7 +21,7 @@ import types
 import numpy as np
 from numba import cuda
 
-from .. import elementwise as cpu
+from .. import scalars, vmath
 from . import _launch as L
 
 _numpy_on_cuda = None
@@ -58,19 +58,19 @@ _device_math = None
 
 
 def _math_for_device():
-    """The names kernels.elementwise's vectorizable math takes on a GPU: math's functions, and the
-    device versions of cpu.DEVICE_FUNCTIONS."""
+    """The names kernels.vmath's vectorizable math takes on a GPU: math's functions, and the
+    device versions of vmath.DEVICE_FUNCTIONS."""
     global _device_math
     if _device_math is None:
-        _device_math = dict(cpu.DEVICE_MATH, **{n: L.device_jit(f) for n, f in cpu.DEVICE_FUNCTIONS.items()})
+        _device_math = dict(vmath.DEVICE_MATH, **{n: L.device_jit(f) for n, f in vmath.DEVICE_FUNCTIONS.items()})
     return _device_math
 
 
 def device_function(name):
-    """Scalar function ``name`` of kernels.elementwise compiled as a CUDA device function."""
+    """Scalar function ``name`` of kernels.scalars compiled as a CUDA device function."""
     f = _device_fns.get(name)
     if f is None:
-        py = cpu.SCALARS[name].py_func
+        py = scalars.SCALARS[name].py_func
         if not L.SIM:  # the simulator runs the Python source as it is
             py = L.function_with_globals(py, np=_numpy_for_device(), **_math_for_device())
         f = _device_fns[name] = L.device_jit(py)
@@ -116,7 +116,7 @@ def _kernel(fn, pattern, ndim):
         strided = ndim > 0
         k = _kernels[key] = L.generate(
             _KERNEL, "_ew_%s_%s%s" % (fn, "_".join(pattern), "_n%d" % ndim if strided else ""), globals(), __file__,
-            salt=inspect.getsource(cpu.SCALARS[fn].py_func),
+            salt=inspect.getsource(scalars.SCALARS[fn].py_func),
             params="".join("x%d, " % j for j in range(len(pattern))), shape=", shape" if strided else "",
             coords=coords_source(ndim) if strided else "", fn="_device_" + fn,
             call=", ".join(_read(j, p, ndim) for j, p in enumerate(pattern)))
@@ -178,7 +178,7 @@ def fused_kernel(name, params, pre, body, fns):
     versions; ``name`` hashes the source, so numba's cache never serves a stale build."""
     namespace = dict(globals(), **{"F_" + f: device_function(f) for f in fns})
     return L.generate(_FUSED, name, namespace, __file__, salt="".join(
-        inspect.getsource(cpu.SCALARS[f].py_func) for f in sorted(fns)),
+        inspect.getsource(scalars.SCALARS[f].py_func) for f in sorted(fns)),
         params=", ".join(params), pre="".join(ln + "\n" for ln in pre), body="\n".join(body))
 
 
