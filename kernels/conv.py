@@ -121,17 +121,28 @@ def _band_cols(x, n, gi, kh, kw, sh, sw, ph, pw, dh, dw, i0, i1, ow, K):
     return cols
 
 
+@njit(error_model="numpy", fastmath=config.FASTMATH)
+def _tasks(window_rows, K, O, oh, rows):
+    """(groups, outputs per group, bands of ``rows`` output rows) of the loops below (C*kh*kw = window_rows)."""
+    groups = window_rows // K
+    return groups, O // groups, -(-oh // rows)
+
+
+@njit(error_model="numpy", fastmath=config.FASTMATH)
+def _task_cols(x, t, groups, bands, rows, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, K):
+    """Task t of the loops below: (image n, group gi, first output row i0, the band's columns)."""
+    n, gi, band = t // (groups * bands), (t // bands) % groups, t % bands
+    i0, i1 = band * rows, min(oh, band * rows + rows)
+    return n, gi, i0, _band_cols(x, n, gi, kh, kw, sh, sw, ph, pw, dh, dw, i0, i1, ow, K)
+
+
 def _conv_small(x, w, b, kh, kw, sh, sw, ph, pw, dh, dw, rows, out):
     """out[n, o] = b[o] + w[o] @ (image n's columns of o's group); w is (O, K)."""
     N, O, oh, ow = out.shape
     K = w.shape[1]
-    groups = x.shape[1] * kh * kw // K
-    per_group = O // groups
-    bands = -(-oh // rows)
+    groups, per_group, bands = _tasks(x.shape[1] * kh * kw, K, O, oh, rows)
     for t in prange(N * groups * bands):
-        n, gi, band = t // (groups * bands), (t // bands) % groups, t % bands
-        i0, i1 = band * rows, min(oh, band * rows + rows)
-        cols = _band_cols(x, n, gi, kh, kw, sh, sw, ph, pw, dh, dw, i0, i1, ow, K)
+        n, gi, i0, cols = _task_cols(x, t, groups, bands, rows, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, K)
         m = cols.shape[1]
         for o in range(gi * per_group, (gi + 1) * per_group):
             dst = out[n, o].reshape(oh * ow)[i0 * ow:]
@@ -150,13 +161,9 @@ def _conv_small_weight_grad(x, g, kh, kw, sh, sw, ph, pw, dh, dw, rows, part):
     the outputs o of the task's group (the weight gradient is the sum over the tasks of each group)."""
     N, O, oh, ow = g.shape
     K = part.shape[2]
-    groups = x.shape[1] * kh * kw // K
-    per_group = O // groups
-    bands = -(-oh // rows)
+    groups, per_group, bands = _tasks(x.shape[1] * kh * kw, K, O, oh, rows)
     for t in prange(N * groups * bands):
-        n, gi, band = t // (groups * bands), (t // bands) % groups, t % bands
-        i0, i1 = band * rows, min(oh, band * rows + rows)
-        cols = _band_cols(x, n, gi, kh, kw, sh, sw, ph, pw, dh, dw, i0, i1, ow, K)
+        n, gi, i0, cols = _task_cols(x, t, groups, bands, rows, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, K)
         m = cols.shape[1]
         for og in range(per_group):
             gr = g[n, gi * per_group + og].reshape(oh * ow)[i0 * ow:]

@@ -166,7 +166,9 @@ def tape_plan(graph, outputs, name="plan"):
     boundary = boundary_values(graph)
     for v in list(boundary) + list(outputs):
         tape.row(v)
-    kname = "tape_" + hashlib.sha1(repr(sorted(tape.cases.items(), key=lambda kv: kv[1])).encode()).hexdigest()[:20]
+    # named by its cases and the scalar functions' sources: the disk cache never serves a stale build
+    kname = "tape_" + hashlib.sha1((_SCALARS_STAMP + repr(sorted(tape.cases.items(), key=lambda kv: kv[1]))).encode(
+    )).hexdigest()[:20]
     src, fns, arity = _interpreter_source(tape, kname)
     width = _FIRST + arity
     code = np.zeros((len(tape.code), width), np.int64)
