@@ -200,6 +200,27 @@ def test_a_tape_compiles_a_large_scalar_graph_once_per_set_of_functions():
     assert var.plan.instructions == len(var.graph.nodes) > 200
 
 
+def test_a_tape_casts_between_float32_float64_and_bool_as_eager():
+    def g(x, y):
+        z = (x.double() * y.double()).tanh()  # float32 -> float64, exactly
+        m = (z > 0.1).float()  # bool -> float32
+        return (z.float() * m + (x * y).bool().float()).sum(), z  # float64 -> float32 rounds
+    a, b = np.float32([0.3, -1.7, 2.5, 1e-3]), np.float32([1.1, 0.4, -0.2, 3.0])
+    xs = [jg.tensor(a, requires_grad=True), jg.tensor(b, requires_grad=True)]
+    ys = [jg.tensor(a, requires_grad=True), jg.tensor(b, requires_grad=True)]
+    cg = jg.compile(g)
+    (s1, z1), (s2, z2) = g(*xs), cg(*ys)
+    assert z2.dtype is jg.float64 and s2.dtype is jg.float32
+    np.testing.assert_array_equal(z2.detach().numpy(), z1.detach().numpy())
+    assert s2.item() == s1.item()
+    s1.backward()
+    s2.backward()
+    for p, q in zip(xs, ys):
+        np.testing.assert_allclose(q.grad.numpy(), p.grad.numpy(), rtol=1e-6)
+    var = next(iter(cg._jitgrad_compiled.variants.values()))
+    assert var.plan.instructions and "cast(v" in var.plan.source
+
+
 def test_create_graph_falls_back_to_formulas():
     x, w = _t([0.5, -1.0]), _t([1.5, 0.3])
     x2, w2 = _t(x.detach().numpy()), _t(w.detach().numpy())

@@ -110,6 +110,9 @@ def _build(graph, n):
                 tape.size(node.args[0]) in (1, tape.size(out))):
             a = node.args[0]
             tape.add(("move", odt), out, [(tape.row(a), tape.size(a) > 1)], "%s(v%d)" % (name, a))
+        elif name == "cast" and node.args[0].__class__ is Ref and tape.size(node.args[0]) == tape.size(out):
+            a = node.args[0]  # between the table's dtypes: the value rounded to (or widened from) odt
+            tape.add(("cast", odt), out, [(tape.row(a), tape.size(a) > 1)], "cast(v%d, %s)" % (a, odt))
         elif name in _REDUCTIONS and node.args[0].__class__ is Ref and odt.kind == "f":
             a = node.args[0]
             tape.add((_REDUCTIONS[name], odt), out, [(tape.row(a), True)], "%s(v%d)" % (name, a))
@@ -143,6 +146,9 @@ def _interpreter_source(tape, kname):
         elif case[0] == "move":
             lines += ["            for j in range(m):",
                       "                r[j] = %s" % ("u0[j]" if whole[0] else "c0")]
+        elif case[0] == "cast":  # rounded to float32, or to bool by its truth (NaN is true), as NumPy's astype
+            lines += ["            for j in range(m):",
+                      "                r[j] = %s" % _write(case[1], "u0[j]" if whole[0] else "c0")]
         else:  # sum or mean of n elements, accumulated in float64 as the eager kernels do
             lines += ["            s = 0.0",
                       "            for j in range(n):",
