@@ -318,3 +318,30 @@ def test_forward_with_a_user_numba_kernel():
     x32 = jg.tensor([1.0, -1.0], requires_grad=True)
     (SoftClip.apply(x32)).sum().backward()
     assert x32.grad.dtype is jg.float32 and x32.grad.tolist() == [0.25, 0.25]
+
+
+def test_missing_forward_or_backward_raises_pytorchs_errors():
+    """A Function subclass without forward, or without backward/vjp, fails as in PyTorch, naming what is
+    missing (these base methods exist only to say so); a plain graph node has no backward either."""
+    x = jg.ones(2, requires_grad=True)
+
+    class NoForward(Function):
+        pass
+    with pytest.raises(NotImplementedError, match="^You must implement the forward function for custom "
+                                                  "autograd.Function.$"):
+        NoForward.apply(x)
+
+    class NoBackward(Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+    y = NoBackward.apply(x)
+    np.testing.assert_array_equal(y.detach().numpy(), [2.0, 2.0])  # the forward itself runs
+    with pytest.raises(NotImplementedError, match="You must implement either the backward or vjp method for your "
+                                                  "custom autograd.Function to use it with backward mode AD."):
+        y.sum().backward()
+    with pytest.raises(NotImplementedError, match="setup_context is not implemented."):
+        Function.setup_context(None, (x,), y)
+    from jitgrad._graph import Node
+    with pytest.raises(NotImplementedError, match="Node has no backward"):
+        Node().apply([None])
