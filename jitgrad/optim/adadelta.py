@@ -1,6 +1,6 @@
 """Adadelta, with weight decay and maximize."""
 from .optimizer import (Optimizer, advance, as_float, check_lr, check_nonnegative, fused_update,
-                        implementation_options, new_state, state_data, step_state)
+                        implementation_options, param_state, state_data)
 
 
 class Adadelta(Optimizer):
@@ -24,11 +24,7 @@ class Adadelta(Optimizer):
         super().__init__(params, defaults)
 
     def _update(self, p, param, grad, group):
-        state = self.state[p]
-        if len(state) == 0:
-            state["step"] = step_state()
-            state["square_avg"] = new_state(p)
-            state["acc_delta"] = new_state(p)
+        state = param_state(self.state[p], p, "square_avg", "acc_delta")
         advance(state["step"])
         fused_update("adadelta", param, grad, state_data(state["square_avg"]), state_data(state["acc_delta"]),
                      as_float(group["lr"]), float(group["rho"]), float(group["eps"]), float(group["weight_decay"]),

@@ -1,7 +1,7 @@
 """Adam and AdamW (decoupled weight decay), with amsgrad and maximize."""
 from .._tensor import Tensor
-from .optimizer import (Optimizer, advance, as_float, check_lr, check_nonnegative,
-                        fused_update, implementation_options, new_state, state_data, step_state, unused)
+from .optimizer import (Optimizer, advance, as_float, check_betas, check_lr, check_nonnegative, fused_update,
+                        implementation_options, new_state, param_state, state_data, unused)
 
 
 class Adam(Optimizer):
@@ -18,27 +18,19 @@ class Adam(Optimizer):
                  maximize=False, capturable=False, differentiable=False, fused=None, decoupled_weight_decay=False):
         check_lr(lr)
         check_nonnegative(epsilon=eps)
-        if not 0.0 <= betas[0] < 1.0:
-            raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
-        if not 0.0 <= betas[1] < 1.0:
-            raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
+        floats = check_betas(betas)
         check_nonnegative(weight_decay=weight_decay)
         if not (all(isinstance(b, float) for b in betas) or all(isinstance(b, Tensor) for b in betas)):
             raise ValueError("betas must be either both floats or both Tensors")
-        betas = tuple(as_float(b) for b in betas)
+        betas = floats
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad, maximize=maximize,
                         **implementation_options(foreach, fused, capturable, differentiable),
                         decoupled_weight_decay=decoupled_weight_decay)
         super().__init__(params, defaults)
 
     def _update(self, p, param, grad, group):
-        state = self.state[p]
-        if len(state) == 0:
-            state["step"] = step_state()
-            state["exp_avg"] = new_state(p)
-            state["exp_avg_sq"] = new_state(p)
-            if group["amsgrad"]:
-                state["max_exp_avg_sq"] = new_state(p)
+        amsgrad_buffer = ("max_exp_avg_sq",) if group["amsgrad"] else ()
+        state = param_state(self.state[p], p, "exp_avg", "exp_avg_sq", *amsgrad_buffer)
         amsgrad = bool(group["amsgrad"])
         if amsgrad and "max_exp_avg_sq" not in state:
             state["max_exp_avg_sq"] = new_state(p)

@@ -1,6 +1,6 @@
 """Adamax (Adam with the infinity norm), with weight decay and maximize."""
 from .optimizer import (Optimizer, advance, as_float, check_betas, check_lr, check_nonnegative, fused_update,
-                        implementation_options, new_state, state_data, step_state)
+                        implementation_options, param_state, state_data)
 
 
 class Adamax(Optimizer):
@@ -23,11 +23,7 @@ class Adamax(Optimizer):
         super().__init__(params, defaults)
 
     def _update(self, p, param, grad, group):
-        state = self.state[p]
-        if len(state) == 0:
-            state["step"] = step_state()
-            state["exp_avg"] = new_state(p)
-            state["exp_inf"] = new_state(p)
+        state = param_state(self.state[p], p, "exp_avg", "exp_inf")
         step = advance(state["step"])
         beta1, beta2 = (as_float(b) for b in group["betas"])
         fused_update("adamax", param, grad, state_data(state["exp_avg"]), state_data(state["exp_inf"]),

@@ -92,6 +92,15 @@ def step_state():
     return Tensor._wrap(np.zeros((), dtype=np.float32))
 
 
+def param_state(state, p, *buffers):
+    """``state`` (a parameter's), filled on its first step: the step counter, then a zero buffer per name."""
+    if len(state) == 0:
+        state["step"] = step_state()
+        for name in buffers:
+            state[name] = new_state(p)
+    return state
+
+
 def advance(step):
     """step += 1 in place; returns the new count."""
     step._data += 1

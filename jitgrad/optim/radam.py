@@ -1,6 +1,6 @@
 """RAdam (Adam with a rectified adaptive learning rate), with decoupled weight decay and maximize."""
 from .optimizer import (Optimizer, advance, as_float, check_betas, check_lr, check_nonnegative, fused_update,
-                        implementation_options, new_state, state_data, step_state)
+                        implementation_options, param_state, state_data)
 
 
 class RAdam(Optimizer):
@@ -27,11 +27,7 @@ class RAdam(Optimizer):
         super().__init__(params, defaults)
 
     def _update(self, p, param, grad, group):
-        state = self.state[p]
-        if len(state) == 0:
-            state["step"] = step_state()
-            state["exp_avg"] = new_state(p)
-            state["exp_avg_sq"] = new_state(p)
+        state = param_state(self.state[p], p, "exp_avg", "exp_avg_sq")
         step = advance(state["step"])
         beta1, beta2 = (as_float(b) for b in group["betas"])
         bias_correction2 = 1 - beta2 ** step

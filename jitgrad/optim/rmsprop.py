@@ -1,6 +1,6 @@
 """RMSprop, plain or centered, with momentum, weight decay and maximize."""
-from .optimizer import (Optimizer, advance, as_float, check_lr, check_nonnegative,
-                        fused_update, implementation_options, new_state, state_data, step_state, unused)
+from .optimizer import (Optimizer, advance, as_float, check_lr, check_nonnegative, fused_update,
+                        implementation_options, new_state, param_state, state_data, unused)
 
 
 class RMSprop(Optimizer):
@@ -23,10 +23,7 @@ class RMSprop(Optimizer):
         super().__init__(params, defaults)
 
     def _update(self, p, param, grad, group):
-        state = self.state[p]
-        if len(state) == 0:
-            state["step"] = step_state()
-            state["square_avg"] = new_state(p)
+        state = param_state(self.state[p], p, "square_avg")
         momentum, centered = float(group["momentum"]), bool(group["centered"])
         if momentum > 0 and "momentum_buffer" not in state:
             state["momentum_buffer"] = new_state(p)
