@@ -4,30 +4,37 @@ Each row of ``probs`` (non-negative, with a positive sum) is sampled by itself; 
 kernels/cuda/random.py give the same categories for the same variates.
 """
 import numpy as np
+from numba import njit
 
 from ._jit import compiled
 
 
+@njit(error_model="numpy")
+def sample_row(probs, u, cdf, out, r):
+    """out[r, j]: the first category whose cumulative weight exceeds u[r, j] * (row r's total); u in [0, 1).
+    kernels/cuda/random.py compiles the same function for its thread of row r."""
+    K = probs.shape[1]
+    total = 0.0
+    for k in range(K):
+        total += probs[r, k]
+        cdf[r, k] = total
+    for j in range(u.shape[1]):
+        target = u[r, j] * total
+        lo, hi = 0, K - 1
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if cdf[r, mid] > target:
+                hi = mid
+            else:
+                lo = mid + 1
+        while lo > 0 and probs[r, lo] == 0:  # rounding put the target at the very top
+            lo -= 1
+        out[r, j] = lo
+
+
 def _multinomial_with_replacement(probs, u, cdf, out):
-    """out[r, j]: the first category whose cumulative weight exceeds u[r, j] * (row total); u in [0, 1)."""
-    R, K = probs.shape
-    for r in range(R):
-        total = 0.0
-        for k in range(K):
-            total += probs[r, k]
-            cdf[r, k] = total
-        for j in range(u.shape[1]):
-            target = u[r, j] * total
-            lo, hi = 0, K - 1
-            while lo < hi:
-                mid = (lo + hi) // 2
-                if cdf[r, mid] > target:
-                    hi = mid
-                else:
-                    lo = mid + 1
-            while lo > 0 and probs[r, lo] == 0:  # rounding put the target at the very top
-                lo -= 1
-            out[r, j] = lo
+    for r in range(probs.shape[0]):
+        sample_row(probs, u, cdf, out, r)
 
 
 def _multinomial_without_replacement(probs, e, keys, out):

@@ -226,6 +226,19 @@ else:
             assert len(grids) == 2 and grids[0][1] > 1 and grids[1][1] == 1  # chunks of R, then their merge
         assert host(R.reduce("argmax", dev(x), (0,)))[()] == 17
 
+    def test_multinomial_draws_the_cpu_categories(rng):
+        """The same variates give the same categories: rows sampled by one shared function with replacement
+        (a zero weight never drawn), exponential races without."""
+        from jitgrad.kernels import random as CRND
+        from jitgrad.kernels.cuda import random as RND
+        p = rng.random((5, 7))
+        p[1, 3] = p[2, 6] = 0
+        u, e = rng.random((5, 6)), rng.exponential(size=(5, 7))
+        for replacement, draws, n in ((True, u, 6), (False, e, 4)):
+            want = CRND.multinomial(p, draws, n, replacement)
+            np.testing.assert_array_equal(host(RND.multinomial(dev(p), draws, n, replacement)), want)
+        assert not (CRND.multinomial(p, u, 6, True)[1] == 3).any()
+
     def test_reduce_special_values(rng):
         x = rng.standard_normal((6, 5))
         x[1, 3] = np.nan

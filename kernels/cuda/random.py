@@ -1,31 +1,25 @@
 """CUDA twins of kernels/random.py: categorical sampling, one thread per row of probabilities."""
+import hashlib
+import inspect
+
 import numpy as np
 from numba import cuda
 
 from . import _launch as L
+from .. import random as CPU
 
 
-@L.jit
+_sample_row = L.device_jit(CPU.sample_row.py_func)
+
+
 def _multinomial_with_replacement(probs, u, cdf, out):
-    K = probs.shape[1]
     for r in range(cuda.grid(1), probs.shape[0], cuda.gridsize(1)):
-        total = 0.0
-        for k in range(K):
-            total += probs[r, k]
-            cdf[r, k] = total
-        for j in range(u.shape[1]):
-            target = u[r, j] * total
-            lo = 0
-            hi = K - 1
-            while lo < hi:
-                mid = (lo + hi) // 2
-                if cdf[r, mid] > target:
-                    hi = mid
-                else:
-                    lo = mid + 1
-            while lo > 0 and probs[r, lo] == 0:
-                lo -= 1
-            out[r, j] = lo
+        _sample_row(probs, u, cdf, out, r)
+
+
+# named by the source of the function it inlines, so numba's cache never serves a stale build
+_multinomial_with_replacement = L.jit(_multinomial_with_replacement, tag=hashlib.sha1(
+    inspect.getsource(CPU.sample_row.py_func).encode()).hexdigest()[:10])
 
 
 @L.jit
