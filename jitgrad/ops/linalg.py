@@ -37,14 +37,19 @@ def mm(input, mat2):
     return dispatch(MM, (input, mat2))
 
 
+def check_bmm(a, b):
+    """PyTorch's checks of two batches of matrices to multiply (bmm, baddbmm, addbmm)."""
+    if a.ndim != 3 or b.ndim != 3:
+        raise RuntimeError("batch%d must be a 3D tensor" % (1 if a.ndim != 3 else 2))
+    if b.shape[0] != a.shape[0] or b.shape[1] != a.shape[2]:
+        raise RuntimeError("Expected size for first two dimensions of batch2 tensor to be: [%d, %d] but got: [%d, %d]."
+                           % (a.shape[0], a.shape[2], b.shape[0], b.shape[1]))
+    _same_dtype(a, b)
+
+
 @autocasts('bmm')
 def bmm(input, mat2):
-    if input.ndim != 3 or mat2.ndim != 3:
-        raise RuntimeError("batch%d must be a 3D tensor" % (1 if input.ndim != 3 else 2))
-    if mat2.shape[0] != input.shape[0] or mat2.shape[1] != input.shape[2]:
-        raise RuntimeError("Expected size for first two dimensions of batch2 tensor to be: [%d, %d] but got: [%d, %d]."
-                           % (input.shape[0], input.shape[2], mat2.shape[0], mat2.shape[1]))
-    _same_dtype(input, mat2)
+    check_bmm(input, mat2)
     return dispatch(BMM, (input, mat2))
 
 

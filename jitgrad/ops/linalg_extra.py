@@ -8,7 +8,7 @@ import numpy as np
 
 from .._op import Op, dispatch
 from ._table import CUDA_LOWER, LOWER, _arr, _noncontig, autocasts, export, register, rejects
-from .linalg import _same_dtype
+from .linalg import _same_dtype, check_bmm
 from .selection import diagonal
 
 
@@ -40,15 +40,6 @@ def _check_mm(a, b, name1="mat1", name2="mat2"):
     _same_dtype(a, b)
 
 
-def _check_bmm(a, b):
-    if a.ndim != 3 or b.ndim != 3:
-        raise RuntimeError("batch%d must be a 3D tensor" % (1 if a.ndim != 3 else 2))
-    if b.shape[0] != a.shape[0] or b.shape[1] != a.shape[2]:
-        raise RuntimeError("Expected size for first two dimensions of batch2 tensor to be: [%d, %d] but got: [%d, %d]."
-                           % (a.shape[0], a.shape[2], b.shape[0], b.shape[1]))
-    _same_dtype(a, b)
-
-
 def _params(beta, alpha):
     return {"beta": beta, "alpha": alpha}
 
@@ -61,13 +52,13 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1):
 
 @autocasts('baddbmm')
 def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
-    _check_bmm(batch1, batch2)
+    check_bmm(batch1, batch2)
     return dispatch(BADDBMM, (input, batch1, batch2), _params(beta, alpha))
 
 
 @autocasts('addbmm')
 def addbmm(input, batch1, batch2, *, beta=1, alpha=1):
-    _check_bmm(batch1, batch2)
+    check_bmm(batch1, batch2)
     return dispatch(ADDBMM, (input, batch1, batch2), _params(beta, alpha))
 
 
