@@ -21,7 +21,7 @@ from ..kernels import scalars as _scalars
 from .._device import cuda_backend
 from .._tensor import Tensor
 from .capture import Ref
-from .fusion import NUMPY_CASTS, load_kind, plan_groups
+from .fusion import NUMPY_CASTS, converted, load_kind, plan_groups
 
 # where generated kernels go (numba caches their machine code beside them, in __pycache__)
 CACHE_DIR = os.environ.get("JITGRAD_COMPILE_CACHE") or os.path.join(
@@ -218,8 +218,7 @@ def _emit_group(graph, g, k, ns, lines, device=False, reuse=None):
         for pos, a in enumerate(args):
             if a.__class__ is Ref:
                 x = name_of[a]
-                # operands are cast to the compute dtype as dispatch converts them (masks stay bool)
-                call.append("%s(%s)" % (cast, x) if graph.meta(a)[1] != node.cnp and pos in node.convert else x)
+                call.append("%s(%s)" % (cast, x) if converted(graph, node, pos, a) else x)
             else:
                 call.append(_literal(a))
         v = node.outs[0]

@@ -7,7 +7,7 @@ import numpy as np
 from ..kernels import config
 from .capture import Graph, Node, Ref
 
-_REDUCTIONS = {"sum_all": "sum", "mean_all": "mean"}
+REDUCTIONS = {"sum_all": "sum", "mean_all": "mean"}  # the full reductions a loop (or a tape) computes
 # ops per fused loop at most: numba's compile time grows faster than linearly with a function's size
 MAX_MEMBERS = 48
 
@@ -44,6 +44,12 @@ def scalar_form(node):
             a = cnp.type(a)
         out.append(a)
     return fn, out + extra
+
+
+def converted(graph, node, pos, a):
+    """Whether operand ``pos`` of ``node`` (value ``a``) enters its scalar function cast to the node's
+    compute dtype, as dispatch converts operands (masks and indices stay as they are)."""
+    return graph.meta(a)[1] != node.cnp and pos in node.convert
 
 
 class Group:
@@ -143,10 +149,10 @@ def plan_groups(graph, live_out, reductions=True):
             cur.produced.add(node.outs[0])
             owner[i] = cur
             continue
-        if (reductions and cur is not None and node.op.name in _REDUCTIONS and node.args[0].__class__ is Ref
+        if (reductions and cur is not None and node.op.name in REDUCTIONS and node.args[0].__class__ is Ref
                 and node.args[0] in cur.produced and graph.meta(node.args[0])[0] == cur.shape
                 and graph.meta(node.outs[0])[1].kind == "f"):
-            cur.reductions.append((i, _REDUCTIONS[node.op.name], node.args[0]))
+            cur.reductions.append((i, REDUCTIONS[node.op.name], node.args[0]))
             owner[i] = cur
             continue
         if cur is not None and any(a in cur.produced for a in node.refs()):

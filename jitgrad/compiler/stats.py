@@ -16,6 +16,5 @@ def record(name, variant):
     GRAPHS.append(entry)
     if config.LOG_COMPILES:
         print("jitgrad: compiled graph %s (%d ops forward, %d backward, %d fused groups, %d tape instructions) in "
-              "%.3f s" % (name, entry["nodes"], entry["backward_nodes"], entry["fused_groups"], entry["tape_instructions"],
-                          entry["compile_seconds"]),
-              file=sys.stderr, flush=True)
+              "%.3f s" % (name, entry["nodes"], entry["backward_nodes"], entry["fused_groups"],
+                          entry["tape_instructions"], entry["compile_seconds"]), file=sys.stderr, flush=True)

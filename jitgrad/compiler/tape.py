@@ -1,14 +1,14 @@
 """Small graphs as a tape: one compiled numba loop interprets all of a graph's elementwise work.
 
 A graph whose values all hold one number of elements n (at most SMALL) or a single element, made of
-elementwise ops, full sums and means, and reshapes or expands, runs over a table ``T[value, n]`` of
-float64 (exact for its float32, float64 and bool values) and a tape of instructions. An instruction
-applies one scalar function of kernels/scalars.py over n elements (or one), its operands cast as
-the fused loops cast them, and rounds the result to its value's dtype. The interpreter has one case
-per (scalar function, operand dtypes, result dtype) that the graph uses, so numba compiles a
-function once per graph and not once per op: a graph of thousands of scalar ops compiles in about
-the time of its few distinct functions, and a graph using the same cases loads the interpreter
-from the disk cache. Larger graphs get codegen's fused loops (one loop per group of ops).
+elementwise ops, full sums and means, casts, and reshapes or expands, runs over a table ``T[value, n]``
+of float64 (exact for its float32, float64 and bool values) and a tape of instructions. An
+instruction applies one scalar function of kernels/scalars.py over n elements (or one), its operands
+cast as the fused loops cast them, and rounds the result to its value's dtype. The interpreter has
+one case per (scalar function, operand dtypes, result dtype, which operands are whole rows) that the
+graph uses, so numba compiles a function once per graph and not once per op: a graph of thousands of
+scalar ops compiles in about the time of its few distinct functions, and a graph using the same
+cases loads the interpreter from the disk cache. Larger graphs get codegen's fused loops.
 """
 import hashlib
 import time
@@ -17,13 +17,12 @@ import numpy as np
 
 from .capture import Ref
 from .codegen import _SCALARS_STAMP, Compiled, _kernel, boundary_values, generate
-from .fusion import NUMPY_CASTS, fusable, scalar_form
+from .fusion import NUMPY_CASTS, REDUCTIONS, converted, fusable, scalar_form
 
 SMALL = 4096  # elements per value at most
 _TABLE = frozenset((np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.bool_)))
 _MOVES = frozenset(("reshape", "view", "expand", "squeeze", "unsqueeze", "flatten", "clone", "contiguous",
                     "expand_as", "view_as", "reshape_as"))
-_REDUCTIONS = {"sum_all": "sum", "mean_all": "mean"}
 _FIRST = 3  # an instruction: opcode, result row, elements, then its operands' rows
 
 
@@ -44,8 +43,8 @@ def _write(dt, expr):
 class _Tape:
     """The instructions of one graph, and the rows of the table they read and write."""
 
-    def __init__(self, graph, n):
-        self.graph, self.n = graph, n
+    def __init__(self, graph):
+        self.graph = graph
         self.rows = {}  # value -> row
         self.consts = []  # (row, value)
         self.cases = {}  # case key -> opcode
@@ -77,9 +76,9 @@ class _Tape:
         self.listing.append("    v%d = %s" % (out, text))
 
 
-def _build(graph, n):
+def _build(graph):
     """The tape of ``graph``, or None where an op has no instruction."""
-    tape = _Tape(graph, n)
+    tape = _Tape(graph)
     for node in graph.nodes:
         if len(node.outs) != 1:
             return None
@@ -91,9 +90,7 @@ def _build(graph, n):
             dts, operands, shown = [], [], []
             for pos, a in enumerate(args):
                 if a.__class__ is Ref:
-                    dt = graph.arrays[a].dtype
-                    if dt != node.cnp and pos in node.convert:
-                        dt = node.cnp  # cast to the compute dtype, as dispatch converts operands
+                    dt = node.cnp if converted(graph, node, pos, a) else graph.arrays[a].dtype
                     operands.append((tape.row(a), tape.size(a) > 1))
                     shown.append("v%d" % a)
                 else:
@@ -106,16 +103,16 @@ def _build(graph, n):
                 dts.append(np.dtype(dt))
             tape.add(("fn", fn, tuple(dts), odt), out, operands, "%s(%s)" % (fn, ", ".join(shown)))
         elif node.args and node.args[0].__class__ is Ref and graph.arrays[node.args[0]].dtype == odt and (
-                name in _MOVES or name in _REDUCTIONS and tape.size(node.args[0]) == 1) and (
+                name in _MOVES or name in REDUCTIONS and tape.size(node.args[0]) == 1) and (
                 tape.size(node.args[0]) in (1, tape.size(out))):
             a = node.args[0]
             tape.add(("move", odt), out, [(tape.row(a), tape.size(a) > 1)], "%s(v%d)" % (name, a))
         elif name == "cast" and node.args[0].__class__ is Ref and tape.size(node.args[0]) == tape.size(out):
             a = node.args[0]  # between the table's dtypes: the value rounded to (or widened from) odt
             tape.add(("cast", odt), out, [(tape.row(a), tape.size(a) > 1)], "cast(v%d, %s)" % (a, odt))
-        elif name in _REDUCTIONS and node.args[0].__class__ is Ref and odt.kind == "f":
+        elif name in REDUCTIONS and node.args[0].__class__ is Ref and odt.kind == "f":
             a = node.args[0]
-            tape.add((_REDUCTIONS[name], odt), out, [(tape.row(a), True)], "%s(v%d)" % (name, a))
+            tape.add((REDUCTIONS[name], odt), out, [(tape.row(a), True)], "%s(v%d)" % (name, a))
         else:
             return None
     return tape
@@ -166,7 +163,7 @@ def tape_plan(graph, outputs, name="plan"):
     if n > SMALL or any(a.size not in (1, n) for a in arrays):
         return None
     start = time.perf_counter()
-    tape = _build(graph, n)
+    tape = _build(graph)
     if tape is None:
         return None
     boundary = boundary_values(graph)
