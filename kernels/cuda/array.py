@@ -12,6 +12,7 @@ import math
 import numpy as np
 from numba import config, cuda
 
+from . import _launch as L, asserts
 from .elementwise import run
 
 SIM = bool(config.ENABLE_CUDASIM)
@@ -107,13 +108,13 @@ def copy_into(dst, src):
     sstr = pad([s // src.dtype.itemsize for s in src.strides]) if shape else pad([0])
     dstr = pad([s // item for s in dst.strides]) if shape else pad([0])
     blocks = min((n + THREADS - 1) // THREADS, 4096)
-    _copy_strided[blocks, THREADS](sflat, sstart, sstr, dflat, dstart, dstr, pad(shape or (1,)), nd, n)
+    L.launch(_copy_strided, blocks, THREADS, sflat, sstart, sstr, dflat, dstart, dstr, pad(shape or (1,)), nd, n)
     return dst
 
 
 # ------------------------------------------------------------------ allocation
 def empty(shape, dtype):
-    return cuda.device_array(tuple(shape), dtype=np.dtype(dtype))
+    return L.empty(tuple(shape), np.dtype(dtype))
 
 
 def full(shape, value, dtype):
@@ -134,7 +135,12 @@ def from_host(a):
 
 
 def to_host(x):
-    return x.copy_to_host() if is_device_array(x) else np.asarray(x)
+    """A host copy of ``x``; raises an index error a kernel recorded before it (kernels.cuda.asserts)."""
+    if not is_device_array(x):
+        return np.asarray(x)
+    h = x.copy_to_host()
+    asserts.raise_pending()
+    return h
 
 
 # ------------------------------------------------------------------ views and copies

@@ -146,17 +146,17 @@ def run(fn, out_dtype, *args, out=None):
         if not L.is_array(a):
             pattern.append("s")
         elif a.size == 1:
-            a = a.reshape(1)
+            a = L.flat(a)
             pattern.append("o")
         elif tuple(a.shape) == shape and L.is_c_contiguous(a):
-            a = a.reshape(size)
+            a = L.flat(a)
             pattern.append("a")
         else:
             pattern.append("d%d" % a.ndim)
         kargs.append(a)
     pattern = tuple(pattern)
     strided = any(p[0] == "d" for p in pattern)
-    kargs.append(out.reshape(size))
+    kargs.append(L.flat(out))
     if strided:
         kargs.append(shape)
     L.launch(_kernel(fn, pattern, len(shape) if strided else 0), L.blocks_for(size), L.THREADS, *kargs)

@@ -107,6 +107,7 @@ class BlockPool:
 if not L.SIM:
     from numba import cuda
     from numba.cuda import GetIpcHandleMixin, HostOnlyCUDAMemoryManager, MemoryInfo
+    from numba.cuda.cudadrv.devicearray import DeviceNDArray
     from numba.cuda.cudadrv.driver import AutoFreePointer, CudaAPIError, binding, driver
 
     class CachingMemoryManager(GetIpcHandleMixin, HostOnlyCUDAMemoryManager):
@@ -132,6 +133,7 @@ if not L.SIM:
         def initialize(self):
             # host (pinned/mapped) deallocations are queued as numba's own manager does
             self.deallocations.memory_capacity = self.get_memory_info().total
+            L.use_pool(self.memalloc, DeviceNDArray)
 
         def memalloc(self, size):
             handle, block = self.pool.acquire(size)
@@ -153,6 +155,7 @@ if not L.SIM:
         def reset(self):
             super().reset()
             self.pool.forget()
+            L.use_pool()
 
         @property
         def interface_version(self):

@@ -1,0 +1,109 @@
+"""The direct kernel launch of kernels/cuda/_launch.py packs arguments as numba's dispatcher does.
+
+On a GPU every launch after a kernel's first goes through these packers (the GPU test run checks the
+results of every op); here they are checked against the argument layout of numba's ABI, with no device.
+"""
+import ctypes
+import types
+
+import numpy as np
+import pytest
+from numba import types as nt
+
+from jitgrad.kernels.cuda import _launch as L
+
+
+class FakeDeviceArray:
+    """What the packers read of a numba device array."""
+    __cuda_ndarray__ = True
+
+    def __init__(self, shape, strides, dtype, pointer):
+        self.shape, self.strides, self.dtype = shape, strides, np.dtype(dtype)
+        self.ndim, self.size = len(shape), int(np.prod(shape))
+        self.gpu_data = types.SimpleNamespace(device_pointer_value=pointer)
+        c = strides == tuple(np.empty(shape, self.dtype).strides)
+        f = strides == tuple(np.empty(shape, self.dtype, order="F").strides)
+        self.flags = {"C_CONTIGUOUS": c, "F_CONTIGUOUS": f}
+
+
+def pack(ty, value):
+    params = []
+    L._packer(ty)(value, params)
+    return params
+
+
+def test_an_array_is_meminfo_parent_size_itemsize_data_shape_strides():
+    a = FakeDeviceArray((3, 4), (32, 8), np.float64, 0x7000)
+    assert pack(nt.Array(nt.float64, 2, "C"), a) == [0, 0, 12, 8, 0x7000, 3, 4, 32, 8]
+
+
+def test_scalars_are_c_values_of_their_numba_type():
+    (f,) = pack(nt.float32, np.float32(1.5))
+    (d,) = pack(nt.float64, 2.25)
+    (i,) = pack(nt.int32, 7)
+    (q,) = pack(nt.int64, -3)
+    assert (type(f), f.value) == (ctypes.c_float, 1.5)
+    assert (type(d), d.value) == (ctypes.c_double, 2.25)
+    assert (type(i), i.value) == (ctypes.c_int32, 7)
+    assert (type(q), q.value) == (ctypes.c_int64, -3)
+    assert pack(nt.boolean, np.bool_(True)) == [True]
+
+
+def test_a_tuple_is_its_fields_in_order():
+    params = pack(nt.UniTuple(nt.int64, 3), (4, 5, 6))
+    assert [p.value for p in params] == [4, 5, 6]
+
+
+def test_unsupported_argument_types_go_through_numba():
+    with pytest.raises(NotImplementedError):
+        L._packer(nt.complex128)
+    assert L._argument_key(np.zeros(3)) is None  # a host array: numba copies it
+    assert L._argument_key((1, np.zeros(2))) is None
+
+
+def test_argument_keys_follow_numbas_typing():
+    c = FakeDeviceArray((3, 4), (16, 4), np.float32, 1)
+    f = FakeDeviceArray((3, 4), (4, 12), np.float32, 1)
+    strided = FakeDeviceArray((3, 2), (16, 8), np.float32, 1)
+    broadcast = FakeDeviceArray((3, 4), (0, 4), np.float32, 1)
+    assert L._argument_key(c) == (np.dtype(np.float32), 2, "C")
+    assert L._argument_key(f) == (np.dtype(np.float32), 2, "F")
+    assert L._argument_key(strided)[2] == "A"
+    assert L._argument_key(broadcast)[2] == "A"  # numba types broadcast arrays as 'A'
+    assert L._argument_key(np.float32(1)) == np.dtype(np.float32)
+    assert L._argument_key((1, 2)) == (tuple, int, int)
+    assert L._argument_key(1.0) is float and L._argument_key(True) is bool
+
+
+def test_a_flat_argument_packs_as_the_1d_view_of_its_array():
+    a = FakeDeviceArray((3, 4), (16, 4), np.float32, 0x9000)
+    f = L.Flat(a)
+    assert L._argument_key(f) == (np.dtype(np.float32), 1, "C")
+    assert pack(nt.Array(nt.float32, 1, "C"), f) == [0, 0, 12, 4, 0x9000, 12, 4]
+
+
+def test_the_first_launch_goes_through_numba_and_later_ones_launch_directly(monkeypatch):
+    calls = []
+
+    class Dispatcher:  # stands in for a numba kernel
+        def __getitem__(self, config):
+            return lambda *args: calls.append(("numba", config, args))
+
+    monkeypatch.setattr(L, "SIM", False)
+    monkeypatch.setattr(L, "_BOUND", {})
+    monkeypatch.setattr(L, "_CONFIGS", {})
+    monkeypatch.setattr(L, "_STREAM", ["stream"])
+    monkeypatch.setattr(L, "_THREAD", [None])
+    monkeypatch.setattr(L, "_bind", lambda kernel, args: ("function", [L._packer(nt.float64)]))
+    monkeypatch.setattr(L, "_core", types.SimpleNamespace(
+        LaunchConfig=lambda **config: config, launch=lambda *a: calls.append(("direct",) + a)))
+    k = Dispatcher()
+    L.launch(k, 4, 256, 1.5)
+    L.launch(k, 4, 256, 2.5)
+    assert calls[0] == ("numba", (4, 256), (1.5,))
+    kind, stream, config, function, value = calls[1]
+    assert (kind, stream, config, function, value.value) == (
+        "direct", "stream", {"grid": 4, "block": 256, "shmem_size": 0}, "function", 2.5)
+    L._THREAD[0] = -1  # another thread bound the kernels: numba makes the context current on this one
+    L.launch(k, 4, 256, 3.5)
+    assert calls[2] == ("numba", (4, 256), (3.5,))
