@@ -277,6 +277,22 @@ def _cuda_losses_on_device_tensors():
     np.testing.assert_allclose(xc.grad.cpu().numpy(), x.grad.numpy(), rtol=1e-12)
 
 
+def _cuda_target_out_of_bounds_raises_at_the_next_wait():
+    """The class indices are checked by the nll kernel on the device: the IndexError comes at the next copy to
+    the host (or synchronize), once, and the device stays usable, as after PyTorch's device-side assert."""
+    x = jg.randn(2, 3, dtype=jg.float64)
+    xc = x.to("cuda")
+    loss = F.cross_entropy(xc, jg.tensor([0, 3], device="cuda"))
+    with pytest.raises(IndexError, match="^Target 3 is out of bounds.$"):
+        loss.item()
+    F.nll_loss(xc, jg.tensor([-5, 1], device="cuda"))
+    with pytest.raises(IndexError, match="^Target -5 is out of bounds.$"):
+        jg.cuda.synchronize()
+    jg.cuda.synchronize()  # reported once
+    ok = F.cross_entropy(xc, jg.tensor([0, 2], device="cuda")).item()
+    assert ok == pytest.approx(F.cross_entropy(x, jg.tensor([0, 2])).item(), rel=1e-12)
+
+
 def _cuda_in_simulator():
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-k", "cuda", __file__],
@@ -296,6 +312,8 @@ def _cuda_kernels_compile_to_ptx():
 if CUDA_CHILD:
     test_cuda_twins_match_cpu = pytest.mark.cuda(_cuda_twins_match_cpu)
     test_cuda_losses_on_device_tensors = pytest.mark.cuda(_cuda_losses_on_device_tensors)
+    test_cuda_target_out_of_bounds_raises_at_the_next_wait = pytest.mark.cuda(
+        _cuda_target_out_of_bounds_raises_at_the_next_wait)
 else:
     test_cuda_in_simulator = pytest.mark.cuda(_cuda_in_simulator)
     test_cuda_kernels_compile_to_ptx = pytest.mark.cuda(_cuda_kernels_compile_to_ptx)
@@ -312,7 +330,7 @@ def _compile_ptx():
         K._launch(K._loss_map, 6, 0, a, a, a, a, 0.5, a)
         K._launch(K._loss_vjp, 6, 0, a, a, a, a, a, 0.5, 1.0, True, a)
         x3, t2 = np.zeros((2, 3, 1), dt), np.zeros((2, 1), np.int64)
-        K._launch(K._nll_map, 2, x3, t2, np.zeros(3, dt), -100, np.zeros((2, 1), dt))
+        K._launch(K._nll_map, 2, x3, t2, np.zeros(3, dt), -100, np.zeros((2, 1), dt), np.zeros(2, np.int64))
         K._launch(K._nll_vjp, 2, a, t2, np.zeros(3, dt), -100, 1.0, x3)
     done = [(name, next(str(a.dtype) for a in sig if str(getattr(a, "dtype", "")).startswith("float")))
             for name, sig in compile_recorded(launched)]

@@ -40,8 +40,9 @@ def get_device_name(device=None):
 
 
 def synchronize(device=None):
-    """Wait for every kernel queued on the device to finish."""
+    """Wait for every kernel queued on the device to finish; raises an index error a kernel recorded."""
     _cuda().synchronize()
+    _device.cuda_backend().raise_pending()
 
 
 def manual_seed(seed):

@@ -152,8 +152,13 @@ def _class_dim_shape(weight, ndim):
 
 def _total_weight(input, target, weight, ignore_index):
     """Check the class indices on the host (PyTorch's IndexError) and return the summed weight of the
-    targets that are not ignored: what nll_loss's 'mean' divides by."""
+    targets that are not ignored: what nll_loss's 'mean' divides by. On a GPU, when no target can be
+    ignored and there are no weights, the nll kernel checks the indices and the error comes at the
+    next copy to the host or synchronize, as PyTorch's device-side asserts do."""
     C = input.shape[1] if input.ndim > 1 else input.shape[0]
+    if weight is None and not 0 <= ignore_index < C and target.device.type == "cuda":
+        # every target counts: the kernel checks the indices on the device (no wait for the queue here)
+        return float(target.numel())
     t = target._host()
     if t.size and not 0 <= ignore_index < C and 0 <= t.min() and t.max() < C:  # the common case: all valid
         return float(t.size) if weight is None else float(weight._host().reshape(-1)[t].sum())

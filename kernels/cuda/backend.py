@@ -13,6 +13,7 @@ from .array import (ascontiguous, astype, broadcast_to, concatenate, copy, diago
                     full, getitem, is_contiguous, may_share_memory, reshape, setitem, stack, swapaxes, take, take_along_axis, tile,
                     to_host, transpose, view, zeros)
 from .array import copy_into
+from .asserts import raise_pending  # noqa: F401
 from .elementwise import fused_kernel, launch_fused, run  # noqa: F401
 from .index import index_add, one_hot, scatter_add  # noqa: F401
 from .matmul import matmul as _matmul

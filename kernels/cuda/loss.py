@@ -10,7 +10,8 @@ import numpy as np
 from numba import cuda
 
 from .. import loss as cpu
-from . import _launch as L
+from . import _launch as L, asserts
+from .asserts import TARGET_OUT_OF_BOUNDS, record
 from .array import ascontiguous, astype, broadcast_to, copy, empty, reshape, zeros
 from .elementwise import run
 from .reduce import reduce
@@ -37,13 +38,19 @@ def _loss_vjp(kind, g, x, t, w, pw, beta, scale, wrt_target, out):
 
 
 @L.jit
-def _nll_map(x, t, w, ignore_index, out):
+def _nll_map(x, t, w, ignore_index, out, flag):
     N, C, D = x.shape
     hw = w.shape[0] != 0
     for k in range(cuda.grid(1), N * D, cuda.gridsize(1)):
         n, d = k // D, k % D
         c = t[n, d]
-        out[n, d] = 0.0 if c == ignore_index else -(w[c] if hw else 1.0) * x[n, c, d]
+        if c == ignore_index:
+            out[n, d] = 0.0
+        elif c < 0 or c >= C:  # raised by the host at its next wait (kernels.cuda.asserts)
+            record(flag, TARGET_OUT_OF_BOUNDS, c)
+            out[n, d] = 0.0
+        else:
+            out[n, d] = -(w[c] if hw else 1.0) * x[n, c, d]
 
 
 @L.jit
@@ -53,7 +60,7 @@ def _nll_vjp(g, t, w, ignore_index, scale, out):
     for k in range(cuda.grid(1), N * D, cuda.gridsize(1)):
         n, d = k // D, k % D
         c = t[n, d]
-        if c != ignore_index:
+        if c != ignore_index and 0 <= c < C:
             out[n, c, d] = -(w[c] if hw else 1.0) * (g[k] if hg else g[0]) * scale
 
 
@@ -110,7 +117,7 @@ def _weight(w, dtype):
 def nll_loss(x, t, w, ignore_index, reduction, total_weight):
     x3, t2 = _nll_layout(x, t)
     out = empty(t2.shape, x.dtype)
-    _launch(_nll_map, out.size, x3, t2, _weight(w, x.dtype), ignore_index, out)
+    _launch(_nll_map, out.size, x3, t2, _weight(w, x.dtype), ignore_index, out, asserts.flag())
     if reduction == "none":
         return reshape(out, tuple(t.shape))
     return _scaled_sum(reshape(out, (out.size,)), cpu.nll_scale(reduction, total_weight))
