@@ -25,6 +25,7 @@ import argparse
 import statistics
 import sys
 import time
+import types
 
 import numpy as np
 
@@ -42,7 +43,8 @@ def count(n):
 
 
 def event_seconds(cuda, fn, repeats, warmup=2):
-    """Median GPU seconds of ``fn()`` between two events."""
+    """Median GPU seconds of ``fn()`` between two events (``cuda``: numba.cuda, or what has its
+    ``synchronize`` and ``event``)."""
     for _ in range(warmup):
         fn()
     cuda.synchronize()
@@ -126,7 +128,7 @@ def _torch_reductions(n, repeats, copy_bw):
     for what, fn, nbytes in (("PyTorch add, %s float32" % count(n), lambda: torch.add(x, y, out=z), 12 * n),
                              ("PyTorch sum of the rows of %d x %d" % (side, side), lambda: m.sum(1), 4 * side * side),
                              ("PyTorch sum of the columns of %d x %d" % (side, side), lambda: m.sum(0), 4 * side * side)):
-        t = _torch_event_seconds(torch, fn, repeats)
+        t = event_seconds(_torch_events(torch), fn, repeats)
         rows.append((what, t, "%.0f GB/s" % (nbytes / t / 1e9), "%.2f of copy" % (nbytes / t / copy_bw)))
     return rows
 
@@ -138,25 +140,16 @@ def _library_copies(n, repeats):
         import torch
         if torch.cuda.is_available():
             x, y = torch.empty(n, device="cuda"), torch.empty(n, device="cuda")
-            out["PyTorch copy_"] = _torch_event_seconds(torch, lambda: y.copy_(x), repeats)
+            out["PyTorch copy_"] = event_seconds(_torch_events(torch), lambda: y.copy_(x), repeats)
     except ImportError:
         pass
     return out
 
 
-def _torch_event_seconds(torch, fn, repeats):
-    for _ in range(2):
-        fn()
-    torch.cuda.synchronize()
-    samples = []
-    for _ in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end) / 1e3)
-    return statistics.median(samples)
+def _torch_events(torch):
+    """PyTorch's CUDA events behind the names event_seconds uses of numba.cuda."""
+    return types.SimpleNamespace(synchronize=torch.cuda.synchronize,
+                                 event=lambda: torch.cuda.Event(enable_timing=True))
 
 
 def gemm(mods, size, repeats):
