@@ -107,3 +107,14 @@ def test_the_first_launch_goes_through_numba_and_later_ones_launch_directly(monk
     L._THREAD[0] = -1  # another thread bound the kernels: numba makes the context current on this one
     L.launch(k, 4, 256, 3.5)
     assert calls[2] == ("numba", (4, 256), (3.5,))
+
+
+def test_a_context_reset_forgets_the_kernel_handles_and_the_pool(monkeypatch):
+    monkeypatch.setattr(L, "_BOUND", {("kernel",): ("function", [])})
+    monkeypatch.setattr(L, "_STREAM", ["stream"])
+    monkeypatch.setattr(L, "_THREAD", [1])
+    monkeypatch.setattr(L, "_POOL", [])
+    L.use_pool(lambda n: n, object)
+    assert L._POOL[2] is not None
+    L.forget_context()  # kernels.cuda.memory's manager calls it when numba resets the context
+    assert (L._BOUND, L._STREAM, L._THREAD, L._POOL) == ({}, [], [None], [])

@@ -131,7 +131,24 @@ def _dropout_on_cuda_equals_cpu():
     assert set(np.unique(out[1][0])) <= {0.0, np.float32(1 / 0.75)}
 
 
+def _indices_out_of_range_raise_at_the_next_wait():
+    """embedding's and index_select's indices are checked by the kernel on the device: the IndexError comes at
+    the next copy to the host or synchronize (the backward skips the bad row), and the device stays usable."""
+    w = jg.tensor(np.arange(12.0).reshape(4, 3), device="cuda", requires_grad=True)
+    y = jg.nn.functional.embedding(jg.tensor([0, 4], device="cuda"), w)
+    y.sum().backward()
+    with pytest.raises(IndexError, match="^index out of range in self$"):
+        jg.cuda.synchronize()
+    np.testing.assert_array_equal(w.grad.cpu().numpy(), [[1.0] * 3] + [[0.0] * 3] * 3)
+    z = jg.index_select(w.detach(), 0, jg.tensor([1, -1], device="cuda"))
+    with pytest.raises(IndexError, match="^index out of range in self$"):
+        z.cpu()
+    good = jg.nn.functional.embedding(jg.tensor([3, 1], device="cuda"), w)
+    np.testing.assert_array_equal(good.detach().cpu().numpy(), np.arange(12.0).reshape(4, 3)[[3, 1]])
+
+
 if IN_CHILD:
+    test_indices_out_of_range_raise_at_the_next_wait = _indices_out_of_range_raise_at_the_next_wait
     test_dropout_on_cuda_equals_cpu = _dropout_on_cuda_equals_cpu
     test_op_on_cuda_matches_cpu = pytest.mark.parametrize("name,k", list(_cases()))(_op_on_cuda_matches_cpu)
     test_mlp_training_step_on_cuda_equals_cpu = _mlp_training_step_on_cuda_equals_cpu

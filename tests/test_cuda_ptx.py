@@ -187,7 +187,7 @@ def _sweep(mode):
         (ARRAY, "_copy_strided"): (f32[::1], i64, strides, f32[::1], i64, strides, strides, i64, i64),
         (ARRAY, "_gather"): (f32[::1], i64[::1], f32[::1]),
         (ARRAY, "_scatter"): (f32[::1], i64[::1], f32[::1]),
-        (ARRAY, "_take3"): (f32[:, :, ::1], i64[::1], f32[:, :, ::1]),
+        (ARRAY, "_take3"): (f32[:, :, ::1], i64[::1], f32[:, :, ::1], i64[::1]),
         (ARRAY, "_take_along3"): (f32[:, :, ::1], i64[:, :, ::1], f32[:, :, ::1]),
     }
     names = {name for name, _ in launched}

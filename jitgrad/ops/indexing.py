@@ -170,7 +170,7 @@ def index_select(input, dim, index):
         raise IndexError("index_select(): Index is supposed to be a vector")
     d = input._wrap_dim(dim) if input.ndim else 0
     n = input.shape[d] if input.ndim else 1
-    if index.numel():  # bounds are checked before any kernel runs
+    if index.numel() and index._data.__class__ is np.ndarray:  # CUDA indices are checked by the kernel
         lo, hi = value_range(index._data)
         if hi >= n or lo < 0:
             raise IndexError("index out of range in self")

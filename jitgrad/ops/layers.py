@@ -97,7 +97,7 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
     if sparse:
         raise NotImplementedError("sparse gradients are not supported: use sparse=False")
     n = weight.shape[0]
-    if input.numel():
+    if input.numel() and input._data.__class__ is np.ndarray:  # CUDA indices are checked by the kernel
         lo, hi = value_range(input._data)
         if lo < 0 or hi >= n:
             raise IndexError("index out of range in self")

@@ -123,9 +123,17 @@ def empty(shape, dtype):
 _POOL = []  # (allocate, DeviceNDArray, thread) while the caching pool serves the current context
 
 
-def use_pool(allocate=None, array_type=None):
-    """Called by kernels.cuda.memory when its pool starts (or stops) serving the CUDA context."""
-    _POOL[:] = [allocate, array_type, threading.get_ident()] if allocate else []
+def use_pool(allocate, array_type):
+    """Called by kernels.cuda.memory when its pool starts serving a new CUDA context."""
+    _POOL[:] = [allocate, array_type, threading.get_ident()]
+
+
+def forget_context():
+    """Called by kernels.cuda.memory when the CUDA context is reset: its pool, kernel handles and stream go."""
+    _POOL.clear()
+    _BOUND.clear()
+    _STREAM.clear()
+    _THREAD[0] = None
 
 
 def to_device(host_array):

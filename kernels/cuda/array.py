@@ -13,6 +13,7 @@ import numpy as np
 from numba import config, cuda
 
 from . import _launch as L, asserts
+from .asserts import INDEX_OUT_OF_RANGE, record
 from .elementwise import run
 
 SIM = bool(config.ENABLE_CUDASIM)
@@ -294,11 +295,15 @@ def setitem(x, key, value):
 
 
 @cuda.jit
-def _take3(src, idx, out):
-    """out[a, j, b] = src[a, idx[j], b]."""
+def _take3(src, idx, out, flag):
+    """out[a, j, b] = src[a, idx[j], b]; an index outside [0, R) is skipped and recorded (kernels.cuda.asserts)."""
     a, j, b = cuda.grid(3)
     if a < out.shape[0] and j < out.shape[1] and b < out.shape[2]:
-        out[a, j, b] = src[a, idx[j], b]
+        r = idx[j]
+        if 0 <= r < src.shape[1]:
+            out[a, j, b] = src[a, r, b]
+        else:
+            record(flag, INDEX_OUT_OF_RANGE, r)
 
 
 @cuda.jit
@@ -319,13 +324,16 @@ def _abr(shape, axis):
 
 
 def take(x, index, axis=0):
+    """``np.take`` along ``axis``, except that an index outside [0, n) is an error (raised at the host's next
+    wait): a negative index is one for every caller (embedding, index_select, the resampling ops)."""
     A, R, B = _abr(x.shape, axis)
     index = ascontiguous(index) if is_device_array(index) else from_host(np.asarray(index, np.int64))
     n = index.size
     out = empty(tuple(x.shape[:axis]) + tuple(index.shape) + tuple(x.shape[axis + 1:]), x.dtype)
     if out.size:
         blocks, threads = _grid3((A, n, B))
-        _take3[blocks, threads](reshape(ascontiguous(x), (A, R, B)), reshape(index, (n,)), reshape(out, (A, n, B)))
+        L.launch(_take3, blocks, threads, reshape(ascontiguous(x), (A, R, B)), reshape(index, (n,)),
+                 reshape(out, (A, n, B)), asserts.flag())
     return out
 
 

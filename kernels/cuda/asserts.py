@@ -11,8 +11,10 @@ from numba import cuda
 
 from . import _launch as L
 
-TARGET_OUT_OF_BOUNDS = 1
-MESSAGES = {TARGET_OUT_OF_BOUNDS: (IndexError, "Target %d is out of bounds.")}
+TARGET_OUT_OF_BOUNDS = 1  # nll_loss / cross_entropy
+INDEX_OUT_OF_RANGE = 2  # embedding / index_select
+MESSAGES = {TARGET_OUT_OF_BOUNDS: (IndexError, "Target {} is out of bounds."),
+            INDEX_OUT_OF_RANGE: (IndexError, "index out of range in self")}
 
 _FLAG = []  # the (code, value) buffer, made at the first check
 
@@ -38,4 +40,4 @@ def raise_pending():
         if code:
             _FLAG[0].copy_to_device(np.zeros(2, np.int64))
             error, message = MESSAGES[int(code)]
-            raise error(message % value)
+            raise error(message.format(value))

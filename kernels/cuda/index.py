@@ -25,7 +25,8 @@ def _rows_add(out, idx, src):
         r = idx[i]
         if r < 0:
             r += n
-        cuda.atomic.add(out, (r, j), src[i, j])
+        if 0 <= r < n:  # an index the forward recorded as out of range (kernels.cuda.asserts) is skipped
+            cuda.atomic.add(out, (r, j), src[i, j])
 
 
 @L.jit

@@ -155,7 +155,7 @@ if not L.SIM:
         def reset(self):
             super().reset()
             self.pool.forget()
-            L.use_pool()
+            L.forget_context()
 
         @property
         def interface_version(self):
