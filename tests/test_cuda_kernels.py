@@ -103,8 +103,15 @@ assert q.device_ctypes_pointer.value == first and len(driver_blocks) == 1
 big = mm.memalloc(3 << 20); del big; gc.collect()
 mm.pool.empty_cache()
 assert freed == [driver_blocks[1]] and mm.pool.reserved == 1024
+import types
+from jitgrad.kernels.cuda import _launch as L
+asked = []
+mm.get_memory_info = lambda: asked.append(1) or types.SimpleNamespace(total=1 << 30)
+for _ in range(3):                                      # numba calls it at every lookup of the context
+    mm.initialize()
+assert len(asked) == 1 and L._POOL[0] == mm.memalloc    # the driver is asked once; arrays come from the pool
 mm.reset()
-assert mm.pool.allocated == 0 and mm.pool.reserved == 0
+assert mm.pool.allocated == 0 and mm.pool.reserved == 0 and L._POOL == []
 print("ok")
 """
         env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}

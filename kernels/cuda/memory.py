@@ -116,6 +116,7 @@ if not L.SIM:
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
             self.pool = BlockPool(self._driver_alloc, self._driver_free)
+            self.ready = False
 
         @staticmethod
         def _driver_alloc(size):
@@ -131,9 +132,13 @@ if not L.SIM:
             driver.cuMemFree(handle)
 
         def initialize(self):
-            # host (pinned/mapped) deallocations are queued as numba's own manager does
-            self.deallocations.memory_capacity = self.get_memory_info().total
-            L.use_pool(self.memalloc, DeviceNDArray)
+            # numba calls this whenever it looks the context up (tens of times a training step): the driver is
+            # asked for the memory size once, and host (pinned/mapped) deallocations are queued as numba's own
+            # manager does
+            if not self.ready:
+                self.deallocations.memory_capacity = self.get_memory_info().total
+                L.use_pool(self.memalloc, DeviceNDArray)
+                self.ready = True
 
         def memalloc(self, size):
             handle, block = self.pool.acquire(size)
@@ -155,6 +160,7 @@ if not L.SIM:
         def reset(self):
             super().reset()
             self.pool.forget()
+            self.ready = False
             L.forget_context()
 
         @property
