@@ -58,6 +58,16 @@ def backend(array):
     return cuda_backend()
 
 
+def may_share_memory(a, b):
+    """Whether two arrays may overlap in memory: NumPy's test on the host, the address ranges on the device (NumPy's
+    would copy device arrays to the host and never find an overlap); arrays on two devices never do."""
+    if a.__class__ is np.ndarray and b.__class__ is np.ndarray:
+        return np.may_share_memory(a, b)
+    if (a.__class__ is np.ndarray) != (b.__class__ is np.ndarray):
+        return False
+    return cuda_backend().may_share_memory(a, b)
+
+
 def value_range(array):
     """(min, max) of a non-empty array as NumPy scalars, reduced where the array lives (a GPU sends
     back two numbers, not the array)."""

@@ -1,7 +1,7 @@
 """OpNode, the graph node of a table op: how dispatch records it and how its backward runs (formulas, fused kernels)."""
 import numpy as np
 
-from ._device import backend
+from ._device import backend, may_share_memory
 from .kernels import config as KERNEL_CONFIG, cpu as CPU_BACKEND
 from ._grad_mode import SPECIAL, STATE
 from ._dtype import FLOATING_NP, FROM_NP, REDUCED_NP
@@ -172,7 +172,7 @@ def record(op, args, params, out, grad=None):
 
 def _mark_view(view, src, op, params):
     """A view shares its source's storage and version counter, and remembers how it was taken."""
-    if np.may_share_memory(view._data, src._data):
+    if may_share_memory(view._data, src._data):
         view._vc = src._vc
         base = src._base
         view._base = src if base is None else base

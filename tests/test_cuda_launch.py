@@ -1,7 +1,7 @@
-"""The direct kernel launch of kernels/cuda/_launch.py packs arguments as numba's dispatcher does.
-
-On a GPU every launch after a kernel's first goes through these packers (the GPU test run checks the
-results of every op); here they are checked against the argument layout of numba's ABI, with no device.
+"""Host-side plumbing of kernels/cuda, checked without a device: the direct kernel launch of
+kernels/cuda/_launch.py packs arguments as numba's dispatcher does (on a GPU every launch after a kernel's
+first goes through these packers; the GPU test run checks the results of every op), and device arrays are
+compared without copying them to the host.
 """
 import ctypes
 import types
@@ -118,3 +118,24 @@ def test_a_context_reset_forgets_the_kernel_handles_and_the_pool(monkeypatch):
     assert L._POOL[2] is not None
     L.forget_context()  # kernels.cuda.memory's manager calls it when numba resets the context
     assert (L._BOUND, L._STREAM, L._THREAD, L._POOL) == ({}, [], [None], [])
+
+
+class HostCopyForbidden(FakeDeviceArray):
+    """A device array whose host copy fails the test: NumPy would make one to read it as an array."""
+    def __init__(self, pointer, nbytes):
+        super().__init__((nbytes // 4,), (4,), np.float32, pointer)
+        self.nbytes = nbytes
+        self.device_ctypes_pointer = ctypes.c_void_p(pointer)
+
+    def __array__(self, *args, **kwargs):
+        raise AssertionError("copied to the host")
+
+
+def test_views_of_device_arrays_are_found_by_address_without_host_copies():
+    from jitgrad._device import may_share_memory
+    base = HostCopyForbidden(0x10000, 64)
+    assert may_share_memory(base, HostCopyForbidden(0x10020, 16))  # a view inside it
+    assert not may_share_memory(base, HostCopyForbidden(0x10040, 16))  # the next block
+    assert not may_share_memory(base, np.zeros(4, np.float32))  # another device
+    x = np.zeros(4)
+    assert may_share_memory(x, x[1:]) and not may_share_memory(x, np.zeros(4))

@@ -147,7 +147,24 @@ def _indices_out_of_range_raise_at_the_next_wait():
     np.testing.assert_array_equal(good.detach().cpu().numpy(), np.arange(12.0).reshape(4, 3)[[3, 1]])
 
 
+def _views_on_cuda_share_their_base_and_version_counter():
+    """A view of a CUDA tensor is a view (found by address, not through host copies): an in-place write to it
+    bumps its base's version, and a saved tensor changed that way fails the backward, as on the CPU."""
+    x = jg.zeros(4, 3, device="cuda")
+    v = x.t()
+    assert v._base is x
+    v.add_(1)
+    assert x._version == v._version == 1
+    a = jg.ones(3, device="cuda", requires_grad=True)
+    b = (a * 2).view(3)
+    c = b.sin()  # saves b
+    b.view(1, 3).add_(1)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        c.sum().backward()
+
+
 if IN_CHILD:
+    test_views_on_cuda_share_their_base_and_version_counter = _views_on_cuda_share_their_base_and_version_counter
     test_indices_out_of_range_raise_at_the_next_wait = _indices_out_of_range_raise_at_the_next_wait
     test_dropout_on_cuda_equals_cpu = _dropout_on_cuda_equals_cpu
     test_op_on_cuda_matches_cpu = pytest.mark.parametrize("name,k", list(_cases()))(_op_on_cuda_matches_cpu)

@@ -17,7 +17,7 @@ import sys
 
 import numpy as np
 
-from .._device import backend
+from .._device import backend, may_share_memory
 from .._generator import generators
 from .._graph import SEQUENCE, AccumulateGrad
 from .._grad_mode import STATE, enable_grad
@@ -175,7 +175,7 @@ class Tracer:
         """Every op runs in the forward plan, before the step effects: after a mid-function step() an op
         must not read the parameters it updated (it would see them before the update)."""
         for a in list(args) + list(params.values()):
-            if isinstance(a, Tensor) and any(np.may_share_memory(a._data, u) for u in self.updated):
+            if isinstance(a, Tensor) and any(may_share_memory(a._data, u) for u in self.updated):
                 self.stop("an op after optimizer.step() that reads a parameter it updated")
 
     # ------------------------------------------------------------- training-step effects
