@@ -163,7 +163,23 @@ def _views_on_cuda_share_their_base_and_version_counter():
         c.sum().backward()
 
 
+def _embedding_options_on_cuda_equal_cpu():
+    """scale_grad_by_freq counts the indices where they live; max_norm renormalises the looked-up rows."""
+    idx = np.array([[0, 2], [2, 4]])
+    out = []
+    for device in ("cpu", "cuda"):
+        w = jg.tensor(np.linspace(-1, 1, 15).reshape(5, 3), device=device, requires_grad=True)
+        y = jg.nn.functional.embedding(jg.tensor(idx, device=device), w, scale_grad_by_freq=True)
+        (y * jg.arange(12.0, device=device).reshape(2, 2, 3)).sum().backward()
+        w2 = jg.tensor(np.linspace(-1, 1, 15).reshape(5, 3), device=device)
+        y2 = jg.nn.functional.embedding(jg.tensor(idx, device=device), w2, max_norm=0.5)
+        out.append((w.grad.cpu().numpy(), y2.cpu().numpy(), w2.cpu().numpy()))
+    for a, b in zip(*out):
+        np.testing.assert_allclose(b, a, rtol=1e-12)
+
+
 if IN_CHILD:
+    test_embedding_options_on_cuda_equal_cpu = _embedding_options_on_cuda_equal_cpu
     test_views_on_cuda_share_their_base_and_version_counter = _views_on_cuda_share_their_base_and_version_counter
     test_indices_out_of_range_raise_at_the_next_wait = _indices_out_of_range_raise_at_the_next_wait
     test_dropout_on_cuda_equals_cpu = _dropout_on_cuda_equals_cpu

@@ -73,9 +73,10 @@ def _embedding_grad(g, s):
     idx = s.indices
     if s.padding_idx is not None:
         g = g.masked_fill((idx == s.padding_idx).unsqueeze(-1), 0.0)
-    if s.scale_grad_by_freq:
-        counts = np.bincount(idx._data.reshape(-1), minlength=s.weight_shape[0])
-        g = g / Tensor._wrap(counts[idx._data][..., None].astype(g.dtype.np))
+    if s.scale_grad_by_freq:  # each row's gradient divided by how often its index occurs (counted where idx lives)
+        flat = idx.reshape(-1)
+        counts = index_put_zeros(g.new_ones(flat.shape), (s.weight_shape[0],), (flat._data,), True)
+        g = g / counts.index_select(0, flat).reshape(idx.shape).unsqueeze(-1)
     return index_put_zeros(g.reshape(-1, s.weight_shape[1]), s.weight_shape, (idx._data.reshape(-1),), True)
 
 
