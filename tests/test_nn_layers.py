@@ -396,6 +396,17 @@ def test_embedding_padding_idx_gets_zero_grad(rng):
     assert nn.Embedding(5, 3, padding_idx=-1).padding_idx == 4
 
 
+def test_embedding_scale_grad_by_freq_divides_by_the_index_counts(rng):
+    idx = np.array([[0, 2, 2], [4, 2, 0]])
+    w = T(R(rng, 5, 3), True)
+    g = R(rng, 2, 3, 3)
+    F.embedding(T(idx), w, scale_grad_by_freq=True).backward(T(g))
+    counts = np.bincount(idx.reshape(-1), minlength=5)
+    expect = np.zeros((5, 3))
+    np.add.at(expect, idx.reshape(-1), (g / counts[idx][..., None]).reshape(-1, 3))
+    np.testing.assert_allclose(w.grad.numpy(), expect, rtol=1e-12)  # (not the derivative: no gradcheck)
+
+
 def test_embedding_max_norm_and_errors(rng):
     w = T(R(rng, 4, 3) * 5)
     F.embedding(T([0, 2]), w, max_norm=1.0)
