@@ -218,9 +218,10 @@ def _layout(a):
 
 def _bind(kernel, args):
     """The compiled overload that numba's dispatcher just launched for ``args``, and its packers."""
+    global _core
     from cuda import core
     from numba.cuda.cudadrv import driver
-    globals()["_core"] = core
+    _core = core
     if not _STREAM:
         _STREAM.append(driver._to_core_stream(0))
         _THREAD[0] = threading.get_ident()
