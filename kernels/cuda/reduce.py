@@ -13,7 +13,6 @@ of the CPU's primitives), and one template per algorithm generates the kernels o
 """
 import inspect
 import math
-import re
 
 import numpy as np
 from numba import cuda, float64, from_dtype
@@ -61,28 +60,8 @@ def {name}(src, src_w, pv, pw, out, v0, w0):
         v = v0
         w = w0
         if b < B:
-            # four independent states, so that four loads are in flight per thread
-            v1, w1, v2, w2, v3, w3 = v, w, v, w, v, w
-            r = r0 + ty
-            while r + 3 * tr < r1:
-                ra = r + tr
-                rb = ra + tr
-                rc = rb + tr
-                x0 = src[a, r, b]
-                x1 = src[a, ra, b]
-                x2 = src[a, rb, b]
-                x3 = src[a, rc, b]
-                v, w = {fold}(v, w, x0, {element_w})
-                v1, w1 = {fold}(v1, w1, x1, {element_w_a})
-                v2, w2 = {fold}(v2, w2, x2, {element_w_b})
-                v3, w3 = {fold}(v3, w3, x3, {element_w_c})
-                r = rc + tr
-            while r < r1:
+            for r in range(r0 + ty, r1, tr):
                 v, w = {fold}(v, w, src[a, r, b], {element_w})
-                r += tr
-            v, w = {fold}(v, w, v1, w1)
-            v2, w2 = {fold}(v2, w2, v3, w3)
-            v, w = {fold}(v, w, v2, w2)
         shv[t] = v
         shw[t] = w
         cuda.syncthreads()
@@ -158,8 +137,6 @@ def _kernel(template, name, kind, **fields):
     if k is None:
         r = KINDS[kind]
         fields = dict(dict(fold="_" + r.fold, final="_" + r.final, element_w=r.element_w), **fields)
-        for row in "abc":  # the element's w at the unrolled rows ra, rb, rc
-            fields["element_w_" + row] = re.sub(r"\br\b", "r" + row, fields["element_w"])
         k = _kernels[name] = L.generate(template, name, globals(), __file__, salt=_source(kind), threads=THREADS,
                                         **fields)
     return k
