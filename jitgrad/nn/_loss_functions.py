@@ -156,7 +156,7 @@ def _total_weight(input, target, weight, ignore_index):
     ignored and there are no weights, the nll kernel checks the indices and the error comes at the
     next copy to the host or synchronize, as PyTorch's device-side asserts do."""
     C = input.shape[1] if input.ndim > 1 else input.shape[0]
-    if weight is None and not 0 <= ignore_index < C and target.device.type == "cuda":
+    if weight is None and not 0 <= ignore_index < C and target._data.__class__ is not np.ndarray:
         # every target counts: the kernel checks the indices on the device (no wait for the queue here)
         return float(target.numel())
     t = target._host()

@@ -152,7 +152,7 @@ def launch(kernel, grid, block, *args):
         kernel[grid, block](*args)
         return
     key = (kernel,) + tuple(map(_argument_key, args))
-    bound = _BOUND.get(key) if threading.get_ident() == _THREAD[0] or _THREAD[0] is None else False
+    bound = _BOUND.get(key) if _THREAD[0] in (None, threading.get_ident()) else False
     if not bound:
         args = tuple(a.array.reshape(a.size) if a.__class__ is Flat else a for a in args)
         kernel[grid, block](*args)
