@@ -115,11 +115,8 @@ def bandwidth(mods, n, repeats):
 
 def _torch_reductions(n, repeats, copy_bw):
     """PyTorch's add and row/column sums on the same sizes, for comparison."""
-    try:
-        import torch
-        if not torch.cuda.is_available():
-            return []
-    except ImportError:
+    torch = _torch_cuda()
+    if torch is None:
         return []
     x, y, z = (torch.randn(n, device="cuda") for _ in range(3))
     side = int(np.sqrt(n))
@@ -133,17 +130,22 @@ def _torch_reductions(n, repeats, copy_bw):
     return rows
 
 
-def _library_copies(n, repeats):
-    """Seconds of a device-to-device copy of ``n`` float32 by the libraries installed beside jitgrad."""
-    out = {}
+def _torch_cuda():
+    """PyTorch, for the comparison rows, where it is installed with a usable GPU; else None."""
     try:
         import torch
-        if torch.cuda.is_available():
-            x, y = torch.empty(n, device="cuda"), torch.empty(n, device="cuda")
-            out["PyTorch copy_"] = event_seconds(_torch_events(torch), lambda: y.copy_(x), repeats)
     except ImportError:
-        pass
-    return out
+        return None
+    return torch if torch.cuda.is_available() else None
+
+
+def _library_copies(n, repeats):
+    """Seconds of a device-to-device copy of ``n`` float32 by the libraries installed beside jitgrad."""
+    torch = _torch_cuda()
+    if torch is None:
+        return {}
+    x, y = torch.empty(n, device="cuda"), torch.empty(n, device="cuda")
+    return {"PyTorch copy_": event_seconds(_torch_events(torch), lambda: y.copy_(x), repeats)}
 
 
 def _torch_events(torch):
@@ -168,17 +170,14 @@ def gemm(mods, size, repeats):
             MM._CUPY[:] = []
         rows.append(("matmul %d^3 float32 (numba tiled kernel)" % size, tn, "%.0f GFLOP/s" % (2 * size ** 3 / tn / 1e9),
                      "%.1fx cuBLAS's time" % (tn / t)))
-    try:
-        import torch
-        if torch.cuda.is_available():
-            ta = torch.randn(size, size, device="cuda")
-            tb = torch.randn(size, size, device="cuda")
-            torch.set_float32_matmul_precision("highest")
-            tt = host_seconds(lambda: ta @ tb, torch.cuda.synchronize, repeats, inner=3)
-            rows.append(("PyTorch matmul %d^3 float32 (no TF32)" % size, tt,
-                         "%.0f GFLOP/s" % (2 * size ** 3 / tt / 1e9), "jitgrad at %.2fx PyTorch's time" % (t / tt)))
-    except ImportError:
-        pass
+    torch = _torch_cuda()
+    if torch is not None:
+        ta = torch.randn(size, size, device="cuda")
+        tb = torch.randn(size, size, device="cuda")
+        torch.set_float32_matmul_precision("highest")
+        tt = host_seconds(lambda: ta @ tb, torch.cuda.synchronize, repeats, inner=3)
+        rows.append(("PyTorch matmul %d^3 float32 (no TF32)" % size, tt,
+                     "%.0f GFLOP/s" % (2 * size ** 3 / tt / 1e9), "jitgrad at %.2fx PyTorch's time" % (t / tt)))
     return rows
 
 
@@ -200,13 +199,10 @@ def launch_overhead(mods, repeats, n=16):
     rows, times = [], {}
     cases = [("kernel call E.run('add')", chain(lambda a, b: E.run("add", np.float32, a, b), da, db), cuda.synchronize),
              ("jitgrad tensors a + b", chain(lambda a, b: a + b, ta, tb), cuda.synchronize)]
-    try:
-        import torch
-        if torch.cuda.is_available():
-            xa, xb = torch.from_numpy(ha).cuda(), torch.from_numpy(hb).cuda()
-            cases.append(("PyTorch a + b", chain(lambda a, b: a + b, xa, xb), torch.cuda.synchronize))
-    except ImportError:
-        pass
+    torch = _torch_cuda()
+    if torch is not None:
+        xa, xb = torch.from_numpy(ha).cuda(), torch.from_numpy(hb).cuda()
+        cases.append(("PyTorch a + b", chain(lambda a, b: a + b, xa, xb), torch.cuda.synchronize))
     for label, fn, sync in cases:
         times[label] = host_seconds(fn, sync, repeats, inner=1) / ops
     torch_t = times.get("PyTorch a + b")
@@ -311,12 +307,9 @@ def training(mods, repeats):
     rows, times = [], {}
     steps = [("jitgrad kernels, hand-written step", lambda: mlp_step_on_kernels(mods), cuda.synchronize),
              ("jitgrad tensors + autograd, device='cuda'", mlp_step_on_tensors, cuda.synchronize)]
-    try:
-        import torch
-        if torch.cuda.is_available():
-            steps.append(("PyTorch CUDA", mlp_step_in_torch, torch.cuda.synchronize))
-    except ImportError:
-        pass
+    torch = _torch_cuda()
+    if torch is not None:
+        steps.append(("PyTorch CUDA", mlp_step_in_torch, torch.cuda.synchronize))
     for label, make, sync in steps:
         try:
             step = make()
