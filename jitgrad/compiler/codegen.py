@@ -238,7 +238,7 @@ def _emit_group(graph, g, k, ns, lines, device=False, reuse=None):
         parallel = g.size >= config.PARALLEL_THRESHOLD
         rng = "prange" if parallel else "range"
         if g.reductions:
-            kbody = "\n".join(pre + _blocked_reductions(g, name_of, body, rng))
+            kbody = "\n".join(pre + _blocked_reductions(graph, g, name_of, body, rng))
         else:
             kbody = "\n".join(pre + ["    for i in %s(n):" % rng] + body)
         key = hashlib.sha1(("%s\n%s\n%s" % (_SCALARS_STAMP, parallel, kbody)).encode()).hexdigest()[:20]
@@ -287,25 +287,37 @@ def _emit_group(graph, g, k, ns, lines, device=False, reuse=None):
     return ksrc, hit
 
 
-# A loop with full reductions runs over blocks of this many elements: the block's values go to a buffer,
-# summed in float64 (as the eager sums of float32) by a loop of their own. A running sum in the
-# element loop itself would keep LLVM from vectorizing that loop, transcendental math included.
+# A loop with full reductions runs over blocks of this many elements: the block's values go to a buffer
+# of their own dtype, which a second loop sums into LANES float64 partial sums (as the eager sums of
+# float32 accumulate). A running sum in the element loop, or a float64 buffer, would keep LLVM from
+# vectorizing the element loop, transcendental math included; independent lanes vectorize the sum.
 BLOCK = 2048
+LANES = 16
 
 
-def _blocked_reductions(g, name_of, body, rng):
+def _blocked_reductions(graph, g, name_of, body, rng):
     """The loop of a group with reductions (``body`` is the element loop's lines, indexed by i)."""
     k = len(g.reductions)
     lines = ["    nb = (n + %d) // %d" % (BLOCK - 1, BLOCK)]
     lines += ["    part%d = np.empty(nb)" % j for j in range(k)]
     lines += ["    for b in %s(nb):" % rng,
               "        lo = b * %d" % BLOCK,
-              "        hi = min(n, lo + %d)" % BLOCK]
-    lines += ["        buf%d = np.empty(%d)" % (j, BLOCK) for j in range(k)]
+              "        hi = min(n, lo + %d)" % BLOCK,
+              "        m = hi - lo"]
+    lines += ["        buf%d = np.empty(%d, %s)" % (j, BLOCK, NUMPY_CASTS[graph.meta(v)[1]])
+              for j, (_, _, v) in enumerate(g.reductions)]
     lines += ["        for i in range(lo, hi):"] + ["    " + ln for ln in body]
     lines += ["            buf%d[i - lo] = %s" % (j, name_of[v]) for j, (_, _, v) in enumerate(g.reductions)]
     for j in range(k):
-        lines += ["        s = 0.0", "        for q in range(hi - lo):", "            s += buf%d[q]" % j,
+        lines += ["        lane = np.zeros(%d)" % LANES,
+                  "        for q in range(0, m - %d, %d):" % (LANES - 1, LANES),
+                  "            for l in range(%d):" % LANES,
+                  "                lane[l] += buf%d[q + l]" % j,
+                  "        s = 0.0",
+                  "        for q in range(m - m %% %d, m):" % LANES,
+                  "            s += buf%d[q]" % j,
+                  "        for l in range(%d):" % LANES,
+                  "            s += lane[l]",
                   "        part%d[b] = s" % j]
     for j, (_, kind, _) in enumerate(g.reductions):
         lines += ["    acc = 0.0", "    for b in range(nb):", "        acc += part%d[b]" % j,

@@ -69,7 +69,12 @@ def explain(fn, *args, fullgraph=False, **kwargs):
                     ["%r" % x for x in a] + ["%s=%r" % kv for kv in kw.items()]))
             lines.append("  %s (%s)" % (what, where))
     if not var.eager:
-        lines += _graph_lines("Forward", var.graph, var.plan)
+        if var.joint is not None:
+            lines.append("Forward and gradients in one plan (a scalar of elementwise math): the backward only "
+                         "scales the gradients by the output's")
+            lines += _graph_lines("Forward", var.joint[0], var.plan)
+        else:
+            lines += _graph_lines("Forward", var.graph, var.plan)
         if var.bplan is not None:
             lines += _graph_lines("Backward", var.bgraph, var.bplan)
     else:

@@ -107,17 +107,8 @@ def with_recompute(fg, bg, outputs):
             fmap[fv] = ng.add(fg.arrays[fv], ("fwd", fv))
         return fmap[fv]
 
-    def copy(node, remap):
-        args = tuple(remap(a) if a.__class__ is Ref else a for a in node.args)
-        params = {k: remap(p) if p.__class__ is Ref else p for k, p in node.params.items()}
-        return args, params
-
     for i in sorted(need):
-        node = fg.nodes[i]
-        args, params = copy(node, fval)
-        outs = tuple(ng.add(fg.arrays[o], ("op", len(ng.nodes))) for o in node.outs)
-        fmap.update(zip(node.outs, outs))
-        ng.nodes.append(Node(node.op, args, params, outs, node.cnp, node.convert))
+        _append(ng, fg, fg.nodes[i], fval, fmap)
     bmap = {}
     for v, kind in enumerate(bg.kinds):
         if kind[0] == "fwd":
@@ -125,10 +116,42 @@ def with_recompute(fg, bg, outputs):
         elif kind[0] != "op":
             bmap[v] = ng.add(bg.arrays[v], kind)
     for node in bg.nodes:
-        args, params = copy(node, bmap.__getitem__)
-        outs = tuple(ng.add(bg.arrays[o], ("op", len(ng.nodes))) for o in node.outs)
-        bmap.update(zip(node.outs, outs))
-        ng.nodes.append(Node(node.op, args, params, outs, node.cnp, node.convert))
+        _append(ng, bg, node, bmap.__getitem__, bmap)
+    return ng, [bmap[v] for v in outputs]
+
+
+def _append(ng, src, node, remap, vmap):
+    """Append a copy of ``node`` of graph ``src`` to graph ``ng``, its operands renamed by ``remap``; its
+    results' new values go into ``vmap``."""
+    args = tuple(remap(a) if a.__class__ is Ref else a for a in node.args)
+    params = {k: remap(p) if p.__class__ is Ref else p for k, p in node.params.items()}
+    outs = tuple(ng.add(src.arrays[o], ("op", len(ng.nodes))) for o in node.outs)
+    vmap.update(zip(node.outs, outs))
+    ng.nodes.append(Node(node.op, args, params, outs, node.cnp, node.convert))
+
+
+def elementwise_backward(bg):
+    """Whether backward graph ``bg`` is elementwise math, full sums and views only (what fuses into loops)."""
+    return all(fusable(bg, node) or node.op.name in REDUCTIONS or node.op.view for node in bg.nodes)
+
+
+def joint_graph(fg, bg, outputs, ones):
+    """Forward graph ``fg`` followed by its backward graph ``bg`` at an output gradient of one, the
+    external tensor ``ones``: one plan then computes a scalar output and its gradients (``outputs`` of
+    ``bg``) in the same loops, and saves nothing for the backward, which only scales them. Returns
+    (graph, the gradient values in it)."""
+    ng = Graph()
+    ng.arrays, ng.kinds, ng.nodes = list(fg.arrays), list(fg.kinds), list(fg.nodes)
+    bmap = {}
+    for v, kind in enumerate(bg.kinds):
+        if kind[0] == "fwd":
+            bmap[v] = Ref(kind[1])
+        elif kind[0] == "grad":
+            bmap[v] = ng.add(ones._data, ("ext", ones))
+        elif kind[0] != "op":
+            bmap[v] = ng.add(bg.arrays[v], kind)
+    for node in bg.nodes:
+        _append(ng, bg, node, bmap.__getitem__, bmap)
     return ng, [bmap[v] for v in outputs]
 
 
@@ -138,13 +161,16 @@ def plan_groups(graph, live_out, reductions=True):
     node between its members reads none of its values."""
     groups, owner = [], {}
     cur = None
+    reduced = set()  # the current group's reduction results: known only once its loop has ended
     for i, node in enumerate(graph.nodes):
         if fusable(graph, node):
             form = scalar_form(node)
             shape = graph.meta(node.outs[0])[0]
-            if cur is None or cur.shape != shape or cur.reductions or len(cur.members) >= MAX_MEMBERS:
+            if (cur is None or cur.shape != shape or len(cur.members) >= MAX_MEMBERS
+                    or any(a in reduced for a in node.refs())):
                 cur = Group(shape)
                 groups.append(cur)
+                reduced = set()
             cur.members.append((i, form[0], form[1]))
             cur.produced.add(node.outs[0])
             owner[i] = cur
@@ -153,9 +179,10 @@ def plan_groups(graph, live_out, reductions=True):
                 and node.args[0] in cur.produced and graph.meta(node.args[0])[0] == cur.shape
                 and graph.meta(node.outs[0])[1].kind == "f"):
             cur.reductions.append((i, REDUCTIONS[node.op.name], node.args[0]))
+            reduced.add(node.outs[0])
             owner[i] = cur
             continue
-        if cur is not None and any(a in cur.produced for a in node.refs()):
+        if cur is not None and any(a in cur.produced or a in reduced for a in node.refs()):
             cur = None  # this node needs the group's values: the group runs before it
     # values read outside their group are written out
     used_outside = {}

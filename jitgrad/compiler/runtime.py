@@ -6,6 +6,7 @@ import warnings
 import numpy as np
 
 from .._device import backend
+from ..kernels import config
 from .._grad_mode import STATE, enable_grad, no_grad
 from .._graph import Node, accumulate_into, edge
 from .._op import dispatch
@@ -15,7 +16,7 @@ from ..autograd import engine
 from . import stats
 from .capture import BACKWARD, Ref, Unsupported, trace, trace_backward
 from .tape import compile_plan
-from .fusion import with_recompute
+from .fusion import elementwise_backward, joint_graph, with_recompute
 
 MAX_VARIANTS = 8
 
@@ -77,6 +78,11 @@ def tensor_key(t):
 
 
 # ------------------------------------------------------------------ one traced variant
+# A scalar's gradients are computed by its forward plan where its arrays are this large (memory-bound loops,
+# where one pass instead of two pays); smaller graphs keep a backward plan of their own.
+JOINT_MIN_SIZE = config.PARALLEL_THRESHOLD
+
+
 class Variant:
     """One trace of a function for one guard key: its forward plan and, where inputs need gradients,
     its backward plan. A graph break makes it an eager variant (``eager`` holds the reasons)."""
@@ -99,6 +105,7 @@ class Variant:
         self.breaks = g.breaks
         self.eager = bool(g.breaks)
         self.bplan = None
+        self.joint = None  # (graph, gradient values) of a scalar whose forward plan computes its gradients
         self.exts = []
         self.effects = self.pre = self.post = self.spent = self.accumulate = []
         if self.eager:
@@ -135,7 +142,9 @@ class Variant:
                              if t._requires_grad and t.grad_fn is not None and g.kinds[out_vals[k]][0] == "op"]
             if grad_outs:
                 bg, grads = trace_backward(g, [out_leaves[k] for k in grad_outs], [t for _, t in leaves])
-                if not self._backward_plan(g, bg, grads, [v for v, _ in leaves], owner):
+                if self._joint(g, bg, grads, [v for v, _ in leaves], owner, [out_vals[k] for k in grad_outs]):
+                    g, extra = self.joint
+                elif not self._backward_plan(g, bg, grads, [v for v, _ in leaves], owner):
                     grad_outs = []
         saved_vals = getattr(self, "saved_vals", [])
         self.grad_outs = grad_outs
@@ -160,6 +169,9 @@ class Variant:
         for v in out_vals:
             self.out_kinds.append(pos.get(v, -1))
         self.leaf_sources = [self._source(v, tensors) for v in getattr(self, "leaf_vals", [])]
+        if self.joint is not None:  # the region's inputs the backward would read: version-checked when it runs
+            fwd_pos = {b: i for i, b in enumerate(self.boundary)}
+            self.joint_reads = sorted({fwd_pos[k[1]] for k in bg.kinds if k[0] == "fwd" and k[1] in fwd_pos})
         if self.effects:
             self._effect_steps(g, out_vals, saved_vals, bw)
         stats.record(owner.name, self)
@@ -176,6 +188,23 @@ class Variant:
         self.saved_vals = sorted({k[1] for k in bg.kinds if k[0] == "fwd" and g.kinds[k[1]][0] == "op"})
         self.bplan = compile_plan(bg, grad_vals, owner.fuse, "backward")
         self.bsources = [bg.kinds[v] for v in self.bplan.boundary]
+        return True
+
+    def _joint(self, g, bg, grads, leaf_vals, owner, grad_out_vals):
+        """A scalar output on the CPU whose backward is elementwise math (and full sums): its gradients at an
+        output gradient of one come out of the forward plan's own loops (``self.joint``); the backward only
+        scales them. True where that applies."""
+        out = g.arrays[grad_out_vals[0]]
+        grad_vals = [gr for gr in grads if gr is not None]
+        if not (owner.fuse and len(grad_out_vals) == 1 and out.__class__ is np.ndarray and out.ndim == 0
+                and grad_vals and max(a.size for a in g.arrays) >= JOINT_MIN_SIZE and elementwise_backward(bg)):
+            return False
+        joint = joint_graph(g, bg, grad_vals, Tensor._wrap(np.ones((), out.dtype)))
+        if any(joint[0].kinds[v][0] != "op" for v in joint[1]):  # a gradient that is an input: no loop to fuse
+            return False
+        self.leaf_vals = [v for v, gr in zip(leaf_vals, grads) if gr is not None]
+        self.saved_vals = []
+        self.joint = joint
         return True
 
     def _outputs_spent(self, g, lv, out_leaves, out_vals):
@@ -341,6 +370,8 @@ class CompiledFunctionBackward(Node):
         v = self.variant
         if STATE.grad_enabled:
             return self._replay(grads)
+        if v.joint is not None:
+            return self._scaled(grads[0])
         args = []
         for kind, x in v.bargs:
             if kind == 0:  # an output's gradient
@@ -353,6 +384,21 @@ class CompiledFunctionBackward(Node):
             else:  # a constant of the backward graph
                 args.append(x._data)
         return [Tensor._wrap(r) for r in v.bplan.fn(*args)]
+
+    def _scaled(self, g):
+        """The gradients the forward plan computed at an output gradient of one, times ``g``. They are handed
+        over once; a retained graph's next backward computes them again from the (version-checked) inputs."""
+        v = self.variant
+        for x in v.joint_reads:
+            self.saved_inputs[x].unpack_data()  # PyTorch's error for an input changed in place since
+        grads = self.saved
+        if grads is None:
+            grads = v.plan.fn(*[s.unpack_data() for s in self.saved_inputs])[len(v.out_vals):]
+        self.saved = None
+        d = g._data
+        if d != 1:  # new arrays: a gradient may be a view of a plan constant
+            grads = [a * d.astype(a.dtype) for a in grads]
+        return [Tensor._wrap(a) for a in grads]
 
     def _replay(self, grads):
         """create_graph: the region's ops again through dispatch (recorded), then the engine's grad."""
