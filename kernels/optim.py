@@ -158,6 +158,16 @@ _radam_step = njit(inline="always")(radam_step)
 # ---------------------------------------------------------------- CPU loops
 def _sgd(p, grad, buf, lr, momentum, dampening, weight_decay, nesterov, maximize, first_step):
     has_buf = buf.shape[0] != 0
+    # The usual steps get loops of their own: with their options constant LLVM drops the branches and
+    # vectorizes the loop (momentum: 0.09 instead of 0.2 ms for 400k float32 on two threads).
+    if not (nesterov or maximize or first_step) and weight_decay == 0:
+        if has_buf:
+            for i in prange(p.shape[0]):
+                p[i], buf[i] = _sgd_step(p[i], grad[i], buf[i], lr, momentum, dampening, 0.0, False, False, False)
+        else:
+            for i in prange(p.shape[0]):
+                p[i] = _sgd_step(p[i], grad[i], 0.0, lr, 0.0, 0.0, 0.0, False, False, False)[0]
+        return
     for i in prange(p.shape[0]):
         b = buf[i] if has_buf else 0.0
         p[i], b = _sgd_step(p[i], grad[i], b, lr, momentum, dampening, weight_decay, nesterov, maximize, first_step)
@@ -167,6 +177,12 @@ def _sgd(p, grad, buf, lr, momentum, dampening, weight_decay, nesterov, maximize
 
 def _adam(p, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, lr, beta1, beta2, eps, weight_decay, decoupled, amsgrad,
           maximize, bias_correction1, bias_correction2_sqrt):
+    if not (amsgrad or maximize):  # the usual step, a loop of its own (see _sgd): 0.4 instead of 0.6 ms
+        for i in prange(p.shape[0]):
+            p[i], exp_avg[i], exp_avg_sq[i], _ = _adam_step(
+                p[i], grad[i], exp_avg[i], exp_avg_sq[i], 0.0, lr, beta1, beta2, eps, weight_decay, decoupled, False,
+                False, bias_correction1, bias_correction2_sqrt)
+        return
     for i in prange(p.shape[0]):
         v_max = max_exp_avg_sq[i] if amsgrad else 0.0
         p[i], exp_avg[i], exp_avg_sq[i], v_max = _adam_step(

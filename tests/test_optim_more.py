@@ -261,3 +261,26 @@ def _compile_ptx():
 
 if __name__ == "__main__" and sys.argv[1:] == ["ptx"]:
     _compile_ptx()
+
+
+@pytest.mark.parametrize("n", [100, 70_000])  # the serial loop, and the parallel one
+@pytest.mark.parametrize("momentum,weight_decay,nesterov,maximize", [
+    (0.0, 0.0, False, False), (0.9, 0.0, False, False),  # the two steps with loops of their own
+    (0.0, 0.1, False, True), (0.9, 0.1, False, False), (0.9, 0.0, True, False), (0.9, 0.0, False, True)])
+def test_sgd_loops_follow_pytorchs_update(n, momentum, weight_decay, nesterov, maximize):
+    from jitgrad.kernels import optim as kernels
+    rng = np.random.default_rng(7)
+    p, g, b = (rng.standard_normal(n) for _ in range(3))
+    lr, dampening = 0.05, 0.0
+    for first in (True, False):
+        want_p, want_b = p.copy(), b.copy()
+        d = (-g if maximize else g) + weight_decay * want_p
+        if momentum:
+            want_b = d.copy() if first else momentum * want_b + (1 - dampening) * d
+            d = d + momentum * want_b if nesterov else want_b
+        want_p -= lr * d
+        buf = b if momentum else np.empty(0)
+        kernels.update("sgd", p, g, buf, lr, momentum, dampening, weight_decay, nesterov, maximize, first)
+        np.testing.assert_allclose(p, want_p, rtol=1e-13, atol=1e-15)
+        if momentum:
+            np.testing.assert_allclose(b, want_b, rtol=1e-13, atol=1e-15)
