@@ -366,10 +366,33 @@ def _flat(a, xp, back):
     return xp.reshape(a, (a.size,))
 
 
+def _ready(kernel, p, args):
+    """The loop's arguments as ``prepare`` gives them where every array already fits (NumPy arrays of the
+    parameter's shape and dtype, C-contiguous, writable): the usual case, checked without building the
+    error messages' inputs; None otherwise (``prepare`` then checks, copies or raises)."""
+    shape, dtype = p.shape, p.dtype
+    if p.__class__ is not np.ndarray or not (p.flags.c_contiguous and p.flags.writeable):
+        return None
+    flat = list(args)
+    for pos, _, option in _LAYOUT[kernel]:
+        x = args[pos]
+        if option is not None and x.size == 0 and not args[option] > 0:
+            if x.__class__ is not np.ndarray or x.dtype != dtype:
+                return None
+            continue  # an unused buffer: passed as it is (empty)
+        if (x.__class__ is not np.ndarray or x.shape != shape or x.dtype != dtype or not x.flags.c_contiguous
+                or pos and not x.flags.writeable):
+            return None
+        flat[pos] = x.reshape(-1)
+    return [p.reshape(-1)] + flat
+
+
 def update(kernel, p, *args):
     """Run the fused update ``kernel`` on the CPU over parameter ``p`` and the loop's arguments ``args``
     (checked and flattened by ``prepare``)."""
-    flat, back = prepare(kernel, p, args, _cpu)
+    flat, back = _ready(kernel, p, args), ()
+    if flat is None:
+        flat, back = prepare(kernel, p, args, _cpu)
     serial, parallel = KERNELS[kernel]
     (parallel if p.size >= config.PARALLEL_THRESHOLD else serial)(*flat)
     for dst, src in back:
