@@ -100,7 +100,9 @@ def test_whole_step_matches_eager(name):
     inner = fn._jitgrad_compiled
     assert len(inner.variants) == 1
     var = next(iter(inner.variants.values()))
-    assert not var.eager and var.bplan is not None  # compiled: forward, backward and the update in one plan
+    # compiled: the forward and the gradients in one plan (no backward plan), then the update
+    assert not var.eager and var.joint is not None and var.bplan is None
+    assert var.bgraph is not None and "def forward(" in var.plan.source and var.plan.source.count("\n    return") == 1
     runs = []
     plan = var.plan.fn
     var.plan.fn = lambda *a: runs.append(1) or plan(*a)

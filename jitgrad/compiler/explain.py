@@ -1,4 +1,5 @@
 """explain(fn, *args): the captured graph, fused groups, graph breaks, guards and generated source."""
+from .capture import BACKWARD
 from .runtime import CompiledFunction, Variant
 
 
@@ -62,7 +63,7 @@ def explain(fn, *args, fullgraph=False, **kwargs):
         for k, (pos, kind, owner, fn, a, kw) in enumerate(var.effects):
             where = "before the forward plan" if k < len(var.pre) else "after it"
             if fn is None:
-                what = "backward plan, gradients accumulated into .grad of %d leaves" % len(var.accumulate)
+                what = "gradients (from the plan) accumulated into .grad of %d leaves" % len(var.accumulate)
             else:
                 a = a[1:] if a and a[0] is owner else a
                 what = "%s.%s(%s)" % (type(owner).__name__, kind.split(".")[-1], ", ".join(
@@ -70,8 +71,9 @@ def explain(fn, *args, fullgraph=False, **kwargs):
             lines.append("  %s (%s)" % (what, where))
     if not var.eager:
         if var.joint is not None:
-            lines.append("Forward and gradients in one plan (a scalar of elementwise math): the backward only "
-                         "scales the gradients by the output's")
+            lines.append("Forward and gradients in one plan (%s)" % (
+                "a training step" if var.effects and any(e[1] == BACKWARD for e in var.effects) else
+                "a scalar of elementwise math: the backward only scales the gradients by the output's"))
             lines += _graph_lines("Forward", var.joint[0], var.plan)
         else:
             lines += _graph_lines("Forward", var.graph, var.plan)

@@ -135,11 +135,11 @@ def elementwise_backward(bg):
     return all(fusable(bg, node) or node.op.name in REDUCTIONS or node.op.view for node in bg.nodes)
 
 
-def joint_graph(fg, bg, outputs, ones):
-    """Forward graph ``fg`` followed by its backward graph ``bg`` at an output gradient of one, the
-    external tensor ``ones``: one plan then computes a scalar output and its gradients (``outputs`` of
-    ``bg``) in the same loops, and saves nothing for the backward, which only scales them. Returns
-    (graph, the gradient values in it)."""
+def joint_graph(fg, bg, outputs, grad):
+    """Forward graph ``fg`` followed by its backward graph ``bg`` (of one output), whose output gradient is
+    ``grad``: a value of ``fg`` (a Ref) or an external tensor (ones). One plan then computes the forward and
+    the gradients (``outputs`` of ``bg``), in the same loops where they fuse, and keeps nothing for a backward
+    plan. Returns (graph, the gradient values in it)."""
     ng = Graph()
     ng.arrays, ng.kinds, ng.nodes = list(fg.arrays), list(fg.kinds), list(fg.nodes)
     bmap = {}
@@ -147,7 +147,7 @@ def joint_graph(fg, bg, outputs, ones):
         if kind[0] == "fwd":
             bmap[v] = Ref(kind[1])
         elif kind[0] == "grad":
-            bmap[v] = ng.add(ones._data, ("ext", ones))
+            bmap[v] = grad if grad.__class__ is Ref else ng.add(grad._data, ("ext", grad))
         elif kind[0] != "op":
             bmap[v] = ng.add(bg.arrays[v], kind)
     for node in bg.nodes:

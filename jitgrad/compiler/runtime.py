@@ -104,8 +104,10 @@ class Variant:
             g.breaks.append(("tensors on more than one device", "<function>"))
         self.breaks = g.breaks
         self.eager = bool(g.breaks)
-        self.bplan = None
-        self.joint = None  # (graph, gradient values) of a scalar whose forward plan computes its gradients
+        self.bplan = self.bgraph = None
+        # (graph, gradient values) where the forward plan computes the gradients too: a training step's, or
+        # a scalar's (of elementwise math, see _joint)
+        self.joint = None
         self.exts = []
         self.effects = self.pre = self.post = self.spent = self.accumulate = []
         if self.eager:
@@ -124,11 +126,17 @@ class Variant:
             lv, self.grad_input, bleaves, bg, grads = bw
             if not self._outputs_spent(g, lv, out_leaves, out_vals):
                 return
-            if not self._backward_plan(g, bg, grads, [g.by_id[id(t._data)] for t in bleaves], owner):
+            if not any(gr is not None for gr in grads):
                 bw = None  # no leaf gets a gradient: the backward changes nothing
                 self.effects = [e for e in self.effects if e[1] != BACKWARD]
-            elif self.grad_input is not None and g.kinds[self.grad_input][0] == "op":
-                extra = [self.grad_input]
+            else:  # the step's gradients come out of its one plan, with the forward
+                self.leaf_vals = [g.by_id[id(t._data)] for t, gr in zip(bleaves, grads) if gr is not None]
+                loss = g.arrays[lv]
+                grad = Ref(self.grad_input) if self.grad_input is not None else Tensor._wrap(
+                    backend(loss).full(loss.shape, 1, loss.dtype))
+                self.bgraph = bg
+                self.joint = joint_graph(g, bg, [gr for gr in grads if gr is not None], grad)
+                g, extra = self.joint
         else:
             boundary = [Ref(v) for v, k in enumerate(g.kinds) if k[0] != "op"]
             leaves = []
@@ -204,7 +212,7 @@ class Variant:
             return False
         self.leaf_vals = [v for v, gr in zip(leaf_vals, grads) if gr is not None]
         self.saved_vals = []
-        self.joint = joint
+        self.bgraph, self.joint = bg, joint
         return True
 
     def _outputs_spent(self, g, lv, out_leaves, out_vals):
@@ -238,36 +246,17 @@ class Variant:
         self.post = [(fn, args, kwargs) for _, _, _, fn, args, kwargs in self.effects[len(self.pre):]]
         if bw is None:
             return
-        n = len(out_vals) + len(saved_vals)
-        gv = self.grad_input
-        pos = {v: i for i, v in enumerate(self.boundary)}
-        # where the loss's gradient comes from: ones, a plan result, or a plan argument
-        loss = g.arrays[bw[0]]
-        self.grad_from = ("ones", backend(loss).full(loss.shape, 1, loss.dtype)) if gv is None else \
-            ("res", n) if g.kinds[gv][0] == "op" else ("arg", pos[gv])
         # each gradient: the leaf it goes to (input position or tensor), and whether the array must be copied
-        # (one array for two leaves, or an array the plan does not own)
-        outs = self.bplan.outputs
-        owned = {v for v, k in enumerate(self.bgraph.kinds) if k[0] == "op"}
+        # (one array for two leaves or also returned, or an array the plan does not own)
+        graph, outs = self.joint
+        owned = {v for v, k in enumerate(graph.kinds) if k[0] == "op"} - set(out_vals)
         self.accumulate = [(src[1], src[0] == "input", outs.count(o) > 1 or o not in owned)
                            for src, o in zip(self.leaf_sources, outs)]
 
-    def _backward(self, tensors, arrays, res):
-        """A captured ``loss.backward()``: the backward plan, then each gradient into its leaf's ``.grad`` as
-        the engine's AccumulateGrad does (a new tensor, else added in place)."""
-        n = len(self.out_vals)
-        args = []
-        for kind, x in self.bargs:
-            if kind == 0:  # the loss's gradient
-                how, where = self.grad_from
-                args.append(where if how == "ones" else res[where] if how == "res" else arrays[where])
-            elif kind == 1:  # a forward value the forward plan saved
-                args.append(res[n + x])
-            elif kind == 2:  # an input of the region
-                args.append(arrays[x])
-            else:  # a constant of the backward graph
-                args.append(x._data)
-        grads = self.bplan.fn(*args)
+    def _backward(self, tensors, res):
+        """A captured ``loss.backward()``: each gradient the plan computed into its leaf's ``.grad`` as the
+        engine's AccumulateGrad does (a new tensor, else added in place)."""
+        grads = res[len(self.out_vals):]
         with no_grad():
             for (src, is_input, copy), a in zip(self.accumulate, grads):
                 t = tensors[src] if is_input else src
@@ -322,7 +311,7 @@ class Variant:
                 outs.append(Tensor._wrap(res[k]))
         for fn, args, kwargs in self.post:
             if fn is None:
-                self._backward(tensors, arrays, res)
+                self._backward(tensors, res)
             else:
                 fn(*args, **kwargs)
         if self.spent:

@@ -8,7 +8,7 @@ from ..kernels import config
 def record(name, variant):
     plans = [p for p in (variant.plan, variant.bplan) if p is not None]
     entry = {"function": name, "nodes": len(variant.graph.nodes),
-             "backward_nodes": len(variant.bgraph.nodes) if variant.bplan is not None else 0,
+             "backward_nodes": len(variant.bgraph.nodes) if variant.bgraph is not None else 0,
              "fused_groups": sum(len(p.groups) for p in plans),
              "tape_instructions": sum(p.instructions for p in plans),
              "compile_seconds": sum(p.seconds for p in plans),
