@@ -207,3 +207,18 @@ def test_plan_buffers_never_hands_out_an_escaping_or_live_buffer():
                 at = max(owner[i].indices()) if i in owner else i
                 if derived & set(n.refs()):
                     assert at < pos[o] or (in_place and at == pos[o]), (fn.__name__, o, u, i)
+
+
+def test_a_reshape_to_its_own_shape_is_its_input_inside_a_plan_but_a_new_array_when_returned():
+    x, w = _leaves((4, 3), (4, 3))
+
+    def f(x, w):
+        h = (x * w).exp().reshape(4, 3)  # its own shape: the plan goes on with the same array
+        return (h + 1).sum(), x.reshape(4, 3), (x * 2).reshape(4, 3)
+    cf = _check(f, [x, w])
+    assert "reshape to its own shape" in _variant(cf).plan.source
+    out = cf(x, w)
+    xs = x.detach().numpy()
+    assert out[1].detach().numpy() is not xs and np.shares_memory(out[1].detach().numpy(), xs)  # a view, as eager
+    np.testing.assert_allclose(out[2].detach().numpy(), 2 * xs)
+    np.testing.assert_allclose(out[0].item(), (np.exp(xs * w.detach().numpy()) + 1).sum())

@@ -69,13 +69,22 @@ def generate(graph, outputs, fuse=True, name="plan"):
                 hits += hit
                 _free(lines, last_use, i, held)
             continue
-        _emit_node(node, i, ns, lines, device)
+        if (node.op.name in SAME_SHAPE_IS_INPUT and graph.meta(node.args[0]) == graph.meta(node.outs[0])
+                and node.outs[0] not in outputs):  # (a returned value stays an array of its own)
+            lines.append("    v%d = v%d  # %s to its own shape" % (node.outs[0], node.args[0], node.op.name))
+        else:
+            _emit_node(node, i, ns, lines, device)
         _free(lines, last_use, i, held)
     lines.append("    return (%s)" % "".join("v%d, " % v for v in outputs))
     source = "\n".join(lines) + "\n"
     exec(compile(source, "<jitgrad.compile %s>" % name, "exec"), ns)
     return Compiled(ns[name], source, kernel_sources, groups, time.perf_counter() - start, hits, boundary,
                     list(outputs))
+
+
+# view ops whose result, where it has its input's shape, is the input as it is (the VJP formulas reshape
+# gradients to the shapes they have already: each such op would be a call)
+SAME_SHAPE_IS_INPUT = frozenset(("reshape", "view", "expand", "squeeze", "squeeze_dim"))
 
 
 def _last_uses(graph, outputs, owner, emit_at):
