@@ -77,9 +77,6 @@ _F = np.float32
 _LOG2E_F, _LN2_HI_F, _LN2_LO_F = _F(_LOG2E), _F(0.693359375), _F(math.log(2) - 0.693359375)
 (_F0, _F1, _F2, _HALF_F) = _F(0), _F(1), _F(2), _F(0.5)
 (_F3, _F4, _F5, _F6, _F7) = [_F(1.0 / math.factorial(i)) for i in range(3, 8)]
-# odd Taylor series of tanh to x^13: below 0.4, within 4e-9 relative (where (1 - e) / (1 + e) cancels)
-(_T3, _T5, _T7, _T9, _T11, _T13) = [_F(c) for c in (-1 / 3, 2 / 15, -17 / 315, 62 / 2835, -1382 / 155925,
-                                                      21844 / 6081075)]
 
 
 @njit(**_OPTS)
@@ -121,13 +118,16 @@ def _vtanh64(x):
 
 @njit(inline="always", **_OPTS)  # LLVM declines to inline it whole
 def _vtanh32(x):
-    a = abs(x)
-    e = _vexp32(-_F2 * a)
-    t = (_F1 - e) / (_F1 + e)
-    a2 = a * a
-    s = a * (_F1 + a2 * (_T3 + a2 * (_T5 + a2 * (_T7 + a2 * (_T9 + a2 * (_T11 + a2 * _T13))))))
-    t = _select(a > _F(0.4), t, s)
-    t = np.copysign(t, x)
+    # tanh |x| = -m / (2 + m) with m = expm1(-2|x|): exp's reduction, its polynomial less the 1 (expm1 of r),
+    # scaled back by 2^k without cancelling (2^k p + (2^k - 1)), so no series is needed near 0 (within 3 ulp)
+    a = min(abs(x), _F(10.0))  # tanh(10) rounds to 1 in float32
+    y = -_F2 * a
+    k = np.floor(y * _LOG2E_F + _HALF_F)
+    r = _sub_mul(_sub_mul(y, k, _LN2_HI_F), k, _LN2_LO_F)
+    p = r + r * r * (_HALF_F + r * (_F3 + r * (_F4 + r * (_F5 + r * (_F6 + r * _F7)))))
+    s = _ldexp_f32(_F1, k)
+    m = s * p + (s - _F1)
+    t = np.copysign(-m / (_F2 + m), x)  # odd: -0.0 stays -0.0
     return _select(x == x, t, x)
 
 
