@@ -327,7 +327,7 @@ def _blocked_reductions(graph, g, name_of, body, rng, views):
               for j, (_, _, v) in enumerate(g.reductions)]
     lines += ["        " + ln for ln in views]
     lines += ["        for j in range(m):"] + ["    " + ln for ln in body]
-    lines += ["            buf%d[j] = %s" % (k, name_of[v]) for k, (_, _, v) in enumerate(g.reductions)]
+    lines += ["            buf%d[j] = %s" % (r, name_of[v]) for r, (_, _, v) in enumerate(g.reductions)]
     for j in range(k):
         lines += ["        lane = np.zeros(%d)" % LANES,
                   "        for q in range(0, m - %d, %d):" % (LANES - 1, LANES),

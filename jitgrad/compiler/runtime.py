@@ -181,7 +181,7 @@ class Variant:
             fwd_pos = {b: i for i, b in enumerate(self.boundary)}
             self.joint_reads = sorted({fwd_pos[k[1]] for k in bg.kinds if k[0] == "fwd" and k[1] in fwd_pos})
         if self.effects:
-            self._effect_steps(g, out_vals, saved_vals, bw)
+            self._effect_steps(out_vals, bw)
         stats.record(owner.name, self)
 
     def _backward_plan(self, g, bg, grads, leaf_vals, owner):
@@ -235,7 +235,7 @@ class Variant:
             return False
         return True
 
-    def _effect_steps(self, g, out_vals, saved_vals, bw):
+    def _effect_steps(self, out_vals, bw):
         """The run-time order of a step's effects: those before the first op, then the forward plan, then the
         rest (backward: the backward plan and the accumulation into ``.grad``) in call order."""
         self.pre = []
