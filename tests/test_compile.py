@@ -390,3 +390,29 @@ def test_jit_stats_and_log(tmp_path):
     stats = jg.jit_stats()
     assert len(stats["graphs"]) == before + 1 and stats["graphs"][-1]["nodes"] == 2
     assert stats["graph_compile_seconds"] >= stats["graphs"][-1]["compile_seconds"] >= 0
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_reduced_precision_runs_eagerly_with_eagers_values(dtype):
+    """Eager ops compute float16/bfloat16 in float32 and round each result: a compiled function of them runs
+    eagerly (a graph break that explain names), with eager's dtypes, values and gradients."""
+    dt = getattr(jg, dtype)
+
+    def g(x, w):
+        return ((x * w).tanh() * x.sigmoid()).sum()
+    rng = np.random.default_rng(4)
+    for n in (100, 70_000):  # a tape's size, and a loop's
+        x, w = (jg.tensor(rng.standard_normal(n), dtype=dt, requires_grad=True) for _ in range(2))
+        got = jg.compile(g)(x, w)
+        got.backward()
+        grads = [x.grad.float().numpy(), w.grad.float().numpy()]
+        x.grad = w.grad = None
+        want = g(x, w)
+        want.backward()
+        assert got.dtype is dt and got.grad_fn is not None
+        assert got.float().item() == want.float().item()
+        np.testing.assert_array_equal(grads[0], x.grad.float().numpy())
+        np.testing.assert_array_equal(grads[1], w.grad.float().numpy())
+    assert any("float16 or bfloat16" in reason for reason, _ in explain(g, x, w).graph_breaks)
+    with pytest.raises(Unsupported, match="float16 or bfloat16"):
+        jg.compile(g, fullgraph=True)(x, w)

@@ -6,6 +6,7 @@ import warnings
 import numpy as np
 
 from .._device import backend
+from .._dtype import REDUCED_NP
 from ..kernels import config
 from .._grad_mode import STATE, enable_grad, no_grad
 from .._graph import Node, accumulate_into, edge
@@ -102,6 +103,12 @@ class Variant:
         g = self.graph = tracer.graph
         if len({a.__class__ for a in g.arrays}) > 1:
             g.breaks.append(("tensors on more than one device", "<function>"))
+        if any(a.dtype in REDUCED_NP for a in g.arrays):
+            # eager ops compute float16/bfloat16 in float32 and round each result; plans call the kernels
+            # directly (and numba's loops have no bfloat16), so these run eagerly
+            g.breaks.append(("float16 or bfloat16 tensors", "<function>"))
+        if g.breaks and owner.fullgraph:
+            raise Unsupported("fullgraph=True: %s (the function runs eagerly without fullgraph)" % g.breaks[0][0])
         self.breaks = g.breaks
         self.eager = bool(g.breaks)
         self.bplan = self.bgraph = None
