@@ -135,12 +135,16 @@ _step = st.one_of(
     st.tuples(st.just("r"), st.sampled_from(["sum", "mean"]), st.integers(0, 50), st.integers(0, 50)))
 
 
-@pytest.mark.parametrize("small", [4096, 0])  # a tape where the chain's values allow it, and fused loops
+# a tape where the chain's values allow it; fused loops; fused loops that compute the scalar's gradients in
+# the forward plan (compiler/runtime.py JOINT_MIN_SIZE: large arrays only, all of them here)
+@pytest.mark.parametrize("small,joint", [(4096, False), (0, False), (0, True)])
 @settings(max_examples=15, deadline=None, derandomize=True)  # fixed examples: their kernels stay cached
 @given(st.lists(_step, min_size=1, max_size=12), st.sampled_from([(4,), (2, 3)]), st.booleans())
-def test_random_chain_matches_eager(small, ops, shape, broadcast):
+def test_random_chain_matches_eager(small, joint, ops, shape, broadcast):
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(jg.compiler.tape, "SMALL", small)
+        if joint:
+            mp.setattr(jg.compiler.runtime, "JOINT_MIN_SIZE", 1)
         _random_chain(ops, shape, broadcast)
 
 
