@@ -163,6 +163,16 @@ def run(fn, out_dtype, *args, out=None):
                         b = args[1]
                         loop(a[()], b[()] if b.__class__ is np.ndarray else b, out.reshape(1))
                     return out
+    if len(args) == 2:  # a matrix and a row of it (a bias): the 2-D loop _run_general would pick
+        a, b = args
+        if (a.__class__ is np.ndarray and b.__class__ is np.ndarray and a.ndim == 2 and b.ndim == 1
+                and a.shape[0] > 1 and 1 < b.shape[0] == a.shape[1] and (out is None or out.shape == a.shape)):
+            loop = _loops.get((fn, a.size >= config.PARALLEL_THRESHOLD, "2d", "a", "t"))
+            if loop is not None:
+                if out is None:
+                    out = np.empty(a.shape, out_dtype)
+                loop(a, b, out)
+                return out
     return _run_general(fn, out_dtype, args, out)
 
 

@@ -46,3 +46,22 @@ def test_in_place_and_strided_operands(rng):
     np.testing.assert_array_equal(E.run("mul", full.dtype, full, zero_strides), full * 2.5)
     per_row = rng.standard_normal((6, 1))
     np.testing.assert_array_equal(E.run("where", full.dtype, full > 0, per_row, bias), np.where(full > 0, per_row, bias))
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+def test_a_bias_row_takes_the_cached_loop_directly(parallel, monkeypatch, rng):
+    """A matrix and a row (a linear layer's bias): once its 2-D loop is compiled, later calls go to it
+    without the general path's shape analysis, for new arrays, an ``out`` and a strided matrix alike."""
+    monkeypatch.setattr(config, "PARALLEL_THRESHOLD", 1 if parallel else 1 << 30)
+    a, b = rng.standard_normal((6, 4)), rng.standard_normal(4)
+    np.testing.assert_array_equal(E.run("mul", np.dtype(np.float64), a, b), a * b)  # compiles the loop
+    calls = []
+    monkeypatch.setattr(E, "_run_general", lambda *args: calls.append(args))
+    a2, b2 = rng.standard_normal((3, 4)), rng.standard_normal(4)
+    np.testing.assert_array_equal(E.run("mul", np.dtype(np.float64), a2, b2), a2 * b2)
+    out = np.empty((3, 4))
+    assert E.run("mul", np.dtype(np.float64), a2, b2, out=out) is out
+    np.testing.assert_array_equal(out, a2 * b2)
+    t = rng.standard_normal((4, 5)).T  # (5, 4), not C-contiguous
+    np.testing.assert_array_equal(E.run("mul", np.dtype(np.float64), t, b2), t * b2)
+    assert calls == []
