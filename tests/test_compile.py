@@ -416,3 +416,21 @@ def test_reduced_precision_runs_eagerly_with_eagers_values(dtype):
     assert any("float16 or bfloat16" in reason for reason, _ in explain(g, x, w).graph_breaks)
     with pytest.raises(Unsupported, match="float16 or bfloat16"):
         jg.compile(g, fullgraph=True)(x, w)
+
+
+def test_module_guard_sees_flags_parameters_and_buffers_of_every_submodule():
+    from jitgrad.compiler import _module_guard
+    block = jg.nn.Sequential(jg.nn.Linear(3, 3), jg.nn.BatchNorm1d(3))
+    m = jg.nn.Sequential(block, jg.nn.ReLU(), block)  # a shared submodule: walked once
+    guard = _module_guard(m)
+    first = guard()
+    assert first == guard() and len(first[0]) == len(list(m.modules()))
+    block[1].eval()
+    assert guard() != first
+    block[1].train()
+    assert guard() == first
+    block[1].running_mean = jg.zeros(3)  # a new buffer object
+    second = guard()
+    assert second != first
+    block[0].weight = jg.nn.Parameter(block[0].weight.detach().clone())  # a new parameter object
+    assert guard() != second
