@@ -334,6 +334,7 @@ def take(x, index, axis=0):
         blocks, threads = _grid3((A, n, B))
         L.launch(_take3, blocks, threads, reshape(ascontiguous(x), (A, R, B)), reshape(index, (n,)),
                  reshape(out, (A, n, B)), asserts.flag())
+        asserts.launched()
     return out
 
 

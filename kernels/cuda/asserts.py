@@ -17,6 +17,7 @@ MESSAGES = {TARGET_OUT_OF_BOUNDS: (IndexError, "Target {} is out of bounds."),
             INDEX_OUT_OF_RANGE: (IndexError, "index out of range in self")}
 
 _FLAG = []  # the (code, value) buffer, made at the first check
+_QUEUED = [False]  # whether a checking kernel was launched since the buffer was last read
 
 
 def flag():
@@ -24,6 +25,12 @@ def flag():
     if not _FLAG:
         _FLAG.append(L.to_device(np.zeros(2, np.int64)))
     return _FLAG[0]
+
+
+def launched():
+    """Called after launching a kernel that checks: the next ``raise_pending`` reads the buffer. (After the
+    launch, not at ``flag()``: a read between the two, from another thread, would miss the kernel's record.)"""
+    _QUEUED[0] = True
 
 
 @cuda.jit(device=True)
@@ -34,8 +41,10 @@ def record(flag, code, value):
 
 
 def raise_pending():
-    """Raise the first failure recorded since the last call (after the kernels queued so far ran)."""
-    if _FLAG:
+    """Raise the first failure recorded since the last call (after the kernels queued so far ran). The buffer
+    is read only when a checking kernel ran since: every copy to the host calls this."""
+    if _QUEUED[0]:
+        _QUEUED[0] = False
         code, value = _FLAG[0].copy_to_host()
         if code:
             _FLAG[0].copy_to_device(np.zeros(2, np.int64))

@@ -118,6 +118,7 @@ def nll_loss(x, t, w, ignore_index, reduction, total_weight):
     x3, t2 = _nll_layout(x, t)
     out = empty(t2.shape, x.dtype)
     _launch(_nll_map, out.size, x3, t2, _weight(w, x.dtype), ignore_index, out, asserts.flag())
+    asserts.launched()
     if reduction == "none":
         return reshape(out, tuple(t.shape))
     return _scaled_sum(reshape(out, (out.size,)), cpu.nll_scale(reduction, total_weight))
