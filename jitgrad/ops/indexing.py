@@ -164,16 +164,22 @@ def _check_index(index, name):
         raise RuntimeError(_INDEX_DTYPE_ERRORS[name])
 
 
+def check_rows(index, n):
+    """PyTorch's error for a row index outside [0, n) (index_select, embedding), raised before any kernel runs
+    on the CPU; the CUDA gather kernel checks its indices itself (kernels/cuda/asserts.py), without a wait."""
+    if index.numel() and index._data.__class__ is np.ndarray:
+        lo, hi = value_range(index._data)
+        if lo < 0 or hi >= n:
+            raise IndexError("index out of range in self")
+
+
 def index_select(input, dim, index):
     _check_index(index, "index_select")
     if index.ndim > 1:
         raise IndexError("index_select(): Index is supposed to be a vector")
     d = input._wrap_dim(dim) if input.ndim else 0
     n = input.shape[d] if input.ndim else 1
-    if index.numel() and index._data.__class__ is np.ndarray:  # CUDA indices are checked by the kernel
-        lo, hi = value_range(index._data)
-        if hi >= n or lo < 0:
-            raise IndexError("index out of range in self")
+    check_rows(index, n)
     return dispatch(INDEX_SELECT, (input, index.reshape(-1).long()), {"dim": d})
 
 

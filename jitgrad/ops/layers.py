@@ -4,12 +4,11 @@ import math
 
 import numpy as np
 
-from .._device import value_range
 from .._grad_mode import no_grad
 from .._op import Op, dispatch
 from .._tensor import Tensor
 from ._table import LOWER, _arr, autocasts, register
-from .indexing import index_put_zeros
+from .indexing import check_rows, index_put_zeros
 
 
 # ---------------------------------------------------------------------- linear
@@ -98,10 +97,7 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
     if sparse:
         raise NotImplementedError("sparse gradients are not supported: use sparse=False")
     n = weight.shape[0]
-    if input.numel() and input._data.__class__ is np.ndarray:  # CUDA indices are checked by the kernel
-        lo, hi = value_range(input._data)
-        if lo < 0 or hi >= n:
-            raise IndexError("index out of range in self")
+    check_rows(input, n)
     if padding_idx is not None:
         if not -n <= padding_idx < n:
             raise AssertionError("Padding_idx must be within num_embeddings")
