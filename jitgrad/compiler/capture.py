@@ -15,8 +15,6 @@ trace at once, before it runs, so the eager rerun of the call is the only one to
 import os
 import sys
 
-import numpy as np
-
 from .._device import backend, may_share_memory
 from .._generator import generators
 from .._graph import SEQUENCE, AccumulateGrad
