@@ -139,3 +139,35 @@ def test_views_of_device_arrays_are_found_by_address_without_host_copies():
     assert not may_share_memory(base, np.zeros(4, np.float32))  # another device
     x = np.zeros(4)
     assert may_share_memory(x, x[1:]) and not may_share_memory(x, np.zeros(4))
+
+
+def test_the_check_buffer_is_read_only_after_a_checking_kernel(monkeypatch):
+    """Every copy to the host calls raise_pending: it reads the device buffer only when a kernel that checks
+    indices was launched since, and raises what that kernel recorded once."""
+    from jitgrad.kernels.cuda import asserts
+
+    class Buffer:
+        def __init__(self):
+            self.value, self.reads = np.zeros(2, np.int64), 0
+
+        def copy_to_host(self):
+            self.reads += 1
+            return self.value.copy()
+
+        def copy_to_device(self, host):
+            self.value = host.copy()
+    buf = Buffer()
+    monkeypatch.setattr(asserts, "_FLAG", [buf])
+    monkeypatch.setattr(asserts, "_QUEUED", [False])
+    asserts.raise_pending()
+    assert buf.reads == 0
+    asserts.launched()
+    asserts.raise_pending()
+    asserts.raise_pending()
+    assert buf.reads == 1
+    buf.value[:] = (asserts.TARGET_OUT_OF_BOUNDS, 7)  # a kernel recorded a bad target
+    asserts.launched()
+    with pytest.raises(IndexError, match="Target 7 is out of bounds."):
+        asserts.raise_pending()
+    asserts.raise_pending()  # raised once, the buffer cleared
+    assert buf.reads == 2 and not buf.value.any()
