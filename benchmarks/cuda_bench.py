@@ -12,8 +12,8 @@ Measures, on float32:
   - matmul at 4096 x 4096 x 4096 in GFLOP/s;
   - one training step of an MLP 784-512-256-10, batch 256, cross-entropy, SGD with momentum:
     written directly on the kernels (forward and backward), through jitgrad's tensors and
-    autograd on device='cuda' (when that path is available), and in PyTorch CUDA when PyTorch
-    with CUDA is importable (goal: jitgrad <= 1.5x PyTorch's time);
+    autograd on device='cuda' (when that path is available), the same step under jitgrad.compile,
+    and in PyTorch CUDA when PyTorch with CUDA is importable (goal: jitgrad <= 1.5x PyTorch's time);
   - launch overhead: host time per op of 100 back-to-back adds of 16 elements, on the kernels, on
     jitgrad tensors and in PyTorch (goal: within 2x of PyTorch's);
   - the caching allocator: driver allocations during the timed training steps (goal: none).
@@ -266,8 +266,9 @@ def mlp_step_on_kernels(mods):
     return step
 
 
-def mlp_step_on_tensors():
-    """The same step through jitgrad's nn/optim/autograd on device='cuda'."""
+def mlp_step_on_tensors(compiled=False):
+    """The same step through jitgrad's nn/optim/autograd on device='cuda' (``compiled``: the whole step
+    through ``jitgrad.compile``: one plan of fused CUDA kernels and cuBLAS calls, then the update)."""
     import jitgrad as jg
     from jitgrad import nn, optim
     x, labels, _ = _mlp_data()
@@ -282,7 +283,7 @@ def mlp_step_on_tensors():
         loss = nn.functional.cross_entropy(model(xt), yt)
         loss.backward()
         opt.step()
-    return step
+    return jg.compile(step) if compiled else step
 
 
 def mlp_step_in_torch():
@@ -306,7 +307,8 @@ def training(mods, repeats):
     cuda, memory = mods[0], mods[1]
     rows, times = [], {}
     steps = [("jitgrad kernels, hand-written step", lambda: mlp_step_on_kernels(mods), cuda.synchronize),
-             ("jitgrad tensors + autograd, device='cuda'", mlp_step_on_tensors, cuda.synchronize)]
+             ("jitgrad tensors + autograd, device='cuda'", mlp_step_on_tensors, cuda.synchronize),
+             ("jitgrad.compile(step), device='cuda'", lambda: mlp_step_on_tensors(compiled=True), cuda.synchronize)]
     torch = _torch_cuda()
     if torch is not None:
         steps.append(("PyTorch CUDA", mlp_step_in_torch, torch.cuda.synchronize))

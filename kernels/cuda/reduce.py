@@ -13,6 +13,7 @@ of the CPU's primitives), and one template per algorithm generates the kernels o
 """
 import inspect
 import math
+import re
 
 import numpy as np
 from numba import cuda, float64, from_dtype
@@ -22,6 +23,7 @@ from .array import ascontiguous, transpose
 from .. import reduce as CR
 
 THREADS = L.THREADS  # shared-memory size of every block: a compile-time constant, in every kernel's name
+UNROLL = 4  # elements a reduction thread loads before it folds them
 KINDS = CR.REDUCTIONS
 
 _MATH = dict(CR.DEVICE_MATH, **{name: L.device_jit(f) for name, f in CR.DEVICE_FUNCTIONS.items()})
@@ -60,8 +62,14 @@ def {name}(src, src_w, pv, pw, out, v0, w0):
         v = v0
         w = w0
         if b < B:
-            for r in range(r0 + ty, r1, tr):
+            r = r0 + ty
+            while r + {last} * tr < r1:
+{loads}
+{folds}
+                r += {unroll} * tr
+            while r < r1:
                 v, w = {fold}(v, w, src[a, r, b], {element_w})
+                r += tr
         shv[t] = v
         shw[t] = w
         cuda.syncthreads()
@@ -142,9 +150,22 @@ def _kernel(template, name, kind, **fields):
     return k
 
 
-def _reduce_kernel(kind, partials):
-    return _kernel(_REDUCE, "_reduce_%s_%s" % (kind, "partials" if partials else "x"), kind,
-                   **({"element_w": "src_w[a, r, b]"} if partials else {}))
+def _unrolled(element_w, unroll):
+    """The template's fields for a loop that loads ``unroll`` elements before folding them in order:
+    a thread's loads are then in flight together (one at a time left the loop latency-bound)."""
+    at = [re.sub(r"\br\b", "(r + %d * tr)" % k, element_w) for k in range(unroll)]
+    pad = " " * 16
+    return dict(unroll=unroll, last=unroll - 1, element_w=element_w,
+                loads="\n".join(pad + "e%d = src[a, r + %d * tr, b]\n%sew%d = %s" % (k, k, pad, k, at[k])
+                                 for k in range(unroll)),
+                folds="\n".join(pad + "v, w = {fold}(v, w, e%d, ew%d)" % (k, k) for k in range(unroll)))
+
+
+def _reduce_kernel(kind, partials, unroll=UNROLL):
+    element_w = "src_w[a, r, b]" if partials else KINDS[kind].element_w
+    fields = _unrolled(element_w, unroll)
+    fields["folds"] = fields["folds"].replace("{fold}", "_" + KINDS[kind].fold)
+    return _kernel(_REDUCE, "_reduce_%s_%s_u%d" % (kind, "partials" if partials else "x", unroll), kind, **fields)
 
 
 def _dtype_name(dtype):
