@@ -79,7 +79,7 @@ def _assign(xp, dst, key, src):
 
 def _stand_in(t):
     """A tensor with ``t``'s current value (copied) and history: the input of the recorded op."""
-    s = Tensor._wrap(t._data.copy(), t._requires_grad)
+    s = Tensor._wrap(backend(t._data).copy(t._data), t._requires_grad)
     s.grad_fn = t.grad_fn
     s._output_nr = t._output_nr
     return s

@@ -393,7 +393,7 @@ class Tensor:
         return object.__format__(self, spec)
 
     def __reduce_ex__(self, proto):
-        return (_rebuild, (self._data.copy(), self._requires_grad))
+        return (_rebuild, (backend(self._data).copy(self._data), self._requires_grad))
 
     def __deepcopy__(self, memo):
         if self.grad_fn is not None:
@@ -401,7 +401,7 @@ class Tensor:
                                "at the moment.  If you were attempting to deepcopy a module, this may be because of a "
                                "torch.nn.utils.weight_norm usage, see https://github.com/pytorch/pytorch/pull/103001")
         t = type(self).__new__(type(self))
-        Tensor.__setstate_from(t, self._data.copy(), self._requires_grad)
+        Tensor.__setstate_from(t, backend(self._data).copy(self._data), self._requires_grad)
         if self._grad is not None:
             t._grad = self._grad._owned_copy()
         memo[id(self)] = t

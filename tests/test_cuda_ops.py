@@ -5,6 +5,7 @@ numba swaps in its CUDA simulator only if NUMBA_ENABLE_CUDASIM=1 is set before n
 imported, so without a GPU these checks run in a child pytest process with the simulator on (tiny
 sizes); set JITGRAD_CUDA_TESTS=gpu on a machine with a GPU to run them on it for real.
 """
+import copy
 import os
 import subprocess
 import sys
@@ -163,6 +164,25 @@ def _views_on_cuda_share_their_base_and_version_counter():
         c.sum().backward()
 
 
+def _copies_of_cuda_tensors_stay_on_the_device():
+    """deepcopy of a CUDA module, and the copy a recorded in-place op takes of its input, are device arrays made
+    by the backend (numba's device arrays have no copy(); the simulator's hand out a host array)."""
+    m = jg.nn.Linear(3, 2).to("cuda")
+    m2 = copy.deepcopy(m)
+    for p, q in zip(m.parameters(), m2.parameters()):
+        assert q.device == p.device and type(q._data) is type(p._data)
+        np.testing.assert_array_equal(q.detach().cpu().numpy(), p.detach().cpu().numpy())
+        with jg.no_grad():
+            q.add_(1)
+        np.testing.assert_array_equal(q.detach().cpu().numpy(), p.detach().cpu().numpy() + 1)
+    x = jg.ones(3, device="cuda", requires_grad=True)
+    y = x * 2
+    y.mul_(3)
+    assert type(y._data) is type(x._data)
+    y.sum().backward()
+    np.testing.assert_array_equal(x.grad.cpu().numpy(), np.full(3, 6.0))
+
+
 def _embedding_options_on_cuda_equal_cpu():
     """scale_grad_by_freq counts the indices where they live; max_norm renormalises the looked-up rows."""
     idx = np.array([[0, 2], [2, 4]])
@@ -180,6 +200,7 @@ def _embedding_options_on_cuda_equal_cpu():
 
 if IN_CHILD:
     test_embedding_options_on_cuda_equal_cpu = _embedding_options_on_cuda_equal_cpu
+    test_copies_of_cuda_tensors_stay_on_the_device = _copies_of_cuda_tensors_stay_on_the_device
     test_views_on_cuda_share_their_base_and_version_counter = _views_on_cuda_share_their_base_and_version_counter
     test_indices_out_of_range_raise_at_the_next_wait = _indices_out_of_range_raise_at_the_next_wait
     test_dropout_on_cuda_equals_cpu = _dropout_on_cuda_equals_cpu

@@ -1,6 +1,7 @@
 """nn.Parameter: a leaf tensor that a Module registers as one of its parameters."""
 import numpy as np
 
+from .._device import backend
 from .._tensor import Tensor
 
 
@@ -31,14 +32,14 @@ class Parameter(Tensor):
     def __deepcopy__(self, memo):
         if id(self) in memo:
             return memo[id(self)]
-        p = type(self)(Tensor._wrap(self._data.copy()), self._requires_grad)
+        p = type(self)(Tensor._wrap(backend(self._data).copy(self._data)), self._requires_grad)
         if self._grad is not None:
             p._grad = self._grad._owned_copy()
         memo[id(self)] = p
         return p
 
     def __reduce_ex__(self, proto):
-        return (_rebuild_parameter, (self._data.copy(), self._requires_grad))
+        return (_rebuild_parameter, (backend(self._data).copy(self._data), self._requires_grad))
 
 
 def _rebuild_parameter(data, requires_grad):
