@@ -18,7 +18,7 @@ Measures, on float32:
     jitgrad tensors and in PyTorch (goal: within 2x of PyTorch's);
   - the caching allocator: driver allocations during the timed training steps (goal: none).
 
-Kernel times come from CUDA events around the launches; training steps are timed on the host
+Kernel times come from CUDA events around back-to-back launches; training steps are timed on the host
 over back-to-back steps ending in a synchronize, so the launch overhead counts.
 """
 import argparse
@@ -42,9 +42,11 @@ def count(n):
     return "%dM" % (n >> 20) if n >= 1 << 20 else str(n)
 
 
-def event_seconds(cuda, fn, repeats, warmup=2):
-    """Median GPU seconds of ``fn()`` between two events (``cuda``: numba.cuda, or what has its
-    ``synchronize`` and ``event``)."""
+def event_seconds(cuda, fn, repeats, warmup=2, inner=10):
+    """Median GPU seconds per call of ``fn()``, between two events around ``inner`` back-to-back calls
+    (``cuda``: numba.cuda, or what has its ``synchronize`` and ``event``). Back to back, the host's
+    launch work overlaps the GPU's (around a single call the GPU would wait for it): these are device
+    figures, and launch_overhead measures the host's cost per op."""
     for _ in range(warmup):
         fn()
     cuda.synchronize()
@@ -52,10 +54,11 @@ def event_seconds(cuda, fn, repeats, warmup=2):
     samples = []
     for _ in range(repeats):
         start.record()
-        fn()
+        for _ in range(inner):
+            fn()
         end.record()
         end.synchronize()
-        samples.append(start.elapsed_time(end) / 1e3)
+        samples.append(start.elapsed_time(end) / 1e3 / inner)
     return statistics.median(samples)
 
 
