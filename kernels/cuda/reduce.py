@@ -24,6 +24,7 @@ from .. import reduce as CR
 
 THREADS = L.THREADS  # shared-memory size of every block: a compile-time constant, in every kernel's name
 UNROLL = 4  # elements a reduction thread loads before it folds them
+FLAT = True
 KINDS = CR.REDUCTIONS
 
 _MATH = dict(CR.DEVICE_MATH, **{name: L.device_jit(f) for name, f in CR.DEVICE_FUNCTIONS.items()})
@@ -42,7 +43,7 @@ def _source(kind):
 # src: x[A, R, B] (first pass, src_w unused) or partial states (src, src_w)[A, chunks, B] (second
 # pass). With one chunk (gridDim.y == 1) the block writes the result, else its partial state.
 _REDUCE = """
-def {name}(src, src_w, pv, pw, out, v0, w0):
+def {name}(src, src_w, pv, pw, out, v0, w0, xs, ws):
     tb = cuda.blockDim.x
     tr = cuda.blockDim.y
     tx = cuda.threadIdx.x
@@ -63,26 +64,17 @@ def {name}(src, src_w, pv, pw, out, v0, w0):
         w = w0
         if b < B:
             r = r0 + ty
+            i = (a * R + r) * B + b
+            s = tr * B
             while r + {last} * tr < r1:
 {loads}
 {folds}
                 r += {unroll} * tr
+                i += {unroll} * s
             while r < r1:
-                v, w = {fold}(v, w, src[a, r, b], {element_w})
+                v, w = {fold}(v, w, {element}, {element_w})
                 r += tr
-{tree}
-        if ty == 0 and b < B:
-            if nchunk == 1:
-                out[a, b] = {final}(v, w)
-            else:
-                pv[a, chunk, b] = v
-                pw[a, chunk, b] = w
-        cuda.syncthreads()
-"""
-
-# The block's tr states of each column meet in a tree; the threads of row ty == 0 end with the result.
-# In shared memory, a barrier per level:
-_SHARED_TREE = """
+                i += s
         shv[t] = v
         shw[t] = w
         cuda.syncthreads()
@@ -93,28 +85,15 @@ _SHARED_TREE = """
                 shv[t] = v
                 shw[t] = w
             cuda.syncthreads()
-            h //= 2"""
-
-# Within each warp by shuffles (a warp holds 32 // tb rows of the tile), then across the warps through
-# shared memory with one barrier; on a GPU this ran row sums 1.4x faster than the shared tree (numba's
-# simulator has no shuffles).
-_SHUFFLE_TREE = """
-        h = min(tr, 32 // tb) // 2
-        while h > 0:
-            ov = cuda.shfl_down_sync(0xffffffff, v, h * tb)
-            ow = cuda.shfl_down_sync(0xffffffff, w, h * tb)
-            v, w = {fold}(v, w, ov, ow)
             h //= 2
-        lane = t % 32
-        if lane < tb:
-            shv[t // 32 * tb + lane] = v
-            shw[t // 32 * tb + lane] = w
+        if ty == 0 and b < B:
+            if nchunk == 1:
+                out[a, b] = {final}(shv[tx], shw[tx])
+            else:
+                pv[a, chunk, b] = shv[tx]
+                pw[a, chunk, b] = shw[tx]
         cuda.syncthreads()
-        if ty == 0:
-            for k in range(1, {threads} // 32):
-                v, w = {fold}(v, w, shv[k * tb + tx], shw[k * tb + tx])"""
-# shuffles move 32- and 64-bit numbers: states of other dtypes (bool, float16) take the shared tree
-_SHUFFLED = {np.dtype(t) for t in (np.int32, np.int64, np.float32, np.float64)}
+"""
 
 # Inclusive scan: the block walks R in segments of tr rows; each segment is a Hillis-Steele scan
 # of states in shared memory, folded after the carried state of the segments before it.
@@ -176,25 +155,28 @@ def _kernel(template, name, kind, **fields):
     return k
 
 
-def _unrolled(element_w, unroll):
+def _unrolled(element, element_w, unroll):
     """The template's fields for a loop that loads ``unroll`` elements before folding them in order:
-    a thread's loads are then in flight together (one at a time left the loop latency-bound)."""
-    at = [re.sub(r"\br\b", "(r + %d * tr)" % k, element_w) for k in range(unroll)]
+    a thread's loads are then in flight together (one at a time left the loop latency-bound).
+    ``element`` and ``element_w`` read the element at row r (flat index i) of the thread's column."""
+    def at(expr, k):
+        return re.sub(r"\bi\b", "(i + %d * s)" % k, re.sub(r"\br\b", "(r + %d * tr)" % k, expr))
     pad = " " * 16
-    return dict(unroll=unroll, last=unroll - 1, element_w=element_w,
-                loads="\n".join(pad + "e%d = src[a, r + %d * tr, b]\n%sew%d = %s" % (k, k, pad, k, at[k])
+    return dict(unroll=unroll, last=unroll - 1, element=element, element_w=element_w,
+                loads="\n".join("%se%d = %s\n%sew%d = %s" % (pad, k, at(element, k), pad, k, at(element_w, k))
                                  for k in range(unroll)),
                 folds="\n".join(pad + "v, w = {fold}(v, w, e%d, ew%d)" % (k, k) for k in range(unroll)))
 
 
-def _reduce_kernel(kind, partials, shuffle, unroll=UNROLL):
-    element_w = "src_w[a, r, b]" if partials else KINDS[kind].element_w
-    fields = _unrolled(element_w, unroll)
-    fold = "_" + KINDS[kind].fold
-    fields["folds"] = fields["folds"].replace("{fold}", fold)
-    fields["tree"] = (_SHUFFLE_TREE if shuffle else _SHARED_TREE).format(fold=fold, threads=THREADS)
+def _reduce_kernel(kind, partials, unroll=UNROLL):
+    # FLAT: elements read through the arrays' 1-D views (xs, ws) at a flat index stepped by tr * B, not
+    # through 3-D indexing, whose per-element index arithmetic showed in the loop on a GPU
+    element = "xs[i]" if FLAT else "src[a, r, b]"
+    element_w = ("ws[i]" if FLAT else "src_w[a, r, b]") if partials else KINDS[kind].element_w
+    fields = _unrolled(element, element_w, unroll)
+    fields["folds"] = fields["folds"].replace("{fold}", "_" + KINDS[kind].fold)
     return _kernel(_REDUCE, "_reduce_%s_%s_u%d%s" % (kind, "partials" if partials else "x", unroll,
-                                                    "_shfl" if shuffle else ""), kind, **fields)
+                                                    "_flat" if FLAT else ""), kind, **fields)
 
 
 def _dtype_name(dtype):
@@ -316,10 +298,9 @@ def _fold(kind, x3, out):
     chunks = max(1, min(-(-R // (tr * L.REDUCE_MIN_PER_THREAD)), -(-L.reduce_blocks() // tasks), 65535))
     pv = L.empty((A, chunks, B) if chunks > 1 else (1, 1, 1), v0.dtype)
     pw = L.empty(pv.shape, w0.dtype)
-    shuffle = not L.SIM and v0.dtype in _SHUFFLED and w0.dtype in _SHUFFLED
-    L.launch(_reduce_kernel(kind, False, shuffle), (blocks, chunks), (tb, tr), x3, pw, pv, pw, out, v0, w0)
+    L.launch(_reduce_kernel(kind, False), (blocks, chunks), (tb, tr), x3, pw, pv, pw, out, v0, w0, L.flat(x3), L.flat(pw))
     if chunks > 1:
-        L.launch(_reduce_kernel(kind, True, shuffle), (blocks, 1), (tb, tr), pv, pw, pv, pw, out, v0, w0)
+        L.launch(_reduce_kernel(kind, True), (blocks, 1), (tb, tr), pv, pw, pv, pw, out, v0, w0, L.flat(pv), L.flat(pw))
 
 
 def _row_launch(kernel, shape, *args):
