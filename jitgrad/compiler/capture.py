@@ -22,6 +22,7 @@ from .._grad_mode import STATE, enable_grad
 from .._op import _plan, dispatch
 from .._tensor import Tensor
 from ..autograd import engine
+from ..kernels import config
 from ..kernels.conv import KeptColumns
 from ..nn.module import Module
 from ..optim.lr_scheduler import LRScheduler
@@ -114,9 +115,10 @@ def _user_line():
 class Tracer:
     """Installed as STATE.capture while a function runs: records ops and graph breaks into ``graph``."""
 
-    def __init__(self, fullgraph, graph=None):
+    def __init__(self, fullgraph, graph=None, serial=False):
         self.graph = Graph() if graph is None else graph
         self.fullgraph = fullgraph
+        self.serial = serial  # run the ops on the CPU kernels' serial builds (see trace_backward)
         self.recording = True
         # a training step's side effects, in call order
         self.effects = []  # (ops recorded before it, kind, owner, callable or None for backward, args, kwargs)
@@ -126,11 +128,13 @@ class Tracer:
         self.active = False  # while the traced function runs (the patched methods act only then)
 
     def __call__(self, op, args, params):
-        STATE.capture = None
+        STATE.capture, threshold = None, config.PARALLEL_THRESHOLD
+        if self.serial:
+            config.PARALLEL_THRESHOLD = sys.maxsize
         try:
             out = dispatch(op, args, params)
         finally:
-            STATE.capture = self
+            STATE.capture, config.PARALLEL_THRESHOLD = self, threshold
         if self.recording:
             self.record(op, args, params, out)
         return out
@@ -420,7 +424,9 @@ def trace_backward(graph, outs, leaves):
         gk = Tensor._wrap(backend(d).full(d.shape, 1, d.dtype))  # a fresh array on the output's device: its own value
         bg.value(gk, ("grad", k))
         placeholders.append(gk)
-    tracer = Tracer(True, bg)
+    # The VJP formulas' elementwise ops fuse into the plan's own loops: their values here come from the
+    # kernels' serial builds, whose compile costs a fraction of a parallel build's that only this trace would use
+    tracer = Tracer(True, bg, serial=True)
     prev = STATE.capture
     STATE.capture = tracer
     hooks = [(t, t._hooks) for t in leaves]  # a parameter's own hooks belong to real backward passes only
