@@ -69,12 +69,36 @@ def test_guards_retrace_on_shape_dtype_requires_grad_and_grad_mode():
 
 
 def test_too_many_variants_warn_once_then_eager():
-    cf = jg.compile(lambda x: (x * 2).sum())
+    """dynamic=False: each shape is a variant of its own; the ninth runs eagerly, with one warning."""
+    cf = jg.compile(lambda x: (x * 2).sum(), dynamic=False)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for n in range(1, 12):
             assert cf(_t(np.ones(n))).item() == 2 * n
     assert len([w for w in caught if "traced 8 times" in str(w.message)]) == 1
+
+
+@pytest.mark.parametrize("dynamic", [None, True])
+def test_shapes_alone_do_not_use_up_the_variants(dynamic):
+    """As under PyTorch's dynamic shapes, a new shape is no new family of variants: 40 lengths all run compiled
+    (a family keeps its MAX_SHAPES newest shapes), while other changes (ranks here) still count towards 8."""
+    from jitgrad.compiler import runtime
+    cf = jg.compile(lambda x: (x * 2).sum(), dynamic=dynamic)
+    inner = cf._jitgrad_compiled
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for n in range(1, 41):
+            assert cf(_t(np.ones(n))).item() == 2 * n
+            assert not inner.variants[inner.key((_t(np.ones(n)),), {})[0]].eager
+    assert len(inner.variants) == runtime.MAX_SHAPES and len(inner.families) == 1
+    assert inner.key((_t(np.ones(1)),), {})[0] not in inner.variants  # the oldest shapes went
+    assert cf(_t(np.ones(1))).item() == 2  # and trace again
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for rank in range(2, 10):
+            assert cf(_t(np.ones((1,) * rank))).item() == 2
+    assert len([w for w in caught if "traced 8 times" in str(w.message)]) == 1
+    assert len(inner.families) == runtime.MAX_VARIANTS
 
 
 def test_python_scalars_are_guarded():

@@ -71,9 +71,10 @@ def compile(model=None, *, fullgraph=False, dynamic=None, backend="jitgrad", mod
 
     ``fullgraph=True`` raises where the function needs a value in Python (a graph break) instead of
     running the rest eagerly. ``backend``: "jitgrad" (or PyTorch's "inductor") fuses elementwise ops;
-    "eager" / "aot_eager" run the captured plan op by op. A change of input shapes re-traces
-    (``dynamic`` is accepted; every shape gets its own trace). ``mode`` and ``options`` are accepted for
-    PyTorch compatibility and change nothing.
+    "eager" / "aot_eager" run the captured plan op by op. A change of input shapes traces again (in
+    milliseconds: compiled loops are reused); unless ``dynamic=False``, variants that differ only in shapes
+    count once towards the limit of 8 traces, after which the function runs eagerly. ``mode`` and
+    ``options`` are accepted for PyTorch compatibility and change nothing.
     """
     if model is None:
         return functools.partial(compile, fullgraph=fullgraph, dynamic=dynamic, backend=backend, mode=mode,
@@ -91,9 +92,10 @@ def compile(model=None, *, fullgraph=False, dynamic=None, backend="jitgrad", mod
         return model
     fuse = _BACKENDS[backend]
     if isinstance(model, Module):
-        compiled = CompiledFunction(model.__call__, fullgraph, fuse, _module_guard(model), type(model).__name__)
+        compiled = CompiledFunction(model.__call__, fullgraph, fuse, _module_guard(model), type(model).__name__,
+                                    dynamic)
         return OptimizedModule(model, compiled)
-    compiled = CompiledFunction(model, fullgraph, fuse)
+    compiled = CompiledFunction(model, fullgraph, fuse, dynamic=dynamic)
     wrapper = functools.wraps(model)(lambda *args, **kwargs: compiled(*args, **kwargs))
     wrapper._jitgrad_compiled = compiled
     wrapper._torchdynamo_orig_callable = model

@@ -20,6 +20,7 @@ from .tape import compile_plan
 from .fusion import elementwise_backward, joint_graph, with_recompute
 
 MAX_VARIANTS = 8
+MAX_SHAPES = 32  # variants kept of one function that differ only in shapes (unless dynamic=False)
 
 
 # ------------------------------------------------------------------ argument trees
@@ -424,15 +425,23 @@ class CompiledFunctionBackward(Node):
 
 # ------------------------------------------------------------------ the compiled callable
 class CompiledFunction:
-    """``jitgrad.compile(fn)``: guards -> variant -> plan; a failed guard traces a new variant."""
+    """``jitgrad.compile(fn)``: guards -> variant -> plan; a failed guard traces a new variant.
 
-    def __init__(self, fn, fullgraph=False, fuse=True, guard=None, name=None):
+    Variants that differ only in their tensors' shapes form a family. Unless ``dynamic`` is False, a family
+    counts once towards MAX_VARIANTS, as PyTorch's dynamic shapes make a shape change no recompile: a new
+    shape costs a trace (milliseconds; the loops and tapes, whose source does not hold the shapes, are
+    reused), and a family keeps its MAX_SHAPES newest shapes. With ``dynamic=False`` every shape counts.
+    """
+
+    def __init__(self, fn, fullgraph=False, fuse=True, guard=None, name=None, dynamic=None):
         self.fn = fn
         self.fullgraph = fullgraph
         self.fuse = fuse
         self.guard = guard  # extra guard key (a module's training flags and parameters)
         self.name = name or getattr(fn, "__qualname__", type(fn).__name__)
+        self.dynamic = dynamic
         self.variants = {}
+        self.families = {}  # key without shapes -> the keys of its variants, oldest first
         self.warned = False
 
     def key(self, args, kwargs):
@@ -452,7 +461,7 @@ class CompiledFunction:
             if var.eager or var.effects and not var.usable(tensors):
                 return self.fn(*args, **kwargs)
             return var.run(tensors)
-        if len(self.variants) >= MAX_VARIANTS and key not in self.variants:
+        if key not in self.variants and not self._room_for(key):
             if not self.warned:
                 self.warned = True
                 warnings.warn("jitgrad.compile: %s was traced %d times (guards failed: shapes, dtypes, "
@@ -460,11 +469,29 @@ class CompiledFunction:
                               % (self.name, MAX_VARIANTS))
             return self.fn(*args, **kwargs)
         var = Variant(self, key, args, kwargs, tensors)
-        self.variants[key] = var
+        self._add(key, var)
         if var.eager or var.effects and not var.usable(tensors):
             # the trace ran on stand-ins for the inputs (and applied no side effect): the call runs now, eagerly
             return self.fn(*args, **kwargs)
         return var.run(tensors)
+
+
+    def _family(self, key):
+        if self.dynamic is False:
+            return key
+        return (key[0], tuple((len(k[0]),) + k[1:] for k in key[1])) + key[2:]
+
+    def _room_for(self, key):
+        counted = self.variants if self.dynamic is False else self.families
+        return len(counted) < MAX_VARIANTS or self._family(key) in self.families
+
+    def _add(self, key, var):
+        keys = self.families.setdefault(self._family(key), [])
+        if key not in self.variants:
+            keys.append(key)
+            if len(keys) > MAX_SHAPES:  # the family's oldest shape goes (a call with it traces again)
+                del self.variants[keys.pop(0)]
+        self.variants[key] = var
 
 
 __all__ = ["CompiledFunction", "CompiledFunctionBackward", "Unsupported"]
