@@ -119,6 +119,91 @@ def test_graph_break_runs_eagerly_and_is_explained():
     rep = explain(g, _t([1.0, 2.0]))
     assert len(rep.graph_breaks) == 1 and "Tensor.item()" in rep.graph_breaks[0][0]
     assert "test_compile.py" in rep.graph_breaks[0][1]
+    assert rep.graph_count == 1 and "before the first break is compiled" in rep
+
+
+def _compiled_part(t):
+    """Whether autograd reaches a compiled region (CompiledFunctionBackward) from ``t``."""
+    from jitgrad.compiler import CompiledFunctionBackward
+    stack, seen = [t.grad_fn], set()
+    while stack:
+        n = stack.pop()
+        if n is None or id(n) in seen:
+            continue
+        seen.add(id(n))
+        if isinstance(n, CompiledFunctionBackward):
+            return True
+        stack += [f for f, _ in n.next_functions]
+    return False
+
+
+@pytest.mark.parametrize("size", [5, 3000, 70000])
+def test_the_graph_before_a_break_is_compiled_and_the_rest_runs_eagerly(size):
+    """A value read (item(), bool(t)) ends the graph: the ops before it run as one plan, the function's Python
+    then goes on eagerly from the read (a branch on the value included), with eager's values and gradients.
+    Past PREFIX_SIZE elements in all, the whole call runs eagerly."""
+    from jitgrad.compiler import runtime
+    compiled = 3 * size + 2 <= runtime.PREFIX_SIZE  # (mul, sin and add of size elements, two scalars)
+    def f(x, w):
+        h = (x * w).sin() + x
+        if h.sum() > 0:  # bool(tensor): the break
+            return (h * h.mean().item()).sum()
+        return (h.exp() - w).sum()
+    cf = jg.compile(f)
+    rng = np.random.default_rng(0)
+    for shift in (3.0, -3.0, 2.0, -2.0):
+        base = rng.standard_normal(size) + shift
+        got, want = [], []
+        for fn, out in ((cf, got), (f, want)):
+            x, w = _t(base), _t(np.full(size, 0.5))
+            y = fn(x, w)
+            y.backward()
+            out += [y.item(), x.grad.numpy(), w.grad.numpy(), _compiled_part(y)]
+        np.testing.assert_allclose(got[0], want[0], rtol=1e-10)
+        np.testing.assert_allclose(got[1], want[1], rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(got[2], want[2], rtol=1e-10, atol=1e-12)
+        assert got[3] == compiled and not want[3]  # the values before the break came from the plan
+    (var,) = cf._jitgrad_compiled.variants.values()
+    assert var.prefix == compiled and var.eager != compiled
+    assert [n.op.name for n in var.graph.nodes] == ["mul", "sin", "add", "sum_all", "gt"]
+
+
+def test_a_call_that_leaves_the_traced_ops_runs_eagerly_from_there():
+    """The ops up to the break are checked against the graph at each call (operands by identity, numbers by
+    value): Python that takes another path (a global here) runs eagerly from the first op that differs."""
+    scale = [2.0]
+
+    def f(x):
+        y = x * scale[0]
+        return y + y.sum().item()
+    cf = jg.compile(f)
+    assert cf(_t([1.0, 2.0])).tolist() == [8.0, 10.0]
+    scale[0] = 3.0
+    x = _t([1.0, 2.0])
+    y = cf(x)
+    assert y.tolist() == [12.0, 15.0] and not _compiled_part(y)
+    y.sum().backward()
+    assert x.grad.tolist() == [3.0, 3.0]  # (the read value is a constant, as in eager)
+    scale[0] = 2.0
+    assert cf(_t([1.0, 2.0])).tolist() == [8.0, 10.0]
+
+
+def test_a_step_with_a_break_still_runs_eagerly():
+    """A training step's effects (zero_grad, backward, step) before a value read keep the whole call eager."""
+    w = jg.tensor([1.0, -1.0], requires_grad=True)
+    opt = jg.optim.SGD([w], lr=0.1)
+
+    def step(x):
+        opt.zero_grad()
+        loss = (w * x).sum() ** 2
+        loss.backward()
+        opt.step()
+        return loss.item()
+    cf = jg.compile(step)
+    assert cf(jg.tensor([1.0, 2.0])) == 1.0
+    assert w.tolist() == pytest.approx([1.2, -0.6])
+    (var,) = cf._jitgrad_compiled.variants.values()
+    assert var.eager and not var.prefix
 
 
 def test_fullgraph_error_names_the_line():

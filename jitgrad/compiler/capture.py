@@ -126,6 +126,10 @@ class Tracer:
         self.updated = []  # arrays of the parameters a step after the first op updates (later ops must not read them)
         self.first_node = next(SEQUENCE)  # autograd nodes made before the trace belong to another graph
         self.active = False  # while the traced function runs (the patched methods act only then)
+        self.made = []  # the tensors each recorded node returned
+        # whether the graph ends at a value read (item(), bool(t), ...) and nothing else breaks it: then the
+        # graph before the read can be compiled and the function run on from there (runtime's Replay)
+        self.read_break = False
 
     def __call__(self, op, args, params):
         STATE.capture, threshold = None, config.PARALLEL_THRESHOLD
@@ -160,11 +164,14 @@ class Tracer:
         params = {k: (g.value(v) if isinstance(v, Tensor) else v) for k, v in params.items()
                   if v.__class__ is not KeptColumns}
         g.nodes.append(Node(op, tuple(refs), params, vals, cnp, convert))
+        self.made.append(outs)
 
-    def graph_break(self, reason):
+    def graph_break(self, reason, read=False):
         where = _user_line()
         if self.fullgraph:
             raise Unsupported("fullgraph=True: %s at %s ends the graph (%s)" % (reason, where, _HINT))
+        if not self.graph.breaks:
+            self.read_break = read
         self.graph.breaks.append((reason, where))
 
     def stop(self, reason):
@@ -286,7 +293,7 @@ def _wrap_method(tracer, cls, name, reason, capture=None):
         if tracer.active and STATE.capture is tracer:
             if capture is None:
                 if tracer.recording:
-                    tracer.graph_break(reason)
+                    tracer.graph_break(reason, read=True)
                     tracer.recording = False  # the rest runs eagerly: the graph ends here
             elif capture is False or not tracer.recording:
                 tracer.stop(reason)
@@ -400,10 +407,12 @@ def trace(fn, args, kwargs, fullgraph, tensors):
             raise Unsupported("fullgraph=True: the function draws random numbers (dropout, rand), which the compiled "
                               "graph would freeze")
         g.breaks.append(("random numbers drawn (dropout, rand)", "<function>"))
+        tracer.read_break = False
     if any(vc[0] != v for vc, v in g.seen):
         if fullgraph:
             raise Unsupported("fullgraph=True: a tensor the graph reads was modified in place outside the op table")
         g.breaks.append(("a tensor the graph reads was modified in place", "<function>"))
+        tracer.read_break = False
     return tracer, result
 
 

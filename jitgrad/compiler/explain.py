@@ -58,6 +58,9 @@ def explain(fn, *args, fullgraph=False, **kwargs):
     lines.append("Graph breaks: %d" % len(var.breaks))
     for reason, where in var.breaks:
         lines.append("  %s at %s" % (reason, where))
+    if var.prefix:
+        lines.append("The graph before the first break is compiled: at each call the plan computes its values, then"
+                     " the function runs with its ops up to the break taking them, and eagerly from the break on")
     if not var.eager and var.effects:
         lines.append("Training-step effects, in order: %d" % len(var.effects))
         for k, (pos, kind, owner, fn, a, kw) in enumerate(var.effects):

@@ -15,6 +15,7 @@ from .._saved import FREED_MESSAGE, SavedTensor
 from .._tensor import Tensor
 from ..autograd import engine
 from . import stats
+from ..kernels.conv import KeptColumns
 from .capture import BACKWARD, Ref, Unsupported, trace, trace_backward
 from .tape import compile_plan
 from .fusion import elementwise_backward, joint_graph, with_recompute
@@ -83,6 +84,10 @@ def tensor_key(t):
 # A scalar's gradients are computed by its forward plan where its arrays are this large (memory-bound loops,
 # where one pass instead of two pays); smaller graphs keep a backward plan of their own.
 JOINT_MIN_SIZE = config.PARALLEL_THRESHOLD
+# The graph before a graph break is compiled where its values hold this many elements in all, at most: each
+# is an output of its plan (the function's Python may hold any of them), so the plan saves the per-op cost of
+# small tensors, while large ones would lose more to the stores and the backward than fusion gains.
+PREFIX_SIZE = config.PARALLEL_THRESHOLD
 
 
 class Variant:
@@ -112,6 +117,15 @@ class Variant:
             raise Unsupported("fullgraph=True: %s (the function runs eagerly without fullgraph)" % g.breaks[0][0])
         self.breaks = g.breaks
         self.eager = bool(g.breaks)
+        self.prefix = False
+        made = [o for outs in tracer.made for o in outs]
+        if self.eager and tracer.read_break and g.nodes and not tracer.effects and len(g.breaks) == len(
+                [b for b in g.breaks if b[1] != "<function>"]) and sum(o._data.size for o in made) <= PREFIX_SIZE:
+            # The graph ends at a value read: the part before it is compiled, with every value it makes as an
+            # output, and each call runs the function again with its ops up to the read taking those values
+            # (see Replay); a training step's effects before the read keep the whole call eager.
+            self.eager, self.prefix = False, True
+            result = tuple(made)
         self.bplan = self.bgraph = None
         # (graph, gradient values) where the forward plan computes the gradients too: a training step's, or
         # a scalar's (of elementwise math, see _joint)
@@ -332,6 +346,72 @@ class Variant:
         return unflatten(self.out_spec, outs)
 
 
+    def replay(self, fn, args, kwargs, tensors):
+        """A call of a variant whose graph ends at a graph break: the plan computes the graph's values, then the
+        function runs with its ops up to the break taking them (see Replay), and eagerly from there."""
+        values = self.run(tensors)
+        STATE.capture = Replay(self, values, tensors)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            STATE.capture = None
+
+
+class Replay:
+    """Installed as STATE.capture while a variant with a graph break runs its function again: each op call
+    that is the graph's next node, on the same operands (the call's inputs, the externals, the tensors this
+    replay returned, by identity; numbers and parameters by type and value), returns that node's tensors as
+    the plan computed them. The first call that is not, and every call after the graph's last node, runs
+    eagerly: the function's own Python decides, as it would uncompiled."""
+
+    __slots__ = ("nodes", "k", "objs")
+
+    def __init__(self, variant, values, tensors):
+        g = variant.graph
+        self.nodes = g.nodes
+        self.k = 0
+        self.objs = {}  # value -> the tensor a matching call passes for it
+        for v, kind in enumerate(g.kinds):
+            if kind[0] == "input":
+                self.objs[v] = tensors[kind[1]]
+            elif kind[0] == "ext":
+                self.objs[v] = kind[1]
+        outs = iter(values)
+        for node in g.nodes:
+            for v in node.outs:
+                self.objs[v] = next(outs)
+
+    def __call__(self, op, args, params):
+        k = self.k
+        node = self.nodes[k]
+        if node.op is op and self._same(node.args, args) and self._same_params(node.params, params):
+            self.k = k + 1
+            if self.k == len(self.nodes):
+                STATE.capture = None
+            if op.n_outputs == 1:
+                return self.objs[node.outs[0]]
+            return tuple(self.objs[v] for v in node.outs)
+        STATE.capture = None
+        return dispatch(op, args, params)
+
+    def _is(self, traced, a):
+        if traced.__class__ is Ref:
+            return a is self.objs.get(traced)
+        if a is traced:
+            return True
+        try:
+            return a.__class__ is traced.__class__ and bool(a == traced)
+        except (TypeError, ValueError):  # (arrays)
+            return False
+
+    def _same(self, traced, args):
+        return len(traced) == len(args) and all(self._is(r, a) for r, a in zip(traced, args))
+
+    def _same_params(self, traced, params):
+        params = {k: v for k, v in params.items() if v.__class__ is not KeptColumns}
+        return traced.keys() == params.keys() and all(self._is(traced[k], v) for k, v in params.items())
+
+
 class CompiledStepBackward(Node):
     """The grad_fn of what a compiled training step returns from its graph (its loss): the step's own
     backward has run and, as in eager, freed the graph."""
@@ -458,9 +538,7 @@ class CompiledFunction:
         key, tensors = self.key(args, kwargs)
         var = self.variants.get(key)
         if var is not None and var.guards_hold():
-            if var.eager or var.effects and not var.usable(tensors):
-                return self.fn(*args, **kwargs)
-            return var.run(tensors)
+            return self._run(var, args, kwargs, tensors)
         if key not in self.variants and not self._room_for(key):
             if not self.warned:
                 self.warned = True
@@ -470,9 +548,14 @@ class CompiledFunction:
             return self.fn(*args, **kwargs)
         var = Variant(self, key, args, kwargs, tensors)
         self._add(key, var)
+        # (the trace ran on stand-ins for the inputs, and applied no side effect: the call runs now)
+        return self._run(var, args, kwargs, tensors)
+
+    def _run(self, var, args, kwargs, tensors):
         if var.eager or var.effects and not var.usable(tensors):
-            # the trace ran on stand-ins for the inputs (and applied no side effect): the call runs now, eagerly
             return self.fn(*args, **kwargs)
+        if var.prefix:
+            return var.replay(self.fn, args, kwargs, tensors)
         return var.run(tensors)
 
 
