@@ -14,7 +14,6 @@ from ._grad_mode import STATE, no_grad
 from ._graph import Node, edge
 from ._index_key import _is_basic, normalize_key
 from ._op import dispatch
-from ._saved import SavedTensor
 from ._tensor import Tensor
 
 _CAST_NAMES = {"float32": "Float", "float64": "Double", "int64": "Long", "int32": "Int", "bool": "Bool",

@@ -15,7 +15,6 @@ import inspect
 import math
 import re
 
-import numpy as np
 from numba import cuda, float64, from_dtype
 
 from . import _launch as L
