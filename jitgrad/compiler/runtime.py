@@ -345,7 +345,6 @@ class Variant:
             CompiledFunctionBackward(self, tensors, arrays, res[n:], [outs[k] for k in self.grad_outs])
         return unflatten(self.out_spec, outs)
 
-
     def replay(self, fn, args, kwargs, tensors):
         """A call of a variant whose graph ends at a graph break: the plan computes the graph's values, then the
         function runs with its ops up to the break taking them (see Replay), and eagerly from there."""
@@ -557,7 +556,6 @@ class CompiledFunction:
         if var.prefix:
             return var.replay(self.fn, args, kwargs, tensors)
         return var.run(tensors)
-
 
     def _family(self, key):
         if self.dynamic is False:
