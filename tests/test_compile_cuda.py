@@ -146,6 +146,27 @@ def _tensors_on_two_devices_run_eagerly():
     assert report.graph_breaks
 
 
+def _the_graph_before_a_break_on_cuda():
+    """A value read ends the graph: on CUDA tensors too, the part before it runs as a device plan and the rest
+    eagerly, with the CPU's values and gradients on both branches."""
+    def f(x, w):
+        h = (x * w).tanh() * 2 + x
+        if h.sum() > 0:
+            return (h * h).sum()
+        return (h.exp() * w).sum()
+    compiled = jg.compile(f)
+    rng = np.random.default_rng(5)
+    for shift in (2.0, -2.0, 1.0):
+        arrays = [(rng.standard_normal(6) + shift).astype(np.float32), np.full(6, 0.5, np.float32)]
+        want, wgrads, _ = _values(f, arrays, "cpu")
+        got, grads, y = _values(compiled, arrays, "cuda")
+        assert y.device.type == "cuda" and got == pytest.approx(want, rel=1e-5)
+        for a, b in zip(grads, wgrads):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    (var,) = compiled._jitgrad_compiled.variants.values()
+    assert var.prefix
+
+
 def _record_fused_kernels():
     """Wraps the CUDA backend's fused_kernel and launch_fused so that every generated kernel is written
     to RECORD (its source parts and the element types of its launch), for the PTX child."""
@@ -183,6 +204,7 @@ if IN_CHILD:
     test_module_on_cuda_matches_cpu = _module_on_cuda_matches_cpu
     test_whole_step_on_cuda_matches_cpu = _whole_step_on_cuda_matches_cpu
     test_tensors_on_two_devices_run_eagerly = _tensors_on_two_devices_run_eagerly
+    test_the_graph_before_a_break_on_cuda = _the_graph_before_a_break_on_cuda
 else:
     def test_compiled_cuda_in_simulator_then_its_kernels_compile_to_ptx(tmp_path):
         record = str(tmp_path / "fused.json")
