@@ -119,11 +119,14 @@ class Variant:
         self.eager = bool(g.breaks)
         self.prefix = False
         made = [o for outs in tracer.made for o in outs]
-        if self.eager and tracer.read_break and g.nodes and not tracer.effects and len(g.breaks) == len(
-                [b for b in g.breaks if b[1] != "<function>"]) and sum(o._data.size for o in made) <= PREFIX_SIZE:
+        step_loss = _replayable_step(tracer)
+        if self.eager and tracer.read_break and g.nodes and len(g.breaks) == len(
+                [b for b in g.breaks if b[1] != "<function>"]) and (step_loss is not None or not tracer.effects and
+                                                                   sum(o._data.size for o in made) <= PREFIX_SIZE):
             # The graph ends at a value read: the part before it is compiled, with every value it makes as an
             # output, and each call runs the function again with its ops up to the read taking those values
-            # (see Replay); a training step's effects before the read keep the whole call eager.
+            # (see Replay). A training step's effects (zero_grad, backward, step) then run as its Python calls
+            # them; its loss's gradients come from a backward plan of their own.
             self.eager, self.prefix = False, True
             result = tuple(made)
         self.bplan = self.bgraph = None
@@ -142,9 +145,20 @@ class Variant:
         self.effects = tracer.effects
         self.spent = []
         self.grad_input = None  # a captured backward(gradient)'s gradient value
+        self.replay_outs = []  # outputs whose backward runs the region's ops again (see RegionReplayBackward)
         bw = tracer.backward
         grad_outs, saved_vals, extra = [], [], []
-        if bw is not None:  # a training step: its own backward, and no autograd node for its outputs
+        if self.prefix and step_loss is not None:
+            # the step's own Python makes its effects; the loss's gradients come from the captured backward's
+            # plan, any other output's from running the region again
+            self.effects, bw = [], None
+            k_loss = out_vals.index(step_loss)
+            _, _, bleaves, bg, grads = tracer.backward
+            if STATE.grad_enabled and self._backward_plan(g, bg, grads, [g.by_id[id(t._data)] for t in bleaves],
+                                                          owner):
+                grad_outs = [k_loss]
+            self._replay_leaves(g, aliases, out_leaves, out_vals, grad_outs)
+        elif bw is not None:  # a training step: its own backward, and no autograd node for its outputs
             lv, self.grad_input, bleaves, bg, grads = bw
             if not self._outputs_spent(g, lv, out_leaves, out_vals):
                 return
@@ -292,6 +306,25 @@ class Variant:
                 else:  # added in place, or (a device array) a copy, as AccumulateGrad does
                     accumulate_into(t, Tensor._wrap(a))
 
+    def _replay_leaves(self, g, aliases, out_leaves, out_vals, grad_outs):
+        """The outputs of a step's replayed region that need a gradient besides its loss, and the leaves their
+        backward reaches: every input and external of the region that requires one."""
+        self.replay_outs = [k for k, t in enumerate(out_leaves) if k not in grad_outs and t._requires_grad
+                            and t.grad_fn is not None and g.kinds[out_vals[k]][0] == "op"]
+        # those the loss derives from: eager's backward of the loss frees their graph too
+        below, stack = set(), [out_vals[k] for k in grad_outs]
+        while stack:
+            v = stack.pop()
+            if v not in below and g.kinds[v][0] == "op":
+                below.add(v)
+                stack += g.nodes[g.kinds[v][1]].refs()
+        self.replay_shared = [i for i, k in enumerate(self.replay_outs) if out_vals[k] in below]
+        self.replay_leaf_vals = []
+        for v, kind in enumerate(g.kinds):
+            t = aliases[kind[1]] if kind[0] == "input" else kind[1] if kind[0] == "ext" else None
+            if t is not None and t._requires_grad and t._data.dtype.kind == "f":
+                self.replay_leaf_vals.append(v)
+
     def _source(self, v, tensors):
         kind = self.graph.kinds[v]
         return ("input", kind[1]) if kind[0] == "input" else ("ext", kind[1])
@@ -341,8 +374,11 @@ class Variant:
             for k in self.spent:
                 o = outs[k]
                 o.grad_fn, o._requires_grad = node, True
+        node = None
         if self.grad_outs:
-            CompiledFunctionBackward(self, tensors, arrays, res[n:], [outs[k] for k in self.grad_outs])
+            node = CompiledFunctionBackward(self, tensors, arrays, res[n:], [outs[k] for k in self.grad_outs])
+        if self.replay_outs:
+            RegionReplayBackward(self, tensors, [outs[k] for k in self.replay_outs], node)
         return unflatten(self.out_spec, outs)
 
     def replay(self, fn, args, kwargs, tensors):
@@ -392,6 +428,9 @@ class Replay:
             return tuple(self.objs[v] for v in node.outs)
         STATE.capture = None
         return dispatch(op, args, params)
+
+    def optimizer_call(self, opt, name, arg):
+        return False  # an optimizer's step() or zero_grad() in the replayed Python: it runs
 
     def _is(self, traced, a):
         if traced.__class__ is Ref:
@@ -479,20 +518,7 @@ class CompiledFunctionBackward(Node):
     def _replay(self, grads):
         """create_graph: the region's ops again through dispatch (recorded), then the engine's grad."""
         v = self.variant
-        g = v.graph
-        env = {b: s.unpack() for b, s in zip(v.boundary, self.saved_inputs)}
-        for node in g.nodes:
-            args = [env[a] if a.__class__ is Ref else a for a in node.args]
-            params = {k: env[p] if p.__class__ is Ref else p for k, p in node.params.items()}
-            out = dispatch(node.op, tuple(args), params)
-            for val, o in zip(node.outs, out if isinstance(out, tuple) else (out,)):
-                env[val] = o
-        outs = [env[v.out_vals[k]] for k in v.grad_outs]
-        leaves = [env[b] for b in v.leaf_vals]
-        gs = [gr if gr is not None else Tensor._wrap(self.xp.zeros(*m)) for gr, m in zip(grads, self.out_meta)]
-        with enable_grad():
-            res = engine.grad(outs, leaves, gs, retain_graph=True, create_graph=True, allow_unused=True)
-        return list(res)
+        return _rerun_grads(v, self.saved_inputs, v.grad_outs, v.leaf_vals, grads, self.out_meta, self.xp, True)
 
     def _release(self):
         self.saved = None
@@ -500,6 +526,64 @@ class CompiledFunctionBackward(Node):
             if s is not None:
                 s.release()
         self.freed = True
+
+
+def _rerun_grads(v, saved_inputs, out_idx, leaf_vals, grads, out_meta, xp, create_graph):
+    """The gradients of variant ``v``'s outputs ``out_idx`` (given ``grads``) with respect to its values
+    ``leaf_vals``: the region's ops again through dispatch, from its version-checked inputs, then the engine."""
+    env = {b: s.unpack() for b, s in zip(v.boundary, saved_inputs)}
+    with enable_grad():
+        for node in v.graph.nodes:
+            args = [env[a] if a.__class__ is Ref else a for a in node.args]
+            params = {k: env[p] if p.__class__ is Ref else p for k, p in node.params.items()}
+            out = dispatch(node.op, tuple(args), params)
+            for val, o in zip(node.outs, out if isinstance(out, tuple) else (out,)):
+                env[val] = o
+        outs = [env[v.out_vals[k]] for k in out_idx]
+        leaves = [env[b] for b in leaf_vals]
+        gs = [gr if gr is not None else Tensor._wrap(xp.zeros(*m)) for gr, m in zip(grads, out_meta)]
+        return list(engine.grad(outs, leaves, gs, retain_graph=create_graph, create_graph=create_graph,
+                                allow_unused=True))
+
+
+class RegionReplayBackward(Node):
+    """The autograd node of the outputs of a step's replayed region other than its loss (activations, logits
+    the step's Python holds): their backward, should one run, reruns the region's ops eagerly and
+    differentiates them. The loss's own gradients come from the backward plan (CompiledFunctionBackward)."""
+    __slots__ = ("variant", "saved_inputs", "n_outputs", "out_meta", "xp", "loss_node")
+
+    def __init__(self, variant, tensors, outs, loss_node):
+        g = variant.graph
+        super().__init__(tuple(edge(tensors[g.kinds[v][1]] if g.kinds[v][0] == "input" else g.kinds[v][1])
+                               for v in variant.replay_leaf_vals))
+        self.variant = variant
+        self.saved_inputs = [SavedTensor(t if p is None else tensors[p])
+                             for t, p in zip(variant.fwd_sources, variant.input_pos)]
+        self.n_outputs = len(outs)
+        self.out_meta = [(o._data.shape, o._data.dtype) for o in outs]
+        self.xp = backend(outs[0]._data)
+        self.loss_node = loss_node
+        for k, o in enumerate(outs):
+            o.grad_fn, o._output_nr, o._requires_grad = self, k, True
+
+    def apply(self, grads):
+        v = self.variant
+        if self.loss_node is not None and self.loss_node.freed and any(grads[i] is not None for i in v.replay_shared):
+            raise RuntimeError(FREED_MESSAGE)  # as eager: the loss's backward freed the graph these belong to
+        return _rerun_grads(v, self.saved_inputs, v.replay_outs, v.replay_leaf_vals, grads, self.out_meta, self.xp,
+                            STATE.grad_enabled)
+
+
+def _replayable_step(tracer):
+    """The loss value of a traced training step whose effects its replay can leave to its own Python: one
+    backward() without a gradient argument, no op after an optimizer or scheduler step (the plan would give
+    it the parameters before the step). None otherwise."""
+    if tracer.backward is None or tracer.backward[1] is not None:
+        return None
+    n = len(tracer.graph.nodes)
+    if any(kind != BACKWARD and kind != "zero_grad" and pos < n for pos, kind, *_ in tracer.effects):
+        return None
+    return tracer.backward[0]
 
 
 # ------------------------------------------------------------------ the compiled callable
