@@ -258,12 +258,15 @@ def test_outputs_of_a_replayed_step_besides_its_loss_backpropagate():
         m, x, y = _mlp_step_parts(2)
         xs = x.clone().requires_grad_()
 
+        opt = jg.optim.SGD(m.parameters(), lr=0.1)
+
         def step():
-            m.zero_grad()
+            opt.zero_grad()
             logits = m(xs)
-            side = (xs * 2).tanh()  # not in the loss's graph
+            side = (xs * 2).tanh()  # not in the loss's graph (nor reading the parameters the step updates)
             loss = jg.nn.functional.cross_entropy(logits, y)
             loss.backward()
+            opt.step()
             return loss.item(), logits, side
         f = jg.compile(step) if compiled else step
         out = []
@@ -273,7 +276,7 @@ def test_outputs_of_a_replayed_step_besides_its_loss_backpropagate():
             (side ** 2).sum().backward()
             with pytest.raises(RuntimeError, match="backward through the graph a second time"):
                 logits.sum().backward()
-            out.append([value, xs.grad.numpy().copy()] + [p.grad.numpy().copy() for p in m.parameters()])
+            out.append([value, xs.grad.numpy().copy()] + [p.detach().numpy().copy() for p in m.parameters()])
         runs.append(out)
     for want, got in zip(*runs):
         for a, b in zip(got, want):

@@ -319,10 +319,23 @@ class Variant:
                 below.add(v)
                 stack += g.nodes[g.kinds[v][1]].refs()
         self.replay_shared = [i for i, k in enumerate(self.replay_outs) if out_vals[k] in below]
+        # for each, the nodes it derives from and the inputs those read: a rerun runs and version-checks only
+        # what the outputs given a gradient need, as eager's graph of each would have saved only that
+        self.replay_deps = []
+        for k in self.replay_outs:
+            nodes, stack = set(), [g.kinds[out_vals[k]][1]]
+            while stack:
+                i = stack.pop()
+                if i not in nodes:
+                    nodes.add(i)
+                    stack += [g.kinds[v][1] for v in g.nodes[i].refs() if g.kinds[v][0] == "op"]
+            self.replay_deps.append((nodes, {v for i in nodes for v in g.nodes[i].refs() if g.kinds[v][0] != "op"}))
+        self.replay_reads = set().union(*[r for _, r in self.replay_deps])
         self.replay_leaf_vals = []
-        for v, kind in enumerate(g.kinds):
-            t = aliases[kind[1]] if kind[0] == "input" else kind[1] if kind[0] == "ext" else None
-            if t is not None and t._requires_grad and t._data.dtype.kind == "f":
+        for v in sorted(self.replay_reads):
+            kind = g.kinds[v]
+            t = aliases[kind[1]] if kind[0] == "input" else kind[1]
+            if t._requires_grad and t._data.dtype.kind == "f":
                 self.replay_leaf_vals.append(v)
 
     def _source(self, v, tensors):
@@ -528,22 +541,26 @@ class CompiledFunctionBackward(Node):
         self.freed = True
 
 
-def _rerun_grads(v, saved_inputs, out_idx, leaf_vals, grads, out_meta, xp, create_graph):
+def _rerun_grads(v, saved_inputs, out_idx, leaf_vals, grads, out_meta, xp, create_graph, nodes=None):
     """The gradients of variant ``v``'s outputs ``out_idx`` (given ``grads``) with respect to its values
-    ``leaf_vals``: the region's ops again through dispatch, from its version-checked inputs, then the engine."""
-    env = {b: s.unpack() for b, s in zip(v.boundary, saved_inputs)}
+    ``leaf_vals`` (None for one the rerun does not read): the region's ops (or the ``nodes`` given) again
+    through dispatch, from its version-checked inputs (those ``saved_inputs`` not None), then the engine."""
+    env = {b: s.unpack() for b, s in zip(v.boundary, saved_inputs) if s is not None}
+    graph_nodes = v.graph.nodes
     with enable_grad():
-        for node in v.graph.nodes:
+        for node in (graph_nodes if nodes is None else [graph_nodes[i] for i in sorted(nodes)]):
             args = [env[a] if a.__class__ is Ref else a for a in node.args]
             params = {k: env[p] if p.__class__ is Ref else p for k, p in node.params.items()}
             out = dispatch(node.op, tuple(args), params)
             for val, o in zip(node.outs, out if isinstance(out, tuple) else (out,)):
                 env[val] = o
         outs = [env[v.out_vals[k]] for k in out_idx]
-        leaves = [env[b] for b in leaf_vals]
+        read = [b for b in leaf_vals if b in env]
         gs = [gr if gr is not None else Tensor._wrap(xp.zeros(*m)) for gr, m in zip(grads, out_meta)]
-        return list(engine.grad(outs, leaves, gs, retain_graph=create_graph, create_graph=create_graph,
-                                allow_unused=True))
+        res = engine.grad(outs, [env[b] for b in read], gs, retain_graph=create_graph, create_graph=create_graph,
+                          allow_unused=True)
+    found = dict(zip(read, res))
+    return [found.get(b) for b in leaf_vals]
 
 
 class RegionReplayBackward(Node):
@@ -557,8 +574,8 @@ class RegionReplayBackward(Node):
         super().__init__(tuple(edge(tensors[g.kinds[v][1]] if g.kinds[v][0] == "input" else g.kinds[v][1])
                                for v in variant.replay_leaf_vals))
         self.variant = variant
-        self.saved_inputs = [SavedTensor(t if p is None else tensors[p])
-                             for t, p in zip(variant.fwd_sources, variant.input_pos)]
+        self.saved_inputs = [SavedTensor(t if p is None else tensors[p]) if b in variant.replay_reads else None
+                             for b, t, p in zip(variant.boundary, variant.fwd_sources, variant.input_pos)]
         self.n_outputs = len(outs)
         self.out_meta = [(o._data.shape, o._data.dtype) for o in outs]
         self.xp = backend(outs[0]._data)
@@ -568,10 +585,14 @@ class RegionReplayBackward(Node):
 
     def apply(self, grads):
         v = self.variant
-        if self.loss_node is not None and self.loss_node.freed and any(grads[i] is not None for i in v.replay_shared):
+        given = [i for i, gr in enumerate(grads) if gr is not None]
+        if self.loss_node is not None and self.loss_node.freed and set(given) & set(v.replay_shared):
             raise RuntimeError(FREED_MESSAGE)  # as eager: the loss's backward freed the graph these belong to
-        return _rerun_grads(v, self.saved_inputs, v.replay_outs, v.replay_leaf_vals, grads, self.out_meta, self.xp,
-                            STATE.grad_enabled)
+        nodes = set().union(*[v.replay_deps[i][0] for i in given])
+        reads = set().union(*[v.replay_deps[i][1] for i in given])
+        saved = [s if b in reads else None for b, s in zip(v.boundary, self.saved_inputs)]
+        return _rerun_grads(v, saved, [v.replay_outs[i] for i in given], v.replay_leaf_vals, [grads[i] for i in given],
+                            [self.out_meta[i] for i in given], self.xp, STATE.grad_enabled, nodes)
 
 
 def _replayable_step(tracer):
