@@ -168,6 +168,26 @@ def test_the_graph_before_a_break_is_compiled_and_the_rest_runs_eagerly(size):
     assert [n.op.name for n in var.graph.nodes] == ["mul", "sin", "add", "sum_all", "gt"]
 
 
+def test_a_returned_value_the_backward_saved_is_version_checked():
+    """softmax's VJP reads its output: written in place after the call, the compiled backward raises eager's
+    error instead of using the changed values."""
+    def f(x):
+        return (x * 2).softmax(0)
+    cf = jg.compile(f)
+    for fn in (f, cf, cf):
+        x = _t([1.0, 2.0, 0.5])
+        y = fn(x)
+        with jg.no_grad():
+            y.mul_(2)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            y[0].backward()
+    x = _t([1.0, 2.0, 0.5])
+    cf(x)[0].backward()  # untouched, it runs
+    want = _t([1.0, 2.0, 0.5])
+    f(want)[0].backward()
+    np.testing.assert_allclose(x.grad.numpy(), want.grad.numpy(), rtol=1e-12)
+
+
 def test_a_call_that_leaves_the_traced_ops_runs_eagerly_from_there():
     """The ops up to the break are checked against the graph at each call (operands by identity, numbers by
     value): Python that takes another path (a global here) runs eagerly from the first op that differs."""

@@ -389,7 +389,7 @@ class Variant:
                 o.grad_fn, o._requires_grad = node, True
         node = None
         if self.grad_outs:
-            node = CompiledFunctionBackward(self, tensors, arrays, res[n:], [outs[k] for k in self.grad_outs])
+            node = CompiledFunctionBackward(self, tensors, arrays, res[n:], [outs[k] for k in self.grad_outs], outs)
         if self.replay_outs:
             RegionReplayBackward(self, tensors, [outs[k] for k in self.replay_outs], node)
         return unflatten(self.out_spec, outs)
@@ -477,20 +477,25 @@ class CompiledFunctionBackward(Node):
     region's ops eagerly and differentiates them with the VJP formulas."""
     __slots__ = ("variant", "saved_inputs", "saved", "n_outputs", "out_meta", "xp", "freed")
 
-    def __init__(self, variant, tensors, arrays, saved, outs):
+    def __init__(self, variant, tensors, arrays, saved, outs, returned=()):
         leaves = [(tensors[src[1]] if src[0] == "input" else src[1]) for src in variant.leaf_sources]
         super().__init__(tuple(edge(t) for t in leaves))
         self.variant = variant
         # the region's input tensors, checked for in-place changes when backward reads them
         self.saved_inputs = [SavedTensor(t if p is None else tensors[p])
                              for t, p in zip(variant.fwd_sources, variant.input_pos)]
-        self.saved = saved
         self.n_outputs = len(outs)
         self.out_meta = [(o._data.shape, o._data.dtype) for o in outs]
         self.xp = backend(outs[0]._data)  # the array module of the region's device, for absent gradients
         self.freed = False
         for k, o in enumerate(outs):
             o.grad_fn, o._output_nr, o._requires_grad = self, k, True
+        if variant.joint is None and returned:
+            # a saved value the region also returns is saved as that tensor: written in place since, the
+            # backward raises PyTorch's error, as eager's would (its array would give wrong gradients)
+            by_array = {id(o._data): o for o in returned}
+            saved = [SavedTensor(by_array[id(a)]) if id(a) in by_array else a for a in saved]
+        self.saved = saved
 
     def apply(self, grads):
         if self.freed:
@@ -506,7 +511,8 @@ class CompiledFunctionBackward(Node):
                 g = grads[x]
                 args.append(g._data if g is not None else self.xp.zeros(*self.out_meta[x]))
             elif kind == 1:  # a forward value the forward plan saved
-                args.append(self.saved[x])
+                a = self.saved[x]
+                args.append(a.unpack_data() if a.__class__ is SavedTensor else a)
             elif kind == 2:  # an input of the region (version-checked)
                 args.append(self.saved_inputs[x].unpack_data())
             else:  # a constant of the backward graph
