@@ -188,6 +188,30 @@ def test_a_returned_value_the_backward_saved_is_version_checked():
     np.testing.assert_allclose(x.grad.numpy(), want.grad.numpy(), rtol=1e-12)
 
 
+def test_views_made_before_a_break_are_views_after_it():
+    """A view op before the break is made as eager makes it at each call: an in-place write to it after the break
+    changes its base, and gradients flow as in eager."""
+    def f(x):
+        h = x * 2
+        v = h.view(2, 2)
+        if h.sum().item() > 0:
+            with jg.no_grad():
+                v.add_(1)
+        return h * v.view(4)
+    cf = jg.compile(f)
+    for sign in (1.0, -1.0, 1.0):
+        got, want = [], []
+        for fn, out in ((cf, got), (f, want)):
+            x = _t([1.0, 2.0, 3.0, 4.0]) * sign
+            x.retain_grad()
+            y = fn(x)
+            y.sum().backward()
+            out += [y.tolist(), x.grad.tolist()]
+        assert got == want
+    (var,) = cf._jitgrad_compiled.variants.values()
+    assert var.prefix
+
+
 def test_a_call_that_leaves_the_traced_ops_runs_eagerly_from_there():
     """The ops up to the break are checked against the graph at each call (operands by identity, numbers by
     value): Python that takes another path (a global here) runs eagerly from the first op that differs."""

@@ -434,11 +434,16 @@ class Replay:
         node = self.nodes[k]
         if node.op is op and self._same(node.args, args) and self._same_params(node.params, params):
             self.k = k + 1
-            if self.k == len(self.nodes):
-                STATE.capture = None
-            if op.n_outputs == 1:
-                return self.objs[node.outs[0]]
-            return tuple(self.objs[v] for v in node.outs)
+            STATE.capture = None
+            if op.view:  # made as eager makes it: a view of the replayed tensor, sharing its memory and version
+                out = dispatch(op, args, params)
+                for v, o in zip(node.outs, out if isinstance(out, tuple) else (out,)):
+                    self.objs[v] = o
+            else:
+                out = self.objs[node.outs[0]] if op.n_outputs == 1 else tuple(self.objs[v] for v in node.outs)
+            if self.k < len(self.nodes):
+                STATE.capture = self
+            return out
         STATE.capture = None
         return dispatch(op, args, params)
 
