@@ -230,6 +230,12 @@ def test_a_call_that_leaves_the_traced_ops_runs_eagerly_from_there():
     assert x.grad.tolist() == [3.0, 3.0]  # (the read value is a constant, as in eager)
     scale[0] = 2.0
     assert cf(_t([1.0, 2.0])).tolist() == [8.0, 10.0]
+    (var,) = cf._jitgrad_compiled.variants.values()
+    assert var.prefix and var.missed == 0
+    scale[0] = 3.0  # two calls in a row that leave the traced ops: the plan is no longer run for nothing
+    assert cf(_t([1.0, 2.0])).tolist() == [12.0, 15.0] and var.prefix
+    assert cf(_t([1.0, 2.0])).tolist() == [12.0, 15.0] and var.eager and not var.prefix
+    assert cf(_t([1.0, 2.0])).tolist() == [12.0, 15.0]
 
 
 def _mlp_step_parts(seed=0):

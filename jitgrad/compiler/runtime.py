@@ -118,6 +118,7 @@ class Variant:
         self.breaks = g.breaks
         self.eager = bool(g.breaks)
         self.prefix = False
+        self.missed = 0  # calls in a row whose Python left the traced ops before the break (see replay)
         made = [o for outs in tracer.made for o in outs]
         step_loss = _replayable_step(tracer)
         if self.eager and tracer.read_break and g.nodes and len(g.breaks) == len(
@@ -398,11 +399,16 @@ class Variant:
         """A call of a variant whose graph ends at a graph break: the plan computes the graph's values, then the
         function runs with its ops up to the break taking them (see Replay), and eagerly from there."""
         values = self.run(tensors)
-        STATE.capture = Replay(self, values, tensors)
+        STATE.capture = replay = Replay(self, values, tensors)
         try:
             return fn(*args, **kwargs)
         finally:
             STATE.capture = None
+            # a call that left the traced ops computed the plan for nothing: after two in a row (the function
+            # makes its own tensors before the break, say) the variant runs eagerly
+            self.missed = self.missed + 1 if replay.k < len(replay.nodes) else 0
+            if self.missed >= 2:
+                self.prefix, self.eager = False, True
 
 
 class Replay:
