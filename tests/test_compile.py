@@ -188,6 +188,42 @@ def test_a_returned_value_the_backward_saved_is_version_checked():
     np.testing.assert_allclose(x.grad.numpy(), want.grad.numpy(), rtol=1e-12)
 
 
+@pytest.mark.parametrize("view", ["t", "view", "index", "reshape", "view_of_t", "computed"])
+def test_a_returned_view_of_an_input_is_a_view_as_in_eager(view):
+    """A compiled function that returns a view of its input returns a view: an in-place write to it changes the
+    input and bumps its version, and gradients flow through it as in eager."""
+    make = {"t": lambda x: x.t(), "view": lambda x: x.view(-1), "index": lambda x: x[0],
+            "reshape": lambda x: x.reshape(2, 3), "view_of_t": lambda x: x.t().reshape(6),
+            "computed": lambda x: (x * 2).view(-1)}[view]
+
+    def f(x, w):
+        return make(x), (x * w).sum()
+    cf = jg.compile(f)
+    for fn in (f, cf, cf, f):
+        x, w = _t(np.arange(6.0).reshape(2, 3)), _t(np.full((2, 3), 0.5))
+        xv = x.detach()  # the same memory, no history
+        y, s = fn(xv, w)
+        with jg.no_grad():
+            y.add_(100)
+        try:  # where the write went to x, which s's backward reads: eager's error
+            (s * 2).backward()
+            raised = None
+        except RuntimeError as e:
+            raised = str(e)
+        got = (xv.tolist(), y.tolist(), xv._version, y._base is xv, raised)
+        if fn is f:
+            want = got
+        assert got == want
+    assert (want[4] is not None) == (view in ("t", "view", "index", "reshape"))
+    grads = []
+    for fn in (f, cf):
+        x = _t(np.arange(6.0).reshape(2, 3))
+        y, _ = fn(x, _t(np.ones((2, 3))))
+        (y * _t(np.arange(float(np.prod(y.shape))).reshape(tuple(y.shape)))).sum().backward()
+        grads.append(x.grad.numpy())
+    np.testing.assert_array_equal(grads[1], grads[0])
+
+
 def test_views_made_before_a_break_are_views_after_it():
     """A view op before the break is made as eager makes it at each call: an in-place write to it after the break
     changes its base, and gradients flow as in eager."""

@@ -147,6 +147,7 @@ class Variant:
         self.spent = []
         self.grad_input = None  # a captured backward(gradient)'s gradient value
         self.replay_outs = []  # outputs whose backward runs the region's ops again (see RegionReplayBackward)
+        self.view_outs = {}  # outputs that are views of an input (see _views_of_inputs)
         bw = tracer.backward
         grad_outs, saved_vals, extra = [], [], []
         if self.prefix and step_loss is not None:
@@ -175,6 +176,8 @@ class Variant:
                 self.joint = joint_graph(g, bg, [gr for gr in grads if gr is not None], grad)
                 g, extra = self.joint
         else:
+            if not self.prefix:
+                self.view_outs = _views_of_inputs(g, out_vals)
             boundary = [Ref(v) for v, k in enumerate(g.kinds) if k[0] != "op"]
             leaves = []
             for v in boundary:
@@ -183,8 +186,8 @@ class Variant:
                 if t._requires_grad and t._data.dtype.kind == "f":
                     leaves.append((v, t))
             if STATE.grad_enabled and leaves:
-                grad_outs = [k for k, t in enumerate(out_leaves)
-                             if t._requires_grad and t.grad_fn is not None and g.kinds[out_vals[k]][0] == "op"]
+                grad_outs = [k for k, t in enumerate(out_leaves) if t._requires_grad and t.grad_fn is not None
+                             and g.kinds[out_vals[k]][0] == "op" and k not in self.view_outs]
             if grad_outs:
                 bg, grads = trace_backward(g, [out_leaves[k] for k in grad_outs], [t for _, t in leaves])
                 if self._joint(g, bg, grads, [v for v, _ in leaves], owner, [out_vals[k] for k in grad_outs]):
@@ -388,6 +391,12 @@ class Variant:
             for k in self.spent:
                 o = outs[k]
                 o.grad_fn, o._requires_grad = node, True
+        for k, (v, chain) in self.view_outs.items():  # made as eager makes them, on the call's own input
+            kind = self.graph.kinds[v]
+            t = tensors[kind[1]] if kind[0] == "input" else kind[1]
+            for node in chain:
+                t = dispatch(node.op, (t,) + node.args[1:], node.params)
+            outs[k] = t
         node = None
         if self.grad_outs:
             node = CompiledFunctionBackward(self, tensors, arrays, res[n:], [outs[k] for k in self.grad_outs], outs)
@@ -610,6 +619,27 @@ class RegionReplayBackward(Node):
         saved = [s if b in reads else None for b, s in zip(v.boundary, self.saved_inputs)]
         return _rerun_grads(v, saved, [v.replay_outs[i] for i in given], v.replay_leaf_vals, [grads[i] for i in given],
                             [self.out_meta[i] for i in given], self.xp, STATE.grad_enabled, nodes)
+
+
+def _views_of_inputs(g, out_vals):
+    """The outputs of graph ``g`` that are views of one of its inputs or externals, through view ops alone (x.t(),
+    x[0], x.view(-1)): output position -> (that value, the view nodes from it, in order). A plan would return
+    a copy, or memory without the base and version counter eager's view shares with its input."""
+    views = {}
+    for k, v in enumerate(out_vals):
+        chain = []
+        while g.kinds[v][0] == "op":
+            node = g.nodes[g.kinds[v][1]]
+            if not (node.op.view and node.op.n_outputs == 1 and node.args and node.args[0].__class__ is Ref
+                    and not any(a.__class__ is Ref for a in node.args[1:])
+                    and not any(p.__class__ is Ref for p in node.params.values())):
+                break
+            chain.append(node)
+            v = node.args[0]
+        else:
+            if chain:
+                views[k] = (v, chain[::-1])
+    return views
 
 
 def _replayable_step(tracer):
