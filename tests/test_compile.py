@@ -224,6 +224,27 @@ def test_a_returned_view_of_an_input_is_a_view_as_in_eager(view):
     np.testing.assert_array_equal(grads[1], grads[0])
 
 
+@pytest.mark.parametrize("case", ["twice", "view", "t", "index", "chain"])
+def test_outputs_that_view_other_outputs_are_views_as_in_eager(case):
+    """An output returned twice is one tensor; an output that is a view of another output is its view (an
+    in-place write to either shows in both, with one version counter); gradients through both add up."""
+    make = {"twice": lambda y: (y, y), "view": lambda y: (y, y.view(-1)), "t": lambda y: (y.t(), y),
+            "index": lambda y: (y, y[1]), "chain": lambda y: (y, y.t()[0])}[case]
+
+    def f(x):
+        return make(x * 2 + 1)
+    cf = jg.compile(f)
+    runs = []
+    for fn in (f, cf, cf):
+        x = _t(np.arange(6.0).reshape(2, 3))
+        a, b = fn(x)
+        (a.sum() * 3 + (b * b).sum()).backward()
+        with jg.no_grad():
+            a.add_(100)
+        runs.append((a.tolist(), b.tolist(), a is b, a._version, b._version, x.grad.tolist()))
+    assert runs[1] == runs[0] and runs[2] == runs[0]
+
+
 def test_views_made_before_a_break_are_views_after_it():
     """A view op before the break is made as eager makes it at each call: an in-place write to it after the break
     changes its base, and gradients flow as in eager."""

@@ -147,7 +147,7 @@ class Variant:
         self.spent = []
         self.grad_input = None  # a captured backward(gradient)'s gradient value
         self.replay_outs = []  # outputs whose backward runs the region's ops again (see RegionReplayBackward)
-        self.view_outs = {}  # outputs that are views of an input (see _views_of_inputs)
+        self.view_outs = {}  # outputs that are views of an input or of another output (see _output_views)
         bw = tracer.backward
         grad_outs, saved_vals, extra = [], [], []
         if self.prefix and step_loss is not None:
@@ -177,7 +177,7 @@ class Variant:
                 g, extra = self.joint
         else:
             if not self.prefix:
-                self.view_outs = _views_of_inputs(g, out_vals)
+                self.view_outs = _output_views(g, out_vals)
             boundary = [Ref(v) for v, k in enumerate(g.kinds) if k[0] != "op"]
             leaves = []
             for v in boundary:
@@ -391,18 +391,36 @@ class Variant:
             for k in self.spent:
                 o = outs[k]
                 o.grad_fn, o._requires_grad = node, True
-        for k, (v, chain) in self.view_outs.items():  # made as eager makes them, on the call's own input
-            kind = self.graph.kinds[v]
-            t = tensors[kind[1]] if kind[0] == "input" else kind[1]
-            for node in chain:
-                t = dispatch(node.op, (t,) + node.args[1:], node.params)
-            outs[k] = t
         node = None
         if self.grad_outs:
             node = CompiledFunctionBackward(self, tensors, arrays, res[n:], [outs[k] for k in self.grad_outs], outs)
         if self.replay_outs:
             RegionReplayBackward(self, tensors, [outs[k] for k in self.replay_outs], node)
+        if self.view_outs:
+            self._make_views(outs, tensors)
         return unflatten(self.out_spec, outs)
+
+    def _make_views(self, outs, tensors):
+        """The outputs that are views, made as eager makes them: on the call's input, or on the output (with its
+        autograd node) they view; an output returned twice is the same tensor twice."""
+        made = set()
+
+        def make(k):
+            (kind, src), chain = self.view_outs[k]
+            if kind == "out":
+                if src in self.view_outs and src not in made:
+                    make(src)
+                t = outs[src]
+            else:
+                vk = self.graph.kinds[src]
+                t = tensors[vk[1]] if vk[0] == "input" else vk[1]
+            for node in chain:
+                t = dispatch(node.op, (t,) + node.args[1:], node.params)
+            outs[k] = t
+            made.add(k)
+        for k in self.view_outs:
+            if k not in made:
+                make(k)
 
     def replay(self, fn, args, kwargs, tensors):
         """A call of a variant whose graph ends at a graph break: the plan computes the graph's values, then the
@@ -621,13 +639,20 @@ class RegionReplayBackward(Node):
                             [self.out_meta[i] for i in given], self.xp, STATE.grad_enabled, nodes)
 
 
-def _views_of_inputs(g, out_vals):
-    """The outputs of graph ``g`` that are views of one of its inputs or externals, through view ops alone (x.t(),
-    x[0], x.view(-1)): output position -> (that value, the view nodes from it, in order). A plan would return
-    a copy, or memory without the base and version counter eager's view shares with its input."""
+def _output_views(g, out_vals):
+    """The outputs of graph ``g`` that eager returns as views (through view ops alone: x.t(), y[0], y.view(-1)) of
+    one of its inputs or externals, or of another output, and the outputs returned twice: output position ->
+    (("value", input or external value) or ("out", output position), the view nodes from it, in order). A
+    plan would return copies, or memory without the base and version counter eager's views share."""
+    first = {}
+    for k, v in enumerate(out_vals):
+        first.setdefault(v, k)
     views = {}
     for k, v in enumerate(out_vals):
-        chain = []
+        if first[v] != k:
+            views[k] = (("out", first[v]), [])
+            continue
+        chain, base = [], None
         while g.kinds[v][0] == "op":
             node = g.nodes[g.kinds[v][1]]
             if not (node.op.view and node.op.n_outputs == 1 and node.args and node.args[0].__class__ is Ref
@@ -636,9 +661,13 @@ def _views_of_inputs(g, out_vals):
                 break
             chain.append(node)
             v = node.args[0]
+            if v in first:
+                base = ("out", first[v])
+                break
         else:
-            if chain:
-                views[k] = (v, chain[::-1])
+            base = ("value", v)
+        if base is not None and chain:
+            views[k] = (base, chain[::-1])
     return views
 
 
