@@ -80,6 +80,22 @@ def tensor_key(t):
     return (d.shape, d.dtype, d.__class__, t._requires_grad, contiguous)
 
 
+def _tensor_of(kind, tensors):
+    """The tensor of an input or external value (``kind``: its graph kind) in a call with input ``tensors``."""
+    return tensors[kind[1]] if kind[0] == "input" else kind[1]
+
+
+def _producers(g, values):
+    """The nodes of graph ``g`` that ``values`` derive from (those making them included)."""
+    nodes, stack = set(), [g.kinds[v][1] for v in values if g.kinds[v][0] == "op"]
+    while stack:
+        i = stack.pop()
+        if i not in nodes:
+            nodes.add(i)
+            stack += [g.kinds[v][1] for v in g.nodes[i].refs() if g.kinds[v][0] == "op"]
+    return nodes
+
+
 # ------------------------------------------------------------------ one traced variant
 # A scalar's gradients are computed by its forward plan where its arrays are this large (memory-bound loops,
 # where one pass instead of two pays); smaller graphs keep a backward plan of their own.
@@ -121,9 +137,9 @@ class Variant:
         self.missed = 0  # calls in a row whose Python left the traced ops before the break (see replay)
         made = [o for outs in tracer.made for o in outs]
         step_loss = _replayable_step(tracer)
-        if self.eager and tracer.read_break and g.nodes and len(g.breaks) == len(
-                [b for b in g.breaks if b[1] != "<function>"]) and (step_loss is not None or not tracer.effects and
-                                                                   sum(o._data.size for o in made) <= PREFIX_SIZE):
+        # (breaks "at <function>" are the graph's, not a line's: devices, float16, draws, writes outside the table)
+        if self.eager and tracer.read_break and g.nodes and all(where != "<function>" for _, where in g.breaks) and (
+                step_loss is not None or not tracer.effects and sum(o._data.size for o in made) <= PREFIX_SIZE):
             # The graph ends at a value read: the part before it is compiled, with every value it makes as an
             # output, and each call runs the function again with its ops up to the read taking those values
             # (see Replay). A training step's effects (zero_grad, backward, step) then run as its Python calls
@@ -181,8 +197,7 @@ class Variant:
             boundary = [Ref(v) for v, k in enumerate(g.kinds) if k[0] != "op"]
             leaves = []
             for v in boundary:
-                kind = g.kinds[v]
-                t = aliases[kind[1]] if kind[0] == "input" else kind[1]
+                t = _tensor_of(g.kinds[v], aliases)
                 if t._requires_grad and t._data.dtype.kind == "f":
                     leaves.append((v, t))
             if STATE.grad_enabled and leaves:
@@ -216,7 +231,7 @@ class Variant:
         pos = {v: i for i, v in enumerate(self.boundary)}
         for v in out_vals:
             self.out_kinds.append(pos.get(v, -1))
-        self.leaf_sources = [self._source(v, tensors) for v in getattr(self, "leaf_vals", [])]
+        self.leaf_sources = [self.graph.kinds[v] for v in getattr(self, "leaf_vals", [])]  # ("input", i), ("ext", t)
         if self.joint is not None:  # the region's inputs the backward would read: version-checked when it runs
             fwd_pos = {b: i for i, b in enumerate(self.boundary)}
             self.joint_reads = sorted({fwd_pos[k[1]] for k in bg.kinds if k[0] == "fwd" and k[1] in fwd_pos})
@@ -259,17 +274,9 @@ class Variant:
         """A step's outputs that require grad must derive from the loss's graph, which eager backward has
         freed (a compiled step gives them a spent node). One that does not would need a backward of its
         own: then the step runs eagerly."""
-        def ancestors(v0):
-            seen, stack = set(), [v0]
-            while stack:
-                v = stack.pop()
-                if v not in seen and g.kinds[v][0] == "op":
-                    seen.add(v)
-                    stack += g.nodes[g.kinds[v][1]].refs()
-            return seen
-        graph = ancestors(lv)
+        graph = _producers(g, [lv])
         self.spent = [k for k, t in enumerate(out_leaves) if t._requires_grad and g.kinds[out_vals[k]][0] == "op"]
-        if any(not ancestors(out_vals[k]) & graph for k in self.spent):
+        if any(not _producers(g, [out_vals[k]]) & graph for k in self.spent):
             self.breaks.append(("a compiled step returns a tensor that needs a backward of its own", "<function>"))
             self.eager = True
             return False
@@ -316,35 +323,20 @@ class Variant:
         self.replay_outs = [k for k, t in enumerate(out_leaves) if k not in grad_outs and t._requires_grad
                             and t.grad_fn is not None and g.kinds[out_vals[k]][0] == "op"]
         # those the loss derives from: eager's backward of the loss frees their graph too
-        below, stack = set(), [out_vals[k] for k in grad_outs]
-        while stack:
-            v = stack.pop()
-            if v not in below and g.kinds[v][0] == "op":
-                below.add(v)
-                stack += g.nodes[g.kinds[v][1]].refs()
-        self.replay_shared = [i for i, k in enumerate(self.replay_outs) if out_vals[k] in below]
+        below = _producers(g, [out_vals[k] for k in grad_outs])
+        self.replay_shared = [i for i, k in enumerate(self.replay_outs) if g.kinds[out_vals[k]][1] in below]
         # for each, the nodes it derives from and the inputs those read: a rerun runs and version-checks only
         # what the outputs given a gradient need, as eager's graph of each would have saved only that
         self.replay_deps = []
         for k in self.replay_outs:
-            nodes, stack = set(), [g.kinds[out_vals[k]][1]]
-            while stack:
-                i = stack.pop()
-                if i not in nodes:
-                    nodes.add(i)
-                    stack += [g.kinds[v][1] for v in g.nodes[i].refs() if g.kinds[v][0] == "op"]
+            nodes = _producers(g, [out_vals[k]])
             self.replay_deps.append((nodes, {v for i in nodes for v in g.nodes[i].refs() if g.kinds[v][0] != "op"}))
         self.replay_reads = set().union(*[r for _, r in self.replay_deps])
         self.replay_leaf_vals = []
         for v in sorted(self.replay_reads):
-            kind = g.kinds[v]
-            t = aliases[kind[1]] if kind[0] == "input" else kind[1]
+            t = _tensor_of(g.kinds[v], aliases)
             if t._requires_grad and t._data.dtype.kind == "f":
                 self.replay_leaf_vals.append(v)
-
-    def _source(self, v, tensors):
-        kind = self.graph.kinds[v]
-        return ("input", kind[1]) if kind[0] == "input" else ("ext", kind[1])
 
     def guards_hold(self):
         for t, key in self.exts:
@@ -412,8 +404,7 @@ class Variant:
                     make(src)
                 t = outs[src]
             else:
-                vk = self.graph.kinds[src]
-                t = tensors[vk[1]] if vk[0] == "input" else vk[1]
+                t = _tensor_of(self.graph.kinds[src], tensors)
             for node in chain:
                 t = dispatch(node.op, (t,) + node.args[1:], node.params)
             outs[k] = t
@@ -453,10 +444,8 @@ class Replay:
         self.k = 0
         self.objs = {}  # value -> the tensor a matching call passes for it
         for v, kind in enumerate(g.kinds):
-            if kind[0] == "input":
-                self.objs[v] = tensors[kind[1]]
-            elif kind[0] == "ext":
-                self.objs[v] = kind[1]
+            if kind[0] in ("input", "ext"):
+                self.objs[v] = _tensor_of(kind, tensors)
         outs = iter(values)
         for node in g.nodes:
             for v in node.outs:
@@ -516,7 +505,7 @@ class CompiledFunctionBackward(Node):
     __slots__ = ("variant", "saved_inputs", "saved", "n_outputs", "out_meta", "xp", "freed")
 
     def __init__(self, variant, tensors, arrays, saved, outs, returned=()):
-        leaves = [(tensors[src[1]] if src[0] == "input" else src[1]) for src in variant.leaf_sources]
+        leaves = [_tensor_of(src, tensors) for src in variant.leaf_sources]
         super().__init__(tuple(edge(t) for t in leaves))
         self.variant = variant
         # the region's input tensors, checked for in-place changes when backward reads them
@@ -615,8 +604,7 @@ class RegionReplayBackward(Node):
 
     def __init__(self, variant, tensors, outs, loss_node):
         g = variant.graph
-        super().__init__(tuple(edge(tensors[g.kinds[v][1]] if g.kinds[v][0] == "input" else g.kinds[v][1])
-                               for v in variant.replay_leaf_vals))
+        super().__init__(tuple(edge(_tensor_of(g.kinds[v], tensors)) for v in variant.replay_leaf_vals))
         self.variant = variant
         self.saved_inputs = [SavedTensor(t if p is None else tensors[p]) if b in variant.replay_reads else None
                              for b, t, p in zip(variant.boundary, variant.fwd_sources, variant.input_pos)]
