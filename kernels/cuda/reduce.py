@@ -154,9 +154,9 @@ def _kernel(template, name, kind, **fields):
     return k
 
 
-def _unrolled(element, element_w, unroll):
-    """The template's fields for a loop that loads ``unroll`` elements before folding them in order:
-    a thread's loads are then in flight together (one at a time left the loop latency-bound).
+def _unrolled(fold, element, element_w, unroll):
+    """The template's fields for a loop that loads ``unroll`` elements before folding them in order with
+    ``fold``: a thread's loads are then in flight together (one at a time left the loop latency-bound).
     ``element`` and ``element_w`` read the element at row r (flat index i) of the thread's column."""
     def at(expr, k):
         return re.sub(r"\bi\b", "(i + %d * s)" % k, re.sub(r"\br\b", "(r + %d * tr)" % k, expr))
@@ -164,7 +164,7 @@ def _unrolled(element, element_w, unroll):
     return dict(unroll=unroll, last=unroll - 1, element=element, element_w=element_w,
                 loads="\n".join("%se%d = %s\n%sew%d = %s" % (pad, k, at(element, k), pad, k, at(element_w, k))
                                  for k in range(unroll)),
-                folds="\n".join(pad + "v, w = {fold}(v, w, e%d, ew%d)" % (k, k) for k in range(unroll)))
+                folds="\n".join("%sv, w = %s(v, w, e%d, ew%d)" % (pad, fold, k, k) for k in range(unroll)))
 
 
 def _reduce_kernel(kind, partials, unroll=UNROLL):
@@ -172,8 +172,7 @@ def _reduce_kernel(kind, partials, unroll=UNROLL):
     # through 3-D indexing, whose per-element index arithmetic showed in the loop on a GPU
     element = "xs[i]" if FLAT else "src[a, r, b]"
     element_w = ("ws[i]" if FLAT else "src_w[a, r, b]") if partials else KINDS[kind].element_w
-    fields = _unrolled(element, element_w, unroll)
-    fields["folds"] = fields["folds"].replace("{fold}", "_" + KINDS[kind].fold)
+    fields = _unrolled("_" + KINDS[kind].fold, element, element_w, unroll)
     return _kernel(_REDUCE, "_reduce_%s_%s_u%d%s" % (kind, "partials" if partials else "x", unroll,
                                                     "_flat" if FLAT else ""), kind, **fields)
 
@@ -297,7 +296,8 @@ def _fold(kind, x3, out):
     chunks = max(1, min(-(-R // (tr * L.REDUCE_MIN_PER_THREAD)), -(-L.reduce_blocks() // tasks), 65535))
     pv = L.empty((A, chunks, B) if chunks > 1 else (1, 1, 1), v0.dtype)
     pw = L.empty(pv.shape, w0.dtype)
-    L.launch(_reduce_kernel(kind, False), (blocks, chunks), (tb, tr), x3, pw, pv, pw, out, v0, w0, L.flat(x3), L.flat(pw))
+    L.launch(_reduce_kernel(kind, False), (blocks, chunks), (tb, tr), x3, pw, pv, pw, out, v0, w0, L.flat(x3),
+             L.flat(pw))
     if chunks > 1:
         L.launch(_reduce_kernel(kind, True), (blocks, 1), (tb, tr), pv, pw, pv, pw, out, v0, w0, L.flat(pv), L.flat(pw))
 
