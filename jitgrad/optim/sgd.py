@@ -31,9 +31,11 @@ class SGD(Optimizer):
         buf, first = unused(param), False
         if momentum != 0:
             state = self.state[p]
-            if "momentum_buffer" not in state:  # the first step copies the gradient into a new buffer
-                state["momentum_buffer"] = new_state(p, fill=None)
-                first = True
+            if "momentum_buffer" not in state:
+                # The first step's b = g is the usual step's momentum * b + (1 - dampening) * g from a zero
+                # buffer when dampening is 0: that step then takes the usual loop, one compile fewer.
+                first = group["dampening"] != 0
+                state["momentum_buffer"] = new_state(p, fill=None if first else 0)
             buf = state_data(state["momentum_buffer"])
         fused_update("sgd", param, grad, buf, as_float(group["lr"]), float(momentum), float(group["dampening"]),
                      float(group["weight_decay"]), bool(group["nesterov"]), bool(group["maximize"]), first)
