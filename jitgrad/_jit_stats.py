@@ -5,7 +5,7 @@ build) and are then cached on disk, so a later process loads them instead of com
 counts come from the compile listener in kernels/_jit.py and from numba's per-dispatcher
 cache statistics.
 """
-from .kernels import _jit
+from .kernels import _background, _jit
 
 # One dict per graph jitgrad.compile built (appended by jitgrad/compiler/stats.py): function, op counts,
 # fused groups, compile seconds and kernels loaded from the disk cache.
@@ -20,6 +20,8 @@ def jit_stats(per_kernel=False):
       kernel count in that kernel's time);
     - ``cache_hits`` / ``cache_misses``: signatures loaded from numba's on-disk cache, and
       signatures that were not found there;
+    - ``background_builds``: parallel builds handed to the background compiler (their serial
+      twins ran meanwhile; see kernels/_background.py);
     - ``graphs``: one dict per graph ``jitgrad.compile`` built (``function``, ``nodes``,
       ``backward_nodes``, ``fused_groups``, ``compile_seconds``, ``kernels_from_cache``), and
       ``graph_compile_seconds``, their total;
@@ -40,6 +42,7 @@ def jit_stats(per_kernel=False):
         "compile_seconds": sum(c[2] for c in top),
         "cache_hits": hits,
         "cache_misses": misses,
+        "background_builds": len(_background.REQUESTS),
         "graphs": [dict(g) for g in GRAPHS],
         "graph_compile_seconds": sum(g["compile_seconds"] for g in GRAPHS),
     }

@@ -4,6 +4,7 @@ Every compilation of a kernel of this package is timed (numba's "numba:compile" 
 recorded in COMPILES, for jitgrad.jit_stats(); with JITGRAD_LOG_COMPILES=1 each kernel's
 compilation is also logged to stderr, one line each.
 """
+import importlib
 import os
 import sys
 import threading
@@ -13,7 +14,7 @@ import types
 from numba import njit
 from numba.core import event
 
-from . import config
+from . import _background, config
 
 # Every compiled kernel, for jitgrad.jit_stats().
 DISPATCHERS = []
@@ -77,22 +78,42 @@ def _serialised(d):
     return launch
 
 
-def compiled(fn, parallel=False, name=None):
+def compiled(fn, parallel=False, name=None, twin=None, remake=None):
     """Compile ``fn`` lazily with numba (on-disk cache, NumPy error model, safe fastmath).
 
     ``name`` gives the compiled copy its own qualified name, so that a serial and a parallel
     build of the same Python function keep separate on-disk cache entries. Every parallel kernel
     of the package is built here, so this is where their launches are serialised when the
     threading layer is not thread-safe.
+
+    A parallel build given ``twin`` (a function returning its serial build, which computes the same
+    values) and ``remake`` ((module, function, args) whose call makes this build in another process)
+    is compiled in the background (kernels/_background.py) while the twin runs its first calls.
     """
     if name is not None:
         code = fn.__code__.replace(co_name=name, co_qualname=name)
         fn = types.FunctionType(code, fn.__globals__, name, fn.__defaults__, fn.__closure__)
-    d = njit(cache=config.CACHE, parallel=parallel, error_model="numpy", fastmath=config.FASTMATH, nogil=True)(fn)
+    options = dict(parallel=parallel, error_model="numpy", fastmath=config.FASTMATH, nogil=True)
+    if parallel and twin is not None and _background.ENABLED:
+        d = _background.Dispatcher(fn, dict(options, nopython=True), twin, remake)
+        d.enable_caching()
+    else:
+        d = njit(cache=config.CACHE, **options)(fn)
     DISPATCHERS.append(d)
     return _serialised(d) if parallel and config.SERIALISE_PARALLEL else d
 
 
-def twins(fn):
-    """Serial and parallel builds of ``fn`` (whose loops use prange)."""
-    return compiled(fn, name=fn.__name__ + "_ser"), compiled(fn, parallel=True, name=fn.__name__ + "_par")
+def twins(fn, same_values=True):
+    """Serial and parallel builds of ``fn`` (whose loops use prange). Where they give the same values (each
+    thread writes outputs of its own, no prange sum), the parallel one builds in the background."""
+    serial = compiled(fn, name=fn.__name__ + "_ser")
+    if not same_values:
+        return serial, compiled(fn, parallel=True, name=fn.__name__ + "_par")
+    return serial, compiled(fn, parallel=True, name=fn.__name__ + "_par", twin=lambda: serial,
+                            remake=(__name__, "built", (fn.__globals__["__name__"], fn.__name__ + "_par")))
+
+
+def built(module, name):
+    """The build named ``name`` of kernel module ``module`` (imported: its twins are made at import)."""
+    importlib.import_module(module)
+    return next(d for d in DISPATCHERS if d.py_func.__module__ == module and d.py_func.__name__ == name)

@@ -32,10 +32,7 @@ def _make_loop(fn, pattern, parallel):
     params = "".join("x%d, " % k for k in range(len(pattern)))
     call = ", ".join(("x%d[i]" if p else "x%d") % k for k, p in enumerate(pattern))
     src = _LOOP.format(name=name, params=params, rng="prange" if parallel else "range", fn="SCALARS_%s" % fn, call=call)
-    namespace = globals()
-    namespace["SCALARS_%s" % fn] = SCALARS[fn]
-    exec(compile(src, __file__, "exec"), namespace)
-    return compiled(namespace[name], parallel=parallel)
+    return _compiled(src, name, fn, parallel, _make_loop, (fn, pattern), (fn, False) + tuple(pattern))
 
 
 # An operand broadcast along the leading dims of the output (a bias row) or along its trailing
@@ -58,10 +55,24 @@ def _make_loop2d(fn, kinds, parallel):
     call = ", ".join(_INDEX2D[c] % k for k, c in enumerate(kinds))
     src = _LOOP2D.format(name=name, params=params, rng="prange" if parallel else "range", fn="SCALARS_%s" % fn,
                          call=call)
+    return _compiled(src, name, fn, parallel, _make_loop2d, (fn, tuple(kinds)), (fn, False, "2d") + tuple(kinds))
+
+
+def _compiled(src, name, fn, parallel, make, args, serial_key):
+    """Loop ``name`` of ``src`` compiled. A parallel loop's serial twin (``make(*args, False)``, kept in
+    _loops at ``serial_key``) runs its first calls while it builds in the background."""
     namespace = globals()
     namespace["SCALARS_%s" % fn] = SCALARS[fn]
     exec(compile(src, __file__, "exec"), namespace)
-    return compiled(namespace[name], parallel=parallel)
+    if not parallel:
+        return compiled(namespace[name])
+
+    def twin():
+        loop = _loops.get(serial_key)
+        if loop is None:
+            loop = _loops[serial_key] = make(*args, False)
+        return loop
+    return compiled(namespace[name], parallel=True, twin=twin, remake=(__name__, make.__name__, args + (True,)))
 
 
 def _scalar_like(a):

@@ -125,7 +125,9 @@ def _nll_vjp(g, t, w, ignore_index, scale, out):
             out[n, c, d] = -(w[c] if hw else 1.0) * (g[k] if hg else g[0]) * scale
 
 
-_KERNELS = {f.__name__[1:]: twins(f) for f in (_loss_map, _loss_sum, _loss_vjp, _nll_map, _nll_sum, _nll_vjp)}
+# (the sums' threads add up parts of the sum: their serial and parallel builds round differently)
+_KERNELS = {f.__name__[1:]: twins(f, same_values=f not in (_loss_sum, _nll_sum))
+            for f in (_loss_map, _loss_sum, _loss_vjp, _nll_map, _nll_sum, _nll_vjp)}
 
 
 def kernel(name, size):

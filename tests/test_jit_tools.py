@@ -38,8 +38,8 @@ def _stats(proc):
 
 def test_jit_stats_fields():
     s = jg.jit_stats()
-    assert set(s) == {"kernels_compiled", "compile_seconds", "cache_hits", "cache_misses", "graphs",
-                      "graph_compile_seconds"}  # the last two: jitgrad.compile's graphs
+    assert set(s) == {"kernels_compiled", "compile_seconds", "cache_hits", "cache_misses", "background_builds",
+                      "graphs", "graph_compile_seconds"}  # the last two: jitgrad.compile's graphs
     assert all(v >= 0 for k, v in s.items() if k != "graphs") and isinstance(s["graphs"], list)
     assert isinstance(jg.jit_stats(per_kernel=True)["per_kernel"], list)
 

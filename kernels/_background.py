@@ -1,0 +1,136 @@
+"""Parallel builds compiled in a second process while their serial twins run the calls.
+
+A parallel (prange) build costs numba two to four times a serial one's compile (0.3 to 1 s a loop), and
+a first training step needs several. The first call of a parallel build whose signature is not in the
+on-disk cache therefore asks a worker process to compile it into that cache, and runs the serial twin
+(the same function, the same results: only kernels whose threads write disjoint outputs have twins here).
+Once the worker is done, the next call loads the build from the cache. The worker is started at the
+first request, compiles one build at a time, and ends with this process.
+
+JITGRAD_BACKGROUND_COMPILE=0 (or a disabled cache) compiles every build in this process when first
+called, as numba does.
+"""
+import atexit
+import importlib
+import os
+import pickle
+import subprocess
+import sys
+import threading
+
+from numba.core.compiler_lock import global_compiler_lock
+from numba.core.registry import CPUDispatcher
+
+from . import config
+
+ENABLED = config.CACHE and os.environ.get("JITGRAD_BACKGROUND_COMPILE", "1") != "0"
+
+_state = {}    # (remake, signature) -> "building", "done" or "failed"
+REQUESTS = []  # request number -> its key (jit_stats counts them)
+_worker = []   # the worker process, once started
+_lock = threading.Lock()
+
+
+class Dispatcher(CPUDispatcher):
+    """A parallel build whose missing signatures are compiled by the worker; ``twin()`` gives the serial
+    build that runs meanwhile, ``remake`` = (module, function, args) makes this build in the worker."""
+
+    def __init__(self, py_func, targetoptions, twin, remake):
+        super().__init__(py_func=py_func, locals={}, targetoptions=targetoptions)
+        self.twin, self.remake = twin, remake
+
+    def _compile_for_args(self, *args, **kws):
+        # numba calls this for arguments of a type no build has yet; what it returns runs the call
+        if not kws:
+            key = (self.remake, tuple(self.typeof_pyval(a) for a in args))
+            state = _state.get(key)
+            if state == "building" or state is None and self._load(key[1]) is None and _building(key, self.py_func.__name__):
+                return self.twin()
+        return super()._compile_for_args(*args, **kws)
+
+    def _load(self, sig):
+        """The build of ``sig`` from the on-disk cache (added as numba's compile adds it), or None."""
+        with global_compiler_lock:
+            cres = self._cache.load_overload(sig, self.targetctx)
+            if cres is None:
+                return None
+            self.targetctx.insert_user_function(cres.entry_point, cres.fndesc, [cres.library])
+            self.add_overload(cres)
+            return cres.entry_point
+
+
+def _building(key, name):
+    """Whether the worker is compiling ``key``'s build: asked for at the first call, False once it is done
+    or failed (numba's compile then loads it from the cache, or compiles it here)."""
+    state = _state.get(key)
+    if state is None:
+        with _lock:
+            if key not in _state:
+                _state[key] = "building" if _send(key, name) else "failed"
+        state = _state[key]
+    return state == "building"
+
+
+def _send(key, name):
+    try:
+        if not _worker:
+            _start()
+        proc = _worker[0]
+        REQUESTS.append(key)
+        pickle.dump((len(REQUESTS) - 1,) + key, proc.stdin)
+        proc.stdin.flush()
+        if config.LOG_COMPILES:
+            print("jitgrad: compiling %s(%s) in the background" % (name, ", ".join(map(str, key[1]))), file=sys.stderr,
+                  flush=True)
+        return True
+    except (OSError, pickle.PickleError):
+        return False
+
+
+def _start():
+    env = dict(os.environ, JITGRAD_BACKGROUND_COMPILE="0")
+    proc = subprocess.Popen([sys.executable, "-c", "import importlib; importlib.import_module(%r).serve()" % __name__],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+    _worker.append(proc)
+    threading.Thread(target=_read_replies, args=(proc,), daemon=True).start()
+    atexit.register(proc.kill)
+
+
+def _read_replies(proc):
+    for line in proc.stdout:
+        n, status = line.split()
+        _state[REQUESTS[int(n)]] = status.decode()
+    for key, state in list(_state.items()):  # the worker ended: what it had not done is compiled here
+        if state == "building":
+            _state[key] = "failed"
+
+
+def _forget_worker_in_child():
+    # a forked child has no reader thread for the parent's worker: it starts its own when it needs one
+    _worker.clear()
+    _state.clear()
+    REQUESTS.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_worker_in_child)
+
+
+def serve():
+    """The worker: compile each requested (number, remake, signature) into the on-disk cache and answer
+    'number ok' or 'number failed', until the requesting process closes the pipe."""
+    replies = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)  # anything printed while compiling goes to stderr, not into the replies
+    while True:
+        try:
+            n, (module, function, args), sig = pickle.load(sys.stdin.buffer)
+        except EOFError:
+            return
+        try:
+            build = getattr(importlib.import_module(module), function)(*args)
+            getattr(build, "dispatcher", build).compile(sig)
+            status = "ok"
+        except Exception as e:  # the requester compiles it itself
+            print("jitgrad: background compile of %s.%s%r failed: %r" % (module, function, args, e), file=sys.stderr)
+            status = "failed"
+        print(n, status, file=replies, flush=True)

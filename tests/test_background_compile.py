@@ -1,0 +1,94 @@
+"""Parallel kernel builds compiled in a background process (kernels/_background.py).
+
+Each case runs in a fresh process with an empty numba cache, so that the parallel builds it calls are
+not compiled yet: the first call runs the serial twin while a worker compiles the parallel build into
+the cache, and a later call loads it from there.
+"""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from jitgrad.kernels import _background, loss, reduce
+
+_CHILD = r"""
+import json, sys, time
+import numpy as np
+import jitgrad
+from jitgrad.kernels import _background, _jit, elementwise as E, reduce as R
+
+x = np.random.default_rng(0).standard_normal((300, 400)).astype(np.float32)  # above the parallel threshold
+b = np.random.default_rng(1).standard_normal(400).astype(np.float32)
+calls = [lambda: E.run("relu", np.float32, x), lambda: E.run("add", np.float32, x, b),
+         lambda: R.reduce("sum", x, (0,))]
+E._loops[("relu", True, True)] = E._make_loop("relu", (True,), True)
+if %(break_remake)s:  # a build the worker cannot make
+    E._loops[("relu", True, True)].remake = ("jitgrad.kernels._jit", "built", ("no.such.module", "nothing"))
+first = [f() for f in calls]
+builds = [E._loops[("relu", True, True)], E._loops[("add", True, "2d", "a", "t")], R._KERNELS["sum_cols"][1]]
+report = {"background": [type(d).__name__ for d in builds], "overloads_at_first": [len(d.overloads) for d in builds]}
+deadline = time.time() + 300
+while any(s == "building" for s in _background._state.values()) and time.time() < deadline:
+    time.sleep(0.05)
+report["states"] = sorted(_background._state.values())
+again = [f() for f in calls]
+report["equal"] = [bool(np.array_equal(a, b)) for a, b in zip(first, again)]
+report["overloads"] = [len(d.overloads) for d in builds]
+report["cache_hits"] = [sum(d.stats.cache_hits.values()) for d in builds]
+report["background_builds"] = jitgrad.jit_stats()["background_builds"]
+report["compiled_here"] = sorted({n for n, _, _, depth in _jit.COMPILES
+                                  if depth == 0 and ("_par_" in n or n.endswith("_par"))})
+print(json.dumps(report))
+"""
+
+
+def _child(tmp_path, background=True, break_remake=False):
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba"), JITGRAD_BACKGROUND_COMPILE="1" if background else "0",
+               JITGRAD_LOG_COMPILES="1")
+    out = subprocess.run([sys.executable, "-c", _CHILD % dict(break_remake=break_remake)], env=env,
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.splitlines()[-1]), out.stderr
+
+
+def test_a_parallel_build_compiles_in_the_background_while_its_serial_twin_runs(tmp_path):
+    r, err = _child(tmp_path)
+    assert r["background"] == ["Dispatcher"] * 3
+    assert "jitgrad: compiling _sum_cols_par(array(float32, 3d, C)" in err  # JITGRAD_LOG_COMPILES names it
+    assert r["overloads_at_first"] == [0, 0, 0]  # the first calls ran the serial twins
+    assert r["states"] == ["ok"] * 3
+    assert r["equal"] == [True] * 3  # twins give the same values
+    assert r["overloads"] == [1, 1, 1] and r["cache_hits"] == [1, 1, 1]  # loaded from the worker's cache entry
+    assert r["compiled_here"] == []  # no parallel build was compiled in this process
+    assert r["background_builds"] == 3
+
+
+def test_without_background_compiles_the_parallel_build_at_its_first_call(tmp_path):
+    r, _ = _child(tmp_path, background=False)
+    assert r["background"] == ["CPUDispatcher"] * 3
+    assert r["overloads_at_first"] == [1, 1, 1] and r["states"] == [] and r["background_builds"] == 0
+    assert r["equal"] == [True] * 3 and r["cache_hits"] == [0, 0, 0]
+    assert len(r["compiled_here"]) == 3
+
+
+def test_a_build_the_worker_cannot_make_is_compiled_here(tmp_path):
+    r, err = _child(tmp_path, break_remake=True)
+    assert "failed" in r["states"]
+    assert "background compile of jitgrad.kernels._jit.built" in err
+    assert r["equal"] == [True] * 3 and r["overloads"] == [1, 1, 1]
+    assert any(n.startswith("_loop_relu_a_par") for n in r["compiled_here"])
+
+
+def test_sums_split_across_threads_have_no_background_twin():
+    """A prange sum rounds differently in its parallel build, so that build is never stood in for."""
+    if not _background.ENABLED:
+        pytest.skip("background builds are off in this environment (JITGRAD_BACKGROUND_COMPILE=0 or no cache)")
+    assert type(loss._KERNELS["nll_sum"][1]).__name__ == "CPUDispatcher"
+    assert type(loss._KERNELS["loss_sum"][1]).__name__ == "CPUDispatcher"
+    assert type(loss._KERNELS["nll_map"][1]).__name__ == "Dispatcher"
+    assert type(reduce._KERNELS["sum_cols"][1]).__name__ == "Dispatcher"
+    x = np.arange(12.0).reshape(3, 4)
+    np.testing.assert_array_equal(reduce.reduce("sum", x, (0,)), x.sum(0))
