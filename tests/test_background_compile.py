@@ -92,3 +92,45 @@ def test_sums_split_across_threads_have_no_background_twin():
     assert type(reduce._KERNELS["sum_cols"][1]).__name__ == "Dispatcher"
     x = np.arange(12.0).reshape(3, 4)
     np.testing.assert_array_equal(reduce.reduce("sum", x, (0,)), x.sum(0))
+
+
+_FUSED_CHILD = r"""
+import json, time
+import numpy as np
+import jitgrad
+from jitgrad.compiler import codegen
+from jitgrad.kernels import _background
+
+x = jitgrad.tensor(np.random.default_rng(0).standard_normal(70000).astype(np.float32), requires_grad=True)
+f = jitgrad.compile(lambda t: (jitgrad.tanh(t * 1.5 + 0.25) ** 2 * jitgrad.sigmoid(t)).sum())
+eager = (jitgrad.tanh(x * 1.5 + 0.25) ** 2 * jitgrad.sigmoid(x)).sum()
+g_eager, = jitgrad.autograd.grad(eager, x)
+y = f(x)
+g, = jitgrad.autograd.grad(y, x)
+kernels = [d for d in codegen._KERNELS.values() if isinstance(d, _background.Dispatcher)]
+report = {"parallel_kernels": len(kernels), "overloads_at_first": [len(d.overloads) for d in kernels]}
+deadline = time.time() + 300
+while any(s == "building" for s in _background._state.values()) and time.time() < deadline:
+    time.sleep(0.05)
+y2 = f(x)
+g2, = jitgrad.autograd.grad(y2, x)
+report["overloads"] = [len(d.overloads) for d in kernels]
+report["states"] = sorted(_background._state.values())
+report["same"] = bool(y.item() == y2.item() and np.array_equal(g.numpy(), g2.numpy()))
+report["close_to_eager"] = bool(np.allclose(y.item(), eager.item(), rtol=1e-5) and
+                                np.allclose(g.numpy(), g_eager.numpy(), rtol=1e-5, atol=1e-6))
+print(json.dumps(report))
+"""
+
+
+def test_a_parallel_fused_kernel_of_jitgrad_compile_builds_in_the_background(tmp_path):
+    """The plan of a compiled function runs its fused loop's serial twin until the parallel loop is built."""
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba"), JITGRAD_COMPILE_CACHE=str(tmp_path / "graphs"),
+               JITGRAD_BACKGROUND_COMPILE="1")
+    out = subprocess.run([sys.executable, "-c", _FUSED_CHILD], env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    r = json.loads(out.stdout.splitlines()[-1])
+    assert r["parallel_kernels"] >= 1 and r["overloads_at_first"] == [0] * r["parallel_kernels"]
+    assert "ok" in r["states"] and "failed" not in r["states"]
+    assert r["overloads"] == [1] * r["parallel_kernels"]
+    assert r["same"] and r["close_to_eager"]  # the twin and the parallel loop give the same values

@@ -16,7 +16,7 @@ import numba
 import numpy as np
 from numba import njit
 
-from ..kernels import config, cpu as CPU_BACKEND
+from ..kernels import _background, config, cpu as CPU_BACKEND
 from ..kernels import scalars as _scalars
 from .._device import cuda_backend
 from .._tensor import Tensor
@@ -259,13 +259,19 @@ def _emit_group(graph, g, k, ns, lines, device=False, reuse=None):
             kbody = "\n".join(pre + _blocked_reductions(graph, g, name_of, body, rng, views))
         else:
             kbody = "\n".join(pre + ["    for i in %s(n):" % rng] + body)
-        key = hashlib.sha1(("%s\n%s\n%s" % (_SCALARS_STAMP, parallel, kbody)).encode()).hexdigest()[:20]
-        kname = "fused_%s" % key
-        ksrc = "def %s(%s):\n%s\n" % (kname, ", ".join(["n"] + params), kbody)
-        kernel, hit = _kernel(kname, ksrc, sorted(fns), parallel,
-                              [np.int64(1)] + [np.empty(1, graph.meta(v)[1]) for v in inputs] +
-                              [np.empty(1, graph.meta(v)[1]) for v in g.outputs] +
-                              [np.empty(1, graph.meta(graph.nodes[r[0]].outs[0])[1]) for r in g.reductions])
+        example = [np.int64(1)] + [np.empty(1, graph.meta(v)[1]) for v in inputs] + \
+            [np.empty(1, graph.meta(v)[1]) for v in g.outputs] + \
+            [np.empty(1, graph.meta(graph.nodes[r[0]].outs[0])[1]) for r in g.reductions]
+
+        def kernel_of(parallel):
+            body = kbody if parallel else kbody.replace("prange(", "range(")
+            kname = "fused_%s" % hashlib.sha1(("%s\n%s\n%s" % (_SCALARS_STAMP, parallel, body)).encode()).hexdigest()[:20]
+            ksrc = "def %s(%s):\n%s\n" % (kname, ", ".join(["n"] + params), body)
+            # the serial twin (the same loop, the same values: the blocks of a reduction are fixed) runs the
+            # calls while a parallel kernel builds in the background
+            twin = (lambda: kernel_of(False)[0]) if parallel else None
+            return _kernel(kname, ksrc, sorted(fns), parallel, example, twin) + (kname, ksrc)
+        kernel, hit, kname, ksrc = kernel_of(parallel)
     ns["K%d" % k] = kernel
     # the call in the plan
     call = ["%d" % g.size]
@@ -366,8 +372,12 @@ def _literal(c):
     return "%s(%s)" % (cast, text)
 
 
-def _kernel(kname, ksrc, fns, parallel, example):
-    """The compiled kernel for ``ksrc``: from this process, numba's disk cache, or a fresh compile."""
+def _kernel(kname, ksrc, fns, parallel, example, serial=None):
+    """The compiled kernel for ``ksrc``: from this process, numba's disk cache, or a fresh compile.
+
+    A parallel kernel given ``serial`` (a function returning its serial twin: the same loop over range)
+    that is not in the cache compiles in the background while the twin runs (kernels/_background.py).
+    Returns (dispatcher, whether it came from the cache)."""
     d = _KERNELS.get(kname)
     if d is not None:
         return d, 1
@@ -386,22 +396,44 @@ def _kernel(kname, ksrc, fns, parallel, example):
                 os.replace(tmp, path)
         except OSError:
             path = None
-    if path is not None:
-        # registered under its name: numba's cache finds a kernel's module by name when it loads it
-        spec = importlib.util.spec_from_file_location("jitgrad_" + kname, path)
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = mod
-        spec.loader.exec_module(mod)
-        fn = getattr(mod, kname)
+    sig = tuple(numba.typeof(x) for x in example)
+    if serial is not None and path is not None and _background.ENABLED:
+        d = _background.Dispatcher(_function(kname, path), dict(_OPTIONS, parallel=True, nopython=True), serial,
+                                   (__name__, "_from_file", (kname, path, True)))
+        d.enable_caching()
+        hit = d._load(sig) is not None
+        if not hit:  # the plan's first call hands it to the worker and runs the twin, compiled now
+            serial()
     else:
-        ns = {}
-        exec(compile(src, "<jitgrad fused %s>" % kname, "exec"), ns)
-        fn = ns[kname]
-    d = njit(cache=path is not None, parallel=parallel, error_model="numpy", fastmath=config.FASTMATH,
-             nogil=True)(fn)
-    d.compile(tuple(numba.typeof(x) for x in example))
-    hit = sum(d.stats.cache_hits.values()) if path is not None else 0
+        if path is not None:
+            d = _from_file(kname, path, parallel)
+        else:
+            ns = {}
+            exec(compile(src, "<jitgrad fused %s>" % kname, "exec"), ns)
+            d = njit(parallel=parallel, **_OPTIONS)(ns[kname])
+        d.compile(sig)
+        hit = sum(d.stats.cache_hits.values()) if path is not None else 0
     _KERNELS[kname] = d
     if config.LOG_COMPILES and not hit:
-        print("jitgrad: compiled fused kernel %s" % kname, file=sys.stderr, flush=True)
+        print("jitgrad: %s fused kernel %s" % ("compiling" if isinstance(d, _background.Dispatcher) else "compiled",
+                                               kname), file=sys.stderr, flush=True)
     return d, hit
+
+
+_OPTIONS = dict(error_model="numpy", fastmath=config.FASTMATH, nogil=True)
+
+
+def _function(kname, path):
+    """The generated function ``kname`` of the source file ``path``, imported as a module registered under its
+    name: numba's cache finds a kernel's module by name when it loads it."""
+    spec = importlib.util.spec_from_file_location("jitgrad_" + kname, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    return getattr(mod, kname)
+
+
+def _from_file(kname, path, parallel):
+    """Kernel ``kname`` of the cached source ``path``, compiled lazily with numba's cache (also how the
+    background worker makes a parallel one)."""
+    return njit(cache=True, parallel=parallel, **_OPTIONS)(_function(kname, path))
