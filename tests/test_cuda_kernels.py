@@ -233,6 +233,35 @@ else:
             assert len(grids) == 2 and grids[0][1] > 1 and grids[1][1] == 1  # chunks of R, then their merge
         assert host(R.reduce("argmax", dev(x), (0,)))[()] == 17
 
+    @pytest.mark.parametrize("threads", [None, 64])  # the simulator's 8 (part of a warp); two warps, via shared slots
+    def test_rows_reduction_matches_numpy(threads, rng, monkeypatch):
+        """B == 1 runs the rows template: R not a multiple of the block's threads, R below them, R = 1, more
+        rows than the grid's blocks (a block strides over rows), one row split across blocks."""
+        if threads:
+            monkeypatch.setattr(R, "ROWS_THREADS", threads)
+        tr = R.ROWS_THREADS
+        grids, launch = [], L.launch
+
+        def recording_launch(kernel, grid, block, *args):
+            assert kernel.py_func.__name__.startswith("_rows_")
+            grids.append(grid)
+            launch(kernel, grid, block, *args)
+        monkeypatch.setattr(L, "launch", recording_launch)
+        numpy = {"sum": np.sum, "amax": np.max, "argmax": np.argmax, "logsumexp": np.logaddexp.reduce}
+        split = 4 * tr * L.REDUCE_MIN_PER_THREAD + 3
+        for shape in [(3, tr + 5), (2, tr // 2 + 3), (4, 1), (R.ROWS_GRID + 5, 3), (1, split)]:
+            for dtype in (np.float32, np.float64) if threads is None else (np.float64,):
+                x = np.round(rng.standard_normal(shape) * 2).astype(dtype)  # small integers: argmax ties
+                for kind, ref in numpy.items():
+                    grids.clear()
+                    got = host(R.reduce(kind, dev(x), (1,)))
+                    want = ref(x.astype(np.float64), axis=1)
+                    if kind == "argmax":
+                        np.testing.assert_array_equal(got, want)  # the first index of the maximum
+                    else:
+                        np.testing.assert_allclose(got, want, rtol=2e-6 if dtype == np.float32 else 1e-12)
+                    assert shape[0] > 1 or (len(grids) == 2 and grids[0][1] > 1), grids  # chunks, then their merge
+
     def test_multinomial_draws_the_cpu_categories(rng):
         """The same variates give the same categories: rows sampled by one shared function with replacement
         (a zero weight never drawn), exponential races without."""

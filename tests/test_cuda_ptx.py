@@ -117,10 +117,12 @@ def _sweep(mode):
         E.run("identity", a.dtype, np.asarray(a[0, 0]), out=np.empty((), dt))  # 0-d
     E.run("eq", np.dtype(bool), x, x[0])
 
-    # reductions (a long row is split across blocks: both passes), scan, softmax
+    # reductions (a long row or column is split across blocks: both passes; rows (B == 1) have a kernel of
+    # their own), scan, softmax
     for kind in R.KINDS:
         for dt in floats + ((np.int32, np.int64, np.bool_) if full and kind != "logsumexp" else ()):
             R.reduce(kind, np.zeros((1, 200000), dt), (1,))
+            R.reduce(kind, np.zeros((1, 200000, 2), dt), (1,))
     for dt in floats + ((np.int64, np.bool_) if full else ()):
         for kind in CR.SCANS:
             R.scan(kind, np.zeros((3, 7, 5), dt), 1)

@@ -2,10 +2,17 @@
 
 As on the CPU, every kernel reads a 3-D view ``x[A, R, B]`` and reduces (or scans) its middle
 axis R. A block of (tb, tr) threads owns one row ``a`` and a tile of ``tb`` neighbouring columns
-``b``: tb = 1 when B == 1, so the whole block walks one contiguous row; up to REDUCE_TILE
-otherwise, so loads coalesce across b. The block's tr thread rows stride through R and meet in a
-shared-memory tree. When A * B blocks are too few to fill the GPU, R is also split across blocks
-(blockIdx.y): each writes a partial state and a second launch folds the partials.
+``b``: up to REDUCE_TILE of them, so loads coalesce across b. The block's tr thread rows stride
+through R and meet in a shared-memory tree. When A * B blocks are too few to fill the GPU, R is
+also split across blocks (blockIdx.y): each writes a partial state and a second launch folds the
+partials.
+
+Reductions with B == 1 (contiguous rows: the last axis, or a whole array) have a template of their
+own, _ROWS: a block of ROWS_THREADS threads per row of a 2-D view x[A, R], each with UNROLL loads in
+flight, whose states meet through warp shuffles, then through 32 shared slots (one per warp), with
+two barriers a row. Summing the rows of an 8192 x 8192 float32 matrix on an H100, the general
+template read 0.58 of a copy's bandwidth, this one 0.96. States of a dtype that cannot be shuffled
+(bool, small ints) keep the general template.
 
 The kinds are kernels/reduce.py's REDUCTIONS and SCANS: the same scalar folds over (v, w) states
 and final steps, compiled here as device functions (with DEVICE_MATH and DEVICE_FUNCTIONS in place
@@ -15,6 +22,7 @@ import inspect
 import math
 import re
 
+import numpy as np
 from numba import cuda, float64, from_dtype
 
 from . import _launch as L
@@ -24,6 +32,10 @@ from .. import reduce as CR
 THREADS = L.THREADS  # shared-memory size of every block: a compile-time constant, in every kernel's name
 UNROLL = 4  # elements a reduction thread loads before it folds them
 FLAT = True
+ROWS = True  # B == 1 reductions through _ROWS (False: the general template, for comparisons)
+ROWS_THREADS = THREADS  # threads per row of _ROWS: a multiple of 32 up to 1024, or a power of two below 32
+ROWS_GRID = L.max_blocks() if L.SIM else 1 << 16  # most blocks of a _ROWS launch: one per row, up to this
+_SHUFFLED = {np.dtype(t) for t in ("int32", "int64", "float32", "float64")}  # what cuda.shfl_down_sync moves
 KINDS = CR.REDUCTIONS
 
 _MATH = dict(CR.DEVICE_MATH, **{name: L.device_jit(f) for name, f in CR.DEVICE_FUNCTIONS.items()})
@@ -94,6 +106,60 @@ def {name}(src, src_w, pv, pw, out, v0, w0, xs, ws):
         cuda.syncthreads()
 """
 
+# B == 1: src[A, R] (or partial states), a block of tr threads per row a, out[A]. Lane l of a warp folds
+# in the state of lane l + off (the folds are symmetric in ties: argmax keeps the first index whatever
+# the order), so lane 0 ends with its warp's state; past one warp, lane 0 of each puts it in a shared
+# slot and every warp folds the slots alike (every thread then runs every shuffle, which the
+# simulator's stand-in for them needs).
+_ROWS = """
+def {name}(src, src_w, pv, pw, out, v0, w0):
+    t = cuda.threadIdx.x
+    tr = cuda.blockDim.x
+    A, R = src.shape
+    nchunk = cuda.gridDim.y
+    chunk = cuda.blockIdx.y
+    r0 = R * chunk // nchunk
+    r1 = R * (chunk + 1) // nchunk
+    shv = cuda.shared.array(32, pv.dtype)
+    shw = cuda.shared.array(32, pw.dtype)
+    for a in range(cuda.blockIdx.x, A, cuda.gridDim.x):
+        v = v0
+        w = w0
+        r = r0 + t
+        while r + {last} * tr < r1:
+{loads}
+{folds}
+            r += {unroll} * tr
+        while r < r1:
+            v, w = {fold}(v, w, {element}, {element_w})
+            r += tr
+        off = min(32, tr) // 2  # a block narrower than a warp (the simulator's) folds its lanes only
+        while off > 0:
+            v, w = {fold}(v, w, _shfl_down(0xffffffff, v, off), _shfl_down(0xffffffff, w, off))
+            off //= 2
+        if tr > 32:
+            if t % 32 == 0:
+                shv[t // 32] = v
+                shw[t // 32] = w
+            cuda.syncthreads()
+            v = v0
+            w = w0
+            if t % 32 < tr // 32:
+                v = shv[t % 32]
+                w = shw[t % 32]
+            cuda.syncthreads()  # the slots are read before the next row writes them
+            off = 16
+            while off > 0:
+                v, w = {fold}(v, w, _shfl_down(0xffffffff, v, off), _shfl_down(0xffffffff, w, off))
+                off //= 2
+        if t == 0:
+            if nchunk == 1:
+                out[a] = {final}(v, w)
+            else:
+                pv[a, chunk] = v
+                pw[a, chunk] = w
+"""
+
 # Inclusive scan: the block walks R in segments of tr rows; each segment is a Hillis-Steele scan
 # of states in shared memory, folded after the carried state of the segments before it.
 _SCAN = """
@@ -144,23 +210,25 @@ def {name}(x, out, v0, w0):
 _kernels = {}
 
 
-def _kernel(template, name, kind, **fields):
+def _kernel(template, name, kind, fields):
+    """Kernel ``name`` of ``template``, generated at its first use with the fields ``fields()`` returns
+    (a callable: the unrolled loops' fields take regular expressions, too slow for every launch)."""
     k = _kernels.get(name)
     if k is None:
         r = KINDS[kind]
-        fields = dict(dict(fold="_" + r.fold, final="_" + r.final, element_w=r.element_w), **fields)
+        fields = dict(dict(fold="_" + r.fold, final="_" + r.final, element_w=r.element_w), **fields())
         k = _kernels[name] = L.generate(template, name, globals(), __file__, salt=_source(kind), threads=THREADS,
                                         **fields)
     return k
 
 
-def _unrolled(fold, element, element_w, unroll):
+def _unrolled(fold, element, element_w, unroll, indent=16):
     """The template's fields for a loop that loads ``unroll`` elements before folding them in order with
     ``fold``: a thread's loads are then in flight together (one at a time left the loop latency-bound).
     ``element`` and ``element_w`` read the element at row r (flat index i) of the thread's column."""
     def at(expr, k):
         return re.sub(r"\bi\b", "(i + %d * s)" % k, re.sub(r"\br\b", "(r + %d * tr)" % k, expr))
-    pad = " " * 16
+    pad = " " * indent
     return dict(unroll=unroll, last=unroll - 1, element=element, element_w=element_w,
                 loads="\n".join("%se%d = %s\n%sew%d = %s" % (pad, k, at(element, k), pad, k, at(element_w, k))
                                  for k in range(unroll)),
@@ -172,9 +240,35 @@ def _reduce_kernel(kind, partials, unroll=UNROLL):
     # through 3-D indexing, whose per-element index arithmetic showed in the loop on a GPU
     element = "xs[i]" if FLAT else "src[a, r, b]"
     element_w = ("ws[i]" if FLAT else "src_w[a, r, b]") if partials else KINDS[kind].element_w
-    fields = _unrolled("_" + KINDS[kind].fold, element, element_w, unroll)
     return _kernel(_REDUCE, "_reduce_%s_%s_u%d%s" % (kind, "partials" if partials else "x", unroll,
-                                                    "_flat" if FLAT else ""), kind, **fields)
+                                                    "_flat" if FLAT else ""), kind,
+                   lambda: _unrolled("_" + KINDS[kind].fold, element, element_w, unroll))
+
+
+def _rows_kernel(kind, partials, unroll=UNROLL):
+    # 2-D src[a, r]: indexing the 3-D view as src[a, r, 0] multiplies r by B at every load, which left the
+    # kernel at about 0.85 of a copy's bandwidth on an H100, against 0.96
+    element_w = "src_w[a, r]" if partials else KINDS[kind].element_w
+    return _kernel(_ROWS, "_rows_%s_%s_u%d" % (kind, "partials" if partials else "x", unroll), kind,
+                   lambda: _unrolled("_" + KINDS[kind].fold, "src[a, r]", element_w, unroll, indent=12))
+
+
+if L.SIM:
+    _lanes = {}
+
+    @L.device_jit
+    def _shfl_down(mask, v, delta):
+        """cuda.shfl_down_sync, which the simulator lacks, where every thread of the block calls it: the
+        values meet in a dict between two barriers. Past the warp (or block) a lane gets its own value."""
+        t = cuda.threadIdx.x
+        block = (cuda.blockIdx.x, cuda.blockIdx.y)
+        _lanes[block, t] = v
+        cuda.syncthreads()
+        got = _lanes[block, t + delta] if t % 32 + delta < 32 and t + delta < cuda.blockDim.x else v
+        cuda.syncthreads()
+        return got
+else:
+    _shfl_down = cuda.shfl_down_sync
 
 
 def _dtype_name(dtype):
@@ -186,7 +280,8 @@ def _dtype_name(dtype):
 
 def _scan_kernel(kind, v0, w0):
     vt, wt = _dtype_name(v0.dtype), _dtype_name(w0.dtype)
-    return _kernel(_SCAN, "_%s_%s_%s" % (kind, v0.dtype.name, w0.dtype.name), CR.SCANS[kind], vtype=vt, wtype=wt)
+    return _kernel(_SCAN, "_%s_%s_%s" % (kind, v0.dtype.name, w0.dtype.name), CR.SCANS[kind],
+                   lambda: dict(vtype=vt, wtype=wt))
 
 
 # ---------------------------------------------------------------- block-wide helpers (softmax)
@@ -288,14 +383,27 @@ def _rows_grid(A, B, tb):
 
 
 def _fold(kind, x3, out):
-    """Reduce x3[A, R, B] over R into out[A, B], splitting R across blocks when rows are too few."""
+    """Reduce x3[A, R, B] over R into ``out`` (A * B elements, C-contiguous), splitting R across blocks when
+    rows are too few."""
     A, R, B = x3.shape
     v0, w0 = KINDS[kind].init(x3.dtype)
-    tb, tr = _block_shape(B)
-    tasks, blocks = _rows_grid(A, B, tb)
+    rows = ROWS and B == 1 and v0.dtype in _SHUFFLED  # (w0: int64 or float64)
+    if rows:
+        tr, tasks, blocks = ROWS_THREADS, A, min(A, ROWS_GRID)
+    else:
+        tb, tr = _block_shape(B)
+        tasks, blocks = _rows_grid(A, B, tb)
     chunks = max(1, min(-(-R // (tr * L.REDUCE_MIN_PER_THREAD)), -(-L.reduce_blocks() // tasks), 65535))
-    pv = L.empty((A, chunks, B) if chunks > 1 else (1, 1, 1), v0.dtype)
+    shape = (A, chunks) if rows else (A, chunks, B)
+    pv = L.empty(shape if chunks > 1 else (1,) * len(shape), v0.dtype)
     pw = L.empty(pv.shape, w0.dtype)
+    if rows:  # (out as a Flat: a reshape of a numba device array costs 5 to 8 us of host time)
+        out = L.flat(out)
+        L.launch(_rows_kernel(kind, False), (blocks, chunks), tr, x3.reshape(A, R), pw, pv, pw, out, v0, w0)
+        if chunks > 1:
+            L.launch(_rows_kernel(kind, True), (blocks, 1), tr, pv, pw, pv, pw, out, v0, w0)
+        return
+    out = out.reshape(A, B)
     L.launch(_reduce_kernel(kind, False), (blocks, chunks), (tb, tr), x3, pw, pv, pw, out, v0, w0, L.flat(x3),
              L.flat(pw))
     if chunks > 1:
@@ -331,8 +439,7 @@ def reduce(kind, x, dims):
     out_shape = tuple(s for d, s in enumerate(x.shape) if d not in dims)
     out = L.empty(out_shape, CR.result_dtype(kind, x.dtype))
     if out.size:
-        x3 = reduce_layout(x, dims)
-        _fold(kind, x3, out.reshape(x3.shape[0], x3.shape[2]))
+        _fold(kind, reduce_layout(x, dims), out)
     return out
 
 
