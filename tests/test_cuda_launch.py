@@ -171,3 +171,20 @@ def test_the_check_buffer_is_read_only_after_a_checking_kernel(monkeypatch):
         asserts.raise_pending()
     asserts.raise_pending()  # raised once, the buffer cleared
     assert buf.reads == 2 and not buf.value.any()
+
+
+def test_placeholders_are_kept_while_the_pool_serves_the_context(monkeypatch):
+    """A reduction's unread partial-state arguments: one array per (dtype, rank) while the pool serves the
+    context, dropped with it; without the pool each call gets a fresh one."""
+    made = []
+    monkeypatch.setattr(L, "_POOL", [])
+    monkeypatch.setattr(L, "_PLACEHOLDERS", {})
+    monkeypatch.setattr(L, "empty", lambda shape, dtype: made.append((shape, np.dtype(dtype))) or np.empty(shape, dtype))
+    a = L.placeholder(np.float64, 2)
+    assert L.placeholder(np.float64, 2) is not a and len(made) == 2  # no pool: not kept
+    L.use_pool(lambda n: n, object)
+    b = L.placeholder(np.float64, 2)
+    assert L.placeholder("float64", 2) is b and L.placeholder(np.int64, 2) is not b and b.shape == (1, 1)
+    assert L.placeholder(np.float64, 3).shape == (1, 1, 1) and len(made) == 5
+    L.forget_context()
+    assert L._PLACEHOLDERS == {} and L.placeholder(np.float64, 2) is not b

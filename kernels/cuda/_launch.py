@@ -121,6 +121,20 @@ def empty(shape, dtype):
 
 
 _POOL = []  # (allocate, DeviceNDArray, thread) while the caching pool serves the current context
+_PLACEHOLDERS = {}  # (dtype, rank) -> a one-element array, while the pool serves the context
+
+
+def placeholder(dtype, ndim):
+    """A one-element array of ``dtype`` and rank ``ndim`` for a kernel argument that a launch leaves unread.
+    While the caching pool serves the context (on its thread) one is kept per (dtype, rank): every
+    allocation costs host time (a reduction's two unused partial-state arrays were two of its three)."""
+    key = (np.dtype(dtype), ndim)
+    a = _PLACEHOLDERS.get(key)
+    if a is None:
+        a = empty((1,) * ndim, dtype)
+        if _POOL and threading.get_ident() == _POOL[2]:
+            _PLACEHOLDERS[key] = a
+    return a
 
 
 def use_pool(allocate, array_type):
@@ -131,6 +145,7 @@ def use_pool(allocate, array_type):
 def forget_context():
     """Called by kernels.cuda.memory when the CUDA context is reset: its pool, kernel handles and stream go."""
     _POOL.clear()
+    _PLACEHOLDERS.clear()
     _BOUND.clear()
     _STREAM.clear()
     _THREAD[0] = None

@@ -395,8 +395,10 @@ def _fold(kind, x3, out):
         tasks, blocks = _rows_grid(A, B, tb)
     chunks = max(1, min(-(-R // (tr * L.REDUCE_MIN_PER_THREAD)), -(-L.reduce_blocks() // tasks), 65535))
     shape = (A, chunks) if rows else (A, chunks, B)
-    pv = L.empty(shape if chunks > 1 else (1,) * len(shape), v0.dtype)
-    pw = L.empty(pv.shape, w0.dtype)
+    if chunks > 1:  # partial states
+        pv, pw = L.empty(shape, v0.dtype), L.empty(shape, w0.dtype)
+    else:
+        pv, pw = L.placeholder(v0.dtype, len(shape)), L.placeholder(w0.dtype, len(shape))
     if rows:  # (out as a Flat: a reshape of a numba device array costs 5 to 8 us of host time)
         out = L.flat(out)
         L.launch(_rows_kernel(kind, False), (blocks, chunks), tr, x3.reshape(A, R), pw, pv, pw, out, v0, w0)
