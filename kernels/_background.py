@@ -18,12 +18,14 @@ import subprocess
 import sys
 import threading
 
+from numba.core import config as numba_config
 from numba.core.compiler_lock import global_compiler_lock
 from numba.core.registry import CPUDispatcher
 
 from . import config
 
-ENABLED = config.CACHE and os.environ.get("JITGRAD_BACKGROUND_COMPILE", "1") != "0"
+# (without numba's cache a worker's build could not reach this process; with NUMBA_DISABLE_JIT nothing compiles)
+ENABLED = config.CACHE and not numba_config.DISABLE_JIT and os.environ.get("JITGRAD_BACKGROUND_COMPILE", "1") != "0"
 
 _state = {}    # (remake, signature) -> "building", "done" or "failed"
 REQUESTS = []  # request number -> its key (jit_stats counts them)
