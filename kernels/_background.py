@@ -27,7 +27,7 @@ from . import config
 # (without numba's cache a worker's build could not reach this process; with NUMBA_DISABLE_JIT nothing compiles)
 ENABLED = config.CACHE and not numba_config.DISABLE_JIT and os.environ.get("JITGRAD_BACKGROUND_COMPILE", "1") != "0"
 
-_state = {}    # (remake, signature) -> "building", "done" or "failed"
+_state = {}    # (remake, signature) -> "building", "ok" or "failed"
 REQUESTS = []  # request number -> its key (jit_stats counts them)
 _worker = []   # the worker process, once started
 _lock = threading.Lock()
@@ -46,7 +46,8 @@ class Dispatcher(CPUDispatcher):
         if not kws:
             key = (self.remake, tuple(self.typeof_pyval(a) for a in args))
             state = _state.get(key)
-            if state == "building" or state is None and self._load(key[1]) is None and _building(key, self.py_func.__name__):
+            if state == "building" or (state is None and self._load(key[1]) is None
+                                       and _building(key, self.py_func.__name__)):
                 return self.twin()
         return super()._compile_for_args(*args, **kws)
 
@@ -56,6 +57,7 @@ class Dispatcher(CPUDispatcher):
             cres = self._cache.load_overload(sig, self.targetctx)
             if cres is None:
                 return None
+            self._cache_hits[sig] += 1
             self.targetctx.insert_user_function(cres.entry_point, cres.fndesc, [cres.library])
             self.add_overload(cres)
             return cres.entry_point

@@ -134,3 +134,13 @@ def test_a_parallel_fused_kernel_of_jitgrad_compile_builds_in_the_background(tmp
     assert "ok" in r["states"] and "failed" not in r["states"]
     assert r["overloads"] == [1] * r["parallel_kernels"]
     assert r["same"] and r["close_to_eager"]  # the twin and the parallel loop give the same values
+
+
+def test_a_parallel_build_already_in_the_cache_is_loaded_at_its_first_call(tmp_path):
+    """A second process finds the worker's builds in the cache: no request, no twin, counted as cache hits."""
+    first, _ = _child(tmp_path)
+    assert first["states"] == ["ok"] * 3
+    again, _ = _child(tmp_path)
+    assert again["states"] == [] and again["background_builds"] == 0
+    assert again["overloads_at_first"] == [1, 1, 1] and again["cache_hits"] == [1, 1, 1]
+    assert again["compiled_here"] == []
