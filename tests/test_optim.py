@@ -524,3 +524,23 @@ def _compile_ptx():
 
 if __name__ == "__main__" and sys.argv[1:] == ["ptx"]:
     _compile_ptx()
+
+
+@pytest.mark.parametrize("dampening", [0.0, 0.5])
+def test_sgd_first_momentum_step_copies_the_gradient_into_the_buffer(dampening):
+    """PyTorch's first momentum step sets the buffer to the gradient, whatever the dampening; with none it is
+    run as the usual step from a zero buffer, so later steps take the same loop."""
+    torch = pytest.importorskip("torch")
+    g = np.array([0.5, -1.25, 3.0, -0.0, np.inf], np.float32)
+    p0 = np.array([1.0, 2.0, -3.0, 0.5, 4.0], np.float32)
+    p, tp = jg.tensor(p0.copy(), requires_grad=True), torch.tensor(p0.copy(), requires_grad=True)
+    opt = optim.SGD([p], lr=0.1, momentum=0.9, dampening=dampening)
+    topt = torch.optim.SGD([tp], lr=0.1, momentum=0.9, dampening=dampening)
+    for step in range(3):
+        p.grad, tp.grad = jg.tensor(g * (step + 1)), torch.tensor(g * (step + 1))
+        opt.step()
+        topt.step()
+        # the first step exactly; later ones to rounding (the kernels compute in float64 before rounding)
+        check = np.testing.assert_array_equal if step == 0 else lambda a, b: np.testing.assert_allclose(a, b, 1e-6)
+        check(p.detach().numpy(), tp.detach().numpy())
+        check(opt.state[p]["momentum_buffer"].numpy(), topt.state[tp]["momentum_buffer"].numpy())
