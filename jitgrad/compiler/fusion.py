@@ -87,13 +87,18 @@ CHEAP = frozenset(("add", "add_alpha", "sub", "mul", "neg", "identity", "where",
 def with_recompute(fg, bg, outputs):
     """``bg`` (a backward graph over forward graph ``fg``) with the cheap elementwise forward values it
     reads recomputed at its start from what they derive from, so that the forward saves nothing for them and
-    the backward's fused loop computes them in registers. Returns (graph, outputs in it)."""
+    the backward's fused loop computes them in registers. A value that a backward op outside the loops reads
+    (a GEMM's operand) is saved: recomputed, it would take a pass and a buffer of its own.
+    Returns (graph, outputs in it)."""
+    saved = {bg.kinds[a][1] for node in bg.nodes if not fusable(bg, node) for a in node.refs()
+             if bg.kinds[a][0] == "fwd"}
     need, stack = set(), [k[1] for k in bg.kinds if k[0] == "fwd" and fg.kinds[k[1]][0] == "op"]
     while stack:
-        i = fg.kinds[stack.pop()][1]
+        v = stack.pop()
+        i = fg.kinds[v][1]
         node = fg.nodes[i]
         # small values are always recomputed: saving them costs more (allocations, arguments) than the math
-        if i not in need and fusable(fg, node) and (scalar_form(node)[0] in CHEAP or fg.arrays[
+        if i not in need and v not in saved and fusable(fg, node) and (scalar_form(node)[0] in CHEAP or fg.arrays[
                 node.outs[0]].size < config.PARALLEL_THRESHOLD):
             need.add(i)
             stack += [a for a in node.refs() if fg.kinds[a][0] == "op"]
