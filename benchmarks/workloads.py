@@ -7,7 +7,10 @@ optimizer update). Inputs come from NumPy with a fixed seed, so both libraries s
 """
 import os
 
-import numpy as np
+# what jitgrad sets when it is imported before NumPy (see jitgrad/__init__.py): here NumPy comes first
+os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
+
+import numpy as np  # noqa: E402
 
 SEED = 0
 

@@ -34,7 +34,16 @@ Tensor and the graph sit below the op table's entries because the entries and di
 make tensors; the kernels stay below both. Nothing is imported inside a function except what needs
 an optional package (the CUDA kernels need numba-cuda; graphviz; mpi4py), when it is first needed.
 """
-from . import _dtype
+import os as _os
+
+# After each GEMM, NumPy's OpenBLAS threads spin for 2^28 cycles (about 0.1 s) before they sleep, so in a
+# training step they hold the cores that the kernels between its GEMMs need (a 784-512-256-10 MLP step on two
+# cores spent 0.2 ms more outside its GEMMs, up to 1 ms more in slow spells of the machine). OpenBLAS reads
+# this when NumPy loads it: it applies where jitgrad is imported before NumPy, and in child processes. A value
+# the user set is kept.
+_os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
+
+from . import _dtype  # noqa: E402
 from ._device import Device, device, get_default_device, set_default_device  # noqa: F401
 from ._dtype import (bool_ as bool, bfloat16, dtype, float16, float32, float64, get_default_dtype, int32,  # noqa: F401
                      int64, uint8)
