@@ -83,3 +83,13 @@ def test_cuda_request_without_gpu_is_a_clear_error():
     import numba_cuda  # noqa: F401  (the 'cuda' extra, installed by the dev extra)
     message = _cuda_probe("", CUDA_VISIBLE_DEVICES="")
     assert "found no NVIDIA GPU" in message and "Traceback" not in message
+
+
+def test_openblas_threads_are_told_to_sleep_after_a_gemm_unless_the_user_said_otherwise():
+    code = "import jitgrad, os; print(os.environ['OPENBLAS_THREAD_TIMEOUT'])"
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_THREAD_TIMEOUT"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "4"
+    out = subprocess.run([sys.executable, "-c", code], env=dict(env, OPENBLAS_THREAD_TIMEOUT="20"),
+                         capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "20"
