@@ -46,8 +46,8 @@ print(json.dumps(report))
 
 
 def _child(tmp_path, background=True, break_remake=False):
-    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba"), JITGRAD_BACKGROUND_COMPILE="1" if background else "0",
-               JITGRAD_LOG_COMPILES="1")
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba"), JITGRAD_LOG_COMPILES="1",
+               JITGRAD_BACKGROUND_COMPILE="1" if background else "0")
     out = subprocess.run([sys.executable, "-c", _CHILD % dict(break_remake=break_remake)], env=env,
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]

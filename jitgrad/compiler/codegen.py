@@ -265,7 +265,8 @@ def _emit_group(graph, g, k, ns, lines, device=False, reuse=None):
 
         def kernel_of(parallel):
             body = kbody if parallel else kbody.replace("prange(", "range(")
-            kname = "fused_%s" % hashlib.sha1(("%s\n%s\n%s" % (_SCALARS_STAMP, parallel, body)).encode()).hexdigest()[:20]
+            key = hashlib.sha1(("%s\n%s\n%s" % (_SCALARS_STAMP, parallel, body)).encode()).hexdigest()[:20]
+            kname = "fused_%s" % key
             ksrc = "def %s(%s):\n%s\n" % (kname, ", ".join(["n"] + params), body)
             # the serial twin (the same loop, the same values: the blocks of a reduction are fixed) runs the
             # calls while a parallel kernel builds in the background
@@ -372,6 +373,9 @@ def _literal(c):
     return "%s(%s)" % (cast, text)
 
 
+_OPTIONS = dict(error_model="numpy", fastmath=config.FASTMATH, nogil=True)  # of every generated CPU loop
+
+
 def _kernel(kname, ksrc, fns, parallel, example, serial=None):
     """The compiled kernel for ``ksrc``: from this process, numba's disk cache, or a fresh compile.
 
@@ -418,9 +422,6 @@ def _kernel(kname, ksrc, fns, parallel, example, serial=None):
         print("jitgrad: %s fused kernel %s" % ("compiling" if isinstance(d, _background.Dispatcher) else "compiled",
                                                kname), file=sys.stderr, flush=True)
     return d, hit
-
-
-_OPTIONS = dict(error_model="numpy", fastmath=config.FASTMATH, nogil=True)
 
 
 def _function(kname, path):
