@@ -92,7 +92,8 @@ def _send(key, name):
 
 
 def _start():
-    env = dict(os.environ, JITGRAD_BACKGROUND_COMPILE="0")
+    # the worker imports the kernels this process runs: the same jitgrad, found on the same path
+    env = dict(os.environ, JITGRAD_BACKGROUND_COMPILE="0", PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
     proc = subprocess.Popen([sys.executable, "-c", "import importlib; importlib.import_module(%r).serve()" % __name__],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
     _worker.append(proc)
