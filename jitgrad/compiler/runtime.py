@@ -499,6 +499,16 @@ class CompiledStepBackward(Node):
         raise RuntimeError(FREED_MESSAGE)
 
 
+def _attach_outputs(node, outs):
+    """Make ``node`` (a region's backward node) the grad_fn of ``outs``, noting their shapes and dtypes and the
+    array module of their device (for the zero gradients of outputs a backward leaves out)."""
+    node.n_outputs = len(outs)
+    node.out_meta = [(o._data.shape, o._data.dtype) for o in outs]
+    node.xp = backend(outs[0]._data)
+    for k, o in enumerate(outs):
+        o.grad_fn, o._output_nr, o._requires_grad = node, k, True
+
+
 class CompiledFunctionBackward(Node):
     """The autograd node of a compiled region: runs its backward plan, or (create_graph) replays the
     region's ops eagerly and differentiates them with the VJP formulas."""
@@ -511,12 +521,8 @@ class CompiledFunctionBackward(Node):
         # the region's input tensors, checked for in-place changes when backward reads them
         self.saved_inputs = [SavedTensor(t if p is None else tensors[p])
                              for t, p in zip(variant.fwd_sources, variant.input_pos)]
-        self.n_outputs = len(outs)
-        self.out_meta = [(o._data.shape, o._data.dtype) for o in outs]
-        self.xp = backend(outs[0]._data)  # the array module of the region's device, for absent gradients
         self.freed = False
-        for k, o in enumerate(outs):
-            o.grad_fn, o._output_nr, o._requires_grad = self, k, True
+        _attach_outputs(self, outs)
         if variant.joint is None and returned:
             # a saved value the region also returns is saved as that tensor: written in place since, the
             # backward raises PyTorch's error, as eager's would (its array would give wrong gradients)
@@ -608,12 +614,8 @@ class RegionReplayBackward(Node):
         self.variant = variant
         self.saved_inputs = [SavedTensor(t if p is None else tensors[p]) if b in variant.replay_reads else None
                              for b, t, p in zip(variant.boundary, variant.fwd_sources, variant.input_pos)]
-        self.n_outputs = len(outs)
-        self.out_meta = [(o._data.shape, o._data.dtype) for o in outs]
-        self.xp = backend(outs[0]._data)
         self.loss_node = loss_node
-        for k, o in enumerate(outs):
-            o.grad_fn, o._output_nr, o._requires_grad = self, k, True
+        _attach_outputs(self, outs)
 
     def apply(self, grads):
         v = self.variant
