@@ -80,9 +80,13 @@ def _send(key, name):
         if not _worker:
             _start()
         proc = _worker[0]
-        REQUESTS.append(key)
-        pickle.dump((len(REQUESTS) - 1,) + key, proc.stdin)
-        proc.stdin.flush()
+        REQUESTS.append(key)  # before the request goes: the reader thread looks its reply up by number
+        try:
+            pickle.dump((len(REQUESTS) - 1,) + key, proc.stdin)
+            proc.stdin.flush()
+        except (OSError, pickle.PickleError):
+            REQUESTS.pop()  # not sent: compiled here, and not counted as a background build
+            raise
         if config.LOG_COMPILES:
             print("jitgrad: compiling %s(%s) in the background" % (name, ", ".join(map(str, key[1]))), file=sys.stderr,
                   flush=True)
