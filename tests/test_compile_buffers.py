@@ -222,3 +222,32 @@ def test_a_reshape_to_its_own_shape_is_its_input_inside_a_plan_but_a_new_array_w
     assert out[1].detach().numpy() is not xs and np.shares_memory(out[1].detach().numpy(), xs)  # a view, as eager
     np.testing.assert_allclose(out[2].detach().numpy(), 2 * xs)
     np.testing.assert_allclose(out[0].item(), (np.exp(xs * w.detach().numpy()) + 1).sum())
+
+
+def _linear_relu(x, w, b, w2):
+    h = jg.nn.functional.linear(x, w, b).relu()
+    return (h @ w2).tanh().sum(), h
+
+
+def _linear_read_twice(x, w, b, w2):
+    y = jg.nn.functional.linear(x, w, b)  # read by a loop and by a GEMM: the loop writes it out
+    return ((y.sigmoid() * y) @ w2 + y @ w2).sum(), y
+
+
+@pytest.mark.parametrize("fn", [_linear_relu, _linear_read_twice])
+@pytest.mark.parametrize("grad", [False, True])
+def test_a_linear_bias_joins_the_loop_of_the_elementwise_ops_that_read_its_result(fn, grad):
+    xs = _leaves((6, 5), (4, 5), (4,), (4, 3))
+    cf = _check(fn, xs, grad)
+    src = _variant(cf).plan.source
+    # the GEMM alone, then its bias in the loop that reads the result, over the GEMM's own buffer
+    assert "# linear_mm" in src and "# linear\n" not in src, src
+    assert "fused: add " in src, src
+    gemm = src.split(" = OP")[0].split()[-1]  # the first line's value: the GEMM's result
+    assert "writes over %s's buffer" % gemm in src or fn is _linear_read_twice, src
+
+
+def test_a_linear_whose_result_no_loop_reads_keeps_its_bias_in_the_gemm_call():
+    xs = _leaves((6, 5), (4, 5), (4,))
+    cf = _check(lambda x, w, b: jg.nn.functional.linear(x, w, b).log_softmax(1).sum(), xs)
+    assert "# linear\n" in _variant(cf).plan.source

@@ -21,7 +21,7 @@ from ..kernels import scalars as _scalars
 from .._device import cuda_backend
 from .._tensor import Tensor
 from .capture import Ref
-from .fusion import NUMPY_CASTS, converted, load_kind, plan_groups
+from .fusion import NUMPY_CASTS, converted, load_kind, plan_groups, split_bias
 
 # where generated kernels go (numba caches their machine code beside them, in __pycache__)
 CACHE_DIR = os.environ.get("JITGRAD_COMPILE_CACHE") or os.path.join(
@@ -50,6 +50,8 @@ def generate(graph, outputs, fuse=True, name="plan"):
     start = time.perf_counter()
     device = any(a.__class__ is not np.ndarray for a in graph.arrays)
     boundary = boundary_values(graph)
+    if fuse:
+        graph = split_bias(graph)
     # on a device a full reduction stays the backend's kernel (a block tree), not a loop's accumulator
     groups, owner = plan_groups(graph, set(outputs), reductions=not device) if fuse else ([], {})
     owner = {i: g for g in groups for i in g.indices()}
@@ -112,6 +114,9 @@ def _free(lines, last_use, i, held=()):
         lines.append("    del %s" % ", ".join("v%d" % v for v in sorted(dead)))
 
 
+FRESH = frozenset(("mm", "linear_mm", "linear", "matmul", "bmm"))
+
+
 def plan_buffers(graph, outputs, owner, emit_at):
     """Which fused-group outputs take a dead plan-owned buffer instead of a fresh one: {output value:
     (value holding that buffer, in place)}. Plan-owned buffers are the arrays the plan allocates for group
@@ -130,7 +135,8 @@ def plan_buffers(graph, outputs, owner, emit_at):
         if g is None:
             alias = frozenset().union(*(roots.get(a, ()) for a in node.refs()))
             for o in node.outs:
-                roots[o], made[o] = alias, i
+                # (a GEMM's result is a new array: a buffer of the plan's own)
+                roots[o], made[o] = frozenset((o,)) if node.op.name in FRESH else alias, i
         elif i == at:
             for o in g.outputs:
                 roots[o], made[o] = frozenset((o,)), i

@@ -5,6 +5,7 @@ import math
 import numpy as np
 
 from ..kernels import config
+from ..ops import OPS
 from .capture import Graph, Node, Ref
 
 REDUCTIONS = {"sum_all": "sum", "mean_all": "mean"}  # the full reductions a loop (or a tape) computes
@@ -158,6 +159,34 @@ def joint_graph(fg, bg, outputs, grad):
     for node in bg.nodes:
         _append(ng, bg, node, bmap.__getitem__, bmap)
     return ng, [bmap[v] for v in outputs]
+
+
+def split_bias(graph):
+    """``graph`` with each linear whose result an elementwise op reads split into its GEMM (``linear_mm``) and
+    the bias add, so that the add joins that op's loop: the bias and, say, a
+    ReLU then take one pass over the GEMM's result instead of two. Value numbers stay (the GEMM's result is a
+    new value); node indices after a split move."""
+    read = set()
+    for node in graph.nodes:
+        if fusable(graph, node):
+            read.update(node.refs())
+    if not any(n.op.name == "linear" and n.args[2] is not None and n.outs[0] in read for n in graph.nodes):
+        return graph
+    ng = Graph(graph.parent)
+    ng.arrays, ng.kinds, ng.breaks = list(graph.arrays), list(graph.kinds), graph.breaks
+    for node in graph.nodes:
+        if node.op.name == "linear" and node.args[2] is not None and node.outs[0] in read:
+            x, w, b = node.args
+            out = node.outs[0]
+            mm = ng.add(graph.arrays[out], ("op", len(ng.nodes)))
+            ng.nodes.append(Node(OPS["linear_mm"], (x, w, None), {}, (mm,), node.cnp,
+                                 tuple(i for i in node.convert if i < 2)))
+            ng.nodes.append(Node(OPS["add"], (mm, b), {}, (out,), node.cnp, (1,) if 2 in node.convert else ()))
+        else:
+            ng.nodes.append(node)
+        for o in ng.nodes[-1].outs:
+            ng.kinds[o] = ("op", len(ng.nodes) - 1)
+    return ng
 
 
 def plan_groups(graph, live_out, reductions=True):
