@@ -78,7 +78,7 @@ def _serialised(d):
     return launch
 
 
-def compiled(fn, parallel=False, name=None, twin=None, remake=None):
+def compiled(fn, parallel=False, name=None, twin=None, remake=None, fastmath=None):
     """Compile ``fn`` lazily with numba (on-disk cache, NumPy error model, safe fastmath).
 
     ``name`` gives the compiled copy its own qualified name, so that a serial and a parallel
@@ -93,7 +93,7 @@ def compiled(fn, parallel=False, name=None, twin=None, remake=None):
     if name is not None:
         code = fn.__code__.replace(co_name=name, co_qualname=name)
         fn = types.FunctionType(code, fn.__globals__, name, fn.__defaults__, fn.__closure__)
-    options = dict(parallel=parallel, error_model="numpy", fastmath=config.FASTMATH, nogil=True)
+    options = dict(parallel=parallel, error_model="numpy", fastmath=fastmath or config.FASTMATH, nogil=True)
     if parallel and twin is not None and _background.ENABLED:
         d = _background.Dispatcher(fn, dict(options, nopython=True), twin, remake)
         d.enable_caching()
@@ -103,13 +103,13 @@ def compiled(fn, parallel=False, name=None, twin=None, remake=None):
     return _serialised(d) if parallel and config.SERIALISE_PARALLEL else d
 
 
-def twins(fn, same_values=True):
+def twins(fn, same_values=True, fastmath=None):
     """Serial and parallel builds of ``fn`` (whose loops use prange). Where they give the same values (each
     thread writes outputs of its own, no prange sum), the parallel one builds in the background."""
-    serial = compiled(fn, name=fn.__name__ + "_ser")
+    serial = compiled(fn, name=fn.__name__ + "_ser", fastmath=fastmath)
     if not same_values:
-        return serial, compiled(fn, parallel=True, name=fn.__name__ + "_par")
-    return serial, compiled(fn, parallel=True, name=fn.__name__ + "_par", twin=lambda: serial,
+        return serial, compiled(fn, parallel=True, name=fn.__name__ + "_par", fastmath=fastmath)
+    return serial, compiled(fn, parallel=True, name=fn.__name__ + "_par", twin=lambda: serial, fastmath=fastmath,
                             remake=(__name__, "built", (fn.__globals__["__name__"], fn.__name__ + "_par")))
 
 

@@ -59,7 +59,8 @@ def _attention_softmax_vjp(dp, p, scale, ds):
             ds[n, l, j] = scale * p[n, l, j] * (dp[n, l, j] - total)
 
 
-_KERNELS = {f.__name__[1:]: twins(f) for f in (_attention_softmax, _attention_softmax_vjp)}
+_KERNELS = {f.__name__[1:]: twins(f, fastmath=config.FOLD_FASTMATH)
+            for f in (_attention_softmax, _attention_softmax_vjp)}
 
 
 def kernel(name, size):

@@ -22,10 +22,16 @@ PARALLEL_THRESHOLD = int(os.environ.get("JITGRAD_PARALLEL_THRESHOLD", 1 << 16))
 # numba's on-disk cache: kernels compile once per machine, not once per process.
 CACHE = os.environ.get("JITGRAD_CACHE", "1") != "0"
 
-# fastmath lets LLVM vectorise reductions and reassociate sums; NaN/inf semantics are kept
-# (only 'reassoc', 'contract' and friends are enabled, never 'nnan'/'ninf'). Never 'arcp' either:
-# it lets LLVM turn 1/sqrt(x) into an approximate reciprocal square root (rsqrt(4) = 0.49999997).
-FASTMATH = {"reassoc", "contract", "nsz", "afn"}
+# fastmath of every CPU kernel: fused multiply-adds ('contract') and friends; NaN/inf semantics are kept
+# (never 'nnan'/'ninf'). Never 'arcp' either: it lets LLVM turn 1/sqrt(x) into an approximate reciprocal
+# square root (rsqrt(4) = 0.49999997).
+FASTMATH = {"contract", "nsz", "afn"}
+# Kernels that fold along an axis (sums, dot products, softmax) add 'reassoc', which lets LLVM vectorize the
+# fold. Elementwise loops never get it: with 'contract' it let a loop's vectorized body and its scalar
+# remainder round differently, and which of them an element takes depends on where the arrays lie (LLVM's
+# run-time check that the output does not overlap an input), so the same op on the same values could give
+# different last bits from one call to the next.
+FOLD_FASTMATH = FASTMATH | {"reassoc"}
 
 # CUDA matmul through cuBLAS (CuPy's binding, the 'cublas' extra) when CuPy is installed; "0" keeps
 # the numba tiled kernel (the fallback, and the reference the benchmark measures cuBLAS against).

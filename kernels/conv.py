@@ -24,7 +24,7 @@ from ._jit import twins
 
 
 # ---------------------------------------------------------------- im2col / col2im
-@njit(error_model="numpy", fastmath=config.FASTMATH)
+@njit(error_model="numpy", fastmath=config.FOLD_FASTMATH)
 def _valid_span(off, stride, size, n):
     """[j0, j1): the outputs j < n whose input column j*stride + off lies in [0, size)."""
     j0 = 0 if off >= 0 else (stride - 1 - off) // stride
@@ -42,7 +42,7 @@ _ix = np.uint64
 # The columns of an input plane loop over output rows in three spans (left padding, the columns
 # inside the image, right padding), so that the inner loops are plain indexed copies with no
 # bounds test per element.
-@njit(error_model="numpy", fastmath=config.FASTMATH)
+@njit(error_model="numpy", fastmath=config.FOLD_FASTMATH)
 def _plane_cols(x, kh, kw, sh, sw, ph, pw, dh, dw, i0, i1, ow, cols, row0, start):
     """The im2col rows of one input plane x[H, W] for output rows [i0, i1):
     cols[row0 + ki*kw + kj, start + (i - i0)*ow + j] = x[i*sh - ph + ki*dh, j*sw - pw + kj*dw] (0 off the plane)."""
@@ -111,7 +111,7 @@ def _col2im(cols, kh, kw, sh, sw, ph, pw, dh, dw, oh, ow, x):
 # over 1 or 2 input channels) spends its time writing and reading columns and GEMM outputs, not
 # multiplying. These work by tasks of (image, group, band of ``rows`` output rows): the task's
 # columns (K rows) go to a buffer the cache holds, and plain loops multiply them, writing NCHW.
-@njit(error_model="numpy", fastmath=config.FASTMATH)
+@njit(error_model="numpy", fastmath=config.FOLD_FASTMATH)
 def _band_cols(x, n, gi, kh, kw, sh, sw, ph, pw, dh, dw, i0, i1, ow, K):
     """The columns of image n's channels of group gi, output rows [i0, i1): (K, (i1 - i0)*ow)."""
     cols = np.empty((K, (i1 - i0) * ow), x.dtype)
@@ -121,14 +121,14 @@ def _band_cols(x, n, gi, kh, kw, sh, sw, ph, pw, dh, dw, i0, i1, ow, K):
     return cols
 
 
-@njit(error_model="numpy", fastmath=config.FASTMATH)
+@njit(error_model="numpy", fastmath=config.FOLD_FASTMATH)
 def _tasks(window_rows, K, O, oh, rows):
     """(groups, outputs per group, bands of ``rows`` output rows) of the loops below (C*kh*kw = window_rows)."""
     groups = window_rows // K
     return groups, O // groups, -(-oh // rows)
 
 
-@njit(error_model="numpy", fastmath=config.FASTMATH)
+@njit(error_model="numpy", fastmath=config.FOLD_FASTMATH)
 def _task_cols(x, t, groups, bands, rows, oh, ow, kh, kw, sh, sw, ph, pw, dh, dw, K):
     """Task t of the loops below: (image n, group gi, first output row i0, the band's columns)."""
     n, gi, band = t // (groups * bands), (t // bands) % groups, t % bands
@@ -186,7 +186,8 @@ def _to_nchw(y, b, out):
             dst[_ix(p)] = src[_ix(n * L + p)] + bias
 
 
-_KERNELS = {f.__name__[1:]: twins(f) for f in (_im2col, _col2im, _conv_small, _conv_small_weight_grad, _to_nchw)}
+_KERNELS = {f.__name__[1:]: twins(f, fastmath=config.FOLD_FASTMATH)
+            for f in (_im2col, _col2im, _conv_small, _conv_small_weight_grad, _to_nchw)}
 
 
 def kernel(name, size):

@@ -126,7 +126,8 @@ def _nll_vjp(g, t, w, ignore_index, scale, out):
 
 
 # (the sums' threads add up parts of the sum: their serial and parallel builds round differently)
-_KERNELS = {f.__name__[1:]: twins(f, same_values=f not in (_loss_sum, _nll_sum))
+_KERNELS = {f.__name__[1:]: twins(f, same_values=f not in (_loss_sum, _nll_sum),
+                                   fastmath=config.FOLD_FASTMATH if f in (_loss_sum, _nll_sum) else None)
             for f in (_loss_map, _loss_sum, _loss_vjp, _nll_map, _nll_sum, _nll_vjp)}
 
 

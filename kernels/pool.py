@@ -14,7 +14,7 @@ from ._jit import twins
 from .conv import _ix
 
 
-@njit(error_model="numpy", fastmath=config.FASTMATH)
+@njit(error_model="numpy", fastmath=config.FOLD_FASTMATH)
 def max_pool_step(best, bi, v, i):
     """A window's (max, flat index) after its element v at i (bi < 0: none yet). A NaN wins, the
     last one met, as in PyTorch. kernels/cuda/pool.py compiles the same function."""
@@ -133,8 +133,9 @@ def _window_avg_backward(g, hs, he, ws, we, div, gx):
                         gx[n, c, h, w] += v
 
 
-_KERNELS = {f.__name__[1:]: twins(f) for f in (_max_pool, _max_pool_backward, _max_pool_2x2, _max_pool_2x2_backward,
-                                               _window_avg, _window_avg_backward)}
+_KERNELS = {f.__name__[1:]: twins(f, fastmath=config.FOLD_FASTMATH)
+            for f in (_max_pool, _max_pool_backward, _max_pool_2x2, _max_pool_2x2_backward, _window_avg,
+                      _window_avg_backward)}
 
 
 def kernel(name, size):

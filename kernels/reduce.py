@@ -30,7 +30,7 @@ from .vmath import vexp
 COLS = 1024  # columns of B folded by one task: a row segment of a few KiB streams from memory
 SKIP = 4096  # arg reductions of rows test blocks of this many elements (in L1 when searched) at once
 
-_scalar = njit(error_model="numpy", fastmath=config.FASTMATH)
+_scalar = njit(error_model="numpy", fastmath=config.FOLD_FASTMATH)
 
 
 # What device backends use in place of the CPU primitives (vexp, and the LLVM intrinsics of extremum.py): their
@@ -355,7 +355,7 @@ def _logsumexp(x, out):
         out[a, b] = m + math.log(s)
 
 
-_KERNELS = {f.__name__[1:]: twins(f) for f in _GENERATED + [_logsumexp]}
+_KERNELS = {f.__name__[1:]: twins(f, fastmath=config.FOLD_FASTMATH) for f in _GENERATED + [_logsumexp]}
 
 
 def kernel(name, size):

@@ -20,7 +20,7 @@ from .vmath import vexp
 
 
 # ---------------------------------------------------------------- one hidden unit (shared with CUDA)
-_point = njit(error_model="numpy", fastmath=config.FASTMATH, inline="always")
+_point = njit(error_model="numpy", fastmath=config.FOLD_FASTMATH, inline="always")
 POINTS = {}  # name -> the Python function, which kernels/cuda/rnn.py compiles as a device function
 
 
@@ -178,8 +178,8 @@ def _rnn_cell_vjp(hy, ghy, dz, relu):
             dzr[j] = rnn_point_vjp(hyr[j], ghr[j], relu)
 
 
-_KERNELS = {f.__name__[1:]: twins(f) for f in (_lstm_cell, _lstm_cell_vjp, _gru_cell, _gru_cell_vjp, _rnn_cell,
-                                                _rnn_cell_vjp)}
+_KERNELS = {f.__name__[1:]: twins(f, fastmath=config.FOLD_FASTMATH)
+            for f in (_lstm_cell, _lstm_cell_vjp, _gru_cell, _gru_cell_vjp, _rnn_cell, _rnn_cell_vjp)}
 
 
 def kernel(name, size):

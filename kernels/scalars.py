@@ -335,4 +335,4 @@ def _sources_stamp(*files):
 
 # A hash of the sources the scalar functions compile from (this file and the math they inline): the loops
 # generated from them carry it in their names, so numba's on-disk cache never serves a loop built from older ones.
-STAMP = _sources_stamp(__file__, vmath.__file__)
+STAMP = _sources_stamp(__file__, vmath.__file__, config.__file__)

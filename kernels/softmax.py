@@ -53,7 +53,7 @@ def _softmax_vjp(g, y, out, log):
                 out[a, r, b] = y[a, r, b] * (g[a, r, b] - s)
 
 
-_KERNELS = {f.__name__[1:]: twins(f) for f in (_softmax, _softmax_vjp)}
+_KERNELS = {f.__name__[1:]: twins(f, fastmath=config.FOLD_FASTMATH) for f in (_softmax, _softmax_vjp)}
 
 
 def kernel(name, size):

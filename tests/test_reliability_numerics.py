@@ -552,3 +552,37 @@ def test_ndarray_subclass_is_cpu():
     for make in (jg.from_numpy, jg.as_tensor, jg.tensor):
         t = make(a)
         assert t.device == jg.device("cpu") and (t * 2).tolist() == [0.0, 2.0, 4.0, 6.0]
+
+
+# ---------------------------------------------------------------------- elementwise results and memory layout
+def _scalar_functions():
+    from jitgrad.kernels.scalars import SCALARS
+    import inspect
+    for name, fn in sorted(SCALARS.items()):
+        n = len(inspect.signature(fn.py_func).parameters)
+        if n <= 3:
+            yield pytest.param(name, n, id=name)
+
+
+@pytest.mark.parametrize("name,arity", list(_scalar_functions()))
+def test_an_elementwise_result_does_not_depend_on_where_its_output_lies(name, arity):
+    """The loop of each scalar function gives the same bits whatever the output's distance to its inputs: a
+    loop's vectorized body and its scalar remainder round alike (which one an element takes depends on
+    that distance: the loop checks that the output does not overlap an input)."""
+    from jitgrad.kernels import elementwise
+    rng = np.random.default_rng(7)
+    n, dt = 13, np.dtype(np.float64)
+    args = [rng.uniform(0.5, 2.0, n) for _ in range(arity)]
+    want = elementwise.run(name, dt, *args)
+    buf = np.zeros(1024)
+    ins = []
+    for k, a in enumerate(args):
+        buf[200 + 16 * k: 200 + 16 * k + n] = a
+        ins.append(buf[200 + 16 * k: 200 + 16 * k + n])
+    end = 200 + 16 * arity
+    for start in list(range(200 - 40, 200 - n + 1)) + list(range(end, end + 40)):
+        out = buf[start: start + n]
+        elementwise.run(name, dt, *ins, out=out)
+        np.testing.assert_array_equal(out, want, err_msg="output at %d" % (start - 200))
+        for k, a in enumerate(args):  # (the inputs are unchanged)
+            np.testing.assert_array_equal(ins[k], a)
