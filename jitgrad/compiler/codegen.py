@@ -21,7 +21,8 @@ from ..kernels import scalars as _scalars
 from .._device import cuda_backend
 from .._tensor import Tensor
 from .capture import Ref
-from .fusion import NUMPY_CASTS, converted, load_kind, plan_groups, split_bias
+from .fusion import (NUMPY_CASTS, converted, load_kind, plan_groups, reductions_first, split_bias,
+                     without_own_shape_views)
 
 # where generated kernels go (numba caches their machine code beside them, in __pycache__)
 CACHE_DIR = os.environ.get("JITGRAD_COMPILE_CACHE") or os.path.join(
@@ -33,8 +34,10 @@ _KERNELS = {}  # source hash -> compiled dispatcher (per process)
 class Compiled:
     """A generated plan: ``fn(*boundary arrays) -> tuple of arrays``, with what explain shows."""
 
-    def __init__(self, fn, source, kernel_sources, groups, seconds, cache_hits, boundary, outputs, instructions=0):
+    def __init__(self, fn, source, kernel_sources, groups, seconds, cache_hits, boundary, outputs, instructions=0,
+                 graph=None):
         self.fn, self.source, self.kernel_sources, self.groups = fn, source, kernel_sources, groups
+        self.graph = graph  # the graph the groups index (the captured one, with views dropped and biases split)
         self.seconds, self.cache_hits, self.boundary, self.outputs = seconds, cache_hits, boundary, outputs
         self.instructions = instructions  # of a tape plan (compiler/tape.py); 0 for generated code
 
@@ -50,8 +53,9 @@ def generate(graph, outputs, fuse=True, name="plan"):
     start = time.perf_counter()
     device = any(a.__class__ is not np.ndarray for a in graph.arrays)
     boundary = boundary_values(graph)
+    graph = without_own_shape_views(graph, set(outputs))
     if fuse:
-        graph = split_bias(graph)
+        graph = reductions_first(split_bias(graph))
     # on a device a full reduction stays the backend's kernel (a block tree), not a loop's accumulator
     groups, owner = plan_groups(graph, set(outputs), reductions=not device) if fuse else ([], {})
     owner = {i: g for g in groups for i in g.indices()}
@@ -71,22 +75,13 @@ def generate(graph, outputs, fuse=True, name="plan"):
                 hits += hit
                 _free(lines, last_use, i, held)
             continue
-        if (node.op.name in SAME_SHAPE_IS_INPUT and graph.meta(node.args[0]) == graph.meta(node.outs[0])
-                and node.outs[0] not in outputs):  # (a returned value stays an array of its own)
-            lines.append("    v%d = v%d  # %s to its own shape" % (node.outs[0], node.args[0], node.op.name))
-        else:
-            _emit_node(node, i, ns, lines, device)
+        _emit_node(node, i, ns, lines, device)
         _free(lines, last_use, i, held)
     lines.append("    return (%s)" % "".join("v%d, " % v for v in outputs))
     source = "\n".join(lines) + "\n"
     exec(compile(source, "<jitgrad.compile %s>" % name, "exec"), ns)
     return Compiled(ns[name], source, kernel_sources, groups, time.perf_counter() - start, hits, boundary,
-                    list(outputs))
-
-
-# view ops whose result, where it has its input's shape, is the input as it is (the VJP formulas reshape
-# gradients to the shapes they have already: each such op would be a call)
-SAME_SHAPE_IS_INPUT = frozenset(("reshape", "view", "expand", "squeeze", "squeeze_dim"))
+                    list(outputs), graph=graph)
 
 
 def _last_uses(graph, outputs, owner, emit_at):
@@ -226,6 +221,8 @@ def _emit_group(graph, g, k, ns, lines, device=False, reuse=None):
             pre.append("    a%d = x%d[0]" % (j, j))
         elif kind[0] in ("full", "copy"):
             body.append("        a%d = %s" % (j, full % j))
+        elif kind[1:] == (g.columns,):  # (in a loop of column sums: one value per column, or per row)
+            body.append("        a%d = x%d[%s]" % (j, j, "c0 + j" if kind[0] == "mod" else "row"))
         elif kind[0] == "mod":
             body.append("        a%d = x%d[i %% %d]" % (j, j, kind[1]))
         else:
@@ -260,9 +257,10 @@ def _emit_group(graph, g, k, ns, lines, device=False, reuse=None):
         if g.reductions:
             views = ["y%d = x%d[lo:hi]" % (j, j) for j, k in enumerate(kinds) if k[0] in ("full", "copy")]
             views += ["z%d = o%d[lo:hi]" % (j, j) for j in range(len(g.outputs))]
-            if any(k[0] in ("mod", "div") for k in kinds):
+            if any(k[0] in ("mod", "div") and k[1] != g.columns for k in kinds):
                 body.insert(0, "        i = lo + j")
-            kbody = "\n".join(pre + _blocked_reductions(graph, g, name_of, body, rng, views))
+            loop = _column_reductions if g.columns else _blocked_reductions
+            kbody = "\n".join(pre + loop(graph, g, name_of, body, rng, views))
         else:
             kbody = "\n".join(pre + ["    for i in %s(n):" % rng] + body)
         example = [np.int64(1)] + [np.empty(1, graph.meta(v)[1]) for v in inputs] + \
@@ -355,6 +353,30 @@ def _blocked_reductions(graph, g, name_of, body, rng, views):
     for j, (_, kind, _) in enumerate(g.reductions):
         lines += ["    acc = 0.0", "    for b in range(nb):", "        acc += part%d[b]" % j,
                   "    r%d[0] = acc%s" % (j, " / n" if kind == "mean" else "")]
+    return lines
+
+
+def _column_reductions(graph, g, name_of, body, rng, views):
+    """The loop of a group with reductions over leading dims: tiles of the ``g.columns`` columns (threads
+    take tiles), each running down the rows with a float64 sum per column. A column's sum adds its rows in
+    order whatever the tiles, so the serial and parallel builds give the same values. ``body`` and
+    ``views`` are as in _blocked_reductions, over a tile's row segment [lo, hi)."""
+    cols = g.columns
+    tile = max(16, -(-cols // (8 * 16)) * 16)  # up to 8 tiles: a few per thread, whole vectors each
+    lines = ["    rows = n // %d" % cols,
+             "    for t in %s(%d):" % (rng, -(-cols // tile)),
+             "        c0 = t * %d" % tile,
+             "        m = min(%d, c0 + %d) - c0" % (cols, tile)]
+    lines += ["        acc%d = np.zeros(m)" % r for r in range(len(g.reductions))]
+    lines += ["        for row in range(rows):",
+              "            lo = row * %d + c0" % cols,
+              "            hi = lo + m"]
+    lines += ["            " + ln for ln in views]
+    lines += ["            for j in range(m):"] + ["        " + ln for ln in body]
+    lines += ["                acc%d[j] += %s" % (r, name_of[v]) for r, (_, _, v) in enumerate(g.reductions)]
+    for r, (_, kind, _) in enumerate(g.reductions):
+        lines += ["        for j in range(m):",
+                  "            r%d[c0 + j] = acc%d[j]%s" % (r, r, " / rows" if kind == "mean" else "")]
     return lines
 
 

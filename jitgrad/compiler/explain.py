@@ -26,8 +26,9 @@ def _graph_lines(title, graph, plan):
     if plan is not None:
         lines.append("%s fused groups: %d" % (title, len(plan.groups)))
         for k, g in enumerate(plan.groups):
-            ops = [graph.nodes[i].op.name for i, _, _ in g.members] + [graph.nodes[i].op.name + " (reduction)"
-                                                                        for i, _, _ in g.reductions]
+            nodes = plan.graph.nodes
+            ops = [nodes[i].op.name for i, _, _ in g.members] + [nodes[i].op.name + " (reduction)"
+                                                                  for i, _, _ in g.reductions]
             lines.append("  group %d over %s: %s" % (k, list(g.shape), ", ".join(ops)))
         lines.append("%s generated source:" % title)
         lines += ["  " + ln for ln in plan.source.splitlines()]

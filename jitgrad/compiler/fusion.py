@@ -1,5 +1,6 @@
 """Fusion: which recorded ops are elementwise (one scalar function of kernels/scalars.py each),
-and their grouping into loops -- with the full reductions that consume them -- for codegen."""
+and their grouping into loops -- with the reductions that consume them (full, or over leading dims) -- for
+codegen."""
 import math
 
 import numpy as np
@@ -9,6 +10,8 @@ from ..ops import OPS
 from .capture import Graph, Node, Ref
 
 REDUCTIONS = {"sum_all": "sum", "mean_all": "mean"}  # the full reductions a loop (or a tape) computes
+# reductions over leading dims (a bias's gradient: the column sums of a matrix) a loop computes
+LEADING = {"sum": "sum", "mean": "mean"}
 # ops per fused loop at most: numba's compile time grows faster than linearly with a function's size
 MAX_MEMBERS = 48
 
@@ -54,13 +57,15 @@ def converted(graph, node, pos, a):
 
 
 class Group:
-    """Elementwise nodes over one iteration shape, and the full reductions of their values."""
+    """Elementwise nodes over one iteration shape, and the reductions of their values: full ones, or (never
+    both in one group) ones over the leading dims, whose results have ``columns`` elements."""
 
     def __init__(self, shape):
         self.shape = shape
         self.size = math.prod(shape)
         self.members = []  # (node index, scalar name, args)
         self.reductions = []  # (node index, kind, input Ref)
+        self.columns = None
         self.produced = set()
         self.outputs = []  # values written to arrays (used outside the group)
 
@@ -161,6 +166,62 @@ def joint_graph(fg, bg, outputs, grad):
     return ng, [bmap[v] for v in outputs]
 
 
+# view ops whose result, where it has its input's shape, is the input as it is (the VJP formulas reshape
+# gradients to the shapes they have already)
+SAME_SHAPE_IS_INPUT = frozenset(("reshape", "view", "expand", "squeeze", "squeeze_dim"))
+
+
+def without_own_shape_views(graph, outputs):
+    """``graph`` without the views of a value to its own shape (but those returned, which stay arrays of their
+    own): later nodes read the value itself, so that, say, a bias gradient's sum of a reshaped loop result
+    joins that loop."""
+    same = {}
+    for node in graph.nodes:
+        if (node.op.name in SAME_SHAPE_IS_INPUT and node.args[0].__class__ is Ref
+                and graph.meta(node.args[0]) == graph.meta(node.outs[0]) and node.outs[0] not in outputs):
+            same[node.outs[0]] = same.get(node.args[0], node.args[0])
+    if not same:
+        return graph
+    ng = Graph(graph.parent)
+    ng.arrays, ng.kinds, ng.breaks = list(graph.arrays), list(graph.kinds), graph.breaks
+    for node in graph.nodes:
+        if node.outs[0] in same:
+            continue
+        if any(a in same for a in node.refs()):
+            node = Node(node.op, tuple(same.get(a, a) if a.__class__ is Ref else a for a in node.args),
+                        {k: same.get(p, p) if p.__class__ is Ref else p for k, p in node.params.items()},
+                        node.outs, node.cnp, node.convert)
+        ng.nodes.append(node)
+        for o in node.outs:
+            ng.kinds[o] = ("op", len(ng.nodes) - 1)
+    return ng
+
+
+def reductions_first(graph):
+    """``graph`` with each sum or mean of an elementwise op's result moved up to just after that op, so that it
+    joins the op's loop: in a backward, a bias gradient's column sum comes after the GEMMs that read the same
+    gradient, which would end the loop first. (A reduction only reads its input: any place after it will do.)"""
+    later = {}  # producer node index -> reductions moved to follow it
+    for i, node in enumerate(graph.nodes):
+        if _loop_reduction(graph, node) is not None:
+            kind = graph.kinds[node.args[0]]
+            if kind[0] == "op" and kind[1] < i - 1 and fusable(graph, graph.nodes[kind[1]]):
+                later.setdefault(kind[1], []).append(i)
+    if not later:
+        return graph
+    moved = {i for ids in later.values() for i in ids}
+    ng = Graph(graph.parent)
+    ng.arrays, ng.kinds, ng.breaks = list(graph.arrays), list(graph.kinds), graph.breaks
+    for i, node in enumerate(graph.nodes):
+        if i in moved:
+            continue
+        for n in [node] + [graph.nodes[j] for j in later.get(i, ())]:
+            ng.nodes.append(n)
+            for o in n.outs:
+                ng.kinds[o] = ("op", len(ng.nodes) - 1)
+    return ng
+
+
 def split_bias(graph):
     """``graph`` with each linear whose result an elementwise op reads split into its GEMM (``linear_mm``) and
     the bias add, so that the add joins that op's loop: the bias and, say, a
@@ -209,10 +270,11 @@ def plan_groups(graph, live_out, reductions=True):
             cur.produced.add(node.outs[0])
             owner[i] = cur
             continue
-        if (reductions and cur is not None and node.op.name in REDUCTIONS and node.args[0].__class__ is Ref
-                and node.args[0] in cur.produced and graph.meta(node.args[0])[0] == cur.shape
-                and graph.meta(node.outs[0])[1].kind == "f"):
-            cur.reductions.append((i, REDUCTIONS[node.op.name], node.args[0]))
+        columns = _leading_reduction(graph, node, cur) if reductions and cur is not None else None
+        if columns is not None:
+            kind = REDUCTIONS[node.op.name] if columns == 1 else LEADING[node.op.name]
+            cur.reductions.append((i, kind, node.args[0]))
+            cur.columns = columns if columns > 1 else None
             reduced.add(node.outs[0])
             owner[i] = cur
             continue
@@ -229,6 +291,30 @@ def plan_groups(graph, live_out, reductions=True):
             if v in live_out or any(o is not g for o in used_outside.get(v, ())):
                 g.outputs.append(v)
     return [g for g in groups if len(g.members) > 1 or g.reductions], owner
+
+
+def _loop_reduction(graph, node):
+    """For a sum or mean a loop can compute (of a float value, over all its dims or over leading ones): its
+    result's element count (1 for a full one). None otherwise."""
+    a = node.args[0] if node.args else None
+    if a.__class__ is not Ref or graph.meta(node.outs[0])[1].kind != "f" or node.refs()[1:]:
+        return None
+    if node.op.name in REDUCTIONS:
+        return 1
+    dims, shape = tuple(node.params.get("dims") or ()), graph.meta(a)[0]
+    if node.op.name in LEADING and dims and dims == tuple(range(len(dims))) and len(dims) < len(shape):
+        columns = math.prod(shape[len(dims):])
+        return columns if columns > 1 else None  # (a full reduction written with dims: left to the kernel)
+    return None
+
+
+def _leading_reduction(graph, node, g):
+    """_loop_reduction's count for a reduction group ``g`` can compute: of a value it makes, over its shape,
+    and of the kind its other reductions are (the loop runs over blocks, or over column tiles)."""
+    columns = _loop_reduction(graph, node)
+    if columns is None or node.args[0] not in g.produced or graph.meta(node.args[0])[0] != g.shape:
+        return None
+    return columns if (g.columns or 1) == columns or not g.reductions else None
 
 
 def load_kind(shape, full):
