@@ -1,9 +1,12 @@
 """The eight GEMMs of one mlp_step (784-512-256-10, batch 256, float32: three forward, five backward; the
 input takes no gradient), each timed alone in NumPy (the BLAS jitgrad calls) and in PyTorch: the floor
-under both libraries' training step.
+under both libraries' training step. The first line names the kernels OpenBLAS chose for this CPU (its
+OPENBLAS_CORETYPE environment variable picks others: AVX2 "Haswell" kernels run at half the speed of AVX-512
+"SkylakeX" ones on a CPU that has both).
 
     python benchmarks/mlp_gemms.py
 """
+import os
 import time
 
 import numpy as np
@@ -40,6 +43,13 @@ def main():
     except ImportError:
         pass
     names = list(columns)
+    try:
+        import threadpoolctl  # (scikit-learn's dependency: the examples extra)
+        kernels = ", ".join(i.get("architecture", "?") for i in threadpoolctl.threadpool_info()
+                            if i.get("internal_api") == "openblas")
+    except ImportError:
+        kernels = "unknown (threadpoolctl is not installed)"
+    print("OpenBLAS kernels: %s; OPENBLAS_CORETYPE=%s\n" % (kernels, os.environ.get("OPENBLAS_CORETYPE", "(unset)")))
     print("| GEMM | " + " | ".join("%s (ms)" % n for n in names) + " |")
     print("|---|" + "---:|" * len(names))
     totals = dict.fromkeys(names, 0.0)
