@@ -182,8 +182,7 @@ def without_own_shape_views(graph, outputs):
             same[node.outs[0]] = same.get(node.args[0], node.args[0])
     if not same:
         return graph
-    ng = Graph(graph.parent)
-    ng.arrays, ng.kinds, ng.breaks = list(graph.arrays), list(graph.kinds), graph.breaks
+    nodes = []
     for node in graph.nodes:
         if node.outs[0] in same:
             continue
@@ -191,10 +190,8 @@ def without_own_shape_views(graph, outputs):
             node = Node(node.op, tuple(same.get(a, a) if a.__class__ is Ref else a for a in node.args),
                         {k: same.get(p, p) if p.__class__ is Ref else p for k, p in node.params.items()},
                         node.outs, node.cnp, node.convert)
-        ng.nodes.append(node)
-        for o in node.outs:
-            ng.kinds[o] = ("op", len(ng.nodes) - 1)
-    return ng
+        nodes.append(node)
+    return _rebuilt(graph, nodes)
 
 
 def reductions_first(graph):
@@ -210,43 +207,43 @@ def reductions_first(graph):
     if not later:
         return graph
     moved = {i for ids in later.values() for i in ids}
-    ng = Graph(graph.parent)
-    ng.arrays, ng.kinds, ng.breaks = list(graph.arrays), list(graph.kinds), graph.breaks
-    for i, node in enumerate(graph.nodes):
-        if i in moved:
-            continue
-        for n in [node] + [graph.nodes[j] for j in later.get(i, ())]:
-            ng.nodes.append(n)
-            for o in n.outs:
-                ng.kinds[o] = ("op", len(ng.nodes) - 1)
-    return ng
+    return _rebuilt(graph, [n for i, node in enumerate(graph.nodes) if i not in moved
+                            for n in [node] + [graph.nodes[j] for j in later.get(i, ())]])
 
 
 def split_bias(graph):
     """``graph`` with each linear whose result an elementwise op reads split into its GEMM (``linear_mm``) and
-    the bias add, so that the add joins that op's loop: the bias and, say, a
-    ReLU then take one pass over the GEMM's result instead of two. Value numbers stay (the GEMM's result is a
-    new value); node indices after a split move."""
+    the bias add, so that the add joins that op's loop: the bias and, say, a ReLU then take one pass over the
+    GEMM's result instead of two. Value numbers stay (the GEMM's result is a new value); node indices move."""
     read = set()
     for node in graph.nodes:
         if fusable(graph, node):
             read.update(node.refs())
     if not any(n.op.name == "linear" and n.args[2] is not None and n.outs[0] in read for n in graph.nodes):
         return graph
-    ng = Graph(graph.parent)
-    ng.arrays, ng.kinds, ng.breaks = list(graph.arrays), list(graph.kinds), graph.breaks
+    nodes, gemms = [], []  # (gemms: the arrays of the GEMMs' results, new values after the graph's)
     for node in graph.nodes:
         if node.op.name == "linear" and node.args[2] is not None and node.outs[0] in read:
             x, w, b = node.args
-            out = node.outs[0]
-            mm = ng.add(graph.arrays[out], ("op", len(ng.nodes)))
-            ng.nodes.append(Node(OPS["linear_mm"], (x, w, None), {}, (mm,), node.cnp,
-                                 tuple(i for i in node.convert if i < 2)))
-            ng.nodes.append(Node(OPS["add"], (mm, b), {}, (out,), node.cnp, (1,) if 2 in node.convert else ()))
+            mm = Ref(len(graph.arrays) + len(gemms))
+            gemms.append(graph.arrays[node.outs[0]])
+            nodes.append(Node(OPS["linear_mm"], (x, w, None), {}, (mm,), node.cnp,
+                              tuple(i for i in node.convert if i < 2)))
+            nodes.append(Node(OPS["add"], (mm, b), {}, node.outs, node.cnp, (1,) if 2 in node.convert else ()))
         else:
-            ng.nodes.append(node)
-        for o in ng.nodes[-1].outs:
-            ng.kinds[o] = ("op", len(ng.nodes) - 1)
+            nodes.append(node)
+    return _rebuilt(graph, nodes, gemms)
+
+
+def _rebuilt(graph, nodes, new_arrays=()):
+    """A graph of ``graph``'s values (and of ``new_arrays``, numbered after them) with ``nodes`` as its ops."""
+    ng = Graph(graph.parent)
+    ng.arrays, ng.kinds, ng.breaks = list(graph.arrays) + list(new_arrays), list(graph.kinds), graph.breaks
+    ng.kinds += [None] * len(new_arrays)
+    ng.nodes = list(nodes)
+    for i, node in enumerate(ng.nodes):
+        for o in node.outs:
+            ng.kinds[o] = ("op", i)
     return ng
 
 
