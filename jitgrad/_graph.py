@@ -135,26 +135,16 @@ class AccumulateGrad(Node):
     Its lock makes the read-modify-write of ``.grad`` atomic when several threads run backward
     into the same leaf (PyTorch's per-node mutex); there is one node per leaf (``accumulate_node``).
     """
-    __slots__ = ("variable", "_mutex")
+    __slots__ = ("variable", "_lock")
     _post_acc_hooks = None
 
     def __init__(self, variable):  # one per leaf and graph, on the per-op path: slots set directly
         self.next_functions = ()
         self._seq = LEAF_SEQUENCE
         self.variable = variable
-        self._mutex = None  # made when backward first reaches the node (most nodes of a step never need one)
+        self._lock = threading.Lock()
         if SPECIAL[0] and STATE.anomaly:
             record_trace(self)
-
-    @property
-    def _lock(self):
-        lock = self._mutex
-        if lock is None:
-            with _NEW_NODE_LOCK:  # two threads must not give the node two locks
-                lock = self._mutex
-                if lock is None:
-                    lock = self._mutex = threading.Lock()
-        return lock
 
     def apply(self, grads):
         with self._lock:
@@ -174,7 +164,7 @@ def accumulate_into(var, g):
     being built or its array cannot take the sum in place."""
     if g is None:
         return
-    if g.dtype is not var.dtype:
+    if g._data.dtype != var._data.dtype:
         g = g.to(var.dtype)
     old = var._grad
     if old is None:

@@ -43,7 +43,7 @@ class SavedTensor:
             self._node = None
             self._saved_fn = t.grad_fn  # for the error message: the history the tensor had when saved
             self._data = t
-        if STATE.saved_tensors_hooks:
+        if SPECIAL[0] and STATE.saved_tensors_hooks:
             self.register_hooks(*STATE.saved_tensors_hooks[-1])
 
     @property

@@ -109,3 +109,27 @@ def test_hooks_see_the_scaled_gradients():
     leaves[1].register_hook(lambda g: seen.append(g.numpy().copy()))
     jg.compile(loss)(*leaves).backward(jg.tensor(3.0, dtype=jg.float64))
     np.testing.assert_allclose(seen[0], ref_grads[1], rtol=1e-10, atol=1e-15)
+
+
+def test_a_small_scalar_is_one_tape_of_its_value_and_gradients(monkeypatch):
+    """Values of a tape's size (runtime.JOINT_MAX_SIZE) make one tape too: a call pays one interpreter
+    call, and the backward recomputes nothing. A 0-d input's gradient, scaled, is an array of its own."""
+    monkeypatch.setattr(runtime, "JOINT_MIN_SIZE", 1 << 30)  # (the fixture's setting off: by size alone)
+    x, w, b = _leaves(16)
+    s = jg.tensor(np.float32(0.5), requires_grad=True)
+    f = jg.compile(lambda x, w, b, s: loss(x, w, b) * s)
+    out = f(x, w, b, s)
+    var = next(iter(f._jitgrad_compiled.variants.values()))
+    assert var.joint is not None and var.bplan is None and "a tape of" in var.plan.source
+    out.backward(jg.tensor(np.float32(-2.0)))
+    ex, ew, eb = _leaves(16)
+    es = jg.tensor(np.float32(0.5), requires_grad=True)
+    (loss(ex, ew, eb) * es).backward(jg.tensor(np.float32(-2.0)))
+    for t, e in zip((x, w, b, s), (ex, ew, eb, es)):
+        assert isinstance(t.grad._data, np.ndarray) and t.grad.shape == e.grad.shape
+        np.testing.assert_allclose(t.grad.numpy(), e.grad.numpy(), rtol=2e-5, atol=1e-6)
+    monkeypatch.setattr(runtime, "JOINT_MAX_SIZE", 15)  # above it (and below JOINT_MIN_SIZE): a backward plan
+    f = jg.compile(lambda x, w, b, s: loss(x, w, b) * s)
+    f(x, w, b, s)
+    var = next(iter(f._jitgrad_compiled.variants.values()))
+    assert var.joint is None and "a tape of" in var.bplan.source

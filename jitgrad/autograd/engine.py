@@ -15,7 +15,7 @@ import numpy as np
 from .._anomaly import annotate, check_nan
 from .._device import backend
 from .._dtype import REDUCED_NP
-from .._factories import ones_like, zeros_like
+from .._factories import zeros_like
 from .._grad_mode import STATE, set_grad_enabled
 from .._graph import AccumulateGrad, accumulate_locked, edge, type_name
 from .._tensor import Tensor
@@ -33,10 +33,15 @@ def _root_grads(tensors, grad_tensors, what="grad"):
                 raise RuntimeError("grad can be implicitly created only for scalar outputs")
             if not t.dtype.is_floating_point:
                 raise RuntimeError("grad can be implicitly created only for real scalar outputs but got " + t.dtype.name)
-            g = ones_like(t)
+            d = t._data
+            if d.__class__ is np.ndarray:
+                g = np.array(1, d.dtype)
+                g = Tensor._wrap(g.reshape(d.shape) if d.ndim else g)
+            else:
+                g = Tensor._wrap(backend(d).full(d.shape, 1, d.dtype))
         elif not isinstance(g, Tensor):
             raise TypeError("gradients can be either Tensors or None, but got " + type(g).__name__)
-        if g.shape != t.shape:
+        if g._data.shape != t._data.shape:
             raise RuntimeError("Mismatch in shape: grad_output[%d] has a shape of %r and output[%d] has a shape of %r."
                                % (i, g.shape, i, t.shape))
         roots.append((edge(t), g))
@@ -183,7 +188,8 @@ def run(roots, retain_graph, create_graph, targets=None, accumulate_leaves=True)
     pop, push = heapq.heappop, heapq.heappush
     node = None  # the next node to run, when it was the only one to become ready (a chain: no heap)
     every = needed is None and accumulate_leaves  # every node reached runs
-    with set_grad_enabled(create_graph):
+    enabled, STATE.grad_enabled = STATE.grad_enabled, bool(create_graph)  # (set_grad_enabled, without its object)
+    try:
         while node is not None or ready:
             if node is None:
                 node = pop(ready)[2]
@@ -228,6 +234,8 @@ def run(roots, retain_graph, create_graph, targets=None, accumulate_leaves=True)
                             node = None
                         push(ready, (-m._seq, id(m), m))
             g = outs = grads = None  # hold no gradient between nodes: a leaf's .grad may take over its buffer
+    finally:
+        STATE.grad_enabled = enabled
     return captured
 
 

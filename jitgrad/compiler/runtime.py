@@ -17,7 +17,7 @@ from ..autograd import engine
 from . import stats
 from ..kernels.conv import KeptColumns
 from .capture import BACKWARD, Ref, Unsupported, trace, trace_backward
-from .tape import compile_plan
+from .tape import SMALL, compile_plan
 from .fusion import elementwise_backward, joint_graph, with_recompute
 
 MAX_VARIANTS = 8
@@ -97,9 +97,12 @@ def _producers(g, values):
 
 
 # ------------------------------------------------------------------ one traced variant
-# A scalar's gradients are computed by its forward plan where its arrays are this large (memory-bound loops,
-# where one pass instead of two pays); smaller graphs keep a backward plan of their own.
+# A scalar's gradients are computed by its forward plan (see Variant._joint) where its arrays are this large
+# (memory-bound loops, where one pass instead of two pays) or this small (a tape's: one interpreter call instead
+# of two, which also spares the backward recomputing the forward; a call that no backward follows pays a few
+# microseconds); graphs in between keep a backward plan of their own.
 JOINT_MIN_SIZE = config.PARALLEL_THRESHOLD
+JOINT_MAX_SIZE = SMALL
 # The graph before a graph break is compiled where its values hold this many elements in all, at most: each
 # is an output of its plan (the function's Python may hold any of them), so the plan saves the per-op cost of
 # small tensors, while large ones would lose more to the stores and the backward than fusion gains.
@@ -260,7 +263,8 @@ class Variant:
         out = g.arrays[grad_out_vals[0]]
         grad_vals = [gr for gr in grads if gr is not None]
         if not (owner.fuse and len(grad_out_vals) == 1 and out.__class__ is np.ndarray and out.ndim == 0
-                and grad_vals and max(a.size for a in g.arrays) >= JOINT_MIN_SIZE and elementwise_backward(bg)):
+                and grad_vals and not JOINT_MAX_SIZE < max(a.size for a in g.arrays) < JOINT_MIN_SIZE
+                and elementwise_backward(bg)):
             return False
         joint = joint_graph(g, bg, grad_vals, Tensor._wrap(np.ones((), out.dtype)))
         if any(joint[0].kinds[v][0] != "op" for v in joint[1]):  # a gradient that is an input: no loop to fuse
@@ -515,8 +519,7 @@ class CompiledFunctionBackward(Node):
     __slots__ = ("variant", "saved_inputs", "saved", "n_outputs", "out_meta", "xp", "freed")
 
     def __init__(self, variant, tensors, arrays, saved, outs, returned=()):
-        leaves = [_tensor_of(src, tensors) for src in variant.leaf_sources]
-        super().__init__(tuple(edge(t) for t in leaves))
+        super().__init__(tuple([edge(tensors[x] if kind == "input" else x) for kind, x in variant.leaf_sources]))
         self.variant = variant
         # the region's input tensors, checked for in-place changes when backward reads them
         self.saved_inputs = [SavedTensor(t if p is None else tensors[p])
@@ -564,7 +567,9 @@ class CompiledFunctionBackward(Node):
         self.saved = None
         d = g._data
         if d != 1:  # new arrays: a gradient may be a view of a plan constant
-            grads = [a * d.astype(a.dtype) for a in grads]
+            # (NumPy's product of two 0-d arrays is a scalar: made an array again)
+            grads = [np.asarray(a * d.astype(a.dtype)) if a.__class__ is np.ndarray else a * d.astype(a.dtype)
+                     for a in grads]
         return [Tensor._wrap(a) for a in grads]
 
     def _replay(self, grads):
@@ -674,6 +679,9 @@ def _replayable_step(tracer):
 
 
 # ------------------------------------------------------------------ the compiled callable
+_POSITIONAL = {}  # n -> the structure of a call with n positional tensors (see flatten)
+
+
 class CompiledFunction:
     """``jitgrad.compile(fn)``: guards -> variant -> plan; a failed guard traces a new variant.
 
@@ -695,8 +703,12 @@ class CompiledFunction:
         self.warned = False
 
     def key(self, args, kwargs):
-        tensors = []
-        spec = flatten((args, kwargs), tensors)
+        if not kwargs and all(isinstance(a, Tensor) for a in args):  # the usual call: its structure is known
+            tensors = list(args)
+            spec = _POSITIONAL.get(len(args)) or _POSITIONAL.setdefault(len(args), flatten((args, kwargs), []))
+        else:
+            tensors = []
+            spec = flatten((args, kwargs), tensors)
         ids = [id(t._data) for t in tensors]
         alias = tuple(ids.index(i) for i in ids) if len(set(ids)) != len(ids) else None
         return (spec, tuple(tensor_key(t) for t in tensors), alias, STATE.grad_enabled, STATE.inference,

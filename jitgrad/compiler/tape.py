@@ -207,7 +207,7 @@ def _plan_function(kernel, code, table, n, at, outs):
         T = spare.pop() if spare else table.copy()
         x = np.concatenate([a.reshape(-1) for a in arrays], dtype=np.float64) if arrays else np.zeros(1)
         kernel(code, T, n, x, at)
-        res = tuple(T[r, :size].reshape(shape).astype(dt) for r, size, shape, dt in outs)
+        res = tuple(T[r, :size].reshape(shape).astype(dt) for r, size, shape, dt in outs)  # (arrays of their own)
         spare.append(T)
         return res
     return plan
