@@ -38,6 +38,9 @@ class Op:
         # is derived from the names it reads (see _saved_names)
         self.vjp = tuple(vjp) + (None,) * (n - len(vjp))
         self.fused = tuple(fused) + (None,) * (n - len(fused))  # per input: ('kernel', arg names) or None
+        # per input: the fused kernel as an op of its own (see fused_op), which a backward traced by
+        # jitgrad.compile records as one node where eager's formula would record several
+        self.fused_ops = tuple(fused_op(f) for f in self.fused)
         self.dtype_rule = dtype  # promote | float | bool | same | int64 | keep
         # promoted input dtype name -> (exception class, message): the dtypes PyTorch has no kernel of this
         # op for. Checked only when dispatch first sees an operand-type pattern (the hot path pays nothing).
@@ -92,6 +95,28 @@ class Op:
 
     def __repr__(self):
         return "Op(%r)" % self.name
+
+
+_FUSED_OPS = {}  # (kernel, arity) -> its op
+
+
+def fused_op(spec):
+    """The op of a fused VJP kernel ``spec`` ('kernel', argument names) that takes the gradient first: it runs
+    the kernel in the gradient's dtype (rule "keep"), as eager's backward does. Not in the table (only traced
+    backward graphs hold it) and not differentiable (create_graph runs the formulas). None for other specs."""
+    if spec.__class__ is not tuple or spec[1][0] != "g" or "zero" in spec[1]:
+        return None
+    key = (spec[0], len(spec[1]))
+    op = _FUSED_OPS.get(key)
+    if op is None:
+        kernel = spec[0]
+
+        def forward(xp, dt, *arrays):
+            return xp.run(kernel, dt, *arrays)
+        forward.kernel, forward.out = kernel, None
+        op = _FUSED_OPS[key] = Op(kernel, forward, inputs=tuple("x%d" % i for i in range(key[1])), dtype="keep",
+                                  differentiable=False, call=lambda *args: dispatch(op, args))
+    return op
 
 
 def _names_read(fn, seen):

@@ -25,6 +25,9 @@ class OpNode(Node):
             grads[k] if grads[k] is not None else self._zeros_for_output(k) for k in range(op.n_outputs))
         # no graph of the backward: the entry's fused kernels where it has them (variadic entries have none)
         fused = op.fused if not STATE.grad_enabled and not op.variadic else None
+        # a backward that jitgrad.compile traces records the entry's fused kernels as ops (Op.fused_ops)
+        traced = fused is None and SPECIAL[0] and op.n_outputs == 1 and not op.variadic and getattr(
+            STATE.capture, "fused_vjps", False)
         meta = self.input_meta
         out = []
         for i, nf in enumerate(self.next_functions):
@@ -32,7 +35,9 @@ class OpNode(Node):
                 out.append(None)
                 continue
             spec = fused[i] if fused is not None else None
-            if spec is not None and (spec.__class__ is tuple or not _reduced_operands(self, g)):
+            if traced and op.fused_ops[i] is not None:
+                gi = _call_fused_op(self, op.fused_ops[i], op.fused[i][1], g)
+            elif spec is not None and (spec.__class__ is tuple or not _reduced_operands(self, g)):
                 gi = _run_fused(self, spec, g)
             elif op.variadic:
                 gi = op.vjp[0](g, self, i)
@@ -149,6 +154,19 @@ def _run_fused(node, spec, g):
             return Tensor._wrap(out)
         return Tensor._wrap(CPU_BACKEND.run(kernel, dt, *args))
     return Tensor._wrap(backend(garr).run(kernel, dt, *args))
+
+
+def _call_fused_op(node, fop, names, g):
+    """A fused VJP kernel through dispatch (its op ``fop``), on the gradient, saved tensors and params."""
+    args = []
+    for n in names:
+        v = node.saved.get(n, _MISSING) if n != "g" else g
+        if v.__class__ is SavedTensor:
+            v = v.unpack()  # (version-checked; the forward's own array, which the trace knows)
+        elif v is _MISSING:  # a param (negative_slope)
+            v = getattr(node, n)
+        args.append(v)
+    return fop.call(*args)
 
 
 def record(op, args, params, out, grad=None):

@@ -130,6 +130,7 @@ class Tracer:
         # whether the graph ends at a value read (item(), bool(t), ...) and nothing else breaks it: then the
         # graph before the read can be compiled and the function run on from there (runtime's Replay)
         self.read_break = False
+        self.fused_vjps = False  # see trace_backward
 
     def __call__(self, op, args, params):
         STATE.capture, threshold = None, config.PARALLEL_THRESHOLD
@@ -436,6 +437,7 @@ def trace_backward(graph, outs, leaves):
     # The VJP formulas' elementwise ops fuse into the plan's own loops: their values here come from the
     # kernels' serial builds, whose compile costs a fraction of a parallel build's that only this trace would use
     tracer = Tracer(True, bg, serial=True)
+    tracer.fused_vjps = True  # an entry's fused VJP kernel is one node (as eager's backward runs it), not its formula's ops
     prev = STATE.capture
     STATE.capture = tracer
     hooks = [(t, t._hooks) for t in leaves]  # a parameter's own hooks belong to real backward passes only
