@@ -2,7 +2,7 @@
 
 Every forward op and every vector-Jacobian product (VJP) of an elementwise op is one scalar function
 below. The CPU loops (kernels/elementwise.py), jitgrad.compile's fused loops and the CUDA kernels
-(kernels/cuda/elementwise.py) are generated from them. They read vexp, vtanh, vsigmoid and np as
+(kernels/cuda/elementwise.py) are generated from them. They read vexp, vtanh, vsigmoid, like and np as
 globals of this module, which device backends swap for their own versions.
 """
 import hashlib
@@ -12,7 +12,7 @@ import numpy as np
 from numba import njit
 
 from . import config, vmath
-from .vmath import vexp, vsigmoid, vtanh
+from .vmath import like, vexp, vsigmoid, vtanh
 
 SQRT1_2 = 0.7071067811865476
 SQRT_2_OVER_PI = 0.7978845608028654
@@ -191,7 +191,7 @@ def rsqrt_vjp(g, y): return -0.5 * g * y * y * y
 @scalar
 def reciprocal_vjp(g, y): return -g * y * y
 @scalar
-def square_vjp(g, x): return 2 * g * x
+def square_vjp(g, x): return like(x, 2) * g * x
 @scalar
 def sin_vjp(g, x): return g * math.cos(x)
 @scalar
@@ -199,11 +199,11 @@ def cos_vjp(g, x): return -g * math.sin(x)
 @scalar
 def tan_vjp(g, y): return g * (1 + y * y)
 @scalar
-def tanh_vjp(g, y): return g * (1 - y * y)
+def tanh_vjp(g, y): return g * (like(y, 1) - y * y)
 @scalar
-def sigmoid_vjp(g, y): return g * y * (1 - y)
+def sigmoid_vjp(g, y): return g * y * (like(y, 1) - y)
 @scalar
-def relu_vjp(g, y): return g if y > 0 else 0.0
+def relu_vjp(g, y): return g if y > 0 else like(g, 0)
 @scalar
 def leaky_relu_vjp(g, x, slope): return g if x > 0 else g * slope
 @scalar

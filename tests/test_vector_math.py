@@ -68,3 +68,23 @@ def test_float32_math_stays_in_float32():
         assert isinstance(f(np.float32(0.5)), (np.float32, float))
     assert vmath.vexp(np.float32(1.0)) == np.float32(np.e)
     assert vmath.vexp(1.0) == np.e
+
+
+@pytest.mark.parametrize("name,ref", [
+    ("tanh_vjp", lambda g, y: g * (1 - y * y)), ("sigmoid_vjp", lambda g, y: g * y * (1 - y)),
+    ("square_vjp", lambda g, x: 2 * g * x), ("relu_vjp", lambda g, y: np.where(y > 0, g, 0))])
+def test_float32_vjps_compute_in_float32(name, ref):
+    """vmath.like keeps a VJP's constants in its operands' float type: float32 gradients compute in float32,
+    as PyTorch's (a Python literal would make numba compute them in float64, on half the SIMD lanes)."""
+    from numba import njit
+    from jitgrad.kernels.scalars import SCALARS
+    fn = SCALARS[name]
+    call = njit(lambda g, y: fn(g, y))
+    rng = np.random.default_rng(1)
+    g, y = rng.uniform(-3, 3, 2000).astype(np.float32), rng.uniform(-1, 1, 2000).astype(np.float32)
+    for dt in (np.float32, np.float64):
+        got = np.array([call(dt(a), dt(b)) for a, b in zip(g[:50], y[:50])])
+        assert {s.return_type.name for s in call.nopython_signatures if s.args[0].name == np.dtype(dt).name} == {
+            np.dtype(dt).name}
+        np.testing.assert_allclose(got, ref(g[:50].astype(dt), y[:50].astype(dt)), rtol=4e-7 if dt is np.float32
+                                   else 1e-15, atol=1e-7 if dt is np.float32 else 1e-15)
