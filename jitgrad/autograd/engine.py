@@ -34,11 +34,7 @@ def _root_grads(tensors, grad_tensors, what="grad"):
             if not t.dtype.is_floating_point:
                 raise RuntimeError("grad can be implicitly created only for real scalar outputs but got " + t.dtype.name)
             d = t._data
-            if d.__class__ is np.ndarray:
-                g = np.array(1, d.dtype)
-                g = Tensor._wrap(g.reshape(d.shape) if d.ndim else g)
-            else:
-                g = Tensor._wrap(backend(d).full(d.shape, 1, d.dtype))
+            g = Tensor._wrap(backend(d).full(d.shape, 1, d.dtype))
         elif not isinstance(g, Tensor):
             raise TypeError("gradients can be either Tensors or None, but got " + type(g).__name__)
         if g._data.shape != t._data.shape:

@@ -115,7 +115,7 @@ def _user_line():
 class Tracer:
     """Installed as STATE.capture while a function runs: records ops and graph breaks into ``graph``."""
 
-    def __init__(self, fullgraph, graph=None, serial=False):
+    def __init__(self, fullgraph, graph=None, serial=False, fused_vjps=False):
         self.graph = Graph() if graph is None else graph
         self.fullgraph = fullgraph
         self.serial = serial  # run the ops on the CPU kernels' serial builds (see trace_backward)
@@ -130,7 +130,8 @@ class Tracer:
         # whether the graph ends at a value read (item(), bool(t), ...) and nothing else breaks it: then the
         # graph before the read can be compiled and the function run on from there (runtime's Replay)
         self.read_break = False
-        self.fused_vjps = False  # see trace_backward
+        # a traced backward: an entry's fused VJP kernel is one node, as eager runs it (see trace_backward)
+        self.fused_vjps = fused_vjps
 
     def __call__(self, op, args, params):
         STATE.capture, threshold = None, config.PARALLEL_THRESHOLD
@@ -436,8 +437,7 @@ def trace_backward(graph, outs, leaves):
         placeholders.append(gk)
     # The VJP formulas' elementwise ops fuse into the plan's own loops: their values here come from the
     # kernels' serial builds, whose compile costs a fraction of a parallel build's that only this trace would use
-    tracer = Tracer(True, bg, serial=True)
-    tracer.fused_vjps = True  # an entry's fused VJP kernel is one node (as eager's backward runs it), not its formula's ops
+    tracer = Tracer(True, bg, serial=True, fused_vjps=True)
     prev = STATE.capture
     STATE.capture = tracer
     hooks = [(t, t._hooks) for t in leaves]  # a parameter's own hooks belong to real backward passes only
