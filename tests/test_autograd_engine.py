@@ -276,6 +276,23 @@ def test_grad_takes_over_no_buffer_that_something_else_holds():
     np.testing.assert_allclose(a.grad.numpy(), 8 * a.detach().numpy(), rtol=1e-6)
 
 
+def test_grad_takes_over_the_buffer_a_tensor_hook_saw_and_let_go():
+    """As PyTorch's AccumulateGrad: a leaf's tensor hook that returns nothing leaves the gradient free to
+    become .grad itself (no copy); one that keeps the gradient gets a copy."""
+    x = jg.randn(3, 4, requires_grad=True)
+    seen = []
+    x.register_hook(lambda g: seen.append(g.data_ptr()))
+    (x * 2).sum().backward()
+    assert x.grad.data_ptr() == seen[0]
+    y = jg.randn(3, requires_grad=True)
+    kept = []
+    y.register_hook(lambda g: kept.append(g))
+    (y * 2).sum().backward()
+    assert not _shares(y.grad, kept[0])
+    y.grad.add_(1)
+    np.testing.assert_array_equal(kept[0].numpy(), [2.0, 2.0, 2.0])
+
+
 def test_grad_of_a_product_keeps_the_inputs_intact():
     x = jg.randn(4, requires_grad=True)
     w = jg.randn(4, requires_grad=True)

@@ -229,7 +229,7 @@ def run(roots, retain_graph, create_graph, targets=None, accumulate_leaves=True)
                             push(ready, (-node._seq, id(node), node))
                             node = None
                         push(ready, (-m._seq, id(m), m))
-            g = outs = grads = None  # hold no gradient between nodes: a leaf's .grad may take over its buffer
+            g = outs = grads = buf = None  # hold no gradient between nodes: a leaf's .grad may take over its buffer
     finally:
         STATE.grad_enabled = enabled
     return captured
