@@ -184,8 +184,11 @@ def _can_steal(g):
     the tensor or its array (the engine's buffer and this call's frames aside), and the array owns
     its C-contiguous, writable memory, so later in-place accumulation writes to nobody else's data."""
     d = g._data
-    return (sys.getrefcount(g) <= 4 and d.__class__ is np.ndarray and d.base is None and sys.getrefcount(d) <= 3
-            and d.flags.c_contiguous and d.flags.writeable)
+    if sys.getrefcount(g) > 4 or sys.getrefcount(d) > 3:
+        return False
+    if d.__class__ is np.ndarray:
+        return d.base is None and d.flags.c_contiguous and d.flags.writeable
+    return backend(d).holds_its_memory_alone(d)
 
 
 def _accumulate_strided(var, old, g):

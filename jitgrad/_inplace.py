@@ -41,8 +41,10 @@ def _write(t, value, chain=(), key=None, op_name="__setitem__"):
     if isinstance(value, Tensor) and value.dtype.category > t.dtype.category:
         raise RuntimeError("result type %s can't be cast to the desired output type %s"
                            % (_CAST_NAMES[value.dtype.name], _CAST_NAMES[t.dtype.name]))
-    xp = backend(t._data)
-    if t._data.__class__ is np.ndarray and not t._data.flags.writeable:
+    d = t._data
+    xp = backend(d)
+    # NumPy marks broadcast views read-only; a device array has no such flag: its zero strides tell
+    if (not d.flags.writeable) if d.__class__ is np.ndarray else any(s == 0 and n > 1 for s, n in zip(d.strides, d.shape)):
         _not_writable(t)
     dst = _region_array(t._data, chain, None)
     if key is None and src.shape != dst.shape and np.broadcast_shapes(src.shape, dst.shape) != dst.shape:
@@ -62,7 +64,7 @@ def _not_writable(t):
     """The error for writing into a read-only array: an expanded tensor (or a view of one), or a tensor on
     a read-only NumPy array it was made from, which is never written to."""
     arr = (t if t._base is None else t._base)._data
-    if arr.flags.writeable or any(s == 0 and n > 1 for s, n in zip(t._data.strides, t._data.shape)):
+    if arr.__class__ is not np.ndarray or arr.flags.writeable or any(s == 0 and n > 1 for s, n in zip(t._data.strides, t._data.shape)):
         raise RuntimeError("unsupported operation: more than one element of the written-to tensor refers to a single "
                            "memory location. Please clone() the tensor before performing the operation.")
     raise RuntimeError("the tensor's memory is a NumPy array that is not writable: in-place operations on it are not "

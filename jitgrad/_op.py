@@ -231,8 +231,8 @@ def dispatch(op, args, params=EMPTY):
             arrays.append(d)
             if a._requires_grad:
                 grad = True
-            if d.__class__ is not kind:
-                if kind is not None:
+            if d.__class__ is not kind:  # (device arrays come in more than one class: the host's is NumPy's)
+                if kind is not None and (kind is np.ndarray or d.__class__ is np.ndarray):
                     _device_mismatch(args)
                 kind = d.__class__
         else:

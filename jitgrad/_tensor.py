@@ -112,7 +112,7 @@ class Tensor:
     nelement = numel
 
     def element_size(self):
-        return self._data.itemsize
+        return self._data.dtype.itemsize
 
     @property
     def is_cuda(self):
@@ -160,18 +160,20 @@ class Tensor:
         return self._inference
 
     def is_contiguous(self):
-        return self._data.flags.c_contiguous
+        d = self._data
+        return backend(d).is_contiguous(d)
 
     def data_ptr(self):
-        return self._data.__array_interface__["data"][0]
+        d = self._data
+        return backend(d).address(d)
 
     def stride(self, dim=None):
-        st = tuple(s // self._data.itemsize for s in self._data.strides)
+        st = tuple(s // self._data.dtype.itemsize for s in self._data.strides)
         return st if dim is None else st[self._wrap_dim(dim)]
 
     def storage_offset(self):
         base = self._base._data if self._base is not None else self._data
-        return (self.data_ptr() - base.__array_interface__["data"][0]) // self._data.itemsize
+        return (self.data_ptr() - backend(base).address(base)) // self._data.dtype.itemsize
 
     def _wrap_dim(self, dim, ndim=None):
         n = self._data.ndim if ndim is None else ndim

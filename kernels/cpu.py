@@ -65,6 +65,15 @@ def outer(a, b):
     return np.multiply.outer(a, b)
 
 
+def address(a):
+    """The address of ``a``'s first element (Tensor.data_ptr)."""
+    return a.__array_interface__["data"][0]
+
+
+def is_contiguous(a):
+    return a.flags.c_contiguous
+
+
 def copy(x):
     return x.copy()
 

@@ -73,8 +73,9 @@ if not IN_CHILD:
         _child_pytest("slow")
 
     def test_memory_pool_plugin_registers_and_recycles_without_a_gpu():
-        """The EMM plugin's glue (numba's pointer objects, finalizers, views keeping blocks alive),
-        with the driver calls replaced: numba-cuda without the simulator, no GPU needed."""
+        """The EMM plugin's glue (its pointer objects under numba's device arrays, views keeping blocks alive,
+        contiguous reshapes, the test that lets .grad take a buffer over), with the driver calls replaced:
+        numba-cuda without the simulator, no GPU needed."""
         code = """
 import gc
 from numba import cuda
@@ -110,6 +111,34 @@ mm.get_memory_info = lambda: asked.append(1) or types.SimpleNamespace(total=1 <<
 for _ in range(3):                                      # numba calls it at every lookup of the context
     mm.initialize()
 assert len(asked) == 1 and L._POOL[0] == mm.memalloc    # the driver is asked once; arrays come from the pool
+import numpy as np
+from numba.cuda.cudadrv.devicearray import DeviceNDArray
+from jitgrad.kernels.cuda import array as A
+x = DeviceNDArray((4, 6), (24, 4), np.float32, gpu_data=mm.memalloc(96))
+assert A.holds_its_memory_alone(x) and A.address(x) == x.gpu_data.device_pointer
+y = A.reshape(x, (2, 12))                               # a contiguous reshape: the same block, no shadow array
+assert y.shape == (2, 12) and y.strides == (48, 4) and A.address(y) == A.address(x)
+assert not A.holds_its_memory_alone(x)                  # ... which y shares
+del y
+assert A.holds_its_memory_alone(x)
+t = A.transpose(x, (1, 0))
+assert not A.holds_its_memory_alone(t) and not A.holds_its_memory_alone(x)
+del t
+s = DeviceNDArray((3, 6), (24, 4), np.float32, gpu_data=x.gpu_data.view(24))  # as numba's x[1:]: a view of the block
+assert A.address(s) == A.address(x) + 24 and not A.holds_its_memory_alone(s) and not A.holds_its_memory_alone(x)
+allocated = mm.pool.allocated
+del x; gc.collect()
+assert mm.pool.allocated == allocated                   # the view keeps the block
+del s; gc.collect()
+assert mm.pool.allocated == allocated - 512
+import itertools
+for shape in [(), (1,), (5,), (3, 4), (1, 4), (4, 1), (2, 3, 4)]:
+    for strides in itertools.product([0, 4, 8, 16, 48], repeat=len(shape)):  # the pool's arrays are numba's, made faster
+        ref = DeviceNDArray(shape, strides, np.float32, gpu_data=M.PoolMemory(1 << 20, 1 << 20))
+        x = M.DeviceArray(shape, strides, np.dtype(np.float32), gpu_data=ref.gpu_data)
+        assert (x.is_c_contiguous(), x.is_f_contiguous(), x.flags, x.alloc_size, x._numba_type_, x.size, x.nbytes) == \
+            (ref.is_c_contiguous(), ref.is_f_contiguous(), ref.flags, ref.alloc_size, ref._numba_type_, ref.size, ref.nbytes)
+        assert x.__cuda_array_interface__ == ref.__cuda_array_interface__ and x.reshape(*x.shape).shape == x.shape
 mm.reset()
 assert mm.pool.allocated == 0 and mm.pool.reserved == 0 and L._POOL == []
 print("ok")

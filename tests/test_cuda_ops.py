@@ -170,7 +170,7 @@ def _copies_of_cuda_tensors_stay_on_the_device():
     m = jg.nn.Linear(3, 2).to("cuda")
     m2 = copy.deepcopy(m)
     for p, q in zip(m.parameters(), m2.parameters()):
-        assert q.device == p.device and type(q._data) is type(p._data)
+        assert q.device == p.device and not isinstance(q._data, np.ndarray)
         np.testing.assert_array_equal(q.detach().cpu().numpy(), p.detach().cpu().numpy())
         with jg.no_grad():
             q.add_(1)
@@ -178,7 +178,7 @@ def _copies_of_cuda_tensors_stay_on_the_device():
     x = jg.ones(3, device="cuda", requires_grad=True)
     y = x * 2
     y.mul_(3)
-    assert type(y._data) is type(x._data)
+    assert not isinstance(y._data, np.ndarray)
     y.sum().backward()
     np.testing.assert_array_equal(x.grad.cpu().numpy(), np.full(3, 6.0))
 
@@ -198,7 +198,52 @@ def _embedding_options_on_cuda_equal_cpu():
         np.testing.assert_allclose(b, a, rtol=1e-12)
 
 
+def _tensor_layout_on_cuda_as_on_cpu():
+    """Strides, contiguity, addresses and element sizes of CUDA tensors, read from the device array (numba's
+    device arrays have no NumPy flags, itemsize or __array_interface__), as on the CPU."""
+    for device in ("cpu", "cuda"):
+        x = jg.arange(12.0, device=device).reshape(3, 4)
+        t = x.t()
+        assert x.is_contiguous() and not t.is_contiguous() and t.stride() == (1, 4) and x.element_size() == 4
+        assert x[1].data_ptr() - x.data_ptr() == 16 and x[1].storage_offset() == 4 and x.data_ptr() != 0
+        c = t.contiguous()
+        assert c.is_contiguous() and c.data_ptr() != x.data_ptr() and x.contiguous() is x
+        np.testing.assert_array_equal(c.cpu().numpy(), np.arange(12.0).reshape(3, 4).T)
+        with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
+            jg.zeros(3, device=device).expand(2, 3).add_(1)
+
+
+def _a_gradient_nothing_else_holds_becomes_the_leafs_grad_on_cuda():
+    """AccumulateGrad takes over a gradient buffer that nothing else holds, as PyTorch's steals it, and copies one
+    that a hook kept; later backward calls accumulate into it in place."""
+    for _ in range(2):  # the kernels' first launches, which numba's dispatcher makes, out of the way
+        w = jg.ones(3, 4, device="cuda", requires_grad=True)
+        (w * 2).sum().backward()
+        (w * 3).sum().backward()
+    x = jg.ones(3, 4, device="cuda", requires_grad=True)
+    seen, kept = [], []
+    x.register_hook(lambda g: seen.append(g.data_ptr()))
+    (x * 2).sum().backward()
+    assert x.grad.data_ptr() == seen[0]
+    (x * 3).sum().backward()
+    assert x.grad.data_ptr() == seen[0]
+    np.testing.assert_array_equal(x.grad.cpu().numpy(), np.full((3, 4), 5.0))
+    y = jg.ones(3, device="cuda", requires_grad=True)
+    y.register_hook(lambda g: kept.append(g))
+    (y * 2).sum().backward()
+    assert y.grad.data_ptr() != kept[0].data_ptr()
+    y.grad.add_(1)
+    np.testing.assert_array_equal(kept[0].cpu().numpy(), np.full(3, 2.0))
+    a, b = jg.ones(3, device="cuda", requires_grad=True), jg.ones(3, device="cuda", requires_grad=True)
+    (a + b).sum().backward()  # one gradient for both inputs: neither takes it over
+    a.grad.add_(1)
+    np.testing.assert_array_equal(b.grad.cpu().numpy(), np.ones(3))
+
+
 if IN_CHILD:
+    test_tensor_layout_on_cuda_as_on_cpu = _tensor_layout_on_cuda_as_on_cpu
+    test_a_gradient_nothing_else_holds_becomes_the_leafs_grad_on_cuda = \
+        _a_gradient_nothing_else_holds_becomes_the_leafs_grad_on_cuda
     test_embedding_options_on_cuda_equal_cpu = _embedding_options_on_cuda_equal_cpu
     test_copies_of_cuda_tensors_stay_on_the_device = _copies_of_cuda_tensors_stay_on_the_device
     test_views_on_cuda_share_their_base_and_version_counter = _views_on_cuda_share_their_base_and_version_counter

@@ -326,7 +326,7 @@ def _hook_value(hook, new, old):
         raise RuntimeError("can't replace a None gradient with a non-None value")
     if not isinstance(new, Tensor):
         raise TypeError("expected Variable, but hook returned '%s'" % type_name(new))
-    if new.dtype is not old.dtype or new._data.__class__ is not old._data.__class__:
+    if new.dtype is not old.dtype or (new._data.__class__ is np.ndarray) != (old._data.__class__ is np.ndarray):
         raise RuntimeError("hook '%s' has changed the type of value (was %s got %s)"
                            % (_hook_name(hook), _type_string(old), _type_string(new)))
     if new._data.shape != old._data.shape:

@@ -50,9 +50,9 @@ def explain(fn, *args, fullgraph=False, **kwargs):
     lines = []
     spec, metas, alias, grad, inference, extra = key
     lines.append("Guards:")
-    for i, (shape, dt, cls, rg, contiguous) in enumerate(metas):
+    for i, (shape, dt, on_host, rg, contiguous) in enumerate(metas):
         lines.append("  input %d: shape %s, dtype %s, device %s, requires_grad=%s%s" % (
-            i, list(shape), dt, "cpu" if cls.__module__ == "numpy" else "cuda", rg, "" if contiguous else ", strided"))
+            i, list(shape), dt, "cpu" if on_host else "cuda", rg, "" if contiguous else ", strided"))
     lines.append("  grad mode %s, inference mode %s" % ("on" if grad else "off", "on" if inference else "off"))
     if extra is not None:
         lines.append("  module training flags %s, parameter identities (%d)" % (extra[0], len(extra[1])))

@@ -76,8 +76,9 @@ def unflatten(spec, leaves, it=None):
 
 def tensor_key(t):
     d = t._data
-    contiguous = d.flags.c_contiguous if d.__class__ is np.ndarray else backend(d).is_contiguous(d)
-    return (d.shape, d.dtype, d.__class__, t._requires_grad, contiguous)
+    on_host = d.__class__ is np.ndarray  # (device arrays come in more than one class)
+    contiguous = d.flags.c_contiguous if on_host else backend(d).is_contiguous(d)
+    return (d.shape, d.dtype, on_host, t._requires_grad, contiguous)
 
 
 def _tensor_of(kind, tensors):
@@ -126,7 +127,7 @@ class Variant:
         args, kwargs = unflatten(key[0], aliases)
         tracer, result = trace(owner.fn, args, kwargs, owner.fullgraph, aliases)
         g = self.graph = tracer.graph
-        if len({a.__class__ for a in g.arrays}) > 1:
+        if len({a.__class__ is np.ndarray for a in g.arrays}) > 1:  # (device arrays come in more than one class)
             g.breaks.append(("tensors on more than one device", "<function>"))
         if any(a.dtype in REDUCED_NP for a in g.arrays):
             # eager ops compute float16/bfloat16 in float32 and round each result; plans call the kernels

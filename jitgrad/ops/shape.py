@@ -259,7 +259,7 @@ def clone(input, *, memory_format=None):
 
 @export(function=False)
 def contiguous(self, memory_format=None):
-    return self if self._data.flags.c_contiguous else clone(self)
+    return self if self.is_contiguous() else clone(self)
 
 
 def cast(input, dtype):

@@ -120,7 +120,7 @@ def empty(shape, dtype):
     return cuda.device_array(shape, dtype)
 
 
-_POOL = []  # (allocate, DeviceNDArray, thread) while the caching pool serves the current context
+_POOL = []  # (allocate, array class, thread) while the caching pool serves the current context
 _PLACEHOLDERS = {}  # (dtype, rank) -> a one-element array, while the pool serves the context
 
 
@@ -196,6 +196,11 @@ class Flat:
         self.array, self.size, self.dtype, self.gpu_data = array, array.size, array.dtype, array.gpu_data
         self.shape, self.strides = (array.size,), (array.dtype.itemsize,)
 
+    def is_c_contiguous(self):
+        return True
+
+    is_f_contiguous = is_c_contiguous
+
 
 def flat(a):
     """C-contiguous array ``a`` as a 1-D kernel argument: a Flat for a numba device array on a GPU, else
@@ -216,6 +221,8 @@ def _argument_key(a):
     if is_device_array(a):
         return a.dtype, a.ndim, _layout(a)
     if isinstance(a, tuple):
+        if all(v.__class__ is int for v in a):  # shapes and strides: the common tuple
+            return (tuple,) + (int,) * len(a)
         keys = tuple(map(_argument_key, a))
         return None if None in keys else (tuple,) + keys
     if isinstance(a, np.generic):
@@ -227,8 +234,7 @@ def _layout(a):
     """numba's layout of a device array: 'C' or 'F' when contiguous and not broadcast, else 'A'."""
     if a.size and 0 in a.strides:
         return "A"
-    flags = a.flags
-    return "C" if flags["C_CONTIGUOUS"] else "F" if flags["F_CONTIGUOUS"] else "A"
+    return "C" if is_c_contiguous(a) else "F" if is_f_contiguous(a) else "A"
 
 
 def _bind(kernel, args):
@@ -281,12 +287,19 @@ def _packer(ty):
 
 def is_array(a):
     """Whether kernel argument ``a`` is an array (not a Python or NumPy scalar)."""
-    return not isinstance(a, (numbers.Number, np.generic))
+    return getattr(a, "__cuda_ndarray__", False) or not isinstance(a, (numbers.Number, np.generic))
 
 
 def is_device_array(a):
     return getattr(a, "__cuda_ndarray__", False)
 
 
+# numba's device arrays answer these from their layout; their ``flags`` is a fresh dict at each read
 def is_c_contiguous(a):
-    return a.flags["C_CONTIGUOUS"]
+    test = getattr(a, "is_c_contiguous", None)
+    return test() if test is not None else a.flags["C_CONTIGUOUS"]
+
+
+def is_f_contiguous(a):
+    test = getattr(a, "is_f_contiguous", None)
+    return test() if test is not None else a.flags["F_CONTIGUOUS"]

@@ -8,6 +8,7 @@ NumPy could only do by copying becomes a strided-copy kernel on the device. Work
 numba's CUDA simulator, where device arrays wrap host arrays.
 """
 import math
+import sys
 
 import numpy as np
 from numba import config, cuda
@@ -15,9 +16,14 @@ from numba import config, cuda
 from . import _launch as L, asserts
 from .asserts import INDEX_OUT_OF_RANGE, record
 from .elementwise import run
+from .memory import PoolMemory
 
 SIM = bool(config.ENABLE_CUDASIM)
 THREADS = 256
+if SIM:
+    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+else:
+    from .memory import DeviceArray
 
 
 def is_device_array(x):
@@ -25,26 +31,46 @@ def is_device_array(x):
 
 
 # ------------------------------------------------------------------ raw views
+_SHADOWS = {}  # (shape, strides, dtype) -> (shadow, its address): never written, so one serves every such array
+
+
+def _shadow_at(x):
+    """A NumPy array with x's shape and strides over a dummy buffer, for computing views only, and its address."""
+    key = (x.shape, x.strides, x.dtype)
+    found = _SHADOWS.get(key)
+    if found is None:
+        if len(_SHADOWS) >= 4096:
+            _SHADOWS.clear()
+        shadow = np.lib.stride_tricks.as_strided(np.empty(1, x.dtype), shape=x.shape, strides=x.strides)
+        found = _SHADOWS[key] = (shadow, _pointer(shadow))
+    return found
+
+
 def _shadow(x):
-    """A NumPy array with x's shape and strides over a dummy buffer: for computing views only."""
-    buf = np.empty(1, x.dtype)
-    return np.lib.stride_tricks.as_strided(buf, shape=x.shape, strides=x.strides)
+    return _shadow_at(x)[0]
 
 
 def _pointer(a):
     return a.__array_interface__["data"][0]
 
 
-def _rebuild(x, view, shadow, length=None):
-    """The device view of ``x`` that ``view`` (a NumPy view of ``shadow``, offset >= 0) describes."""
-    offset = _pointer(view) - _pointer(shadow)
+def _rebuild(x, view, offset):
+    """The device view of ``x`` with ``view``'s shape and strides, ``offset`` bytes (>= 0) into x."""
     if SIM:
-        from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
         host, k = x._ary, offset // x.dtype.itemsize
         start = np.lib.stride_tricks.as_strided(host, shape=(k + 1,), strides=(host.itemsize,))[k:]
         return FakeCUDAArray(np.lib.stride_tricks.as_strided(start, shape=view.shape, strides=view.strides))
-    from numba.cuda.cudadrv.devicearray import DeviceNDArray
-    return DeviceNDArray(view.shape, view.strides, x.dtype, gpu_data=x.gpu_data.view(offset) if offset else x.gpu_data)
+    return DeviceArray(view.shape, view.strides, x.dtype, gpu_data=x.gpu_data.view(offset) if offset else x.gpu_data)
+
+
+def _contiguous(x, shape):
+    """C-contiguous device array ``x`` (on a GPU) seen with ``shape`` of the same size."""
+    shape = tuple(map(int, shape))
+    strides, step = [], x.dtype.itemsize
+    for n in reversed(shape):
+        strides.append(step)
+        step *= n
+    return DeviceArray(shape, tuple(reversed(strides)), x.dtype, gpu_data=x.gpu_data)
 
 
 def _view(x, fn):
@@ -52,13 +78,14 @@ def _view(x, fn):
 
     Views with negative strides are refused too (their first element lies before x's): flip copies.
     """
-    shadow = _shadow(x)
+    shadow, start = _shadow_at(x)
     v = fn(shadow)
     if v.size and not np.may_share_memory(v, shadow):
         return None
-    if any(s < 0 for s in v.strides) or (v.size and _pointer(v) < _pointer(shadow)):
+    offset = _pointer(v) - start
+    if any(s < 0 for s in v.strides) or (v.size and offset < 0):
         return None
-    return _rebuild(x, v, shadow)
+    return _rebuild(x, v, offset)
 
 
 # ------------------------------------------------------------------ copy kernels
@@ -87,8 +114,7 @@ def _flat_extent(x):
     """A 1-D device array over the memory that view ``x`` spans (strides are never negative)."""
     item = x.dtype.itemsize
     length = 1 + sum((n - 1) * st for n, st in zip(x.shape, x.strides)) // item
-    shadow = _shadow(x)
-    return _rebuild(x, np.lib.stride_tricks.as_strided(shadow, shape=(length,), strides=(item,)), shadow)
+    return _rebuild(x, np.lib.stride_tricks.as_strided(_shadow(x), shape=(length,), strides=(item,)), 0)
 
 
 def copy_into(dst, src):
@@ -149,6 +175,11 @@ def is_contiguous(x):
     return x.is_c_contiguous()
 
 
+def address(x):
+    """The device address of ``x``'s first element (Tensor.data_ptr); 0 for an empty array."""
+    return x._ary.__array_interface__["data"][0] if SIM else x.device_ctypes_pointer.value or 0
+
+
 def ascontiguous(x):
     if x.is_c_contiguous():
         return x
@@ -165,6 +196,10 @@ def astype(x, dtype):
 
 def reshape(x, shape):
     shape = tuple(shape)
+    if not L.is_device_array(x):  # a NumPy array standing in for a device array (the PTX sweeps)
+        return x.reshape(shape)
+    if not SIM and -1 not in shape and math.prod(shape) == x.size and x.is_c_contiguous():
+        return _contiguous(x, shape)  # the common case, without the shadow array's host time
     v = _view(x, lambda a: a.reshape(shape))
     return v if v is not None else _view(ascontiguous(x), lambda a: a.reshape(shape))
 
@@ -347,6 +382,19 @@ def take_along_axis(x, index, axis):
         _take_along3[blocks, threads](reshape(ascontiguous(x), (A, R, B)), reshape(ascontiguous(index), (A, J, B)),
                                       reshape(out, (A, J, B)))
     return out
+
+
+def holds_its_memory_alone(x):
+    """Whether device array ``x`` is C-contiguous and the one holder of its memory: no view of it and no
+    other array on it is alive (what lets ``.grad`` take a gradient over instead of copying it, as
+    PyTorch's AccumulateGrad steals a gradient that nothing else holds). The caller's references to ``x``
+    are its own to check. On a GPU the memory is a pool block; in the simulator, the host array."""
+    if SIM:
+        memory = x._ary
+        return memory.base is None and sys.getrefcount(memory) <= 3 and memory.flags.c_contiguous
+    memory = x.gpu_data
+    return memory.__class__ is PoolMemory and memory._block is None and sys.getrefcount(memory) <= 3 and \
+        x.is_c_contiguous()
 
 
 def may_share_memory(a, b):

@@ -131,7 +131,8 @@ def run(fn, out_dtype, *args, out=None):
     ``out`` may be given (in-place ops, fills): C-contiguous, with the broadcast shape of the
     arguments or a shape they broadcast to. Returns the output array; the launch is asynchronous.
     """
-    shape = np.broadcast_shapes(*[tuple(a.shape) for a in args if L.is_array(a)])
+    shapes = [tuple(a.shape) for a in args if L.is_array(a)]
+    shape = shapes[0] if shapes and shapes.count(shapes[0]) == len(shapes) else np.broadcast_shapes(*shapes)
     if out is None:
         out = L.empty(shape, out_dtype)
     elif tuple(out.shape) != shape:

@@ -137,9 +137,9 @@ def matmul(a, b):
         raise ValueError("matmul: mismatch in its core dimension: %s @ %s" % (tuple(a.shape), tuple(b.shape)))
     batch = np.broadcast_shapes(tuple(a2.shape[:-2]), tuple(b2.shape[:-2]))
     out = L.empty(batch + (M, N), a.dtype)
-    gemm(_operand(a2, batch), _operand(b2, batch), out.reshape(math.prod(batch), M, N))
+    gemm(_operand(a2, batch), _operand(b2, batch), reshape(out, (math.prod(batch), M, N)))
     if a.ndim == 1 or b.ndim == 1:
-        out = out.reshape(batch + ((M,) if a.ndim > 1 else ()) + ((N,) if b.ndim > 1 else ()))
+        out = reshape(out, batch + ((M,) if a.ndim > 1 else ()) + ((N,) if b.ndim > 1 else ()))
     return out
 
 

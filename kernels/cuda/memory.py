@@ -16,8 +16,12 @@ only handed out to work queued after that kernel.
 ``install()`` must run before numba creates its CUDA context; setting the environment variable
 NUMBA_CUDA_MEMORY_MANAGER=jitgrad.kernels.cuda.memory does the same.
 """
+import ctypes
+import functools
+import math
 import threading
-import weakref
+
+import numpy as np
 
 from . import _launch as L
 
@@ -104,11 +108,97 @@ class BlockPool:
                 "reuses": self.reuses}
 
 
+class PoolMemory:
+    """A pool block as numba's device arrays hold it (their ``gpu_data``), or a view into one.
+
+    numba's own pointer objects cost a weak proxy, two weakref finalizers and a registry entry per
+    allocation: more host time than launching a small kernel. A block goes back to its pool when its
+    last reference goes (``release`` is called); a view holds its block, which is its ``owner``.
+    """
+    __slots__ = ("device_pointer", "size", "_block", "_release", "__weakref__")
+    __cuda_memory__ = True
+
+    def __init__(self, address, size, block=None, release=None):
+        self.device_pointer, self.size, self._block, self._release = address, size, block, release
+
+    @property
+    def handle(self):  # numba's IPC handles read the address here
+        return self.device_pointer
+
+    @property
+    def device_pointer_value(self):
+        return self.device_pointer or None
+
+    @property
+    def device_ctypes_pointer(self):
+        return ctypes.c_size_t(self.device_pointer)
+
+    @property
+    def _cuda_memsize_(self):
+        return self.size
+
+    @property
+    def owner(self):
+        return self if self._block is None else self._block
+
+    def view(self, start, stop=None):
+        size = (self.size if stop is None else stop) - start
+        if size < 0:
+            raise RuntimeError("size cannot be negative")
+        return PoolMemory(self.device_pointer + start, size, self.owner)
+
+    def __del__(self):
+        if self._release is not None:
+            self._release()
+
+
 if not L.SIM:
     from numba import cuda
     from numba.cuda import GetIpcHandleMixin, HostOnlyCUDAMemoryManager, MemoryInfo
     from numba.cuda.cudadrv.devicearray import DeviceNDArray
-    from numba.cuda.cudadrv.driver import AutoFreePointer, CudaAPIError, binding, driver
+    from numba.cuda.cudadrv import dummyarray
+    from numba.cuda.cudadrv.driver import CudaAPIError, binding, driver, memory_size_from_info
+
+    class DeviceArray(DeviceNDArray):
+        """numba's device array, made in a few attribute stores. numba's constructor checks the layout and builds
+        its layout object (``_dummy``) for every array, which costs more host time than a small kernel's launch;
+        here that object is built when one of numba's own methods first reads it. jitgrad's arrays (pool blocks,
+        views) come with a valid layout; any other construction is numba's own."""
+
+        def __init__(self, shape, strides, dtype, stream=0, gpu_data=None):
+            if gpu_data is None or shape.__class__ is not tuple or strides.__class__ is not tuple or \
+                    not isinstance(dtype, np.dtype):
+                super().__init__(shape, strides, dtype, stream, gpu_data)
+                return
+            self.shape, self.strides, self.dtype, self.gpu_data, self.stream = shape, strides, dtype, gpu_data, stream
+            self.ndim = len(shape)
+            self.size = math.prod(shape)
+
+        @functools.cached_property
+        def _dummy(self):
+            return dummyarray.Array.from_desc(0, self.shape, self.strides, self.dtype.itemsize)
+
+        @functools.cached_property
+        def alloc_size(self):
+            return memory_size_from_info(self.shape, self.strides, self.dtype.itemsize) if self.size else 0
+
+        def is_c_contiguous(self):
+            return _contiguous(reversed(self.shape), reversed(self.strides), self.strides, self.dtype.itemsize)
+
+        def is_f_contiguous(self):
+            return _contiguous(self.shape, self.strides, self.strides, self.dtype.itemsize)
+
+    def _contiguous(shape, strides, all_strides, step):
+        """numba's layout rule, without its layout object: dims of one element aside, each stride is the
+        product of the sizes inside it; a zero stride is never contiguous."""
+        if 0 in all_strides:
+            return False
+        for n, stride in zip(shape, strides):
+            if n != 1:
+                if stride != step:
+                    return False
+                step *= n
+        return True
 
     class CachingMemoryManager(GetIpcHandleMixin, HostOnlyCUDAMemoryManager):
         """numba-cuda EMM plugin: device allocations come from (and return to) a ``BlockPool``."""
@@ -137,21 +227,14 @@ if not L.SIM:
             # manager does
             if not self.ready:
                 self.deallocations.memory_capacity = self.get_memory_info().total
-                L.use_pool(self.memalloc, DeviceNDArray)
+                L.use_pool(self.memalloc, DeviceArray)
                 self.ready = True
 
         def memalloc(self, size):
             handle, block = self.pool.acquire(size)
-            key, allocations, pool, generation = int(handle), self.allocations, self.pool, self.pool.generation
-
-            def release():  # must not reference the pointer object it finalizes
-                allocations.pop(key, None)
-                pool.release(handle, block, generation)
-
-            # The pointer lives while device arrays (or views of them) refer to it, as numba's own.
-            mem = AutoFreePointer(weakref.proxy(self.context), handle, size, finalizer=release)
-            self.allocations[key] = mem
-            return mem.own()
+            release, generation = self.pool.release, self.pool.generation
+            # The block lives while device arrays (or views of them) refer to it, as numba's own pointers.
+            return PoolMemory(int(handle), size, release=lambda: release(handle, block, generation))
 
         def get_memory_info(self):
             free, total = driver.cuMemGetInfo()

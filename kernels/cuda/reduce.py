@@ -26,7 +26,7 @@ import numpy as np
 from numba import cuda, float64, from_dtype
 
 from . import _launch as L
-from .array import ascontiguous, transpose
+from .array import ascontiguous, reshape, transpose
 from .. import reduce as CR
 
 THREADS = L.THREADS  # shared-memory size of every block: a compile-time constant, in every kernel's name
@@ -401,11 +401,11 @@ def _fold(kind, x3, out):
         pv, pw = L.placeholder(v0.dtype, len(shape)), L.placeholder(w0.dtype, len(shape))
     if rows:  # (out as a Flat: a reshape of a numba device array costs 5 to 8 us of host time)
         out = L.flat(out)
-        L.launch(_rows_kernel(kind, False), (blocks, chunks), tr, x3.reshape(A, R), pw, pv, pw, out, v0, w0)
+        L.launch(_rows_kernel(kind, False), (blocks, chunks), tr, reshape(x3, (A, R)), pw, pv, pw, out, v0, w0)
         if chunks > 1:
             L.launch(_rows_kernel(kind, True), (blocks, 1), tr, pv, pw, pv, pw, out, v0, w0)
         return
-    out = out.reshape(A, B)
+    out = reshape(out, (A, B))
     L.launch(_reduce_kernel(kind, False), (blocks, chunks), (tb, tr), x3, pw, pv, pw, out, v0, w0, L.flat(x3),
              L.flat(pw))
     if chunks > 1:
@@ -426,11 +426,11 @@ def reduce_layout(x, dims):
     shape = tuple(x.shape)
     if dims == tuple(range(dims[0], dims[-1] + 1)):
         x = x if L.is_c_contiguous(x) else ascontiguous(x)
-        return x.reshape(math.prod(shape[:dims[0]]), math.prod(shape[dims[0]:dims[-1] + 1]),
-                         math.prod(shape[dims[-1] + 1:]))
+        return reshape(x, (math.prod(shape[:dims[0]]), math.prod(shape[dims[0]:dims[-1] + 1]),
+                           math.prod(shape[dims[-1] + 1:])))
     keep = [d for d in range(len(shape)) if d not in dims]
     xt = ascontiguous(transpose(x, keep + list(dims)))
-    return xt.reshape(math.prod([shape[d] for d in keep]), math.prod([shape[d] for d in dims]), 1)
+    return reshape(xt, (math.prod([shape[d] for d in keep]), math.prod([shape[d] for d in dims]), 1))
 
 
 def reduce(kind, x, dims):
@@ -454,7 +454,7 @@ def scan(kind, x, dim):
     if out.size:
         x3 = reduce_layout(x, (dim,))
         v0, w0 = KINDS[CR.SCANS[kind]].init(x.dtype)
-        _row_launch(_scan_kernel(kind, v0, w0), x3.shape, x3, out.reshape(x3.shape), v0, w0)
+        _row_launch(_scan_kernel(kind, v0, w0), x3.shape, x3, reshape(out, x3.shape), v0, w0)
     return out
 
 
@@ -462,7 +462,7 @@ def softmax(x, dim, log):
     out = L.empty(tuple(x.shape), x.dtype)
     if out.size:
         x3 = reduce_layout(x, (dim,))
-        _row_launch(_softmax, x3.shape, x3, out.reshape(x3.shape), log)
+        _row_launch(_softmax, x3.shape, x3, reshape(out, x3.shape), log)
     return out
 
 
@@ -470,5 +470,5 @@ def softmax_vjp(g, y, dim, log):
     out = L.empty(tuple(g.shape), g.dtype)
     if out.size:
         g3, y3 = reduce_layout(g, (dim,)), reduce_layout(y, (dim,))
-        _row_launch(_softmax_vjp, g3.shape, g3, y3, out.reshape(g3.shape), log)
+        _row_launch(_softmax_vjp, g3.shape, g3, y3, reshape(out, g3.shape), log)
     return out
