@@ -34,8 +34,47 @@ def _simulator_shared_arrays_made_atomic():
     FakeCUDAShared.array = array
 
 
+# What numba-cuda's device arrays answer besides their methods (numba-cuda 0.30's DeviceNDArray)
+DEVICE_ARRAY_ATTRIBUTES = {
+    "T", "_default_stream", "_do_getitem", "_do_setitem", "_numba_type_", "as_cuda_arg", "bind", "copy_to_device",
+    "copy_to_host", "device_ctypes_pointer", "flags", "get_ipc_handle", "getitem", "is_c_contiguous",
+    "is_f_contiguous", "nbytes", "ravel", "reshape", "setitem", "split", "squeeze", "transpose", "view",
+    "__cuda_array_interface__", "__array__", "shape", "strides", "dtype", "size", "ndim", "gpu_data", "stream",
+    "alloc_size"}
+
+
+def _simulator_arrays_answer_as_device_arrays():
+    """The simulator's device arrays wrap NumPy arrays and forward every attribute to them, so code that reads
+    a NumPy-only attribute (``.flags.c_contiguous``, ``.itemsize``, ``__array_interface__``, ``.astype``...)
+    passes here and fails on a GPU. Here they answer only what numba's device arrays have, as those do
+    (``flags`` is a dict of the two contiguity flags)."""
+    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+
+    forward = FakeCUDAArray.__getattr__
+
+    def getattr_(self, name):
+        if name not in DEVICE_ARRAY_ATTRIBUTES:
+            raise AttributeError("numba's device arrays have no attribute %r" % name)
+        if name == "flags":
+            flags = self._ary.flags
+            return {"C_CONTIGUOUS": flags.c_contiguous, "F_CONTIGUOUS": flags.f_contiguous}
+        return forward(self, name)
+
+    FakeCUDAArray.__getattr__ = getattr_
+
+    def no_arithmetic(self, other):  # numba's device arrays have none: kernels do the math
+        raise TypeError("numba's device arrays have no arithmetic operators")
+
+    for name in ("__add__", "__sub__", "__mul__", "__floordiv__", "__truediv__", "__mod__", "__pow__"):
+        setattr(FakeCUDAArray, name, no_arithmetic)
+    for name in ("__lt__", "__le__", "__gt__", "__ge__"):
+        setattr(FakeCUDAArray, name, lambda self, other: NotImplemented)
+    FakeCUDAArray.__eq__, FakeCUDAArray.__ne__, FakeCUDAArray.__hash__ = object.__eq__, object.__ne__, object.__hash__
+
+
 if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
     _simulator_shared_arrays_made_atomic()
+    _simulator_arrays_answer_as_device_arrays()
 
 
 @pytest.fixture(autouse=True)
