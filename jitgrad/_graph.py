@@ -191,13 +191,19 @@ def _can_steal(g):
     return backend(d).holds_its_memory_alone(d)
 
 
+def overlaps(a):
+    """Whether elements of array ``a`` share memory: a zero stride over more than one element (an expanded
+    tensor). NumPy makes such views read-only; device arrays have no such flag."""
+    return any(s == 0 and n > 1 for s, n in zip(a.strides, a.shape))
+
+
 def _accumulate_strided(var, old, g):
     """``.grad += g`` for a gradient the elementwise kernels cannot write in place (a strided,
     broadcast or read-only array): the sum is computed apart, then copied into the gradient's array,
     which keeps its strides and aliases as in PyTorch. A broadcast gradient (elements sharing
     memory) is PyTorch's error; a read-only NumPy array gets a new gradient instead."""
     d = old._data
-    if any(s == 0 and n > 1 for s, n in zip(d.strides, d.shape)):
+    if overlaps(d):
         raise RuntimeError(OVERLAP_MESSAGE)
     B = backend(d)
     o = g._data

@@ -11,7 +11,7 @@ import numpy as np
 from ._anomaly import note_inplace
 from ._device import backend
 from ._grad_mode import STATE, no_grad
-from ._graph import Node, edge
+from ._graph import Node, edge, overlaps
 from ._index_key import _is_basic, normalize_key
 from ._op import dispatch
 from ._tensor import Tensor
@@ -43,8 +43,7 @@ def _write(t, value, chain=(), key=None, op_name="__setitem__"):
                            % (_CAST_NAMES[value.dtype.name], _CAST_NAMES[t.dtype.name]))
     d = t._data
     xp = backend(d)
-    # NumPy marks broadcast views read-only; a device array has no such flag: its zero strides tell
-    if (not d.flags.writeable) if d.__class__ is np.ndarray else any(s == 0 and n > 1 for s, n in zip(d.strides, d.shape)):
+    if (not d.flags.writeable) if d.__class__ is np.ndarray else overlaps(d):
         _not_writable(t)
     dst = _region_array(t._data, chain, None)
     if key is None and src.shape != dst.shape and np.broadcast_shapes(src.shape, dst.shape) != dst.shape:
@@ -64,7 +63,7 @@ def _not_writable(t):
     """The error for writing into a read-only array: an expanded tensor (or a view of one), or a tensor on
     a read-only NumPy array it was made from, which is never written to."""
     arr = (t if t._base is None else t._base)._data
-    if arr.__class__ is not np.ndarray or arr.flags.writeable or any(s == 0 and n > 1 for s, n in zip(t._data.strides, t._data.shape)):
+    if arr.__class__ is not np.ndarray or arr.flags.writeable or overlaps(t._data):
         raise RuntimeError("unsupported operation: more than one element of the written-to tensor refers to a single "
                            "memory location. Please clone() the tensor before performing the operation.")
     raise RuntimeError("the tensor's memory is a NumPy array that is not writable: in-place operations on it are not "

@@ -112,12 +112,17 @@ def empty(shape, dtype):
         dtype = np.dtype(dtype)
         size = math.prod(shape)
         if size:
-            strides, step = [], dtype.itemsize
-            for n in reversed(shape):
-                strides.append(step)
-                step *= n
-            return _POOL[1](shape, tuple(reversed(strides)), dtype, gpu_data=_POOL[0](size * dtype.itemsize))
+            return _POOL[1](shape, c_strides(shape, dtype.itemsize), dtype, gpu_data=_POOL[0](size * dtype.itemsize))
     return cuda.device_array(shape, dtype)
+
+
+def c_strides(shape, itemsize):
+    """The strides of a C-contiguous array of ``shape``."""
+    strides, step = [], itemsize
+    for n in reversed(shape):
+        strides.append(step)
+        step *= n
+    return tuple(reversed(strides))
 
 
 _POOL = []  # (allocate, array class, thread) while the caching pool serves the current context

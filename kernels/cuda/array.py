@@ -66,11 +66,7 @@ def _rebuild(x, view, offset):
 def _contiguous(x, shape):
     """C-contiguous device array ``x`` (on a GPU) seen with ``shape`` of the same size."""
     shape = tuple(map(int, shape))
-    strides, step = [], x.dtype.itemsize
-    for n in reversed(shape):
-        strides.append(step)
-        step *= n
-    return DeviceArray(shape, tuple(reversed(strides)), x.dtype, gpu_data=x.gpu_data)
+    return DeviceArray(shape, L.c_strides(shape, x.dtype.itemsize), x.dtype, gpu_data=x.gpu_data)
 
 
 def _view(x, fn):
