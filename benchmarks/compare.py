@@ -200,7 +200,8 @@ def _versions(lib):
         return ["PyTorch %s (%d threads)" % (lib.__version__, lib.get_num_threads())]
     import numba
     import numpy
-    return ["NumPy %s" % numpy.__version__, "numba %s (%d threads)" % (numba.__version__, numba.config.NUMBA_NUM_THREADS)]
+    return ["NumPy %s (%s)" % (numpy.__version__, workloads.blas_kernels()),
+            "numba %s (%d threads)" % (numba.__version__, numba.config.NUMBA_NUM_THREADS)]
 
 
 def machine(workers):

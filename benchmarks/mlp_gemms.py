@@ -11,6 +11,8 @@ import time
 
 import numpy as np
 
+from workloads import blas_kernels
+
 
 def gemms(mm, t, arrays):
     x, w1, h1, w2, h2, w3, g3 = arrays
@@ -43,13 +45,7 @@ def main():
     except ImportError:
         pass
     names = list(columns)
-    try:
-        import threadpoolctl  # (scikit-learn's dependency: the examples extra)
-        kernels = ", ".join(i.get("architecture", "?") for i in threadpoolctl.threadpool_info()
-                            if i.get("internal_api") == "openblas")
-    except ImportError:
-        kernels = "unknown (threadpoolctl is not installed)"
-    print("OpenBLAS kernels: %s; OPENBLAS_CORETYPE=%s\n" % (kernels, os.environ.get("OPENBLAS_CORETYPE", "(unset)")))
+    print("%s; OPENBLAS_CORETYPE=%s\n" % (blas_kernels(), os.environ.get("OPENBLAS_CORETYPE", "(unset)")))
     print("| GEMM | " + " | ".join("%s (ms)" % n for n in names) + " |")
     print("|---|" + "---:|" * len(names))
     totals = dict.fromkeys(names, 0.0)

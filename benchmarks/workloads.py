@@ -15,6 +15,17 @@ import numpy as np  # noqa: E402
 SEED = 0
 
 
+def blas_kernels():
+    """The kernels NumPy's OpenBLAS runs here, e.g. "OpenBLAS SkylakeX kernels": the GEMM-bound workloads
+    depend on them (the OPENBLAS_CORETYPE environment variable picks others)."""
+    try:
+        import threadpoolctl  # (scikit-learn's dependency: the examples extra)
+    except ImportError:
+        return "OpenBLAS kernels unknown (threadpoolctl is not installed)"
+    names = [i.get("architecture", "?") for i in threadpoolctl.threadpool_info() if i.get("internal_api") == "openblas"]
+    return "OpenBLAS %s kernels" % ", ".join(names) if names else "no OpenBLAS"
+
+
 def _f32(rng, *shape):
     return rng.standard_normal(shape, dtype=np.float32)
 
