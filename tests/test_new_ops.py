@@ -83,6 +83,38 @@ def test_sort_is_stable_both_ways_with_ties_and_nan(torch):
     both(torch, lambda L, t: t.sort(0, True), np.random.default_rng(0).standard_normal((4, 3)))
 
 
+@pytest.mark.parametrize("kind", ["distinct", "ties in some rows", "nan and signed zeros", "ints", "bools"])
+def test_sort_and_topk_match_a_stable_sort_row_by_row(kind):
+    """sort/topk take NumPy's fast (unstable) sort for the rows without ties and a stable sort for the rest:
+    every row, either way, is ordered as one stable sort orders it (ties in their original order)."""
+    from jitgrad.ops.sorting import stable_order
+    rng = np.random.default_rng(7)
+    x = rng.permutation(5 * 6 * 40).reshape(5, 6, 40).astype(np.float32) / 7
+    if kind == "ties in some rows":
+        x[1, 2, 5] = x[1, 2, 30]
+        x[3, :, 0] = x[3, :, 1]
+    elif kind == "nan and signed zeros":
+        x[0, 0, :3] = np.nan
+        x[2, 1, 4], x[2, 1, 9] = 0.0, -0.0
+        x[4, 5, 7] = np.nan
+    elif kind == "ints":
+        x = rng.integers(0, 50, (5, 6, 40))
+    elif kind == "bools":
+        x = rng.integers(0, 2, (5, 6, 40)).astype(bool)
+    for dim in (0, 1, 2):
+        for desc in (False, True):
+            order = stable_order(x, dim, desc)
+            values, indices = jg.sort(T(x), dim, descending=desc)
+            np.testing.assert_array_equal(indices.numpy(), order)
+            np.testing.assert_array_equal(values.numpy(), np.take_along_axis(x, order, dim))
+            if x.dtype != np.bool_:
+                k = min(3, x.shape[dim])
+                top = jg.topk(T(x), k, dim, largest=desc)
+                first = np.take(order, range(k), axis=dim)
+                np.testing.assert_array_equal(top.indices.numpy(), first)
+                np.testing.assert_array_equal(top.values.numpy(), np.take_along_axis(x, first, dim))
+
+
 def test_topk_values_and_gradients_match_torch(torch):
     x = np.random.default_rng(1).standard_normal((3, 6))
     for kw in ({}, {"largest": False}, {"dim": 0}, {"dim": 0, "largest": False, "sorted": True}):

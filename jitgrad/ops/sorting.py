@@ -30,17 +30,39 @@ def stable_order(h, dim, descending):
     return h.shape[dim] - 1 - np.flip(idx, dim)
 
 
+def sorted_rows(h, dim, descending):
+    """``stable_order(h, dim, descending)`` and the values in that order. NumPy's default sort (a SIMD
+    quicksort where the CPU has one: 5x faster than its stable sort on float32 rows) gives the same order
+    in a row where no two elements are equal (two NaNs count as equal), and then a descending order is the
+    ascending one reversed; the rows with a tie are sorted again stably."""
+    if h.dtype == np.bool_ or h.shape[dim] < 2:  # (booleans always tie)
+        order = stable_order(h, dim, descending)
+        return order, np.take_along_axis(h, order, dim)
+    rows = np.moveaxis(h, dim, -1)
+    order = np.argsort(rows, axis=-1)
+    vals = np.take_along_axis(rows, order, -1)
+    a, b = vals[..., 1:], vals[..., :-1]
+    tied = ((a == b) | (a != a) & (b != b)).any(axis=-1)
+    if descending:
+        order, vals = order[..., ::-1], vals[..., ::-1]
+    if tied.any():
+        order, vals = np.array(order), np.array(vals)
+        order[tied] = stable_order(rows[tied], 1, descending)
+        vals[tied] = np.take_along_axis(rows[tied], order[tied], 1)
+    return np.moveaxis(order, -1, dim), np.moveaxis(vals, -1, dim)
+
+
 def _picked(xp, x, dim, positions, descending=False):
     """(values, indices) at ``positions`` (a slice or an index array per row) of each sorted row along ``dim``."""
     h = _host(xp, x)
     if h.ndim == 0:
         return xp.copy(x), xp.from_host(np.zeros((), np.int64))
-    order = stable_order(h, dim, descending)
+    order, vals = sorted_rows(h, dim, descending)
     if isinstance(positions, slice):
-        idx = order[(slice(None),) * dim + (positions,)]
+        at = (slice(None),) * dim + (positions,)
+        idx, vals = order[at], vals[at]
     else:
-        idx = np.take_along_axis(order, positions, dim)
-    vals = np.take_along_axis(h, idx, dim)
+        idx, vals = np.take_along_axis(order, positions, dim), np.take_along_axis(vals, positions, dim)
     return xp.from_host(np.ascontiguousarray(vals)), xp.from_host(np.ascontiguousarray(idx.astype(np.int64)))
 
 
