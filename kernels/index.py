@@ -1,18 +1,22 @@
 """Scatter kernels: the backward of indexing adds repeated indices up instead of overwriting."""
 import numpy as np
+from numba import prange
 
-from ._jit import compiled
+from . import config
+from ._jit import compiled, twins
 
 
-def _rows_add(out, idx, src):
-    """out[idx[i], :] += src[i, :] (rows of a 2-D array; idx may repeat)."""
-    n = out.shape[0]
-    for i in range(idx.shape[0]):
-        r = idx[i]
-        if r < 0:
-            r += n
-        for j in range(out.shape[1]):
-            out[r, j] += src[i, j]
+def _along_add(out, idx, src):
+    """out[a, idx[i], b] += src[a, i, b] over (A, N, B) and (A, M, B): an index along the middle dim (idx may
+    repeat). Each a is a slab of its own, so the threads of the parallel build write apart."""
+    n = out.shape[1]
+    for a in prange(out.shape[0]):
+        for i in range(idx.shape[0]):
+            r = idx[i]
+            if r < 0:
+                r += n
+            for b in range(out.shape[2]):
+                out[a, r, b] += src[a, i, b]
 
 
 def _one_hot(x, out):
@@ -29,18 +33,26 @@ def _scatter_add3(out, idx, src):
                 out[a, idx[a, r, b], b] += src[a, r, b]
 
 
-rows_add = compiled(_rows_add)
+along_add = twins(_along_add)
 one_hot = compiled(_one_hot)
 scatter_add3 = compiled(_scatter_add3)
 
 
 def index_add(out, key, values):
-    """out[key] += values, accumulating repeated indices."""
-    if len(key) == 1 and isinstance(key[0], np.ndarray) and key[0].dtype != bool and key[0].ndim == 1 \
-            and out.ndim >= 1 and out.flags.c_contiguous:
-        out2 = out.reshape(out.shape[0], -1)
-        rows_add(out2, key[0].astype(np.int64, copy=False),
-                 np.ascontiguousarray(np.broadcast_to(values, (key[0].shape[0],) + out.shape[1:])).reshape(key[0].shape[0], -1))
+    """out[key] += values, accumulating repeated indices. A key of full slices then one index array (the
+    backward of index_select, of a gather along one dim) adds along that dim in one loop, with no copy of
+    ``values`` (which may be strided or broadcast) and no permute."""
+    last = key[-1] if key else None
+    if (last.__class__ is np.ndarray and last.dtype != bool and last.ndim == 1 and out.flags.c_contiguous
+            and len(key) <= out.ndim and all(k.__class__ is slice and k == slice(None) for k in key[:-1])):
+        d = len(key) - 1
+        lead, rest = out.shape[:d], out.shape[d + 1:]
+        A, B = int(np.prod(lead)), int(np.prod(rest))
+        src = np.broadcast_to(values, lead + (last.shape[0],) + rest)
+        src = src.reshape(A, last.shape[0], B)  # (a view unless the strides can't be merged)
+        serial, parallel = along_add
+        (parallel if A > 1 and out.size >= config.PARALLEL_THRESHOLD else serial)(
+            out.reshape(A, out.shape[d], B), last.astype(np.int64, copy=False), src)
         return
     np.add.at(out, key, values)
 

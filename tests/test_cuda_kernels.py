@@ -405,7 +405,9 @@ else:
         ((5, 3), (np.array([0, 2, 0, -1]),), (4, 3)), ((5, 3), (np.array([0, 2, 0, -1]),), (3,)),
         ((5,), (np.array([0, 2, 0, 4]),), (4,)), ((5, 3), (np.array([0, 2, 0]), np.array([1, 1, 1])), (3,)),
         ((5, 3), (slice(None), np.array([1, 1])), (5, 2)), ((5, 3), (np.arange(15).reshape(5, 3) % 2 == 0,), (8,)),
-        ((4, 3, 2), (Ellipsis, np.array([0, 0]), None), (4, 3, 2, 1)), ((), (None,), (1,)), ((5, 3), (1,), (3,))]
+        ((4, 3, 2), (Ellipsis, np.array([0, 0]), None), (4, 3, 2, 1)), ((), (None,), (1,)), ((5, 3), (1,), (3,)),
+        ((3, 4, 5), (slice(None), slice(None), np.array([4, 0, 4, -2])), (3, 4, 4)),
+        ((3, 4, 5), (slice(None), np.array([1, 1, 3])), (3, 1))]
 
     @pytest.mark.parametrize("case", range(len(INDEX_CASES)))
     def test_index_add_matches_cpu(case, rng):

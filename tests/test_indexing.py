@@ -165,6 +165,26 @@ def test_index_select():
     assert gradcheck(lambda t: t.index_select(1, jg.tensor([1, 1, 3])), (x,))
 
 
+@pytest.mark.parametrize("shape,dim", [((7, 3), 0), ((7, 3), 1), ((4, 5, 6), 1), ((2, 3, 4, 5), 3),
+                                       ((64, 40, 33), 1), ((64, 40, 33), 2)])
+def test_index_add_along_a_dim_matches_numpy(shape, dim):
+    """The scatter-add behind index_select's, gather-along-a-dim's and padding's backward: out[:, ..., idx] +=
+    values, with repeated and negative indices, values strided or broadcast, serial and parallel sizes."""
+    from jitgrad.kernels import index as K
+    rng = np.random.default_rng(dim)
+    n = shape[dim]
+    idx = rng.integers(-n, n, 2 * n)
+    key = (slice(None),) * dim + (idx,)
+    vshape = shape[:dim] + (len(idx),) + shape[dim + 1:]
+    for values in (rng.standard_normal(vshape), rng.standard_normal(vshape[::-1]).T,  # C and transposed
+                   np.broadcast_to(rng.standard_normal(vshape[-1:]), vshape)):  # broadcast along all but the last
+        want = np.zeros(shape)
+        np.add.at(want, key, values)
+        got = np.zeros(shape)
+        K.index_add(got, key, values)
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
 def test_gather_and_scatter_add():
     x = grid(3, 4)
     idx = jg.tensor([[0, 0], [1, 0], [3, 3]])

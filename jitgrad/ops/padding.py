@@ -35,10 +35,8 @@ def _gather_forward(xp, dt, x, index):
 
 def add_back(g, dim, idx, shape):
     """zeros(shape) with g's slices along ``dim`` added at positions ``idx`` (repeats accumulate): the VJP of
-    a gather along dim, as an index_put along the first dim (one compiled loop) between two permutes."""
-    order = (dim,) + tuple(k for k in range(len(shape)) if k != dim)
-    out = index_put_zeros(g.permute(order), tuple(shape[k] for k in order), (idx,), True)
-    return out.permute(tuple(order.index(k) for k in range(len(shape))))
+    a gather along dim, an index_put at ``[:, ..., :, idx]`` (one compiled loop over g as it is laid out)."""
+    return index_put_zeros(g, tuple(shape), (slice(None),) * dim + (idx,), True)
 
 
 def _gather_grad(g, s):

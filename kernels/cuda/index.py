@@ -16,17 +16,20 @@ _ATOMIC_KINDS = ("float32", "float64", "int32", "int64", "uint32", "uint64")
 
 
 @L.jit
-def _rows_add(out, idx, src):
-    """out[idx[i], j] += src[i, j] (rows of a 2-D array; idx may repeat or be negative)."""
-    n, cols = out.shape
-    for e in range(cuda.grid(1), idx.shape[0] * cols, cuda.gridsize(1)):
-        i = e // cols
+def _along_add(out, idx, src):
+    """out[a, idx[i], b] += src[a, i, b] over (A, N, B) and (A, M, B): an index along the middle dim (idx may
+    repeat or be negative)."""
+    count, n, cols = out.shape
+    m = idx.shape[0]
+    for e in range(cuda.grid(1), count * m * cols, cuda.gridsize(1)):
+        a = e // (m * cols)
+        i = e // cols % m
         j = e % cols
         r = idx[i]
         if r < 0:
             r += n
         if 0 <= r < n:  # an index the forward recorded as out of range (kernels.cuda.asserts) is skipped
-            cuda.atomic.add(out, (r, j), src[i, j])
+            cuda.atomic.add(out, (a, r, j), src[a, i, j])
 
 
 @L.jit
@@ -96,21 +99,24 @@ def _positions(shape, key):
 def index_add(out, key, values):
     """out[key] += values, accumulating repeated indices.
 
-    A key of one 1-D integer array (on the device or the host) runs as one row-scatter kernel
-    with no host work. Any other NumPy-style key (ints, slices, None, Ellipsis, integer and
+    A key of full slices then one 1-D integer array (on the device or the host) runs as one scatter kernel
+    along that dim with no host work. Any other NumPy-style key (ints, slices, None, Ellipsis, integer and
     boolean arrays) is resolved on the host into flat offsets, then scattered on the device; its
     device-resident index arrays are copied to the host for that.
     """
     _check_atomic(out.dtype, "index_add")
     if not L.is_c_contiguous(out):
         raise ValueError("index_add needs a C-contiguous output array")
-    k0 = key[0] if len(key) == 1 else None
-    if k0 is not None and getattr(k0, "ndim", 0) == 1 and k0.dtype.kind in "iu" and out.ndim >= 1:
-        rows, cols = k0.shape[0], math.prod(out.shape[1:])
-        if rows and cols:
-            vals = _dense(values, (rows,) + tuple(out.shape[1:]), out.dtype).reshape(rows, cols)
-            L.launch(_rows_add, L.blocks_for(rows * cols), L.THREADS, out.reshape(out.shape[0], cols), _on_device(k0),
-                     vals)
+    last = key[-1] if key else None
+    if (getattr(last, "ndim", 0) == 1 and last.dtype.kind in "iu" and len(key) <= out.ndim
+            and all(k.__class__ is slice and k == slice(None) for k in key[:-1])):
+        d = len(key) - 1
+        lead, rest, m = tuple(out.shape[:d]), tuple(out.shape[d + 1:]), last.shape[0]
+        count, cols = math.prod(lead), math.prod(rest)
+        if count and m and cols:
+            vals = _dense(values, lead + (m,) + rest, out.dtype).reshape(count, m, cols)
+            L.launch(_along_add, L.blocks_for(count * m * cols), L.THREADS, out.reshape(count, out.shape[d], cols),
+                     _on_device(last), vals)
         return
     pos = _positions(tuple(out.shape), key)
     if pos.size:
