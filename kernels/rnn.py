@@ -16,7 +16,7 @@ from numba import njit, prange  # noqa: F401  (prange: used by the kernels)
 
 from . import config
 from ._jit import twins
-from .vmath import vexp
+from .vmath import like, vexp
 
 
 # ---------------------------------------------------------------- one hidden unit (shared with CUDA)
@@ -31,14 +31,16 @@ def point(fn):
 
 @point
 def sigmoid(x):
-    return 1.0 / (1.0 + vexp(-x))
+    one = like(x, 1.0)  # (in x's float type: a float64 literal would make float32 math float64)
+    return one / (one + vexp(-x))
 
 
 @point
 def ftanh(x):
     """tanh as 2 sigmoid(2x) - 1: within 4e-16 of tanh (absolute), and the loops that use it vectorize
-    (vtanh's branch for small |x| keeps them scalar)."""
-    return 2.0 / (1.0 + vexp(-2.0 * x)) - 1.0
+    (vtanh's branch for small |x| keeps them scalar). In x's float type, as sigmoid."""
+    one, two = like(x, 1.0), like(x, 2.0)
+    return two / (one + vexp(-two * x)) - one
 
 
 @point
@@ -119,16 +121,17 @@ def _lstm_cell_vjp(ws, cx, ghy, gcy, dz, dcx):
     B, H = cx.shape
     for b in prange(B):
         wsr, cxr, ghr, gcr, dzr, dcr = ws[b], cx[b], ghy[b], gcy[b], dz[b], dcx[b]
+        one = like(wsr[0], 1.0)
         for j in range(H):
             o = wsr[3 * H + j]
             tc = ftanh(wsr[H + j] * cxr[j] + wsr[j] * wsr[2 * H + j])
-            dzr[3 * H + j] = ghr[j] * tc * o * (1.0 - o)
-            dcr[j] = gcr[j] + ghr[j] * o * (1.0 - tc * tc)
+            dzr[3 * H + j] = ghr[j] * tc * o * (one - o)
+            dcr[j] = gcr[j] + ghr[j] * o * (one - tc * tc)
         for j in range(H):
             i, f, g, dc = wsr[j], wsr[H + j], wsr[2 * H + j], dcr[j]
-            dzr[j] = dc * g * i * (1.0 - i)
-            dzr[H + j] = dc * cxr[j] * f * (1.0 - f)
-            dzr[2 * H + j] = dc * i * (1.0 - g * g)
+            dzr[j] = dc * g * i * (one - i)
+            dzr[H + j] = dc * cxr[j] * f * (one - f)
+            dzr[2 * H + j] = dc * i * (one - g * g)
             dcr[j] = dc * f
 
 
