@@ -46,6 +46,12 @@ def index_add(out, key, values):
     if (last.__class__ is np.ndarray and last.dtype != bool and last.ndim == 1 and out.flags.c_contiguous
             and len(key) <= out.ndim and all(k.__class__ is slice and k == slice(None) for k in key[:-1])):
         d = len(key) - 1
+        n = out.shape[d]
+        # the loop does not check its indices, so one out of range (an index array changed in place since the
+        # forward) would write outside ``out``: refused here with NumPy's add.at error
+        if last.size and not -n <= last.min() <= last.max() < n:
+            bad = last[(last < -n) | (last >= n)][0]
+            raise IndexError("index %d is out of bounds for axis %d with size %d" % (bad, d, n))
         lead, rest = out.shape[:d], out.shape[d + 1:]
         A, B = int(np.prod(lead)), int(np.prod(rest))
         src = np.broadcast_to(values, lead + (last.shape[0],) + rest)

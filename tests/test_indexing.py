@@ -183,6 +183,21 @@ def test_index_add_along_a_dim_matches_numpy(shape, dim):
         got = np.zeros(shape)
         K.index_add(got, key, values)
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    for bad in (n, -n - 1):  # refused, as NumPy's add.at refuses it, before anything is written
+        got = np.zeros(shape)
+        with pytest.raises(IndexError, match="index %d is out of bounds for axis %d with size %d" % (bad, dim, n)):
+            K.index_add(got, (slice(None),) * dim + (np.array([0, bad]),),
+                        np.ones(vshape[:dim] + (2,) + vshape[dim + 1:]))
+        assert not got.any()
+
+
+def test_an_index_changed_in_place_after_the_forward_is_refused_in_backward():
+    x = jg.randn(3, 4, requires_grad=True)
+    idx = np.array([0, 1, 3])
+    y = x[:, idx]
+    idx[0] = 100
+    with pytest.raises(IndexError, match="index 100 is out of bounds for axis 1 with size 4"):
+        y.sum().backward()
 
 
 def test_gather_and_scatter_add():
