@@ -8,7 +8,8 @@
 Imports go one way: a module imports only the modules listed before it here.
 
 1. ``kernels/`` (``jitgrad.kernels``): numba kernels on arrays; nothing about tensors.
-2. ``_dtype``, ``_grad_mode``, ``_device``, ``_jit_stats``: dtypes, grad modes, devices and their backends.
+2. ``_dtype``, ``_memory_format``, ``_grad_mode``, ``_device``, ``_jit_stats``: dtypes, memory formats, grad
+   modes, devices and their backends.
 3. ``_anomaly``, ``_graph``: anomaly mode's machinery; Node, AccumulateGrad, edges, hooks, ``.grad``
    accumulation.
 4. ``_repr``, ``_tensor``: Tensor and its printing.
@@ -45,6 +46,8 @@ _os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
 
 from . import _dtype  # noqa: E402
 from ._device import Device, device, get_default_device, set_default_device  # noqa: F401
+from ._memory_format import (channels_last, channels_last_3d, contiguous_format, memory_format,  # noqa: F401
+                             preserve_format)
 from ._dtype import (bool_ as bool, bfloat16, dtype, float16, float32, float64, get_default_dtype, int32,  # noqa: F401
                      int64, uint8)
 from ._generator import Generator  # noqa: F401

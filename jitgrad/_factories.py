@@ -10,7 +10,8 @@ import ml_dtypes
 import numpy as np
 
 from . import _dtype as D
-from ._device import DEFAULT as DEFAULT_DEVICE, cuda_backend, to_device
+from . import _memory_format as MF
+from ._device import DEFAULT as DEFAULT_DEVICE, backend, cuda_backend, to_device
 from ._generator import default_generator, get_rng_state, initial_seed, manual_seed, numpy_rng, seed, set_rng_state  # noqa: F401
 from ._tensor import Tensor
 
@@ -260,8 +261,12 @@ def ones(*size, dtype=None, device=None, requires_grad=False, out=None):
     return _leaf(np.ones(_size(size, "ones", _dt(dtype).itemsize), _dt(dtype).np), None, requires_grad, device)
 
 
-def empty(*size, dtype=None, device=None, requires_grad=False, memory_format=None, out=None):
-    return _leaf(np.empty(_size(size, "empty", _dt(dtype).itemsize), _dt(dtype).np), None, requires_grad, device)
+def empty(*size, dtype=None, device=None, requires_grad=False, memory_format=MF.contiguous_format, out=None):
+    shape = _size(size, "empty", _dt(dtype).itemsize)
+    if MF.check(memory_format, "empty") is MF.preserve_format:
+        raise RuntimeError("unsupported memory format Preserve")
+    return _laid_out(shape, MF.dim_order(memory_format, len(shape)), lambda shape: _leaf(
+        np.empty(shape, _dt(dtype).np), None, requires_grad, device))
 
 
 def full(size, fill_value, *, dtype=None, device=None, requires_grad=False):
@@ -273,43 +278,68 @@ def full(size, fill_value, *, dtype=None, device=None, requires_grad=False):
     return _leaf(np.full(_size((size,), "full", d.itemsize), D.check_scalar(fill_value, d), d.np), None, requires_grad, device)
 
 
-def _like(fn, input, dtype, device, requires_grad, *args):
-    return fn(input.shape, *args, dtype=dtype or input.dtype, device=device or input.device, requires_grad=requires_grad)
+def _like(input, memory_format, name, make):
+    """``make(shape)``'s tensor for a ``*_like`` factory, laid out in ``memory_format`` (preserve_format: as
+    ``input`` is, where its elements are dense): made in the layout's dim order, then permuted back, so its
+    elements are filled in memory order, as PyTorch fills them."""
+    shape = input.shape
+    if memory_format is MF.preserve_format and len(shape) < 2:
+        return make(shape)
+    if MF.check(memory_format, name) is MF.preserve_format:
+        return _laid_out(shape, MF.preserved_order(shape, input._data.strides, input.is_contiguous()), make)
+    return _laid_out(shape, MF.dim_order(memory_format, len(shape)), make)
 
 
-def zeros_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):
-    return _like(zeros, input, dtype, device, requires_grad)
+def _laid_out(shape, order, make):
+    """``make(shape)``'s tensor with its dims laid out in ``order``, outermost first."""
+    if order == tuple(range(len(shape))):
+        return make(shape)
+    t = make(tuple(shape[d] for d in order))
+    t._data = backend(t._data).transpose(t._data, tuple(int(d) for d in np.argsort(order)))
+    return t
 
 
-def ones_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):
-    return _like(ones, input, dtype, device, requires_grad)
+def zeros_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=MF.preserve_format):
+    return _like(input, memory_format, "zeros_like", lambda shape: zeros(
+        shape, dtype=dtype or input.dtype, device=device or input.device, requires_grad=requires_grad))
 
 
-def empty_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):
-    return _like(empty, input, dtype, device, requires_grad)
+def ones_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=MF.preserve_format):
+    return _like(input, memory_format, "ones_like", lambda shape: ones(
+        shape, dtype=dtype or input.dtype, device=device or input.device, requires_grad=requires_grad))
 
 
-def full_like(input, fill_value, *, dtype=None, device=None, requires_grad=False, memory_format=None):
-    return full(input.shape, fill_value, dtype=dtype or input.dtype, device=device or input.device,
-                requires_grad=requires_grad)
+def empty_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=MF.preserve_format):
+    return _like(input, memory_format, "empty_like", lambda shape: empty(
+        shape, dtype=dtype or input.dtype, device=device or input.device, requires_grad=requires_grad))
 
 
-def rand_like(input, *, generator=None, dtype=None, device=None, requires_grad=False, memory_format=None):
-    return rand(input.shape, generator=generator, dtype=dtype or input.dtype, device=device or input.device,
-                requires_grad=requires_grad)
+def full_like(input, fill_value, *, dtype=None, device=None, requires_grad=False, memory_format=MF.preserve_format):
+    return _like(input, memory_format, "full_like", lambda shape: full(
+        shape, fill_value, dtype=dtype or input.dtype, device=device or input.device, requires_grad=requires_grad))
 
 
-def randn_like(input, *, generator=None, dtype=None, device=None, requires_grad=False, memory_format=None):
-    return randn(input.shape, generator=generator, dtype=dtype or input.dtype, device=device or input.device,
-                 requires_grad=requires_grad)
+def rand_like(input, *, generator=None, dtype=None, device=None, requires_grad=False,
+              memory_format=MF.preserve_format):
+    return _like(input, memory_format, "rand_like", lambda shape: rand(
+        shape, generator=generator, dtype=dtype or input.dtype, device=device or input.device,
+        requires_grad=requires_grad))
+
+
+def randn_like(input, *, generator=None, dtype=None, device=None, requires_grad=False,
+               memory_format=MF.preserve_format):
+    return _like(input, memory_format, "randn_like", lambda shape: randn(
+        shape, generator=generator, dtype=dtype or input.dtype, device=device or input.device,
+        requires_grad=requires_grad))
 
 
 def randint_like(input, low=0, high=None, *, generator=None, dtype=None, device=None, requires_grad=False,
-                 memory_format=None):
+                 memory_format=MF.preserve_format):
     if high is None:
         low, high = 0, low
-    return randint(low, high, input.shape, generator=generator, dtype=dtype or input.dtype,
-                   device=device or input.device, requires_grad=requires_grad)
+    return _like(input, memory_format, "randint_like", lambda shape: randint(
+        low, high, shape, generator=generator, dtype=dtype or input.dtype, device=device or input.device,
+        requires_grad=requires_grad))
 
 
 def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=False):

@@ -12,6 +12,7 @@ import numpy as np
 
 from . import _dtype as D
 from . import _graph as G
+from . import _memory_format as MF
 from ._device import CPU, Device, backend, device_of, to_device
 from ._grad_mode import SPECIAL, STATE
 from ._repr import tensor_repr
@@ -159,9 +160,11 @@ class Tensor:
     def is_inference(self):
         return self._inference
 
-    def is_contiguous(self):
+    def is_contiguous(self, memory_format=MF.contiguous_format):
         d = self._data
-        return backend(d).is_contiguous(d)
+        if memory_format is MF.contiguous_format or MF.check(memory_format, "is_contiguous") is MF.preserve_format:
+            return backend(d).is_contiguous(d)
+        return MF.is_in(d.shape, self.stride(), memory_format)
 
     def data_ptr(self):
         d = self._data
@@ -418,11 +421,13 @@ class Tensor:
         t.__dict__.update(w.__dict__)
 
     def to(self, *args, **kwargs):
-        """``to(dtype)``, ``to(device)``, ``to(device, dtype)`` or ``to(other)``; returns self if nothing changes."""
+        """``to(dtype)``, ``to(device)``, ``to(device, dtype)`` or ``to(other)``, and ``memory_format``; returns self
+        if nothing changes."""
         dtype = kwargs.pop("dtype", None)
         device = kwargs.pop("device", None)
         kwargs.pop("non_blocking", None)
         copy = kwargs.pop("copy", False)
+        memory_format = MF.check(kwargs.pop("memory_format", MF.preserve_format), "to")
         for a in args:
             if isinstance(a, Tensor):
                 dtype, device = a.dtype, a.device
@@ -437,6 +442,8 @@ class Tensor:
             t = t._move(to_device(device))
         elif copy and t is self:
             t = t.clone()
+        if memory_format is not MF.preserve_format and MF.suggested(t.shape, t.stride()) is not memory_format:
+            t = t.clone(memory_format=memory_format)  # (PyTorch's rule: a copy unless the strides suggest the format)
         return t
 
     def type(self, dtype=None, non_blocking=False, **kwargs):

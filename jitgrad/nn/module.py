@@ -300,10 +300,12 @@ class Module(StateDict, ForwardHooks):
         return self
 
     def to(self, *args, **kwargs):
-        """``to(dtype)``, ``to(device)`` or ``to(device, dtype)``: floating-point tensors change dtype."""
+        """``to(dtype)``, ``to(device)`` or ``to(device, dtype)``: floating-point tensors change dtype; and
+        ``to(memory_format=...)``: 4-D and 5-D parameters and buffers take that layout (the values stay)."""
         dtype = kwargs.pop("dtype", None)
         device = kwargs.pop("device", None)
         kwargs.pop("non_blocking", None)
+        memory_format = kwargs.pop("memory_format", None)
         for a in args:
             if isinstance(a, Tensor):
                 dtype, device = a.dtype, a.device
@@ -316,7 +318,12 @@ class Module(StateDict, ForwardHooks):
             if not dtype.is_floating_point:
                 raise TypeError("nn.Module.to only accepts floating point or complex dtypes, but got desired dtype="
                                 + repr(dtype))
-        return self._apply(lambda t: t.to(device=device, dtype=dtype if t.dtype.is_floating_point else None))
+        def convert(t):
+            if memory_format is not None and t.ndim in (4, 5):
+                return t.to(device=device, dtype=dtype if t.dtype.is_floating_point else None,
+                            memory_format=memory_format)
+            return t.to(device=device, dtype=dtype if t.dtype.is_floating_point else None)
+        return self._apply(convert)
 
     def float(self):
         return self._apply(lambda t: t.float() if t.dtype.is_floating_point else t)

@@ -7,6 +7,7 @@ import warnings
 import numpy as np
 
 from .. import _dtype as D
+from .. import _memory_format as MF
 from .._device import CPU, cuda_backend
 from .._op import Op, dispatch
 from .._tensor import Tensor
@@ -253,13 +254,33 @@ def select(input, dim, index):
     return getitem(input, (slice(None),) * d + (index,))
 
 
-def clone(input, *, memory_format=None):
-    return dispatch(CLONE, (input,))
+def clone(input, *, memory_format=MF.preserve_format):
+    d = input._data
+    if memory_format is MF.preserve_format or MF.check(memory_format, "clone") is MF.preserve_format:
+        if d.ndim < 2:
+            return dispatch(CLONE, (input,))
+        order = MF.preserved_order(d.shape, d.strides, input.is_contiguous())
+    else:
+        order = MF.dim_order(memory_format, d.ndim)
+    if order == tuple(range(d.ndim)):
+        return dispatch(CLONE, (input,))
+    return dispatch(CLONE, (input,), {"order": order})
+
+
+def _clone_forward(xp, dt, x, order=None):
+    """x copied with its dims laid out in ``order``, outermost first (None: C order)."""
+    if order is None:
+        return xp.copy(x)
+    return xp.transpose(xp.copy(xp.transpose(x, order)), tuple(int(d) for d in np.argsort(order)))
 
 
 @export(function=False)
-def contiguous(self, memory_format=None):
-    return self if self.is_contiguous() else clone(self)
+def contiguous(self, memory_format=MF.contiguous_format):
+    if self.is_contiguous(MF.check(memory_format, "contiguous")):
+        return self
+    if memory_format is MF.preserve_format:
+        raise RuntimeError("preserve memory format is unsupported by the contiguous operator")
+    return clone(self, memory_format=memory_format)
 
 
 def cast(input, dtype):
@@ -386,8 +407,8 @@ REPEAT = _shape_op("repeat", lambda xp, dt, x, reps: xp.tile(x, reps), lambda g,
 FLIP = _shape_op("flip", lambda xp, dt, x, dims: xp.flip(x, dims), lambda g, s: g.flip(s.dims), view=False,
                  call=flip, api=("flip",), ref=np.flip,
                  samples=_cases(((2, 3), (0,)), ((2, 3), (0, 1)), ((2, 3, 2), (-1,)), ((5,), (0,)), ([3, 2], (1,))))
-CLONE = _shape_op("clone", lambda xp, dt, x: xp.copy(x), lambda g, s: g, view=False, ref=np.copy, call=clone,
-                  api=("clone",))
+CLONE = _shape_op("clone", _clone_forward, lambda g, s: g, view=False, ref=lambda x, order=None: np.copy(x),
+                  call=clone, api=("clone",))
 CAST = _shape_op("cast", lambda xp, dt, x, dtype: xp.astype(x, dtype.np), lambda g, s: g, view=False,
                  node="ToCopyBackward0", call=Tensor.to, ref=lambda x, dtype: x.astype(dtype.np),
                  samples=_cases(((2, 3), D.float32), ((2, 3), D.float64), ((5,), D.int64), ((), D.bool_),
