@@ -337,16 +337,23 @@ def test_matches_pytorch_with_copied_weights(cls, kw, shape, rng):
     jm = getattr(nn, cls)(3, 4, **kw).double()
     _copy_weights(tm, jm)
     assert repr(jm) == repr(tm)
-    x = rng.standard_normal(shape)
+    _same_as_pytorch(torch, tm, jm, rng.standard_normal(shape), (1e-10, 1e-12), (1e-10, 1e-12))
+
+
+def _same_as_pytorch(torch, tm, jm, x, tol, grad_tol):
+    """Module ``jm`` and PyTorch's ``tm`` (same weights) on input ``x``: outputs within ``tol`` (rtol, atol), and
+    the gradients of the input and every parameter within ``grad_tol``."""
     tx, jx = torch.tensor(x, requires_grad=True), jg.tensor(x, requires_grad=True)
     to, jo = _flat(tm(tx)), _flat(jm(jx))
     for a, b in zip(to, jo):
-        np.testing.assert_allclose(b.detach().numpy(), a.detach().numpy(), rtol=1e-10, atol=1e-12)
+        assert b.dtype == jg.tensor(a.detach().numpy()).dtype
+        np.testing.assert_allclose(b.detach().numpy(), a.detach().numpy(), rtol=tol[0], atol=tol[1])
     sum((t * (i + 1)).sum() for i, t in enumerate(to)).backward()
     sum((t * (i + 1)).sum() for i, t in enumerate(jo)).backward()
-    np.testing.assert_allclose(jx.grad.numpy(), tx.grad.numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(jx.grad.numpy(), tx.grad.numpy(), rtol=grad_tol[0], atol=grad_tol[1])
     for n, p in tm.named_parameters():
-        np.testing.assert_allclose(getattr(jm, n).grad.numpy(), p.grad.numpy(), rtol=1e-10, atol=1e-12, err_msg=n)
+        np.testing.assert_allclose(getattr(jm, n).grad.numpy(), p.grad.numpy(), rtol=grad_tol[0], atol=grad_tol[1],
+                                   err_msg=n)
 
 
 @needs_torch
@@ -357,17 +364,7 @@ def test_float32_layers_match_pytorchs_float32_layers(cls, rng):
     import torch
     tm, jm = getattr(torch.nn, cls)(8, 16, num_layers=2), getattr(nn, cls)(8, 16, num_layers=2)
     _copy_weights(tm, jm)
-    x = rng.standard_normal((20, 3, 8)).astype(np.float32)
-    tx, jx = torch.tensor(x, requires_grad=True), jg.tensor(x, requires_grad=True)
-    to, jo = _flat(tm(tx)), _flat(jm(jx))
-    for a, b in zip(to, jo):
-        assert b.dtype == jg.float32
-        np.testing.assert_allclose(b.detach().numpy(), a.detach().numpy(), rtol=2e-5, atol=2e-6)
-    sum((t * (i + 1)).sum() for i, t in enumerate(to)).backward()
-    sum((t * (i + 1)).sum() for i, t in enumerate(jo)).backward()
-    np.testing.assert_allclose(jx.grad.numpy(), tx.grad.numpy(), rtol=1e-4, atol=2e-5)
-    for n, p in tm.named_parameters():
-        np.testing.assert_allclose(getattr(jm, n).grad.numpy(), p.grad.numpy(), rtol=1e-4, atol=2e-5, err_msg=n)
+    _same_as_pytorch(torch, tm, jm, rng.standard_normal((20, 3, 8)).astype(np.float32), (2e-5, 2e-6), (1e-4, 2e-5))
 
 
 @needs_torch
