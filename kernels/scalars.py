@@ -102,6 +102,41 @@ def identity(x): return x
 def logical_not(x): return not x
 @scalar
 def isnan(x): return x != x
+@scalar
+def isinf(x): return x == math.inf or x == -math.inf
+@scalar
+def isposinf(x): return x == math.inf
+@scalar
+def isneginf(x): return x == -math.inf
+@scalar
+def isfinite(x): return x == x and x != math.inf and x != -math.inf
+# inverse trigonometric and hyperbolic functions: NaN outside their domains, infinite at its poles (the
+# explicit branches keep libm's domain errors out)
+@scalar
+def asin(x): return math.asin(x) if -1 <= x <= 1 else math.nan
+@scalar
+def acos(x): return math.acos(x) if -1 <= x <= 1 else math.nan
+@scalar
+def atan(x): return math.atan(x)
+@scalar
+def sinh(x): return math.sinh(x)
+@scalar
+def cosh(x): return math.cosh(x)
+@scalar
+def asinh(x): return math.asinh(x)
+@scalar
+def acosh(x): return math.acosh(x) if x >= 1 else math.nan
+@scalar
+def atanh(x):
+    if -1 < x < 1:
+        return math.atanh(x)
+    return math.inf if x == 1 else (-math.inf if x == -1 else math.nan)
+@scalar
+def log2(x): return math.log2(x) if x > 0 else (-math.inf if x == 0 else math.nan)
+@scalar
+def log10(x): return math.log10(x) if x > 0 else (-math.inf if x == 0 else math.nan)
+@scalar
+def exp2(x): return 2.0 ** x
 
 
 # ---------------------------------------------------------------- binary / ternary forward

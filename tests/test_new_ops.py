@@ -83,6 +83,44 @@ def test_sort_is_stable_both_ways_with_ties_and_nan(torch):
     both(torch, lambda L, t: t.sort(0, True), np.random.default_rng(0).standard_normal((4, 3)))
 
 
+EDGES = np.array([-2.0, -1.0, -0.5, -0.0, 0.0, 0.5, 1.0, 2.0, 1e30, np.inf, -np.inf, np.nan])
+INVERSE_AND_LOGS = {"asin": np.arcsin, "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh, "cosh": np.cosh,
+                    "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh, "log2": np.log2, "log10": np.log10,
+                    "exp2": np.exp2, "isinf": np.isinf, "isposinf": np.isposinf, "isneginf": np.isneginf,
+                    "isfinite": np.isfinite}
+
+
+@pytest.mark.parametrize("name", sorted(INVERSE_AND_LOGS))
+def test_inverse_trig_logs_and_predicates_at_their_edges(name):
+    """Poles, domain edges, infinities, NaN and signed zeros: NumPy's values (NaN outside a domain, no error),
+    in float32 and float64; integers and bools compute in the default float dtype (predicates give bool)."""
+    with np.errstate(all="ignore"):
+        for dt in (np.float32, np.float64):
+            got = getattr(jg, name)(T(EDGES.astype(dt))).numpy()
+            want = INVERSE_AND_LOGS[name](EDGES.astype(dt))
+            assert got.dtype == want.dtype
+            np.testing.assert_allclose(got, want, rtol=2e-7 if dt == np.float32 else 1e-15, equal_nan=True)
+        for x in (np.array([-3, 0, 1, 5]), np.array([True, False])):
+            got = getattr(jg, name)(T(x))
+            assert got.dtype == (jg.bool if name.startswith("is") else jg.float32)
+            np.testing.assert_allclose(got.numpy(), INVERSE_AND_LOGS[name](x.astype(np.float32)), rtol=2e-7,
+                                       equal_nan=True)
+
+
+@pytest.mark.parametrize("name", sorted(INVERSE_AND_LOGS))
+def test_inverse_trig_logs_and_predicates_match_torch(name, torch):
+    x = np.concatenate([EDGES, np.random.default_rng(3).uniform(-0.99, 0.99, 8)])
+    both(torch, lambda L, t: getattr(L, name)(t), x, grads=False)
+    if not name.startswith("is"):
+        inside = np.random.default_rng(4).uniform(1.1, 2.0, 6) if name == "acosh" else \
+            np.random.default_rng(4).uniform(0.1, 0.9, 6)
+        both(torch, lambda L, t: getattr(t, name)() * 2, inside)  # values and gradients
+        alias = {"asin": "arcsin", "acos": "arccos", "atan": "arctan", "asinh": "arcsinh", "acosh": "arccosh",
+                 "atanh": "arctanh"}.get(name)
+        if alias:
+            both(torch, lambda L, t: getattr(L, alias)(t) + getattr(t, alias)(), inside)
+
+
 @pytest.mark.parametrize("kind", ["distinct", "ties in some rows", "nan and signed zeros", "ints", "bools"])
 def test_sort_and_topk_match_a_stable_sort_row_by_row(kind):
     """sort/topk take NumPy's fast (unstable) sort for the rows without ties and a stable sort for the rest:

@@ -162,3 +162,24 @@ TRUNC = _unary("trunc", zero_grad, dtype="same", ref=np.trunc, inplace=True, uns
 ERF = _unary("erf", lambda g, s: g * (2 / math.sqrt(math.pi)) * (-s.self * s.self).exp(), ref=_np_erf, inplace=True)
 LOGICAL_NOT = _unary("logical_not", dtype="bool", ref=np.logical_not, inplace=True)
 ISNAN = _unary("isnan", dtype="bool", ref=np.isnan)
+ISINF = _unary("isinf", dtype="bool", ref=np.isinf)
+ISPOSINF = _unary("isposinf", dtype="bool", ref=np.isposinf)
+ISNEGINF = _unary("isneginf", dtype="bool", ref=np.isneginf)
+ISFINITE = _unary("isfinite", dtype="bool", ref=np.isfinite)
+# inverse trigonometric and hyperbolic functions, base-2 and base-10 logs and powers (PyTorch's formulas)
+ASIN = _unary("asin", lambda g, s: g * (1 - s.self * s.self).rsqrt(), ref=np.arcsin, domain=(-0.9, 0.9),
+              api=("asin", "arcsin"), inplace=True)
+ACOS = _unary("acos", lambda g, s: -g * (1 - s.self * s.self).rsqrt(), ref=np.arccos, domain=(-0.9, 0.9),
+              api=("acos", "arccos"), inplace=True)
+ATAN = _unary("atan", lambda g, s: g / (s.self * s.self + 1), ref=np.arctan, api=("atan", "arctan"), inplace=True)
+SINH = _unary("sinh", lambda g, s: g * s.self.cosh(), ref=np.sinh, inplace=True)
+COSH = _unary("cosh", lambda g, s: g * s.self.sinh(), ref=np.cosh, inplace=True)
+ASINH = _unary("asinh", lambda g, s: g * (s.self * s.self + 1).rsqrt(), ref=np.arcsinh, api=("asinh", "arcsinh"),
+               inplace=True)
+ACOSH = _unary("acosh", lambda g, s: g * (s.self * s.self - 1).rsqrt(), ref=np.arccosh, domain=(1.1, 3.0),
+               api=("acosh", "arccosh"), inplace=True)
+ATANH = _unary("atanh", lambda g, s: g / (1 - s.self * s.self), ref=np.arctanh, domain=(-0.9, 0.9),
+               api=("atanh", "arctanh"), inplace=True)
+LOG2 = _unary("log2", lambda g, s: g / (s.self * math.log(2.0)), ref=np.log2, domain=POS, inplace=True)
+LOG10 = _unary("log10", lambda g, s: g / (s.self * math.log(10.0)), ref=np.log10, domain=POS, inplace=True)
+EXP2 = _unary("exp2", lambda g, s: g * s.result * math.log(2.0), ref=np.exp2, inplace=True)
