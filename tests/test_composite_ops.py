@@ -46,6 +46,11 @@ CASES = {
     "diff": lambda L, x, y: L.diff(y, 2, 0, prepend=x[:1]),
     "diff last": lambda L, x, y: y.diff(append=x[:, :2]),
     "diff bool": lambda L, x, y: L.diff(x > 0),
+    "index_add": lambda L, x, y: x.index_add(1, L.tensor([0, 0, 3]), y[:, :3], alpha=2),
+    "index_add dim 0": lambda L, x, y: L.index_add(x, 0, L.tensor([2, 1]), y[:2]),
+    "index_fill negative": lambda L, x, y: x.index_fill(0, L.tensor([-1]), 2.0),
+    "index_copy": lambda L, x, y: x.index_copy(1, L.tensor([2, 0, 1]), y[:, 1:]),
+    "index_fill": lambda L, x, y: x.index_fill(1, L.tensor([0, 2]), -1.5),
 }
 
 
@@ -95,6 +100,32 @@ ERRORS = [
     (lambda L: L.meshgrid(L.ones(2, 2), L.ones(3), indexing="ij"), RuntimeError,
      "torch.meshgrid: Expected 0D or 1D tensor in the tensor list but got"),
     (lambda L: L.diff(L.tensor(1.0)), RuntimeError, "diff expects input to be at least one-dimensional"),
+    (lambda L: L.zeros(3, 4).index_add(1, L.tensor([0, 5]), L.ones(3, 2)), RuntimeError,
+     "index 5 is out of bounds for dimension 1 with size 4"),
+    (lambda L: L.zeros(3, 4).index_add(1, L.tensor([0, 1]), L.ones(3, 3)), RuntimeError,
+     "index_add_(): Number of indices (2) should be equal to source.size(dim): (3), for dim: 1"),
+    (lambda L: L.zeros(3, 4).index_add(1, L.tensor([[0, 1]]), L.ones(3, 2)), IndexError,
+     "index_add_(): Index is supposed to be a vector, but got dim: 2 with type: Long and size: [1, 2]"),
+    (lambda L: L.zeros(3, 4).index_add(1, L.tensor([0., 1]), L.ones(3, 2)), RuntimeError,
+     "index_add_(): Expected dtype int32/int64 for index but got: Float"),
+    (lambda L: L.zeros(3, 4).index_add(1, L.tensor([0, 1]), L.ones(3, 2, dtype=L.float64)), RuntimeError,
+     "index_add_(): self (Float) and source (Double) must have the same scalar type"),
+    (lambda L: L.zeros(3, 4).index_add(1, L.tensor([0, 1]), L.ones(2, 2)), RuntimeError,
+     "source tensor shape must match self tensor shape, excluding the specified dimension."),
+    (lambda L: L.zeros(3, 4).index_copy(1, L.tensor([0, 7]), L.ones(3, 2)), IndexError,
+     "index_copy_(): index 7 is out of bounds for dimension 1 with size 4"),
+    (lambda L: L.zeros(3, 4).index_copy(0, L.tensor([2, 0]), L.ones(1, 4)), IndexError,
+     "index_copy_(): Number of indices (2) should be equal to source.size(dim) (1)"),
+    (lambda L: L.zeros(3, 4).index_copy(1, L.tensor([0., 1]), L.ones(3, 2)), RuntimeError,
+     "index_copy_(): Expected a long tensor for index, but got Float"),
+    (lambda L: L.zeros(3, 4).index_fill(1, L.tensor([7]), 5.0), IndexError,
+     "index 7 is out of bounds for dimension 1 with size 4"),
+    (lambda L: L.zeros(3, 4).index_fill(1, L.tensor([0., 1]), 1.0), IndexError,
+     "index_fill_(): Expected dtype int64 for index."),
+    (lambda L: L.zeros(3, 4).index_add(0, L.tensor([-1]), L.ones(1, 4)), RuntimeError,
+     "index -1 is out of bounds for dimension 0 with size 3"),
+    (lambda L: L.zeros(3, 4).index_fill(0, L.tensor([-4]), 2.0), IndexError,
+     "index -4 is out of bounds for dimension 0 with size 3"),
 ]
 
 
@@ -145,9 +176,29 @@ def test_against_numpy():
                                  jg.take(t, jg.tensor([1, 1, -2])).sum(), (finite,))
 
 
+def test_index_add_copy_fill_against_numpy():
+    x = jg.tensor(RNG.standard_normal((3, 4)), requires_grad=True)
+    src = jg.tensor(RNG.standard_normal((3, 3)), requires_grad=True)
+    want = x.detach().numpy().copy()
+    np.add.at(want, (slice(None), [0, 0, 3]), 2 * src.detach().numpy())
+    np.testing.assert_allclose(x.index_add(1, jg.tensor([0, 0, 3]), src, alpha=2).detach().numpy(), want)
+    want = x.detach().numpy().copy()
+    want[:, [2, 0, 1]] = src.detach().numpy()
+    np.testing.assert_array_equal(x.index_copy(1, jg.tensor([2, 0, 1]), src).detach().numpy(), want)
+    want = x.detach().numpy().copy()
+    want[:, [0, 2]] = -1.5
+    np.testing.assert_array_equal(x.index_fill(1, jg.tensor([0, 2]), -1.5).detach().numpy(), want)
+    assert jg.autograd.gradcheck(lambda a, b: a.index_add(1, jg.tensor([0, 0, 3]), b, alpha=2).index_copy(
+        0, jg.tensor([1]), b[:1, :1].expand(1, 4) * 3).index_fill(1, jg.tensor([2]), 0.5), (x, src))
+
+
 def test_in_place_forms():
     t = jg.ones(3)
     t.addcmul_(jg.ones(3), jg.full((3,), 2.0), value=2).addcdiv_(jg.ones(3), jg.full((3,), 4.0))
     assert t.tolist() == [5.25, 5.25, 5.25] and t._version == 2
+    y = jg.zeros(3, 4)
+    y.index_add_(0, jg.tensor([1, 1]), jg.ones(2, 4)).index_fill_(1, jg.tensor([3]), 7)
+    y.index_copy_(0, jg.tensor([0]), jg.full((1, 4), 5.0))
+    assert y.tolist() == [[5.0] * 4, [2.0, 2.0, 2.0, 7.0], [0.0, 0.0, 0.0, 7.0]] and y._version == 3
     n = jg.tensor([1.0, float("nan"), float("inf")])
     assert n.nan_to_num_(posinf=7.0) is n and n.tolist() == [1.0, 0.0, 7.0]

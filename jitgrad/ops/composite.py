@@ -10,7 +10,7 @@ from .. import _dtype as D
 from .._op import broadcast_shapes
 from .._tensor import Tensor
 from ._table import export
-from .indexing import index_select
+from .indexing import index_put_zeros, index_select
 from .join import cat
 
 
@@ -241,3 +241,73 @@ def diff(input, n=1, dim=-1, prepend=None, append=None):
         hi, lo = x.narrow(dim, 1, max(m - 1, 0)), x.narrow(dim, 0, max(m - 1, 0))
         x = hi != lo if x.dtype is D.bool_ else hi - lo
     return x
+
+
+# ---------------------------------------------------------------------- index_add, index_copy, index_fill
+def _along(input, dim, index, name, index_error):
+    """(dim, key ``[:, ..., index]``, index array) of an index_* call, with PyTorch's checks of ``index``."""
+    dim = input._wrap_dim(dim)
+    idx = index.cpu().numpy()
+    if index.dtype not in (D.int64, D.int32) or name == "index_fill_" and index.dtype is not D.int64:
+        raise index_error[0](index_error[1] % index.dtype.tensor_type[:-6])
+    if index.ndim > 1:
+        raise IndexError("%s(): Index is supposed to be a vector, but got dim: %d with type: %s and size: %s"
+                         % (name, index.ndim, index.dtype.tensor_type[:-6], list(index.shape)))
+    idx = idx.reshape(-1)
+    n = input.shape[dim] if input.ndim else 1
+    bad = idx[(idx < (-n if name == "index_fill_" else 0)) | (idx >= n)]  # (only index_fill takes negative ones)
+    if bad.size:
+        prefix = "index_copy_(): " if name == "index_copy_" else ""
+        raise (RuntimeError if name == "index_add_" else IndexError)(
+            "%sindex %d is out of bounds for dimension %d with size %d" % (prefix, bad[0], dim, n))
+    idx = idx.astype(np.int64)
+    return dim, (slice(None),) * dim + (idx,), idx
+
+
+def _source(input, dim, idx, source, name):
+    want = tuple(input.shape[:dim]) + (len(idx),) + tuple(input.shape[dim + 1:])
+    if tuple(source.shape) != want:
+        size = source.shape[dim] if dim < source.ndim else 1
+        if size != len(idx):
+            raise RuntimeError("%s(): Number of indices (%d) should be equal to source.size(dim): (%d), for dim: %d"
+                               % (name, len(idx), size, dim))
+        raise RuntimeError("source tensor shape must match self tensor shape, excluding the specified dimension. "
+                           "Got self.shape = %s source.shape = %s" % (list(input.shape), list(source.shape)))
+
+
+@export(inplace=True)
+def index_add(input, dim, index, source, *, alpha=1):
+    """input with ``alpha * source``'s slices added along ``dim`` at ``index`` (repeats add up)."""
+    dim, key, idx = _along(input, dim, index, "index_add_",
+                           (RuntimeError, "index_add_(): Expected dtype int32/int64 for index but got: %s"))
+    if source.dtype is not input.dtype:
+        raise RuntimeError("index_add_(): self (%s) and source (%s) must have the same scalar type"
+                           % (input.dtype.tensor_type[:-6], source.dtype.tensor_type[:-6]))
+    _source(input, dim, idx, source, "index_add_")
+    return input + index_put_zeros(source if alpha == 1 else alpha * source, tuple(input.shape), key, True)
+
+
+@export(inplace=True)
+def index_copy(input, dim, index, source):
+    """input with ``source``'s slices written along ``dim`` at ``index``."""
+    dim, key, idx = _along(input, dim, index, "index_copy_",
+                           (RuntimeError, "index_copy_(): Expected a long tensor for index, but got %s"))
+    if source.dtype is not input.dtype:
+        raise RuntimeError("index_copy_(): self and source expected to have the same dtype, but got (self) %s and "
+                           "(source) %s" % (input.dtype.tensor_type[:-6], source.dtype.tensor_type[:-6]))
+    if tuple(source.shape) != tuple(input.shape[:dim]) + (len(idx),) + tuple(input.shape[dim + 1:]):
+        raise IndexError("index_copy_(): Number of indices (%d) should be equal to source.size(dim) (%d)"
+                         % (len(idx), source.shape[dim] if source.ndim > dim else 1))
+    mask = np.zeros(input.shape, bool)
+    mask[key] = True
+    return input.where(~Tensor._wrap(mask).to(input.device), index_put_zeros(source, tuple(input.shape), key, False))
+
+
+@export(inplace=True)
+def index_fill(input, dim, index, value):
+    """input with its slices along ``dim`` at ``index`` set to ``value``."""
+    dim, key, idx = _along(input, dim, index, "index_fill_", (IndexError, "index_fill_(): Expected dtype int64 for "
+                                                                          "index.%.0s"))
+    mask = np.zeros(input.shape, bool)
+    mask[key] = True
+    return input.masked_fill(Tensor._wrap(mask).to(input.device), value)
