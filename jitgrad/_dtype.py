@@ -7,7 +7,8 @@ import numpy as np
 
 class dtype:
     """A tensor element type (``jitgrad.float32`` ...), wrapping a NumPy dtype."""
-    __slots__ = ("name", "np", "is_floating_point", "is_signed", "itemsize", "category", "tensor_type", "compute")
+    __slots__ = ("name", "np", "is_floating_point", "is_signed", "itemsize", "category", "tensor_type", "scalar_type",
+                 "compute")
 
     def __init__(self, name, np_dtype, category, tensor_type, compute=None):
         self.name = name
@@ -17,6 +18,7 @@ class dtype:
         self.is_signed = category != 0
         self.itemsize = self.np.itemsize
         self.tensor_type = tensor_type  # legacy name used in error messages: FloatTensor
+        self.scalar_type = tensor_type[:-len("Tensor")]  # PyTorch's ScalarType name in error messages: Float
         # the dtype arithmetic on this one is computed in: float16 and bfloat16 are storage formats whose ops
         # run in float32 and round the result back (as PyTorch's CPU kernels do); the kernels never see them
         self.compute = self if compute is None else compute

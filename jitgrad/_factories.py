@@ -295,7 +295,7 @@ def _laid_out(shape, order, make):
     if order == tuple(range(len(shape))):
         return make(shape)
     t = make(tuple(shape[d] for d in order))
-    t._data = backend(t._data).transpose(t._data, tuple(int(d) for d in np.argsort(order)))
+    t._data = backend(t._data).transpose(t._data, MF.unpermute(order))
     return t
 
 
@@ -376,7 +376,7 @@ def eye(n, m=None, *, dtype=None, device=None, requires_grad=False):
 
 def _float_only(d, kernel):
     if not d.is_floating_point:
-        raise NotImplementedError("\"%s\" not implemented for '%s'" % (kernel, d.tensor_type[:-len("Tensor")]))
+        raise NotImplementedError("\"%s\" not implemented for '%s'" % (kernel, d.scalar_type))
     return d
 
 

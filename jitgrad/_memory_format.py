@@ -49,6 +49,14 @@ def dim_order(fmt, ndim):
     return order
 
 
+def unpermute(order):
+    """The permutation that undoes ``order`` (a layout's dims, outermost first)."""
+    back = [0] * len(order)
+    for k, d in enumerate(order):
+        back[d] = k
+    return tuple(back)
+
+
 def is_in(shape, strides, fmt):
     """Whether element ``strides`` lay ``shape`` out in format ``fmt`` (a channels-last format of another rank:
     no; preserve_format asks for C order, as in PyTorch)."""

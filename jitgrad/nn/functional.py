@@ -228,7 +228,7 @@ def cosine_similarity(x1, x2, dim=1, eps=1e-8):
     for t in (x1, x2):
         if not t.dtype.is_floating_point:
             raise RuntimeError("expected common dtype to be floating point, yet common dtype is "
-                               + t.dtype.tensor_type[:-6])
+                               + t.dtype.scalar_type)
     shape = tuple(np.broadcast_shapes(tuple(x1.shape), tuple(x2.shape)))
     x1, x2 = x1.expand(shape), x2.expand(shape)
 

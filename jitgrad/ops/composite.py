@@ -25,7 +25,7 @@ def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     """|input - other| <= atol + |rtol * other|, elementwise (PyTorch's rule: equal values, infinities
     included, are close; NaN is close to NaN only with equal_nan)."""
     if input.dtype is not other.dtype:
-        raise RuntimeError("%s did not match %s" % (input.dtype.tensor_type[:-6], other.dtype.tensor_type[:-6]))
+        raise RuntimeError("%s did not match %s" % (input.dtype.scalar_type, other.dtype.scalar_type))
     close = input == other
     if input.dtype.is_floating_point:
         if equal_nan:
@@ -206,7 +206,7 @@ def nansum(input, dim=None, keepdim=False, *, dtype=None):
 def nanmean(input, dim=None, keepdim=False, *, dtype=None):
     if not input.dtype.is_floating_point:
         raise RuntimeError("nanmean(): expected input to have floating point or complex dtype but got %s"
-                           % input.dtype.tensor_type[:-6])
+                           % input.dtype.scalar_type)
     count = (~input.isnan()).sum(dim, keepdim=keepdim) if dim is not None else (~input.isnan()).sum()
     return nansum(input, dim, keepdim, dtype=dtype) / count
 
@@ -249,10 +249,10 @@ def _along(input, dim, index, name, index_error):
     dim = input._wrap_dim(dim)
     idx = index.cpu().numpy()
     if index.dtype not in (D.int64, D.int32) or name == "index_fill_" and index.dtype is not D.int64:
-        raise index_error[0](index_error[1] % index.dtype.tensor_type[:-6])
+        raise index_error[0](index_error[1] % index.dtype.scalar_type)
     if index.ndim > 1:
         raise IndexError("%s(): Index is supposed to be a vector, but got dim: %d with type: %s and size: %s"
-                         % (name, index.ndim, index.dtype.tensor_type[:-6], list(index.shape)))
+                         % (name, index.ndim, index.dtype.scalar_type, list(index.shape)))
     idx = idx.reshape(-1)
     n = input.shape[dim] if input.ndim else 1
     bad = idx[(idx < (-n if name == "index_fill_" else 0)) | (idx >= n)]  # (only index_fill takes negative ones)
@@ -264,15 +264,9 @@ def _along(input, dim, index, name, index_error):
     return dim, (slice(None),) * dim + (idx,), idx
 
 
-def _source(input, dim, idx, source, name):
-    want = tuple(input.shape[:dim]) + (len(idx),) + tuple(input.shape[dim + 1:])
-    if tuple(source.shape) != want:
-        size = source.shape[dim] if dim < source.ndim else 1
-        if size != len(idx):
-            raise RuntimeError("%s(): Number of indices (%d) should be equal to source.size(dim): (%d), for dim: %d"
-                               % (name, len(idx), size, dim))
-        raise RuntimeError("source tensor shape must match self tensor shape, excluding the specified dimension. "
-                           "Got self.shape = %s source.shape = %s" % (list(input.shape), list(source.shape)))
+def _slices(input, dim, n):
+    """The shape of ``n`` slices of ``input`` along ``dim`` (an index_add or index_copy source's)."""
+    return tuple(input.shape[:dim]) + (n,) + tuple(input.shape[dim + 1:])
 
 
 @export(inplace=True)
@@ -282,8 +276,14 @@ def index_add(input, dim, index, source, *, alpha=1):
                            (RuntimeError, "index_add_(): Expected dtype int32/int64 for index but got: %s"))
     if source.dtype is not input.dtype:
         raise RuntimeError("index_add_(): self (%s) and source (%s) must have the same scalar type"
-                           % (input.dtype.tensor_type[:-6], source.dtype.tensor_type[:-6]))
-    _source(input, dim, idx, source, "index_add_")
+                           % (input.dtype.scalar_type, source.dtype.scalar_type))
+    if tuple(source.shape) != _slices(input, dim, len(idx)):
+        size = source.shape[dim] if dim < source.ndim else 1
+        if size != len(idx):
+            raise RuntimeError("index_add_(): Number of indices (%d) should be equal to source.size(dim): (%d), for "
+                               "dim: %d" % (len(idx), size, dim))
+        raise RuntimeError("source tensor shape must match self tensor shape, excluding the specified dimension. "
+                           "Got self.shape = %s source.shape = %s" % (list(input.shape), list(source.shape)))
     return input + index_put_zeros(source if alpha == 1 else alpha * source, tuple(input.shape), key, True)
 
 
@@ -294,8 +294,8 @@ def index_copy(input, dim, index, source):
                            (RuntimeError, "index_copy_(): Expected a long tensor for index, but got %s"))
     if source.dtype is not input.dtype:
         raise RuntimeError("index_copy_(): self and source expected to have the same dtype, but got (self) %s and "
-                           "(source) %s" % (input.dtype.tensor_type[:-6], source.dtype.tensor_type[:-6]))
-    if tuple(source.shape) != tuple(input.shape[:dim]) + (len(idx),) + tuple(input.shape[dim + 1:]):
+                           "(source) %s" % (input.dtype.scalar_type, source.dtype.scalar_type))
+    if tuple(source.shape) != _slices(input, dim, len(idx)):
         raise IndexError("index_copy_(): Number of indices (%d) should be equal to source.size(dim) (%d)"
                          % (len(idx), source.shape[dim] if source.ndim > dim else 1))
     mask = np.zeros(input.shape, bool)

@@ -194,7 +194,7 @@ def where(condition, input=None, other=None):
         return condition.nonzero(as_tuple=True)
     if isinstance(condition, Tensor) and condition.dtype.name != "bool":
         raise RuntimeError("where expected condition to be a boolean tensor, but got a tensor with dtype "
-                           + condition.dtype.tensor_type[:-len("Tensor")])
+                           + condition.dtype.scalar_type)
     return dispatch(WHERE, (condition, input, other))
 
 

@@ -73,7 +73,7 @@ def dot(input, other):
                            % (input.shape[0], other.shape[0], input.shape[0], other.shape[0]))
     if input.dtype is not other.dtype:
         raise RuntimeError("dot : expected both vectors to have same dtype, but found %s and %s"
-                           % (input.dtype.tensor_type[:-6], other.dtype.tensor_type[:-6]))
+                           % (input.dtype.scalar_type, other.dtype.scalar_type))
     return dispatch(DOT, (input, other))
 
 

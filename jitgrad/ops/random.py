@@ -225,7 +225,7 @@ def normal(mean, std=1.0, size=None, *, generator=None, out=None, dtype=None, la
     ref = mean if mt else std
     if not D.result_type([t.dtype for t in (mean, std) if isinstance(t, Tensor)], [], []).is_floating_point:
         raise NotImplementedError("\"normal_kernel_cpu\" not implemented for '%s'"
-                                  % ref.dtype.tensor_type[:-len("Tensor")])
+                                  % ref.dtype.scalar_type)
     if st:
         host = std._host()
         if host.size and (host < 0).any():
@@ -255,7 +255,7 @@ def multinomial(input, num_samples, replacement=False, *, generator=None, out=No
     summing to one), drawn with or without replacement; int64."""
     if not input.dtype.is_floating_point:
         raise RuntimeError("multinomial only supports floating-point dtypes for input, got: "
-                           + input.dtype.tensor_type[:-len("Tensor")])
+                           + input.dtype.scalar_type)
     if input.ndim not in (1, 2):
         raise RuntimeError("prob_dist must be 1 or 2 dim")
     n = int(num_samples)

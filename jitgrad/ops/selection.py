@@ -128,7 +128,7 @@ def _masked_select_forward(xp, dt, x, shape, key):
 # ---------------------------------------------------------------------- bincount
 def bincount(input, weights=None, minlength=0):
     if input.dtype.is_floating_point:
-        raise NotImplementedError("\"bincount_cpu\" not implemented for '%s'" % input.dtype.tensor_type[:-6])
+        raise NotImplementedError("\"bincount_cpu\" not implemented for '%s'" % input.dtype.scalar_type)
     if minlength < 0:
         raise RuntimeError("minlength should be >= 0")
     x = input._host()

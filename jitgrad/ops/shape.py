@@ -271,7 +271,7 @@ def _clone_forward(xp, dt, x, order=None):
     """x copied with its dims laid out in ``order``, outermost first (None: C order)."""
     if order is None:
         return xp.copy(x)
-    return xp.transpose(xp.copy(xp.transpose(x, order)), tuple(int(d) for d in np.argsort(order)))
+    return xp.transpose(xp.copy(xp.transpose(x, order)), MF.unpermute(order))
 
 
 @export(function=False)
