@@ -26,7 +26,7 @@ class Op:
                  samples=None, node=None, n_outputs=1, outputs=("result",), differentiable=None, view=False,
                  broadcast=False, bench=None, keep_inputs=(), double_backward=True, unsupported=EMPTY, call=None,
                  params=EMPTY, api=(), method=True, function=True, inplace=False, operators=(), module=None,
-                 reduced_precision=None, original_scalars=False, autocast=EMPTY):
+                 reduced_precision=None, original_scalars=False, autocast=EMPTY, value_shaped=None):
         self.name = name
         self.forward = forward  # forward(xp, np_dtype, *arrays, **params) -> array or tuple of arrays
         # names of the positional tensor inputs ('self', 'other'); None: any number of them (cat, stack),
@@ -55,6 +55,9 @@ class Op:
         # autocast dtype, "fp32": to float32), applied by its public function (ops._table.autocasts)
         self.autocast = autocast
         self.ref = ref  # NumPy reference, taking a sample's (args, kwargs)
+        # params -> whether the output's shape depends on the operands' values (unique, a boolean-mask index):
+        # jitgrad.compile ends its graph there rather than freeze the shape of the call it traced
+        self.value_shaped = value_shaped
         self.samples = samples  # samples(rng, dtype) -> [(args, kwargs)], see ops/_table.py
         self.call = call  # the public callable the samples are applied to (default: jitgrad.<name>)
         self.params = params  # scalar params and their defaults, for a generated API (elementwise ops)

@@ -197,33 +197,53 @@ def nll_layout(x, t):
     return np.ascontiguousarray(x).reshape(N, C, D), np.ascontiguousarray(t).reshape(N, D)
 
 
-def nll_loss(x, t, w, ignore_index, reduction, total_weight):
-    """-w[t] x[t] along the class dim (dim 1, or 0 for a 1-D input); 'mean' divides by ``total_weight``."""
+def nll_loss(x, t, w, ignore_index, reduction):
+    """-w[t] x[t] along the class dim (dim 1, or 0 for a 1-D input); 'mean' divides by the summed weight of
+    the targets not ignored. A target out of range raises PyTorch's IndexError."""
     x3, t2 = nll_layout(x, t)
+    scale = nll_scale(t2, w, ignore_index, x3.shape[1], reduction)
     w = np.empty(0, x.dtype) if w is None else np.ascontiguousarray(w, x.dtype)
     if reduction == "none":
         out = np.empty(t2.shape, x.dtype)
         kernel("nll_map", out.size)(x3, t2, w, ignore_index, out)
         return out.reshape(t.shape)
     s = kernel("nll_sum", t2.size)(x3, t2, w, ignore_index)
-    return np.asarray(s * nll_scale(reduction, total_weight), x.dtype)
+    return np.asarray(s * scale, x.dtype)
 
 
-def nll_scale(reduction, total_weight):
-    """The factor on each picked term: 1/total_weight for 'mean' (NaN when every target is ignored)."""
+def nll_total_weight(t, w, ignore_index, C):
+    """The summed weight of the targets that are not ignored (what 'mean' divides by); checks each is a
+    class index (PyTorch's IndexError)."""
+    t = np.asarray(t)
+    if t.size and not 0 <= ignore_index < C and 0 <= t.min() and t.max() < C:  # the common case: all valid
+        return float(t.size) if w is None else float(np.asarray(w).reshape(-1)[t].sum())
+    valid = t != ignore_index
+    bad = valid & ((t < 0) | (t >= C))
+    if bad.any():
+        raise IndexError("Target %d is out of bounds." % t[bad].reshape(-1)[0])
+    if w is None:
+        return float(np.count_nonzero(valid))
+    return float(np.asarray(w).reshape(-1)[t[valid]].sum())
+
+
+def nll_scale(t, w, ignore_index, C, reduction):
+    """The factor on each picked term: 1/total weight for 'mean' (NaN when every target is ignored), else 1;
+    the targets checked either way."""
+    total = nll_total_weight(t, w, ignore_index, C)
     if reduction != "mean":
         return 1.0
-    return 1.0 / total_weight if total_weight else math.nan
+    return 1.0 / total if total else math.nan
 
 
-def nll_loss_vjp(g, x_shape, t, w, ignore_index, reduction, total_weight):
+def nll_loss_vjp(g, x_shape, t, w, ignore_index, reduction):
     """The gradient of ``nll_loss`` in its input for output gradient g."""
     N = 1 if len(x_shape) == 1 else x_shape[0]
     C = x_shape[0] if len(x_shape) == 1 else x_shape[1]
     D = math.prod(x_shape[2:])
     t2 = np.ascontiguousarray(t).reshape(N, D)
+    scale = nll_scale(t2, w, ignore_index, C, reduction)
     w = np.empty(0, g.dtype) if w is None else np.ascontiguousarray(w, g.dtype)
     g = np.ascontiguousarray(g).reshape(-1) if reduction == "none" else np.asarray(g).reshape(1)
     out = np.zeros((N, C, D), g.dtype)
-    kernel("nll_vjp", t2.size)(g, t2, w, ignore_index, nll_scale(reduction, total_weight), out)
+    kernel("nll_vjp", t2.size)(g, t2, w, ignore_index, scale, out)
     return out.reshape(x_shape)

@@ -2,8 +2,9 @@
 
 For every op with float samples: the compiled call's outputs equal eager's, the gradients through the
 CompiledFunctionBackward node equal eager's, and a second call with new values (same shapes: no
-re-trace) still agrees, so nothing the trace saw is baked into the plan. The op-table sweep runs the
-captured plan op by op (backend="eager") and fused (the default backend) for the elementwise entries.
+re-trace; integer and boolean inputs permuted) still agrees, so nothing the trace saw is baked into
+the plan. The op-table sweep runs the captured plan op by op (backend="eager") and fused (the default
+backend) for the elementwise entries.
 """
 import numpy as np
 import pytest
@@ -48,8 +49,14 @@ def _run(fn, args, kwargs, seed):
 
 
 def _perturbed(args, kwargs, rng):
+    """New values of every input: floats shifted, integer and boolean ones (indices, targets, masks)
+    permuted, so they stay valid and a plan that froze the traced ones gives other numbers."""
     def shift(a):
-        return a + rng.uniform(-0.05, 0.05, a.shape).astype(a.dtype) if a.dtype.kind == "f" else a
+        if a.dtype.kind == "f":
+            return a + rng.uniform(-0.05, 0.05, a.shape).astype(a.dtype)
+        if a.size > 1:
+            return rng.permutation(a.reshape(-1)).reshape(a.shape)
+        return a
     a, k = build(args, kwargs, shift)
     return a, k
 

@@ -56,7 +56,9 @@ class Node:
         self.op, self.args, self.params, self.outs, self.cnp, self.convert = op, args, params, outs, cnp, convert
 
     def refs(self):
-        return [a for a in self.args if a.__class__ is Ref] + [a for a in self.params.values() if a.__class__ is Ref]
+        return [a for a in self.args if a.__class__ is Ref] + [r for a in self.params.values()
+                                                                for r in ((a,) if a.__class__ is Ref else
+                                                                          a.refs() if a.__class__ is Held else ())]
 
 
 class Ref(int):
@@ -65,6 +67,56 @@ class Ref(int):
 
     def __repr__(self):
         return "v%d" % self
+
+
+class Held:
+    """A param whose structure holds values' arrays (an index key's index and mask arrays): the template with
+    a Ref where each array was. The plan fills it with the call's arrays, so a key never freezes the
+    arrays of the call it was traced on."""
+    __slots__ = ("template",)
+
+    def __init__(self, template):
+        self.template = template
+
+    def refs(self):
+        out = []
+        _walk(self.template, out.append)
+        return out
+
+    def fill(self, array_of):
+        """The param with each Ref replaced by ``array_of(ref)``."""
+        return _walk(self.template, array_of)
+
+    def remap(self, f):
+        return Held(_walk(self.template, f))
+
+    def fill_args(self, *arrays):
+        """The param with the arrays given in ``refs()`` order (a generated plan's call)."""
+        by_ref = dict(zip(self.refs(), arrays))
+        return _walk(self.template, by_ref.__getitem__)
+
+    def __repr__(self):
+        return repr(self.template)
+
+
+def remap_param(p, f):
+    """A node's param with its values renamed by ``f`` (a Ref, or the Refs a Held holds)."""
+    return f(p) if p.__class__ is Ref else p.remap(f) if p.__class__ is Held else p
+
+
+def _walk(x, f):
+    """``x`` (nested tuples and lists) with each Ref in it replaced by ``f(ref)``."""
+    if x.__class__ is Ref:
+        return f(x)
+    if x.__class__ in (tuple, list):
+        return x.__class__(_walk(y, f) for y in x)
+    return x
+
+
+def _has_array(x):
+    if x.__class__ in (tuple, list):
+        return any(_has_array(y) for y in x)
+    return hasattr(x, "__array_interface__") or hasattr(x, "__cuda_array_interface__")
 
 
 class Graph:
@@ -92,6 +144,34 @@ class Graph:
             self.by_id[id(d)] = v
         return v
 
+    def array_ref(self, a):
+        """The value of a graph (or its forward graph) that holds array ``a``, or None for an array no value
+        holds (a constant the function made in Python)."""
+        v = self.by_id.get(id(a))
+        if v is None and self.parent is not None:
+            fv = self.parent.by_id.get(id(a))
+            if fv is not None:
+                v = self.add(a, ("fwd", fv))
+                self.by_id[id(a)] = v
+        return v
+
+    def param(self, p):
+        """A param as a node holds it: a tensor as its value, a structure holding values' arrays as Held."""
+        if isinstance(p, Tensor):
+            return self.value(p)
+        if _has_array(p):
+            found = []
+
+            def ref(a):
+                v = self.array_ref(a) if _has_array(a) else None
+                if v is not None:
+                    found.append(v)
+                    return v
+                return a
+            template = _walk_arrays(p, ref)  # (a bare array too: its Ref alone)
+            return Held(template) if found else p
+        return p
+
     def add(self, array, kind):
         """A new value (for graphs built from other graphs: no lookup by array)."""
         v = Ref(len(self.arrays))
@@ -102,6 +182,12 @@ class Graph:
     def meta(self, v):
         a = self.arrays[v]
         return a.shape, a.dtype
+
+
+def _walk_arrays(x, f):
+    if x.__class__ in (tuple, list):
+        return x.__class__(_walk_arrays(y, f) for y in x)
+    return f(x) if _has_array(x) else x
 
 
 def _user_line():
@@ -134,6 +220,9 @@ class Tracer:
         self.fused_vjps = fused_vjps
 
     def __call__(self, op, args, params):
+        if self.recording and op.value_shaped is not None and op.value_shaped(params):
+            self.graph_break("%s, whose result's shape depends on its operands' values" % op.name, read=True)
+            self.recording = False  # the rest runs eagerly
         STATE.capture, threshold = None, config.PARALLEL_THRESHOLD
         if self.serial:
             config.PARALLEL_THRESHOLD = sys.maxsize
@@ -158,13 +247,13 @@ class Tracer:
                 refs.append(a)
         cnp, convert = _plan(op, args)[:2]  # (the plan also holds the eager fast path's output dtype and loop)
         outs = out if isinstance(out, tuple) else (out,)
-        index = len(g.nodes)
-        vals = tuple(g.value(o, ("op", index)) for o in outs)
-        # a tensor among the params (max_pool's indices for its backward) is a value like the operands; a
+        # a tensor among the params (max_pool's indices for its backward, nll_loss's target) is a value like
+        # the operands, and so is an array of a value inside one (an index key's index tensors and masks); a
         # KeptColumns (conv2d's im2col columns, handed from one call to its own weight gradient) belongs to
         # this one call: a plan holding it would keep its last input and columns alive between calls
-        params = {k: (g.value(v) if isinstance(v, Tensor) else v) for k, v in params.items()
-                  if v.__class__ is not KeptColumns}
+        params = {k: g.param(v) for k, v in params.items() if v.__class__ is not KeptColumns}
+        index = len(g.nodes)
+        vals = tuple(g.value(o, ("op", index)) for o in outs)
         g.nodes.append(Node(op, tuple(refs), params, vals, cnp, convert))
         self.made.append(outs)
 
@@ -270,7 +359,8 @@ _GRAD_ACCESS = "a .grad access (read or write)"
 
 # Tensor methods that need a value in Python: while tracing, each reports a graph break and then runs as
 # usual (the rest of the function runs eagerly, recording nothing).
-_VALUE_METHODS = {"item": "Tensor.item()", "tolist": "Tensor.tolist()", "numpy": "Tensor.numpy()",
+_VALUE_METHODS = {"_host": "a tensor's values read in Python (nonzero, masked_select, ...)", "item": "Tensor.item()",
+                  "tolist": "Tensor.tolist()", "numpy": "Tensor.numpy()",
                   "__bool__": "bool(tensor)", "__float__": "float(tensor)", "__int__": "int(tensor)",
                   "__index__": "a tensor used as an index", "__array__": "a tensor converted to a NumPy array"}
 
@@ -408,7 +498,7 @@ def trace(fn, args, kwargs, fullgraph, tensors):
         if fullgraph:
             raise Unsupported("fullgraph=True: the function draws random numbers (dropout, rand), which the compiled "
                               "graph would freeze")
-        g.breaks.append(("random numbers drawn (dropout, rand)", "<function>"))
+        g.breaks.insert(0, ("random numbers drawn (dropout, rand)", "<function>"))  # (the cause of any read after)
         tracer.read_break = False
     if any(vc[0] != v for vc, v in g.seen):
         if fullgraph:

@@ -20,7 +20,7 @@ from ..kernels import _background, config, cpu as CPU_BACKEND
 from ..kernels import scalars as _scalars
 from .._device import cuda_backend
 from .._tensor import Tensor
-from .capture import Ref
+from .capture import Held, Ref
 from .fusion import (NUMPY_CASTS, converted, load_kind, plan_groups, reductions_first, split_bias,
                      without_own_shape_views)
 
@@ -192,12 +192,16 @@ def _emit_node(node, i, ns, lines, device=False):
         else:
             ns["C%d_%d" % (i, j)] = node.cnp.type(a) if j in node.convert else a
             args.append("C%d_%d" % (i, j))
-    static = {k: v for k, v in node.params.items() if v.__class__ is not Ref}
+    static = {k: v for k, v in node.params.items() if v.__class__ is not Ref and v.__class__ is not Held}
     if static:
         ns["P%d" % i] = static
         args.append("**P%d" % i)
     ns["TW"] = Tensor._wrap
     args += ["%s=TW(v%d)" % (k, v) for k, v in node.params.items() if v.__class__ is Ref]
+    for k, v in node.params.items():
+        if v.__class__ is Held:  # an index key: filled with the call's index and mask arrays
+            ns["H%d_%s" % (i, k)] = v
+            args.append("%s=H%d_%s.fill_args(%s)" % (k, i, k, ", ".join("v%d" % r for r in v.refs())))
     outs = ", ".join("v%d" % v for v in node.outs) + ("," if len(node.outs) > 1 else "")
     lines.append("    %s = OP%d(XP, DT%d, %s)  # %s" % (outs, i, i, ", ".join(args), op.name))
 

@@ -7,7 +7,7 @@ import numpy as np
 
 from ..kernels import config
 from ..ops import OPS
-from .capture import Graph, Node, Ref
+from .capture import Graph, Node, Ref, remap_param
 
 REDUCTIONS = {"sum_all": "sum", "mean_all": "mean"}  # the full reductions a loop (or a tape) computes
 # reductions over leading dims (a bias's gradient: the column sums of a matrix) a loop computes
@@ -135,7 +135,7 @@ def _append(ng, src, node, remap, vmap):
     """Append a copy of ``node`` of graph ``src`` to graph ``ng``, its operands renamed by ``remap``; its
     results' new values go into ``vmap``."""
     args = tuple(remap(a) if a.__class__ is Ref else a for a in node.args)
-    params = {k: remap(p) if p.__class__ is Ref else p for k, p in node.params.items()}
+    params = {k: remap_param(p, remap) for k, p in node.params.items()}
     outs = tuple(ng.add(src.arrays[o], ("op", len(ng.nodes))) for o in node.outs)
     vmap.update(zip(node.outs, outs))
     ng.nodes.append(Node(node.op, args, params, outs, node.cnp, node.convert))
@@ -188,7 +188,7 @@ def without_own_shape_views(graph, outputs):
             continue
         if any(a in same for a in node.refs()):
             node = Node(node.op, tuple(same.get(a, a) if a.__class__ is Ref else a for a in node.args),
-                        {k: same.get(p, p) if p.__class__ is Ref else p for k, p in node.params.items()},
+                        {k: remap_param(p, lambda r: same.get(r, r)) for k, p in node.params.items()},
                         node.outs, node.cnp, node.convert)
         nodes.append(node)
     return _rebuilt(graph, nodes)

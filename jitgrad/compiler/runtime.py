@@ -16,7 +16,7 @@ from .._tensor import Tensor
 from ..autograd import engine
 from . import stats
 from ..kernels.conv import KeptColumns
-from .capture import BACKWARD, Ref, Unsupported, trace, trace_backward
+from .capture import BACKWARD, Held, Ref, Unsupported, trace, trace_backward
 from .tape import SMALL, compile_plan
 from .fusion import elementwise_backward, joint_graph, with_recompute
 
@@ -162,6 +162,7 @@ class Variant:
         out_leaves = []
         self.out_spec = flatten(result, out_leaves)
         out_vals = [g.value(t) for t in out_leaves]
+        self.detached = _detached_outputs(g, tracer, aliases, out_leaves, out_vals)
         # which forward tensors take gradients, and which outputs carry them
         self.effects = tracer.effects
         self.spent = []
@@ -395,6 +396,8 @@ class Variant:
             RegionReplayBackward(self, tensors, [outs[k] for k in self.replay_outs], node)
         if self.view_outs:
             self._make_views(outs, tensors)
+        for k in self.detached:  # a new tensor on the same array and version counter, without history
+            outs[k] = outs[k]._alias()
         return unflatten(self.out_spec, outs)
 
     def _make_views(self, outs, tensors):
@@ -480,12 +483,23 @@ class Replay:
     def _is(self, traced, a):
         if traced.__class__ is Ref:
             return a is self.objs.get(traced)
+        if traced.__class__ is Held:  # an index key: the same arrays, those of the values by identity
+            return self._is_key(traced.template, a)
         if a is traced:
             return True
         try:
             return a.__class__ is traced.__class__ and bool(a == traced)
         except (TypeError, ValueError):  # (arrays)
             return False
+
+    def _is_key(self, traced, a):
+        if traced.__class__ is Ref:
+            t = self.objs.get(traced)
+            return t is not None and a is t._data
+        if traced.__class__ in (tuple, list):
+            return a.__class__ is traced.__class__ and len(a) == len(traced) and all(
+                self._is_key(x, y) for x, y in zip(traced, a))
+        return self._is(traced, a)
 
     def _same(self, traced, args):
         return len(traced) == len(args) and all(self._is(r, a) for r, a in zip(traced, args))
@@ -595,7 +609,8 @@ def _rerun_grads(v, saved_inputs, out_idx, leaf_vals, grads, out_meta, xp, creat
     with enable_grad():
         for node in (graph_nodes if nodes is None else [graph_nodes[i] for i in sorted(nodes)]):
             args = [env[a] if a.__class__ is Ref else a for a in node.args]
-            params = {k: env[p] if p.__class__ is Ref else p for k, p in node.params.items()}
+            params = {k: env[p] if p.__class__ is Ref else p.fill(lambda r: env[r]._data) if p.__class__ is Held
+                      else p for k, p in node.params.items()}
             out = dispatch(node.op, tuple(args), params)
             for val, o in zip(node.outs, out if isinstance(out, tuple) else (out,)):
                 env[val] = o
@@ -635,6 +650,22 @@ class RegionReplayBackward(Node):
                             [self.out_meta[i] for i in given], self.xp, STATE.grad_enabled, nodes)
 
 
+def _detached_outputs(g, tracer, aliases, out_leaves, out_vals):
+    """The output positions that hold ``detach()`` (or ``.data``) of a value: a tensor other than the one the
+    value is (the input, the external, the op's result), on its array, without history. Eager returns a new
+    tensor there, which does not require grad; a plan would return the value's own tensor."""
+    own = {}
+    for node, outs in zip(g.nodes, tracer.made):
+        own.update(zip(node.outs, outs))
+    detached = []
+    for k, (t, v) in enumerate(zip(out_leaves, out_vals)):
+        kind = g.kinds[v]
+        base = own.get(v) if kind[0] == "op" else _tensor_of(kind, aliases)
+        if base is not None and t is not base and t.grad_fn is None and t._data is base._data:
+            detached.append(k)
+    return detached
+
+
 def _output_views(g, out_vals):
     """The outputs of graph ``g`` that eager returns as views (through view ops alone: x.t(), y[0], y.view(-1)) of
     one of its inputs or externals, or of another output, and the outputs returned twice: output position ->
@@ -653,7 +684,7 @@ def _output_views(g, out_vals):
             node = g.nodes[g.kinds[v][1]]
             if not (node.op.view and node.op.n_outputs == 1 and node.args and node.args[0].__class__ is Ref
                     and not any(a.__class__ is Ref for a in node.args[1:])
-                    and not any(p.__class__ is Ref for p in node.params.values())):
+                    and not any(p.__class__ in (Ref, Held) for p in node.params.values())):
                 break
             chain.append(node)
             v = node.args[0]

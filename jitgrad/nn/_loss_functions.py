@@ -150,42 +150,19 @@ def _class_dim_shape(weight, ndim):
     return weight.reshape((-1,) if ndim == 1 else (1, -1) + (1,) * (ndim - 2))
 
 
-def _total_weight(input, target, weight, ignore_index):
-    """Check the class indices on the host (PyTorch's IndexError) and return the summed weight of the
-    targets that are not ignored: what nll_loss's 'mean' divides by. On a GPU, when no target can be
-    ignored and there are no weights, the nll kernel checks the indices and the error comes at the
-    next copy to the host or synchronize, as PyTorch's device-side asserts do."""
-    C = input.shape[1] if input.ndim > 1 else input.shape[0]
-    if weight is None and not 0 <= ignore_index < C and target._data.__class__ is not np.ndarray:
-        # every target counts: the kernel checks the indices on the device (no wait for the queue here)
-        return float(target.numel())
-    t = target._host()
-    if t.size and not 0 <= ignore_index < C and 0 <= t.min() and t.max() < C:  # the common case: all valid
-        return float(t.size) if weight is None else float(weight._host().reshape(-1)[t].sum())
-    valid = t != ignore_index
-    bad = valid & ((t < 0) | (t >= C))
-    if bad.any():
-        raise IndexError("Target %d is out of bounds." % t[bad].reshape(-1)[0])
-    if weight is None:
-        return float(np.count_nonzero(valid))
-    return float(weight._host().reshape(-1)[t[valid]].sum())
-
-
 def _nll(input, target, weight, ignore_index, reduction):
-    """The checked, fused nll_loss; also returns the total weight of the targets."""
+    """The checked, fused nll_loss."""
     _check_target(input, target)
     _check_weight(weight, input.shape[1] if input.ndim > 1 else input.shape[0])
     if weight is not None and weight.ndim != 1:
         weight = weight.reshape(-1)
-    total = _total_weight(input, target, weight, ignore_index)
     if input.ndim == 3 or input.ndim > 4:  # PyTorch views these as 4-D and runs nll_loss2d
         n, c = input.shape[0], input.shape[1]
         out_shape = (n,) + tuple(input.shape[2:])
         flat = math.prod(out_shape[1:])
-        loss = _L.nll_loss(input.reshape(n, c, 1, flat), target.reshape(n, 1, flat), weight, ignore_index, reduction,
-                           total)
-        return (loss.reshape(out_shape) if reduction == "none" else loss), total
-    return _L.nll_loss(input, target, weight, ignore_index, reduction, total), total
+        loss = _L.nll_loss(input.reshape(n, c, 1, flat), target.reshape(n, 1, flat), weight, ignore_index, reduction)
+        return loss.reshape(out_shape) if reduction == "none" else loss
+    return _L.nll_loss(input, target, weight, ignore_index, reduction)
 
 
 @_FP32
@@ -193,7 +170,7 @@ def _nll(input, target, weight, ignore_index, reduction):
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
     """-weight[t] * input[t] per sample (input holds log-probabilities along dim 1); the weighted mean by default."""
     reduction = _reduction(reduction, size_average, reduce)
-    return _nll(input, target, weight, ignore_index, reduction)[0]
+    return _nll(input, target, weight, ignore_index, reduction)
 
 
 @_FP32
@@ -220,16 +197,21 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
         if reduction == "mean":
             return loss.sum() / (input.numel() // C)
         return _reduce(loss, reduction)
-    nll, total = _nll(logp, target, weight, ignore_index, reduction)
+    nll = _nll(logp, target, weight, ignore_index, reduction)
     if label_smoothing == 0:
         return nll
-    # PyTorch's label smoothing: mix in the (weighted) mean of -log p over all classes
+    # PyTorch's label smoothing: mix in the (weighted) mean of -log p over all classes, over the targets not
+    # ignored (table ops on the targets: a compiled call reads each call's)
     lw = logp if weight is None else logp * _class_dim_shape(weight, input.ndim)
-    smooth = -lw.sum(class_dim)
-    ignored = target._host() == ignore_index
-    if ignored.any():
-        smooth = smooth.masked_fill(tensor(ignored, device=smooth.device), 0.0)
-    smooth = smooth.sum() / total if reduction == "mean" else _reduce(smooth, reduction)
+    kept = target != ignore_index
+    smooth = -lw.sum(class_dim) * kept
+    if reduction == "mean":
+        counted = kept.to(smooth.dtype)
+        if weight is not None:  # the summed weight of the targets, as nll_loss's mean divides by
+            counted = counted * weight.reshape(-1).to(smooth.dtype)[target.clamp(0, C - 1)]
+        smooth = smooth.sum() / counted.sum()
+    else:
+        smooth = _reduce(smooth, reduction)
     return nll * (1 - label_smoothing) + smooth * (label_smoothing / C)
 
 

@@ -121,6 +121,11 @@ def _index_operands(x, key, shape):
     return ops
 
 
+def _masked(params):
+    """Whether an index key holds a boolean mask (the result has as many elements as the mask has true values)."""
+    return any(getattr(k, "dtype", None) == np.bool_ and k.ndim > 0 for k in params["key"])
+
+
 def index_put_zeros(g, shape, key, accumulate):
     """zeros(shape) with ``g`` written (or added, for repeated indices) at ``key``."""
     return dispatch(INDEX_PUT_ZEROS, (g,), {"shape": shape, "key": key, "accumulate": accumulate})
@@ -228,21 +233,42 @@ def nonzero(input, *, as_tuple=False):
 
 @export(method=False)
 def one_hot(tensor, num_classes=-1):
+    """One row per value, 1 at the value's column (num_classes=-1: one more than the largest value). A table
+    op: a compiled function reads each call's classes (with num_classes=-1 its shape depends on them)."""
     if not isinstance(tensor, Tensor) or tensor.dtype is not D.int64:
         raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
-    size = tensor.numel()
-    lo, hi = value_range(tensor._data) if size else (0, -1)
+    return dispatch(ONE_HOT, (tensor,), {"num_classes": int(num_classes)})
+
+
+def _one_hot_forward(xp, dt, x, num_classes):
+    size = x.size
+    lo, hi = value_range(x) if size else (0, -1)
     if lo < 0:
         raise RuntimeError("Class values must be non-negative.")
     if num_classes == -1:
         num_classes = int(hi) + 1
     elif hi >= num_classes:
         raise RuntimeError("Class values must be smaller than num_classes.")
-    xp = backend(tensor._data)
-    out = xp.zeros(tuple(tensor.shape) + (num_classes,), np.int64)
+    out = xp.zeros(tuple(x.shape) + (num_classes,), np.int64)
     if size:
-        xp.one_hot(xp.reshape(tensor._data, (-1,)), xp.reshape(out, (-1, num_classes)))
-    return Tensor._wrap(out)
+        xp.one_hot(xp.reshape(x if _contiguous(x) else xp.copy(x), (-1,)), xp.reshape(out, (-1, num_classes)))
+    return out
+
+
+def _contiguous(a):
+    return a.flags.c_contiguous if a.__class__ is np.ndarray else a.is_c_contiguous()
+
+
+def _np_one_hot(x, num_classes=-1):
+    n = int(x.max()) + 1 if num_classes == -1 else num_classes
+    return (np.asarray(x)[..., None] == np.arange(n)).astype(np.int64)
+
+
+def _one_hot_samples(rng, dtype):
+    if np.dtype(dtype) != np.int64:
+        return []
+    return [((rng.integers(0, 4, 5),), {}), ((rng.integers(0, 3, (2, 3)),), {"num_classes": 5}),
+            ((np.array(2),), {"num_classes": 3})]
 
 
 # ---------------------------------------------------------------------- references and samples (see _table.py)
@@ -318,10 +344,14 @@ SLICE = register(Op("slice", lambda xp, dt, x, key: xp.getitem(x, key),
                     samples=_basic_samples((slice(1, 3),), (slice(None), slice(None, None, 2)), (None, slice(0, 1)),
                                            Ellipsis, (slice(-2, None), None))))
 INDEX = register(Op("index", _index_forward, vjp=[lambda g, s: index_put_zeros(g, s.self_shape, s.key, True)],
-                    dtype="keep", reduced_precision="native", ref=_np_getitem, samples=_idx_samples, node="IndexBackward0", call=getitem))
+                    dtype="keep", reduced_precision="native", ref=_np_getitem, samples=_idx_samples, node="IndexBackward0",
+                    call=getitem, value_shaped=_masked))
 INDEX_PUT_ZEROS = register(Op("index_put_zeros", _put_forward, vjp=[lambda g, s: g[s.key]], dtype="keep",
                               ref=_np_index_put_zeros, samples=_put_samples, node="IndexPutBackward0",
                               call=index_put_zeros))
+ONE_HOT = register(Op("one_hot", _one_hot_forward, dtype="keep", keep_inputs=(0,), differentiable=False,
+                      call=one_hot, ref=_np_one_hot, samples=_one_hot_samples, method=False, function=False,
+                      value_shaped=lambda params: params["num_classes"] == -1))
 INDEX_SELECT = register(Op("index_select", _index_select_forward, inputs=("self", "index"),
                            vjp=[lambda g, s: index_put_zeros(g, s.self_shape, (slice(None),) * s.dim + (s.index._data,),
                                                              True)], dtype="keep", keep_inputs=(1,),

@@ -92,33 +92,43 @@ def _formula(kind, wrt_target):
 
 
 # ---------------------------------------------------------------------- nll_loss
-def nll_loss(input, target, weight, ignore_index, reduction, total_weight):
-    """-weight[t] * input[t] along the class dim, one node; ``total_weight`` divides the 'mean'.
-    A 4-D input is nll_loss2d, as in PyTorch (other N-D inputs are viewed as 4-D by the caller)."""
+def nll_loss(input, target, weight, ignore_index, reduction):
+    """-weight[t] * input[t] along the class dim, one node; 'mean' divides by the summed weight of the targets
+    not ignored, which the kernel computes from the targets at each call. A 4-D input is nll_loss2d, as in
+    PyTorch (other N-D inputs are viewed as 4-D by the caller)."""
     _check_no_grad("nll_loss_forward" if input.ndim < 4 else "nll_loss2d_forward", weight=weight)
-    return dispatch(NLL if input.ndim < 4 else NLL2D, (input,), {"target": target, "weight": weight, "ignore_index": int(ignore_index),
-                                    "reduction": reduction, "total_weight": float(total_weight)})
+    return dispatch(NLL if input.ndim < 4 else NLL2D, (input,), {"target": target, "weight": weight,
+                                                                "ignore_index": int(ignore_index), "reduction": reduction})
 
 
-def _nll_forward(xp, dt, x, target, weight, ignore_index, reduction, total_weight):
-    return xp.loss.nll_loss(x, target._data, _array(weight, x.dtype), ignore_index, reduction, total_weight)
+def _nll_forward(xp, dt, x, target, weight, ignore_index, reduction):
+    return xp.loss.nll_loss(x, target._data, _array(weight, x.dtype), ignore_index, reduction)
 
 
 def _nll_fused(g, s):
     return Tensor._wrap(backend(g._data).loss.nll_loss_vjp(g._data, s.self_shape, s.target._data, _array(s.weight),
-                                                          s.ignore_index, s.reduction, s.total_weight))
+                                                          s.ignore_index, s.reduction))
 
 
 def _nll_grad(g, s):
-    """g times the constant Jacobian (-weight[t] / total_weight at each target class)."""
-    dt = g._data.dtype if g._data.dtype.kind == "f" and g._data.dtype.itemsize >= 4 else np.dtype(np.float32)
-    one = backend(g._data).full((1,), 1, dt)  # (float16/bfloat16 gradients: a float32 Jacobian, rounded after)
-    coef = Tensor._wrap(backend(g._data).loss.nll_loss_vjp(one, s.self_shape, s.target._data, _array(s.weight, dt),
-                                                          s.ignore_index, "mean" if s.reduction == "mean" else "sum",
-                                                          s.total_weight))
-    if s.reduction == "none" and len(s.self_shape) > 1:
-        g = g.unsqueeze(1)
-    return g * coef
+    """nll_loss_backward: a node of its own (PyTorch's), whose target is an operand like the forward's."""
+    return nll_loss_backward(g, s.target, s.self_shape, s.weight, s.ignore_index, s.reduction)
+
+
+def nll_loss_backward(grad, target, input_shape, weight=None, ignore_index=-100, reduction="mean"):
+    """The gradient of nll_loss in its input: ``grad`` at each target class times -weight[t] (over the
+    total weight for 'mean'), zero elsewhere."""
+    return dispatch(NLL_BACKWARD, (grad,), {"target": target, "input_shape": tuple(input_shape), "weight": weight,
+                                           "ignore_index": int(ignore_index), "reduction": reduction})
+
+
+def _nll_backward_forward(xp, dt, g, target, input_shape, weight, ignore_index, reduction):
+    return xp.loss.nll_loss_vjp(g, input_shape, target._data, _array(weight, g.dtype), ignore_index, reduction)
+
+
+def _nll_backward_grad(gg, s):
+    """nll_loss_backward is linear in its gradient: its VJP picks gg at the targets, as nll_loss does."""
+    return nll_loss(gg, s.target, s.weight, s.ignore_index, s.reduction)
 
 
 # ---------------------------------------------------------------------- references and samples
@@ -183,8 +193,31 @@ def _np_nll(x, t, reduction="mean", ignore_index=-100):
 
 
 def _nll_call(input, target, reduction="mean", ignore_index=-100):
-    valid = target._host() != ignore_index
-    return nll_loss(input, target, None, ignore_index, reduction, float(valid.sum()))
+    return nll_loss(input, target, None, ignore_index, reduction)
+
+
+def _np_nll_backward(g, t, input_shape, reduction="mean", ignore_index=-100):
+    t = np.asarray(t)
+    x = np.zeros(input_shape, g.dtype)
+    xs = np.moveaxis(x, 1, -1) if x.ndim > 1 else x[None]
+    valid = t != ignore_index
+    total = valid.sum()
+    scale = 1.0 / total if reduction == "mean" else 1.0
+    gv = np.broadcast_to(g, t.shape) if reduction == "none" else np.broadcast_to(g, t.shape)
+    for pos in np.ndindex(t.shape):
+        if valid[pos]:
+            (xs[pos] if x.ndim > 1 else xs[0])[t[pos]] = -gv[pos] * scale
+    return x
+
+
+def _nll_backward_samples(rng, dtype):
+    if np.dtype(dtype).kind != "f":
+        return []
+    G = lambda *s: _arr(rng, s, -1.0, 1.0, dtype)  # noqa: E731
+    return [((G(), np.array([0, 3, 1]), (3, 4)), {"reduction": "sum"}),
+            ((G(), np.array([0, -100, 1]), (3, 4)), {}),
+            ((G(2), np.array([2, 1]), (2, 3)), {"reduction": "none"}),
+            ((G(2, 2, 2), rng.integers(0, 3, (2, 2, 2)), (2, 3, 2, 2)), {"reduction": "none"})]
 
 
 def _nll_samples(four_d):
@@ -217,3 +250,6 @@ NLL, NLL2D = (register(Op(name, _nll_forward, vjp=[_nll_grad], fused=[_nll_fused
                           call=_nll_call, ref=_np_nll, samples=samples))
                for name, node, samples in (("nll_loss", "NllLossBackward0", _nll_samples(False)),
                                            ("nll_loss2d", "NllLoss2DBackward0", _nll_samples(True))))
+NLL_BACKWARD = register(Op("nll_loss_backward", _nll_backward_forward, inputs=("grad",), vjp=[_nll_backward_grad],
+                           dtype="float", node="NllLossBackwardBackward0", call=nll_loss_backward,
+                           ref=_np_nll_backward, samples=_nll_backward_samples, method=False, function=False))

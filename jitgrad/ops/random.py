@@ -9,6 +9,7 @@ node names the distribution: NormalBackward1, UniformBackward0, ...).
 import numpy as np
 
 from .. import _dtype as D
+from .._device import backend
 from .._factories import _num, normal_factory, write_out
 from .._generator import numpy_rng
 from .._op import Op, broadcast_shapes, dispatch
@@ -127,9 +128,16 @@ def random(input, from_=None, to=None, *, generator=None):
     return dispatch(RANDOM, (input,), {"rng": _rng(generator, input), "low": low, "high": high})
 
 
+def _values(t):
+    """``t``'s values on the host for an argument check. Not Tensor._host, which a trace takes for a value
+    read: a traced function that draws random numbers runs eagerly anyway, checks included."""
+    d = t._data
+    return d if d.__class__ is np.ndarray else backend(d).to_host(d)
+
+
 # ------------------------------------------------------------------ bernoulli
 def _check_probabilities(p):
-    host = p._host()
+    host = _values(p)
     if host.size and not ((host >= 0) & (host <= 1)).all():
         raise RuntimeError("Expected p_in >= 0 && p_in <= 1 to be true, but got false.  (Could this error message be "
                            "improved?  If so, please report an enhancement request to PyTorch.)")
@@ -189,7 +197,7 @@ POISSON = register(Op("poisson", _poisson_forward, vjp=[_zero], dtype="keep",
 def poisson(input, generator=None):
     """Samples of Poisson(input), elementwise (input holds the rates)."""
     if input.dtype.is_floating_point:
-        host = input._host()
+        host = _values(input)
         if host.size and not (host >= 0).all():
             raise RuntimeError("invalid Poisson rate, expected rate to be non-negative")
     return dispatch(POISSON, (input,), {"rng": _rng(generator, input)})
@@ -227,7 +235,7 @@ def normal(mean, std=1.0, size=None, *, generator=None, out=None, dtype=None, la
         raise NotImplementedError("\"normal_kernel_cpu\" not implemented for '%s'"
                                   % ref.dtype.scalar_type)
     if st:
-        host = std._host()
+        host = _values(std)
         if host.size and (host < 0).any():
             raise RuntimeError("normal expects all elements of std >= 0.0")
     else:
@@ -263,7 +271,7 @@ def multinomial(input, num_samples, replacement=False, *, generator=None, out=No
         raise RuntimeError("cannot sample n_sample <= 0 samples")
     if not replacement and n > input.shape[-1]:
         raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without replacement")
-    host = input._host()
+    host = _values(input)
     if host.size:
         if not (np.isfinite(host).all() and (host >= 0).all()):
             raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")

@@ -206,8 +206,9 @@ DIAG = register(Op("diag", _diag_forward, vjp=[_diag_grad], dtype="keep", call=d
 MASKED_SELECT = register(Op("masked_select", _masked_select_forward,
                             vjp=[lambda g, s: index_put_zeros(g, s.shape, s.key, False)], dtype="keep",
                             ref=_np_masked_select, samples=_masked_select_samples, call=masked_select,
-                            api=("masked_select",)))
+                            api=("masked_select",), value_shaped=lambda params: True))
 BINCOUNT = register(Op("bincount", _bincount_forward, inputs=("self", "weights"), dtype="keep", keep_inputs=(0, 1),
+                       value_shaped=lambda params: True,
                        differentiable=False, call=bincount, api=("bincount",), samples=_bincount_samples,
                        ref=lambda x, weights=None, minlength=0: np.bincount(x, weights, minlength).astype(
                            np.int64 if weights is None else np.float32 if weights.dtype == np.float32 else np.float64),

@@ -282,4 +282,4 @@ MEDIAN_ALL = register(Op("median", _median_all_forward, vjp=[_evenly_grad], dtyp
                          ref=_np_median, samples=_MEDIAN_ALL, call=median, api=("median",),
                          unsupported=rejects(NotImplementedError, "\"median_cpu\" not implemented for '%(type)s'", "bool")))
 UNIQUE = register(Op("unique", _unique_forward, n_outputs=3, dtype="keep", differentiable=False, ref=_np_unique,
-                     samples=_UNIQUE, call=unique, api=("unique",)))
+                     samples=_UNIQUE, call=unique, api=("unique",), value_shaped=lambda params: True))

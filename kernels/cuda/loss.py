@@ -12,7 +12,7 @@ from numba import cuda
 from .. import loss as cpu
 from . import _launch as L, asserts
 from .asserts import TARGET_OUT_OF_BOUNDS, record
-from .array import ascontiguous, astype, broadcast_to, copy, empty, reshape, zeros
+from .array import ascontiguous, astype, broadcast_to, copy, empty, reshape, to_host, zeros
 from .elementwise import run
 from .reduce import reduce
 
@@ -114,17 +114,27 @@ def _weight(w, dtype):
     return empty((0,), dtype) if w is None else ascontiguous(w if w.dtype == dtype else astype(w, dtype))
 
 
-def nll_loss(x, t, w, ignore_index, reduction, total_weight):
+def _nll_scale(t, w, ignore_index, C, reduction):
+    """cpu.nll_scale of targets on the device. 'sum' and 'none' need no total: the nll kernel checks the
+    targets on the device, as PyTorch's device-side asserts do, without a wait here; 'mean' reads them on the
+    host (a target equal to ignore_index counts for nothing, whatever its value)."""
+    if reduction != "mean":
+        return 1.0
+    return cpu.nll_scale(to_host(t), None if w is None else to_host(w), ignore_index, C, reduction)
+
+
+def nll_loss(x, t, w, ignore_index, reduction):
     x3, t2 = _nll_layout(x, t)
+    scale = _nll_scale(t2, w, ignore_index, x3.shape[1], reduction)
     out = empty(t2.shape, x.dtype)
     _launch(_nll_map, out.size, x3, t2, _weight(w, x.dtype), ignore_index, out, asserts.flag())
     asserts.launched()
     if reduction == "none":
         return reshape(out, tuple(t.shape))
-    return _scaled_sum(reshape(out, (out.size,)), cpu.nll_scale(reduction, total_weight))
+    return _scaled_sum(reshape(out, (out.size,)), scale)
 
 
-def nll_loss_vjp(g, x_shape, t, w, ignore_index, reduction, total_weight):
+def nll_loss_vjp(g, x_shape, t, w, ignore_index, reduction):
     x_shape = tuple(x_shape)
     N = 1 if len(x_shape) == 1 else x_shape[0]
     C = x_shape[0] if len(x_shape) == 1 else x_shape[1]
@@ -132,5 +142,6 @@ def nll_loss_vjp(g, x_shape, t, w, ignore_index, reduction, total_weight):
     t2 = reshape(ascontiguous(t), (N, D))
     g = reshape(ascontiguous(g), (N * D if reduction == "none" else 1,))
     out = zeros((N, C, D), g.dtype)
-    _launch(_nll_vjp, N * D, g, t2, _weight(w, g.dtype), ignore_index, cpu.nll_scale(reduction, total_weight), out)
+    _launch(_nll_vjp, N * D, g, t2, _weight(w, g.dtype), ignore_index, _nll_scale(t2, w, ignore_index, C, reduction),
+            out)
     return reshape(out, x_shape)
