@@ -19,7 +19,7 @@ from ._tensor import Tensor
 
 def generator():
     """The default generator's NumPy stream (dropout, checkpoint's saved random state)."""
-    return default_generator._np
+    return numpy_rng(None)
 
 
 def _leaf(data, dtype, requires_grad, device=None):

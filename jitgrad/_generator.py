@@ -13,6 +13,7 @@ import numpy as np
 from . import _dtype as D
 from ._device import to_device
 from ._tensor import Tensor
+from ._trace_hooks import random_draw
 
 DEFAULT_SEED = 67280421310721  # PyTorch's seed of a new Generator
 _FIELDS = (16, 16, 8, 8, 8)  # the state as bytes: PCG64 state, increment, has_uint32, uinteger, initial seed
@@ -45,6 +46,7 @@ class Generator:
     def manual_seed(self, seed):
         """Reset the stream to the one of ``seed``; returns the generator."""
         seed = _check_seed(seed)
+        random_draw(self)
         self._np.bit_generator.state = np.random.PCG64(seed).state
         self._seed = seed
         return self
@@ -72,6 +74,7 @@ class Generator:
         if len(raw) != STATE_SIZE:
             raise RuntimeError("Expected a jitgrad Generator state of size %d but found the input RNG state size "
                                "to be %d" % (STATE_SIZE, len(raw)))
+        random_draw(self)
         values, pos = [], 0
         for n in _FIELDS:
             values.append(int.from_bytes(raw[pos:pos + n], "little"))
@@ -106,6 +109,7 @@ def numpy_rng(generator, device=None):
     """The NumPy Generator to draw from for tensors on ``device``: ``generator``'s, else the default
     one's; PyTorch's errors for a generator of another device or something that is not one."""
     if generator is None:
+        random_draw(default_generator)
         return default_generator._np
     if not isinstance(generator, Generator):
         raise TypeError("expected a jitgrad.Generator as generator, but got %s" % type(generator).__name__)
@@ -114,6 +118,7 @@ def numpy_rng(generator, device=None):
         if generator._device.type != want:
             raise RuntimeError("Expected a '%s' device type for generator but found '%s'"
                                % (want, generator._device.type))
+    random_draw(generator)
     return generator._np
 
 

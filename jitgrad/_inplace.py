@@ -15,6 +15,7 @@ from ._graph import Node, edge, overlaps
 from ._index_key import _is_basic, normalize_key
 from ._op import dispatch
 from ._tensor import Tensor
+from ._trace_hooks import side_effect
 
 _CAST_NAMES = {"float32": "Float", "float64": "Double", "int64": "Long", "int32": "Int", "bool": "Bool",
                "float16": "Half", "bfloat16": "BFloat16"}
@@ -87,6 +88,7 @@ def _stand_in(t):
 
 def inplace(self, fn, args, kwargs):
     """Run ``fn(self, *args, **kwargs)`` out of place and make ``self`` hold the result."""
+    side_effect("an in-place op (Tensor.%s_)" % fn.__name__)
     check_inplace(self)
     record = STATE.grad_enabled and (self._requires_grad or any(
         isinstance(a, Tensor) and a._requires_grad for a in list(args) + list(kwargs.values())))
@@ -110,6 +112,7 @@ def inplace(self, fn, args, kwargs):
 
 
 def setitem(self, key, value):
+    side_effect("an in-place op (Tensor.__setitem__)")
     key = normalize_key(self, key)
     if STATE.grad_enabled and self.grad_fn is None and self._requires_grad and all(_is_basic(k) for k in key):
         raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place operation.")

@@ -15,6 +15,7 @@ from . import _graph as G
 from . import _memory_format as MF
 from ._device import CPU, Device, backend, device_of, to_device
 from ._grad_mode import SPECIAL, STATE
+from ._trace_hooks import side_effect, value_read
 from ._repr import tensor_repr
 
 NON_LEAF_GRAD_WARNING = (
@@ -22,6 +23,7 @@ NON_LEAF_GRAD_WARNING = (
     "populated during autograd.backward(). If you indeed want the .grad field to be populated for a non-leaf "
     "Tensor, use .retain_grad() on the non-leaf Tensor. If you access the non-leaf Tensor by mistake, make sure "
     "you access the leaf Tensor instead. See github.com/pytorch/pytorch/pull/30531 for more informations.")
+GRAD_ACCESS = "a .grad access (read or write)"  # (what a compiled trace reports of it)
 
 
 class Size(tuple):
@@ -143,6 +145,7 @@ class Tensor:
 
     def _host(self):
         """The data as a NumPy array (a copy from the device for CUDA tensors)."""
+        value_read("a tensor's values read in Python (nonzero, masked_select, ...)")
         d = self._data
         return d if d.__class__ is np.ndarray else backend(d).to_host(d)
 
@@ -216,12 +219,14 @@ class Tensor:
 
     @property
     def grad(self):
+        side_effect(GRAD_ACCESS)
         if self.grad_fn is not None and self._grad is None and not self.retains_grad:
             warnings.warn(NON_LEAF_GRAD_WARNING, UserWarning, stacklevel=2)
         return self._grad
 
     @grad.setter
     def grad(self, value):
+        side_effect(GRAD_ACCESS)
         if value is not None:
             if not isinstance(value, Tensor):
                 raise TypeError("assigned grad expected to be a Tensor or None but got grad of type "
@@ -234,6 +239,7 @@ class Tensor:
 
     @grad.deleter
     def grad(self):
+        side_effect(GRAD_ACCESS)
         self._grad = None
 
     @property
@@ -287,6 +293,7 @@ class Tensor:
         return self._alias()
 
     def detach_(self):
+        side_effect("an in-place op (Tensor.detach_)")
         if self._base is not None and self._base._requires_grad:
             raise RuntimeError("Can't detach views in-place. Use detach() instead. If you are using DistributedDataParallel "
                                "(DDP) for training, and gradient_as_bucket_view is set as True, gradients are views of "
@@ -326,6 +333,7 @@ class Tensor:
 
     # ------------------------------------------------------------- conversion
     def numpy(self, *, force=False):
+        value_read("Tensor.numpy()")
         if self._requires_grad and not force:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.")
         if self._data.dtype == D.bfloat16.np:  # NumPy has no bfloat16 (the array is ml_dtypes'): PyTorch refuses too
@@ -338,21 +346,26 @@ class Tensor:
         return self._data
 
     def __array__(self, dtype=None, copy=None):
+        value_read("a tensor converted to a NumPy array")
         a = self.numpy()
         return a if dtype is None else a.astype(dtype)
 
     def item(self):
+        value_read("Tensor.item()")
         if self._data.size != 1:
             raise RuntimeError("a Tensor with %d elements cannot be converted to Scalar" % self._data.size)
         return self._host().reshape(()).item()
 
     def tolist(self):
+        value_read("Tensor.tolist()")
         return self._host().tolist()
 
     def __float__(self):
+        value_read("float(tensor)")
         return float(self._scalar())
 
     def __int__(self):
+        value_read("int(tensor)")
         return int(self._scalar())
 
     def _scalar(self):
@@ -361,11 +374,13 @@ class Tensor:
         return self.item()
 
     def __index__(self):
+        value_read("a tensor used as an index")
         if self.dtype.is_floating_point or self._data.size != 1:
             raise TypeError("only integer tensors of a single element can be converted to an index")
         return int(self.item())
 
     def __bool__(self):
+        value_read("bool(tensor)")
         if self._data.size != 1:
             raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
         return bool(self.item())

@@ -82,7 +82,7 @@ def test_too_many_variants_warn_once_then_eager():
 def test_shapes_alone_do_not_use_up_the_variants(dynamic):
     """As under PyTorch's dynamic shapes, a new shape is no new family of variants: 40 lengths all run compiled
     (a family keeps its MAX_SHAPES newest shapes), while other changes (ranks here) still count towards 8."""
-    from jitgrad.compiler import runtime
+    from jitgrad.compiler import driver
     cf = jg.compile(lambda x: (x * 2).sum(), dynamic=dynamic)
     inner = cf._jitgrad_compiled
     with warnings.catch_warnings():
@@ -90,7 +90,7 @@ def test_shapes_alone_do_not_use_up_the_variants(dynamic):
         for n in range(1, 41):
             assert cf(_t(np.ones(n))).item() == 2 * n
             assert not inner.variants[inner.key((_t(np.ones(n)),), {})[0]].eager
-    assert len(inner.variants) == runtime.MAX_SHAPES and len(inner.families) == 1
+    assert len(inner.variants) == driver.MAX_SHAPES and len(inner.families) == 1
     assert inner.key((_t(np.ones(1)),), {})[0] not in inner.variants  # the oldest shapes went
     assert cf(_t(np.ones(1))).item() == 2  # and trace again
     with warnings.catch_warnings(record=True) as caught:
@@ -98,7 +98,7 @@ def test_shapes_alone_do_not_use_up_the_variants(dynamic):
         for rank in range(2, 10):
             assert cf(_t(np.ones((1,) * rank))).item() == 2
     assert len([w for w in caught if "traced 8 times" in str(w.message)]) == 1
-    assert len(inner.families) == runtime.MAX_VARIANTS
+    assert len(inner.families) == driver.MAX_VARIANTS
 
 
 def test_python_scalars_are_guarded():
@@ -142,8 +142,8 @@ def test_the_graph_before_a_break_is_compiled_and_the_rest_runs_eagerly(size):
     """A value read (item(), bool(t)) ends the graph: the ops before it run as one plan, the function's Python
     then goes on eagerly from the read (a branch on the value included), with eager's values and gradients.
     Past PREFIX_SIZE elements in all, the whole call runs eagerly."""
-    from jitgrad.compiler import runtime
-    compiled = 3 * size + 2 <= runtime.PREFIX_SIZE  # (mul, sin and add of size elements, two scalars)
+    from jitgrad.compiler import variant
+    compiled = 3 * size + 2 <= variant.PREFIX_SIZE  # (mul, sin and add of size elements, two scalars)
     def f(x, w):
         h = (x * w).sin() + x
         if h.sum() > 0:  # bool(tensor): the break
@@ -445,7 +445,7 @@ def test_dispatch_looks_for_a_trace_only_while_one_runs():
 @pytest.mark.parametrize("small", [4096, 0])
 def test_explain_shows_graph_groups_guards_source(capsys, monkeypatch, small):
     monkeypatch.setattr(jg.compiler.tape, "SMALL", small)
-    monkeypatch.setattr(jg.compiler.runtime, "JOINT_MAX_SIZE", 0)  # a backward plan of its own (see test_compile_joint)
+    monkeypatch.setattr(jg.compiler.variant, "JOINT_MAX_SIZE", 0)  # a backward plan of its own (see test_compile_joint)
     rep = explain(f, _t([1.0, 2.0]), _t([3.0, 4.0]))
     out = capsys.readouterr().out
     assert rep.graph_count == 1 and rep.ops == ["mul", "tanh", "sigmoid", "mul", "add", "sum_all"]
@@ -651,7 +651,7 @@ def test_disk_cache_serves_a_second_process(tmp_path, small):
     script = (
         "import numpy as np, jitgrad as jg\n"
         "jg.compiler.tape.SMALL = %d\n"
-        "jg.compiler.runtime.JOINT_MAX_SIZE = 0\n"  # a forward and a backward plan
+        "jg.compiler.variant.JOINT_MAX_SIZE = 0\n"  # a forward and a backward plan
         "f = jg.compile(lambda x, w: ((x * w + 0.25).tanh() * x.sigmoid()).sum())\n"
         "x = jg.tensor(np.linspace(-1, 1, 7), requires_grad=True)\n"
         "f(x, jg.tensor(np.ones(7))).backward()\n"
@@ -709,10 +709,10 @@ def test_reduced_precision_runs_eagerly_with_eagers_values(dtype):
 
 
 def test_module_guard_sees_flags_parameters_and_buffers_of_every_submodule():
-    from jitgrad.compiler import _module_guard
+    from jitgrad.compiler.guards import module_guard
     block = jg.nn.Sequential(jg.nn.Linear(3, 3), jg.nn.BatchNorm1d(3))
     m = jg.nn.Sequential(block, jg.nn.ReLU(), block)  # a shared submodule: walked once
-    guard = _module_guard(m)
+    guard = module_guard(m)
     first = guard()
     assert first == guard() and len(first[0]) == len(list(m.modules()))
     block[1].eval()
@@ -749,7 +749,7 @@ def test_a_forward_value_a_backward_gemm_reads_is_saved_not_recomputed():
 def test_a_traced_backward_holds_the_entries_fused_vjp_kernels(monkeypatch, joint):
     """The backward graph holds an entry's fused VJP kernel as one op (tanh's, sigmoid's, leaky_relu's with its
     slope), where its formula would record two or three: fewer instructions, and eager's own arithmetic."""
-    monkeypatch.setattr(jg.compiler.runtime, "JOINT_MAX_SIZE", 4096 if joint else 0)
+    monkeypatch.setattr(jg.compiler.variant, "JOINT_MAX_SIZE", 4096 if joint else 0)
 
     def f(x, w):
         return ((x * w).tanh().sigmoid() + jg.nn.functional.leaky_relu(x, 0.2)).sum()

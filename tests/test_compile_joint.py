@@ -5,13 +5,13 @@ import numpy as np
 import pytest
 
 import jitgrad as jg
-from jitgrad.compiler import explain, runtime
+from jitgrad.compiler import explain, variant
 
 
 @pytest.fixture(autouse=True)
 def joint_for_small_arrays(monkeypatch):
     """The tests' arrays are small; the joint plan is kept for large ones (JOINT_MIN_SIZE)."""
-    monkeypatch.setattr(runtime, "JOINT_MIN_SIZE", 1)
+    monkeypatch.setattr(variant, "JOINT_MIN_SIZE", 1)
 
 
 def loss(x, w, b):
@@ -49,7 +49,7 @@ def test_the_plan_computes_the_gradients_in_the_forward_loop(monkeypatch):
     report = str(explain(loss, x, w, b))
     assert "Forward and gradients in one plan" in report and "fused groups: 1" in report
     assert "Backward graph" not in report  # no backward plan: nothing saved, nothing run but a scale
-    monkeypatch.setattr(runtime, "JOINT_MIN_SIZE", 5001)
+    monkeypatch.setattr(variant, "JOINT_MIN_SIZE", 5001)
     report = str(explain(loss, x, w, b))
     assert "Forward and gradients in one plan" not in report and "Backward graph" in report
 
@@ -112,9 +112,9 @@ def test_hooks_see_the_scaled_gradients():
 
 
 def test_a_small_scalar_is_one_tape_of_its_value_and_gradients(monkeypatch):
-    """Values of a tape's size (runtime.JOINT_MAX_SIZE) make one tape too: a call pays one interpreter
+    """Values of a tape's size (variant.JOINT_MAX_SIZE) make one tape too: a call pays one interpreter
     call, and the backward recomputes nothing. A 0-d input's gradient, scaled, is an array of its own."""
-    monkeypatch.setattr(runtime, "JOINT_MIN_SIZE", 1 << 30)  # (the fixture's setting off: by size alone)
+    monkeypatch.setattr(variant, "JOINT_MIN_SIZE", 1 << 30)  # (the fixture's setting off: by size alone)
     x, w, b = _leaves(16)
     s = jg.tensor(np.float32(0.5), requires_grad=True)
     f = jg.compile(lambda x, w, b, s: loss(x, w, b) * s)
@@ -128,7 +128,7 @@ def test_a_small_scalar_is_one_tape_of_its_value_and_gradients(monkeypatch):
     for t, e in zip((x, w, b, s), (ex, ew, eb, es)):
         assert isinstance(t.grad._data, np.ndarray) and t.grad.shape == e.grad.shape
         np.testing.assert_allclose(t.grad.numpy(), e.grad.numpy(), rtol=2e-5, atol=1e-6)
-    monkeypatch.setattr(runtime, "JOINT_MAX_SIZE", 15)  # above it (and below JOINT_MIN_SIZE): a backward plan
+    monkeypatch.setattr(variant, "JOINT_MAX_SIZE", 15)  # above it (and below JOINT_MIN_SIZE): a backward plan
     f = jg.compile(lambda x, w, b, s: loss(x, w, b) * s)
     f(x, w, b, s)
     var = next(iter(f._jitgrad_compiled.variants.values()))

@@ -143,7 +143,7 @@ _step = st.one_of(
 
 
 # a tape where the chain's values allow it, or fused loops; each with a backward plan, or computing the scalar's
-# gradients in the forward plan (compiler/runtime.py: for tapes and large arrays, JOINT_MIN_SIZE forced here)
+# gradients in the forward plan (compiler/variant.py: for tapes and large arrays, JOINT_MIN_SIZE forced here)
 @pytest.mark.parametrize("small,joint", [(4096, False), (4096, True), (0, False), (0, True)])
 @settings(max_examples=15, deadline=None, derandomize=True)  # fixed examples: their kernels stay cached
 @given(st.lists(_step, min_size=1, max_size=12), st.sampled_from([(4,), (2, 3)]), st.booleans())
@@ -151,9 +151,9 @@ def test_random_chain_matches_eager(small, joint, ops, shape, broadcast):
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(jg.compiler.tape, "SMALL", small)
         if joint:
-            mp.setattr(jg.compiler.runtime, "JOINT_MIN_SIZE", 1)
+            mp.setattr(jg.compiler.variant, "JOINT_MIN_SIZE", 1)
         else:
-            mp.setattr(jg.compiler.runtime, "JOINT_MAX_SIZE", 0)
+            mp.setattr(jg.compiler.variant, "JOINT_MAX_SIZE", 0)
         _random_chain(ops, shape, broadcast)
 
 

@@ -19,6 +19,7 @@ from .._factories import zeros_like
 from .._grad_mode import STATE, set_grad_enabled
 from .._graph import AccumulateGrad, accumulate_locked, edge, type_name
 from .._tensor import Tensor
+from .._trace_hooks import NOT_CAPTURED, side_effect, step_call
 
 
 def _root_grads(tensors, grad_tensors, what="grad"):
@@ -87,7 +88,8 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
 
 def tensor_backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
     """``Tensor.backward`` (attached in jitgrad/__init__.py): ``backward(self, gradient, ...)``."""
-    backward(self, gradient, retain_graph, create_graph, inputs=inputs)
+    if step_call("backward", self, tensor_backward, (gradient, retain_graph, create_graph, inputs), {}) is NOT_CAPTURED:
+        backward(self, gradient, retain_graph, create_graph, inputs=inputs)
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, only_inputs=True,
@@ -167,6 +169,7 @@ def run(roots, retain_graph, create_graph, targets=None, accumulate_leaves=True)
     One loop: take the ready node created last, give it the sum of the gradients that reached it,
     run it, and hand its input gradients to the nodes it points to (ready once all have arrived).
     """
+    side_effect("autograd.backward() or autograd.grad()")  # (a compiled trace captures Tensor.backward() alone)
     capture = {}  # (node, output_nr) -> positions in ``targets`` whose gradient flows in there
     for k, e in enumerate([edge(t) for t in targets] if targets is not None else ()):
         if e is not None:

@@ -5,8 +5,9 @@
     def f(x, w): return (x * w).tanh().sum()
 
 The trace is recorded by dispatch (capture.py); the forward and the VJP formulas' backward become
-generated plans (codegen.py) whose elementwise runs are fused loops (fusion.py); to eager autograd a
-compiled call is one node (runtime.py). A whole training step (``loss.backward()``, optimizer and
+generated plans (codegen.py) whose elementwise runs are fused loops (fusion.py) or tapes (tape.py); a
+call finds its variant by guards (driver.py, guards.py, pytree.py), which runs its plans (variant.py,
+replay.py); to eager autograd a compiled call is one node (nodes.py). A whole training step (``loss.backward()``, optimizer and
 module ``zero_grad()``, ``optimizer.step()``, ``lr_scheduler.step()`` inside the function) is captured
 too: its plan runs the forward, the backward and the calls in order. ``explain`` shows what was
 captured and generated.
@@ -16,7 +17,9 @@ import functools
 from ..nn.module import Module
 from .capture import Unsupported
 from .explain import explain
-from .runtime import CompiledFunction, CompiledFunctionBackward
+from .driver import CompiledFunction
+from .guards import module_guard
+from .nodes import CompiledFunctionBackward
 
 _BACKENDS = {"jitgrad": True, "inductor": True, "eager": False, "aot_eager": False}
 
@@ -41,28 +44,6 @@ class OptimizedModule(Module):
             return super().__getattr__(name)
         except AttributeError:
             return getattr(self._modules["_orig_mod"], name)
-
-
-def _module_guard(mod):
-    """The state of ``mod`` a trace depends on beyond its inputs: every submodule's training flag and the
-    identities of its parameters and buffers, in ``modules()`` order (a shared module once). One walk of the
-    tree, without the names ``named_modules`` builds: the guard runs at every call (9 instead of 21 us for
-    a 5-module MLP)."""
-    def guard():
-        flags, params, buffers = [], [], []
-        seen = set()
-
-        def visit(m):
-            seen.add(id(m))
-            flags.append(m.training)
-            params.extend(id(p) for p in m._parameters.values() if p is not None)
-            buffers.extend(id(b) for b in m._buffers.values() if b is not None)
-            for c in m._modules.values():
-                if c is not None and id(c) not in seen:
-                    visit(c)
-        visit(mod)
-        return tuple(flags), tuple(params), tuple(buffers)
-    return guard
 
 
 def compile(model=None, *, fullgraph=False, dynamic=None, backend="jitgrad", mode=None, options=None,
@@ -92,7 +73,7 @@ def compile(model=None, *, fullgraph=False, dynamic=None, backend="jitgrad", mod
         return model
     fuse = _BACKENDS[backend]
     if isinstance(model, Module):
-        compiled = CompiledFunction(model.__call__, fullgraph, fuse, _module_guard(model), type(model).__name__,
+        compiled = CompiledFunction(model.__call__, fullgraph, fuse, module_guard(model), type(model).__name__,
                                     dynamic)
         return OptimizedModule(model, compiled)
     compiled = CompiledFunction(model, fullgraph, fuse, dynamic=dynamic)

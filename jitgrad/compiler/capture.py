@@ -10,23 +10,21 @@ backward graph (the VJP formulas' trace) whose gradients the plan accumulates in
 ``.grad``, and ``optimizer.zero_grad()`` / ``optimizer.step()`` / ``module.zero_grad()`` /
 ``lr_scheduler.step()`` become effects the plan calls in order. A side effect the trace cannot
 capture (an in-place write, a ``.grad`` access, ``backward(create_graph=True)``, hooks) stops the
-trace at once, before it runs, so the eager rerun of the call is the only one to apply it.
+trace at once, before it runs, so the eager rerun of the call is the only one to apply it. The code
+concerned tells the tracer of all of these itself (jitgrad/_trace_hooks.py): tracing changes no class.
 """
 import os
 import sys
 
 from .._device import backend, may_share_memory
-from .._generator import generators
 from .._graph import SEQUENCE, AccumulateGrad
 from .._grad_mode import STATE, enable_grad
 from .._op import _plan, dispatch
 from .._tensor import Tensor
+from .._trace_hooks import NOT_CAPTURED
 from ..autograd import engine
 from ..kernels import config
 from ..kernels.conv import KeptColumns
-from ..nn.module import Module
-from ..optim.lr_scheduler import LRScheduler
-from ..optim.optimizer import Optimizer
 
 _JITGRAD_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -211,10 +209,11 @@ class Tracer:
         self.backward = None  # (loss value, gradient value or None, leaf tensors, backward graph, grad values)
         self.updated = []  # arrays of the parameters a step after the first op updates (later ops must not read them)
         self.first_node = next(SEQUENCE)  # autograd nodes made before the trace belong to another graph
-        self.active = False  # while the traced function runs (the patched methods act only then)
+        self.active = False  # while the traced function runs (the hooks act only then)
+        self.drawn = {}  # generator -> its state before the trace drew from it
         self.made = []  # the tensors each recorded node returned
         # whether the graph ends at a value read (item(), bool(t), ...) and nothing else breaks it: then the
-        # graph before the read can be compiled and the function run on from there (runtime's Replay)
+        # graph before the read can be compiled and the function run on from there (replay.py)
         self.read_break = False
         # a traced backward: an entry's fused VJP kernel is one node, as eager runs it (see trace_backward)
         self.fused_vjps = fused_vjps
@@ -277,6 +276,37 @@ class Tracer:
         for a in list(args) + list(params.values()):
             if isinstance(a, Tensor) and any(may_share_memory(a._data, u) for u in self.updated):
                 self.stop("an op after optimizer.step() that reads a parameter it updated")
+
+    # ------------------------------------------------------------- what the code it runs tells it (_trace_hooks)
+    def value_read(self, what):
+        """A value read in Python: a graph break, after which the function goes on eagerly."""
+        if self.active and self.recording:
+            self.graph_break(what, read=True)
+            self.recording = False  # the rest runs eagerly: the graph ends here
+
+    def side_effect(self, what):
+        if self.active:
+            self.stop(what)
+
+    def random_draw(self, gen):
+        """A draw from (or seed of) ``gen``: its stream as it was before the trace's first, put back after it
+        (a graph would freeze the draws, the default generator's or one passed as generator=)."""
+        if self.active and gen not in self.drawn:
+            self.drawn[gen] = gen._np.bit_generator.state
+
+    def step_call(self, kind, owner, fn, args, kwargs):
+        """A training step's call: recorded for the plan to make (None returned for it), or NOT_CAPTURED."""
+        if kind.startswith("optimizer."):
+            return None if self.optimizer_call(owner, kind[10:], args[0]) else NOT_CAPTURED
+        if not self.active:
+            return NOT_CAPTURED  # the backward graph's tracer
+        if not self.recording:
+            self.stop(_STEP_CALLS[kind])
+        if kind == "backward":
+            self.capture_backward(owner, *args, **kwargs)
+        else:  # module.zero_grad(), lr_scheduler.step()
+            self.effect(kind, owner, fn, (owner,) + tuple(args), kwargs)
+        return None
 
     # ------------------------------------------------------------- training-step effects
     def effect(self, kind, owner, fn, args, kwargs):
@@ -355,92 +385,14 @@ class Tracer:
 
 
 _HINT = "compile the code after it separately, or use fullgraph=False to run it eagerly"
-_GRAD_ACCESS = "a .grad access (read or write)"
-
-# Tensor methods that need a value in Python: while tracing, each reports a graph break and then runs as
-# usual (the rest of the function runs eagerly, recording nothing).
-_VALUE_METHODS = {"_host": "a tensor's values read in Python (nonzero, masked_select, ...)", "item": "Tensor.item()",
-                  "tolist": "Tensor.tolist()", "numpy": "Tensor.numpy()",
-                  "__bool__": "bool(tensor)", "__float__": "float(tensor)", "__int__": "int(tensor)",
-                  "__index__": "a tensor used as an index", "__array__": "a tensor converted to a NumPy array"}
-
-
-def _inplace_methods():
-    return [n for n in dir(Tensor) if n.endswith("_") and not n.startswith("_") and n != "requires_grad_"] + \
-        [n for n in dir(Tensor) if n.startswith("__i") and n[3:-2] in ("add", "sub", "mul", "truediv", "pow", "and",
-                                                                       "or", "xor", "floordiv", "mod")]
-
-
-def _wrap_method(tracer, cls, name, reason, capture=None):
-    """Patch ``cls.name`` for the trace: ``capture(tracer, orig, self, args, kwargs)`` records the call
-    (a training-step effect); otherwise a value method is a graph break after which the function goes
-    on eagerly, and a side effect (``reason`` given with ``capture=False``) stops the trace."""
-    orig = cls.__dict__.get(name)
-    if orig is None:
-        return None
-
-    def method(self, *args, **kwargs):
-        # this trace's (dispatch clears STATE.capture while it runs an op: not the user's call then); after
-        # a graph break the trace goes on eagerly with recording off, but not into a side effect
-        if tracer.active and STATE.capture is tracer:
-            if capture is None:
-                if tracer.recording:
-                    tracer.graph_break(reason, read=True)
-                    tracer.recording = False  # the rest runs eagerly: the graph ends here
-            elif capture is False or not tracer.recording:
-                tracer.stop(reason)
-            else:
-                return capture(tracer, orig, self, args, kwargs)
-        return orig(self, *args, **kwargs)
-    method.__name__ = name
-    setattr(cls, name, method)
-    return orig
-
-
+_STEP_CALLS = {"backward": "Tensor.backward()", "zero_grad": "module.zero_grad()",
+               "lr_scheduler.step": "lr_scheduler.step()"}
 def _step(opt):
     opt.step()  # looked up at each call: an lr scheduler's wrapper of step (made after the trace too) runs
 
 
 def _zero_grad(opt, set_to_none):
     opt.zero_grad(set_to_none)
-
-
-def _capture_backward(tracer, orig, t, args, kwargs):
-    tracer.capture_backward(t, *args, **kwargs)
-
-
-def _capture_zero_grad(tracer, orig, module, args, kwargs):
-    tracer.effect("zero_grad", module, orig, (module,) + args, kwargs)
-
-
-def _capture_scheduler_step(tracer, orig, scheduler, args, kwargs):
-    if any(isinstance(a, Tensor) for a in list(args) + list(kwargs.values())):
-        tracer.stop("lr_scheduler.step(metrics) given a tensor")
-    tracer.effect("lr_scheduler.step", scheduler, orig, (scheduler,) + args, kwargs)
-
-
-def _wrap_grad(tracer):
-    """``Tensor.grad`` while tracing: the trace does not run backward, so a read or write of ``.grad``
-    would see or change the wrong gradients: it stops the trace."""
-    prop = Tensor.__dict__["grad"]
-
-    def check():
-        if tracer.active and STATE.capture is tracer:
-            tracer.stop(_GRAD_ACCESS)
-
-    def fget(self):
-        check()
-        return prop.fget(self)
-
-    def fset(self, value):
-        check()
-        prop.fset(self, value)
-
-    def fdel(self):
-        check()
-        prop.fdel(self)
-    Tensor.grad = property(fget, fset, fdel, prop.__doc__)
-    return prop
 
 
 def trace(fn, args, kwargs, fullgraph, tensors):
@@ -450,31 +402,6 @@ def trace(fn, args, kwargs, fullgraph, tensors):
     for i, t in enumerate(tensors):
         if id(t._data) not in tracer.graph.by_id:
             tracer.graph.value(t, ("input", i))
-    patched = []
-    for name, reason in _VALUE_METHODS.items():
-        patched.append((Tensor, name, _wrap_method(tracer, Tensor, name, reason)))
-    for name in _inplace_methods() + ["__setitem__"]:
-        patched.append((Tensor, name, _wrap_method(tracer, Tensor, name, "an in-place op (Tensor.%s)" % name, False)))
-    patched.append((Tensor, "backward", _wrap_method(tracer, Tensor, "backward", "Tensor.backward()",
-                                                     _capture_backward)))
-    patched.append((Tensor, "grad", _wrap_grad(tracer)))
-    # the engine called otherwise (autograd.backward(), autograd.grad()) is not captured: it stops the trace
-    patched.append((engine, "run", _wrap_method(tracer, engine, "run", "autograd.backward() or autograd.grad()",
-                                                False)))
-    patched.append((Module, "zero_grad", _wrap_method(tracer, Module, "zero_grad", "module.zero_grad()",
-                                                      _capture_zero_grad)))
-    for cls in _subclasses(LRScheduler):  # Python that sets the lr the plan's optimizer step reads
-        patched.append((cls, "step", _wrap_method(tracer, cls, "step", "lr_scheduler.step()",
-                                                  _capture_scheduler_step)))
-    # Optimizer's own step and zero_grad call the tracer's hook (optimizer_call); a subclass's override of
-    # them is Python the trace cannot capture
-    for cls in _subclasses(Optimizer)[1:]:
-        for name in ("step", "zero_grad"):
-            patched.append((cls, name, _wrap_method(tracer, cls, name, "%s.%s(), an override of Optimizer.%s"
-                                                    % (cls.__name__, name, name), False)))
-    # every generator's stream as it was: a draw from any of them (the default one, or one passed as
-    # generator=) would be frozen into the graph
-    rngs = [(gen, gen._np, gen._np.bit_generator.state) for gen in generators()]
     prev = STATE.capture
     STATE.capture = tracer
     tracer.active = True
@@ -486,14 +413,10 @@ def trace(fn, args, kwargs, fullgraph, tensors):
     finally:
         tracer.active = False
         STATE.capture = prev
-        for cls, name, orig in patched:
-            if orig is not None:
-                setattr(cls, name, orig)
     g = tracer.graph
-    drawn = [(rng, state) for gen, rng, state in rngs if gen._np is not rng or rng.bit_generator.state != state]
-    if drawn:
-        for rng, state in drawn:  # the call runs again, eagerly: it draws what it would have drawn untraced
-            rng.bit_generator.state = state
+    if tracer.drawn:
+        for gen, state in tracer.drawn.items():  # the call runs again, eagerly: it draws what it would have drawn
+            gen._np.bit_generator.state = state
         tracer.recording = False
         if fullgraph:
             raise Unsupported("fullgraph=True: the function draws random numbers (dropout, rand), which the compiled "
@@ -506,13 +429,6 @@ def trace(fn, args, kwargs, fullgraph, tensors):
         g.breaks.append(("a tensor the graph reads was modified in place", "<function>"))
         tracer.read_break = False
     return tracer, result
-
-
-def _subclasses(cls):
-    out = [cls]
-    for c in cls.__subclasses__():
-        out += _subclasses(c)
-    return out
 
 
 def trace_backward(graph, outs, leaves):

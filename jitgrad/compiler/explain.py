@@ -1,6 +1,7 @@
 """explain(fn, *args): the captured graph, fused groups, graph breaks, guards and generated source."""
 from .capture import BACKWARD
-from .runtime import CompiledFunction, Variant
+from .driver import CompiledFunction
+from .variant import Variant
 
 
 class Explanation(str):

@@ -9,6 +9,7 @@ from collections import OrderedDict
 from .. import _dtype as D
 from .._grad_mode import no_grad
 from .._tensor import Tensor
+from .._trace_hooks import NOT_CAPTURED, step_call
 from ._module_hooks import ForwardHooks, RemovableHandle  # noqa: F401  (RemovableHandle: nn.module's name for it)
 from ._state_dict import StateDict
 from .parameter import Parameter
@@ -262,6 +263,8 @@ class Module(StateDict, ForwardHooks):
         return self
 
     def zero_grad(self, set_to_none=True):
+        if step_call("zero_grad", self, Module.zero_grad, (set_to_none,), {}) is not NOT_CAPTURED:
+            return  # a compiled training step's plan makes the call
         for p in self.parameters():
             if p.grad is None:
                 continue

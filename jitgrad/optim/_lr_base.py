@@ -1,8 +1,11 @@
 """The scheduler base class and the helpers that the schedulers of lr_scheduler.py and
 _lr_composite.py share."""
+import functools
 import warnings
 import weakref
 
+from .._tensor import Tensor
+from .._trace_hooks import NOT_CAPTURED, side_effect, step_call
 from .optimizer import Optimizer
 
 EPOCH_DEPRECATION_WARNING = (
@@ -16,9 +19,26 @@ def _current_lrs(optimizer):
     return [group["lr"] for group in optimizer.param_groups]
 
 
+def _captured(step):
+    """A scheduler's step() (of any subclass): Python that sets the lr the optimizer's step reads, which a
+    compiled training step's plan calls in its place (see jitgrad.compile)."""
+    @functools.wraps(step)
+    def method(self, *args, **kwargs):
+        if any(isinstance(a, Tensor) for a in list(args) + list(kwargs.values())):
+            side_effect("lr_scheduler.step(metrics) given a tensor")
+        r = step_call("lr_scheduler.step", self, step, args, kwargs)
+        return step(self, *args, **kwargs) if r is NOT_CAPTURED else r
+    return method
+
+
 class LRScheduler:
     _get_lr_called_within_step = False
     _is_initial = False
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "step" in cls.__dict__:
+            cls.step = _captured(cls.__dict__["step"])
 
     def __init__(self, optimizer, last_epoch=-1):
         if not isinstance(optimizer, Optimizer):
@@ -62,6 +82,7 @@ class LRScheduler:
     def get_lr(self):
         raise NotImplementedError
 
+    @_captured
     def step(self, epoch=None):
         if self._step_count == 1:
             if not hasattr(self.optimizer.step, "_wrapped_by_lr_sched"):

@@ -8,6 +8,7 @@ that they fit and takes care of strided ones). The base class does the rest as
 ``zero_grad``, ``state_dict``/``load_state_dict`` in PyTorch's layout, ``step(closure)``.
 """
 import copy
+import functools
 import itertools
 import warnings
 from collections import defaultdict
@@ -16,8 +17,9 @@ import numpy as np
 
 from .._device import backend
 from .._dtype import FLOATING_NP, FROM_NP, REDUCED_NP
-from .._grad_mode import STATE, enable_grad, no_grad
+from .._grad_mode import enable_grad, no_grad
 from .._tensor import Tensor
+from .._trace_hooks import NOT_CAPTURED, side_effect, step_call
 from ..kernels import optim as cpu_kernels
 
 
@@ -152,6 +154,14 @@ def _kernel_ready(a):
     return a.flags.c_contiguous and a.flags.writeable if a.__class__ is np.ndarray else a.is_c_contiguous()
 
 
+def _uncapturable(cls, name, fn):
+    @functools.wraps(fn)
+    def method(self, *args, **kwargs):
+        side_effect("%s.%s(), an override of Optimizer.%s" % (cls.__name__, name, name))
+        return fn(self, *args, **kwargs)
+    return method
+
+
 class Optimizer:
     # State entries shaped like the parameter (checked when a state dict is loaded).
     _param_shaped_state = ()
@@ -233,9 +243,16 @@ class Optimizer:
         self.param_groups.append(param_group)
 
     # ------------------------------------------------------------- gradients and steps
+    def __init_subclass__(cls, **kwargs):
+        """A subclass's own step() or zero_grad() is Python a compiled trace cannot capture: it stops there."""
+        super().__init_subclass__(**kwargs)
+        for name in ("step", "zero_grad"):
+            if name in cls.__dict__:
+                setattr(cls, name, _uncapturable(cls, name, cls.__dict__[name]))
+
     def zero_grad(self, set_to_none=True):
-        capture = STATE.capture  # jitgrad.compile's trace records the call (its plan makes it at run time)
-        if capture is not None and capture.optimizer_call(self, "zero_grad", set_to_none):
+        # jitgrad.compile's trace records the call (its plan makes it at run time)
+        if step_call("optimizer.zero_grad", self, None, (set_to_none,), {}) is not NOT_CAPTURED:
             return
         for group in self.param_groups:
             for p in group["params"]:
@@ -253,8 +270,8 @@ class Optimizer:
 
     def step(self, closure=None):
         """Update every parameter that has a gradient; ``closure`` re-evaluates the loss (returned)."""
-        capture = STATE.capture  # jitgrad.compile's trace records the call (its plan makes it at run time)
-        if capture is not None and capture.optimizer_call(self, "step", closure):
+        # jitgrad.compile's trace records the call (its plan makes it at run time)
+        if step_call("optimizer.step", self, None, (closure,), {}) is not NOT_CAPTURED:
             return None
         loss = None
         if closure is not None:
