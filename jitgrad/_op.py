@@ -6,6 +6,7 @@ VJP kernel per input (used when no graph of the backward is needed), what it sav
 rule, a NumPy reference and sample inputs. ``dispatch`` is the per-op hot path.
 """
 import types
+from typing import NamedTuple
 
 import numpy as np
 
@@ -37,10 +38,6 @@ class Op:
         # per input: a formula (g, s) -> Tensor, or None where the input takes no gradient; what it saves
         # is derived from the names it reads (see _saved_names)
         self.vjp = tuple(vjp) + (None,) * (n - len(vjp))
-        self.fused = tuple(fused) + (None,) * (n - len(fused))  # per input: ('kernel', arg names) or None
-        # per input: the fused kernel as an op of its own (see fused_op), which a backward traced by
-        # jitgrad.compile records as one node where eager's formula would record several
-        self.fused_ops = tuple(fused_op(f) for f in self.fused)
         self.dtype_rule = dtype  # promote | float | bool | same | int64 | keep
         # promoted input dtype name -> (exception class, message): the dtypes PyTorch has no kernel of this
         # op for. Checked only when dispatch first sees an operand-type pattern (the hot path pays nothing).
@@ -63,6 +60,13 @@ class Op:
         self.params = params  # scalar params and their defaults, for a generated API (elementwise ops)
         self.n_outputs = n_outputs
         self.outputs = outputs  # names of the outputs a formula may save (s.result, s.indices)
+        # per input: ('kernel', arg names), a fused VJP function, or None; a spec with ``spec(op, k)`` (ops/_derive.py)
+        # is a kernel made from the input's formula, resolved here
+        fused = tuple(fused) + (None,) * (n - len(fused))
+        self.fused = tuple(f.spec(self, k) if hasattr(f, "spec") else f for k, f in enumerate(fused))
+        # per input: the fused kernel as an op of its own (see fused_op), which a backward traced by
+        # jitgrad.compile records as one node where eager's formula would record several
+        self.fused_ops = tuple(fused_op(f) for f in self.fused)
         self.differentiable = any(self.vjp) if differentiable is None else differentiable
         self.view = view
         self.broadcast = broadcast
@@ -277,10 +281,18 @@ def dispatch(op, args, params=EMPTY):
 _NUMBER_TYPES = frozenset((bool, int, float))
 
 
+class Plan(NamedTuple):
+    """How dispatch runs an entry for one pattern of operand types (cached per entry)."""
+    compute: np.dtype  # the NumPy dtype the kernel computes in
+    convert: tuple  # operand positions to convert to it
+    out_dtype: object  # the elementwise kernel's output dtype, or None (not an elementwise entry)
+    loop: object  # its serial flat loop for operands of one shape, or None
+    round_to: object  # the storage dtype to round floating results to (float16/bfloat16), or None
+    via: object  # (that dtype, operand positions to round to it before converting), or None
+
+
 def _plan(op, args):
-    """For one pattern of operand types: (compute NumPy dtype, positions to convert to it, the elementwise
-    kernel's output dtype, its serial flat loop, the storage dtype to round floating results to or None,
-    (that dtype, positions to round to it before converting) or None).
+    """The Plan of ``op`` for one pattern of operand types.
 
     The compute dtype is the result type's ``compute``: with a float16 or bfloat16 result type the op
     computes in float32 and its floating results are rounded back, as PyTorch's CPU kernels do (an op
@@ -307,7 +319,7 @@ def _plan(op, args):
     if out_dtype is not None and all(a is not None and (not isinstance(a, Tensor) or a.ndim) for a in args) and \
             any(isinstance(a, Tensor) for a in args):
         loop = CPU_BACKEND.flat_loop(op.kernel, tuple(isinstance(a, Tensor) for a in args))
-    return compute, convert, out_dtype, loop, rnd, via
+    return Plan(compute, convert, out_dtype, loop, rnd, via)
 
 
 def _cast(xp, a, to):

@@ -4,59 +4,74 @@ The GEMMs (Q K^T, P V and those of the backward) run in BLAS; these kernels take
 ``s`` as (N, L, S) rows. The mask is additive (a boolean mask is turned into 0 / -inf before it
 gets here) and is (1, L, S) or (N, L, S), or absent; ``causal`` masks key s > query l (PyTorch's
 top-left alignment). A row with every key masked gives zeros, as PyTorch's CPU kernel does.
-The CUDA twins (kernels/cuda/attention.py) have the same names and signatures.
+The CUDA twins (kernels/cuda/attention.py) have the same names and signatures and run the same row
+functions.
 """
 import math
 
 import numpy as np
-from numba import prange  # noqa: F401  (used by the kernels)
+from numba import njit, prange  # noqa: F401  (prange: used by the loops)
 
 from . import config
 from ._jit import twins
 from .vmath import vexp
 
 
-def _attention_softmax(s, mask, scale, causal, p):
-    N, L, S = s.shape
+# ---------------------------------------------------------------- one score row (shared with CUDA)
+def softmax_row(s, mask, scale, causal, p, n, l):
+    """Row (n, l) of p = softmax(scale * s + mask), the keys after l masked where ``causal``."""
+    S = s.shape[2]
     has_mask = mask.shape[1] != 0
-    per_row = mask.shape[0] > 1
-    for t in prange(N * L):
-        n, l = t // L, t % L
-        mn = n if per_row else 0
-        end = min(l + 1, S) if causal else S
-        m = -math.inf
-        for j in range(end):
-            x = s[n, l, j] * scale
-            if has_mask:
-                x += mask[mn, l, j]
-            p[n, l, j] = x
-            m = max(m, x)
-        if m == -math.inf:  # every key masked: zeros
-            for j in range(S):
-                p[n, l, j] = 0.0
-            continue
-        total = 0.0
-        for j in range(end):
-            e = vexp(p[n, l, j] - m)
-            p[n, l, j] = e
-            total += e
-        inv = 1.0 / total
-        for j in range(end):
-            p[n, l, j] *= inv
-        for j in range(end, S):
+    mn = n if mask.shape[0] > 1 else 0
+    end = min(l + 1, S) if causal else S
+    m = -math.inf
+    for j in range(end):
+        x = s[n, l, j] * scale
+        if has_mask:
+            x += mask[mn, l, j]
+        p[n, l, j] = x
+        m = max(m, x)
+    if m == -math.inf:  # every key masked: zeros
+        for j in range(S):
             p[n, l, j] = 0.0
+        return
+    total = 0.0
+    for j in range(end):
+        e = vexp(p[n, l, j] - m)
+        p[n, l, j] = e
+        total += e
+    inv = 1.0 / total
+    for j in range(end):
+        p[n, l, j] *= inv
+    for j in range(end, S):
+        p[n, l, j] = 0.0
+
+
+def softmax_row_vjp(dp, p, scale, ds, n, l):
+    """Row (n, l) of ds = scale * p * (dp - sum(dp * p)): the gradient of the scores."""
+    total = 0.0
+    for j in range(p.shape[2]):
+        total += dp[n, l, j] * p[n, l, j]
+    for j in range(p.shape[2]):
+        ds[n, l, j] = scale * p[n, l, j] * (dp[n, l, j] - total)
+
+
+# CPU builds, inlined into the loops (CUDA compiles the same functions as device functions)
+_softmax_row = njit(inline="always")(softmax_row)
+_softmax_row_vjp = njit(inline="always")(softmax_row_vjp)
+
+
+# ---------------------------------------------------------------- CPU loops: one row each
+def _attention_softmax(s, mask, scale, causal, p):
+    N, L = s.shape[0], s.shape[1]
+    for t in prange(N * L):
+        _softmax_row(s, mask, scale, causal, p, t // L, t % L)
 
 
 def _attention_softmax_vjp(dp, p, scale, ds):
-    """ds = scale * p * (dp - sum(dp * p)): the gradient of the scores."""
-    N, L, S = p.shape
+    N, L = p.shape[0], p.shape[1]
     for t in prange(N * L):
-        n, l = t // L, t % L
-        total = 0.0
-        for j in range(S):
-            total += dp[n, l, j] * p[n, l, j]
-        for j in range(S):
-            ds[n, l, j] = scale * p[n, l, j] * (dp[n, l, j] - total)
+        _softmax_row_vjp(dp, p, scale, ds, t // L, t % L)
 
 
 _KERNELS = {f.__name__[1:]: twins(f, fastmath=config.FOLD_FASTMATH)

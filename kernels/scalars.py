@@ -1,18 +1,20 @@
-"""The scalar functions of elementwise math (forwards and fused VJPs), written once, registered in SCALARS.
+"""The scalar functions of elementwise math, written once, registered in SCALARS.
 
-Every forward op and every vector-Jacobian product (VJP) of an elementwise op is one scalar function
-below. The CPU loops (kernels/elementwise.py), jitgrad.compile's fused loops and the CUDA kernels
+Every forward op of an elementwise op is one scalar function below; the fused vector-Jacobian products
+(VJPs) are scalar functions too, derived from the op table's formulas into derived.py (imported at the
+end). The CPU loops (kernels/elementwise.py), jitgrad.compile's fused loops and the CUDA kernels
 (kernels/cuda/elementwise.py) are generated from them. They read vexp, vtanh, vsigmoid, like and np as
 globals of this module, which device backends swap for their own versions.
 """
 import hashlib
 import math
+import os
 
 import numpy as np
 from numba import njit
 
 from . import config, vmath
-from .vmath import like, vexp, vsigmoid, vtanh
+from .vmath import like, vexp, vsigmoid, vtanh  # noqa: F401  (like: the derived VJPs read it from here)
 
 SQRT1_2 = 0.7071067811865476
 SQRT_2_OVER_PI = 0.7978845608028654
@@ -204,84 +206,6 @@ def clamp(x, lo, hi):
     return hi if t > hi else t
 
 
-# ---------------------------------------------------------------- fused VJPs
-# Each is one op's gradient formula for one input, fused into one pass. The op table holds the
-# same formula over tensor ops (for create_graph); the generated tests hold these to it. Where a
-# mask switches the gradient off, they select 0 rather than multiply by 0 (g * 0 is NaN for an
-# infinite g, e.g. from sqrt or log downstream at 0), as PyTorch does.
-@scalar
-def abs_vjp(g, x): return g * (int(x > 0) - int(x < 0))
-@scalar
-def exp_vjp(g, y): return g * y
-@scalar
-def expm1_vjp(g, y): return g * (y + 1)
-@scalar
-def log_vjp(g, x): return g / x
-@scalar
-def log1p_vjp(g, x): return g / (x + 1)
-@scalar
-def sqrt_vjp(g, y): return g / (2 * y)
-@scalar
-def rsqrt_vjp(g, y): return -0.5 * g * y * y * y
-@scalar
-def reciprocal_vjp(g, y): return -g * y * y
-@scalar
-def square_vjp(g, x): return like(x, 2) * g * x
-@scalar
-def sin_vjp(g, x): return g * math.cos(x)
-@scalar
-def cos_vjp(g, x): return -g * math.sin(x)
-@scalar
-def tan_vjp(g, y): return g * (1 + y * y)
-@scalar
-def tanh_vjp(g, y): return g * (like(y, 1) - y * y)
-@scalar
-def sigmoid_vjp(g, y): return g * y * (like(y, 1) - y)
-@scalar
-def relu_vjp(g, y): return g if y > 0 else like(g, 0)
-@scalar
-def leaky_relu_vjp(g, x, slope): return g if x > 0 else g * slope
-@scalar
-def hardtanh_vjp(g, x, lo, hi): return 0.0 if x <= lo or x >= hi else g  # a NaN input passes g, as PyTorch
-@scalar
-def elu_vjp(g, x, alpha): return g if x > 0 else g * alpha * vexp(x)
-@scalar
-def gelu_vjp(g, x):
-    return g * (0.5 * (1 + math.erf(x * SQRT1_2)) + x * INV_SQRT_2PI * vexp(-0.5 * x * x))
-@scalar
-def gelu_tanh_vjp(g, x):
-    inner = SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)
-    t = math.tanh(inner)
-    return g * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * SQRT_2_OVER_PI * (1 + 3 * 0.044715 * x * x))
-@scalar
-def silu_vjp(g, x):
-    s = vsigmoid(x)
-    return g * s * (1 + x * (1 - s))
-@scalar
-def softplus_vjp(g, x, beta, threshold):
-    return g if x * beta > threshold else g / (1 + vexp(-x * beta))
-@scalar
-def div_vjp_other(g, a, b): return -g * a / (b * b)
-@scalar
-def pow_vjp_self(g, a, b): return 0.0 if b == 0 else g * b * a ** (b - 1)
-@scalar
-def pow_vjp_other(g, a, b, y): return g * 0 if (a == 0 and b >= 0) else g * y * np.log(a)
-@scalar
-def maximum_vjp(g, a, b): return 0.0 if a < b else (g / 2 if a == b else g)  # a NaN on either side passes g
-@scalar
-def atan2_vjp_self(g, a, b):
-    d = a * a + b * b
-    return g * b / d if d != 0 else 0.0
-@scalar
-def atan2_vjp_other(g, a, b):
-    d = a * a + b * b
-    return -g * a / d if d != 0 else 0.0
-@scalar
-def clamp_vjp(g, x, lo, hi): return g if (x >= lo and x <= hi) else 0.0
-@scalar
-def mask_vjp(g, keep): return g if keep else 0.0
-
-
 # ---------------------------------------------------------------- special functions and activations (ops/special.py)
 _TWO_OVER_SQRT_PI = 1.1283791670955126
 
@@ -320,30 +244,16 @@ def erfinv(x):
     r = r - (math.erf(r) - x) / (_TWO_OVER_SQRT_PI * math.exp(-r * r))
     return r - (math.erf(r) - x) / (_TWO_OVER_SQRT_PI * math.exp(-r * r))
 @scalar
-def erfinv_vjp(g, y): return g * 0.5 * math.sqrt(math.pi) * math.exp(y * y)
-@scalar
-def erfc_vjp(g, x): return -g * _TWO_OVER_SQRT_PI * math.exp(-x * x)
-@scalar
 def hardswish(x):
     return 0.0 * x if x <= -3 else (x if x >= 3 else x * (x + 3) / 6)  # 0 * x: NaN stays NaN
 @scalar
-def hardswish_vjp(g, x): return 0.0 if x <= -3 else (g * (x / 3 + 0.5) if x < 3 else g)
-@scalar
 def hardsigmoid(x): return 0.0 * x if x <= -3 else (1.0 + 0.0 * x if x >= 3 else (x + 3) / 6)
-@scalar
-def hardsigmoid_vjp(g, x): return g / 6 if (x > -3 and x < 3) else 0.0
 @scalar
 def mish(x):
     sp = x if x > 20 else math.log1p(math.exp(x))  # softplus, threshold 20 as PyTorch's mish
     return x * math.tanh(sp)
 @scalar
-def mish_vjp(g, x):
-    t = math.tanh(x if x > 20 else math.log1p(math.exp(x)))
-    return g * (t + x * (1 - t * t) / (1 + math.exp(-x)))
-@scalar
 def logsigmoid(x): return min(x, 0.0) - math.log1p(math.exp(-abs(x)))
-@scalar
-def logsigmoid_vjp(g, x): return g / (1 + math.exp(x))
 @scalar
 def logaddexp(a, b):
     if a == b and (a == math.inf or a == -math.inf):
@@ -351,13 +261,7 @@ def logaddexp(a, b):
     m = a if a > b else b
     return m + math.log1p(math.exp(-abs(a - b)))
 @scalar
-def logaddexp_vjp(g, a, b): return g / (1 + math.exp(b - a))
-@scalar
 def lerp(a, b, w): return a + w * (b - a) if abs(w) < 0.5 else b - (b - a) * (1 - w)
-@scalar
-def lerp_vjp_self(g, w): return g * (1 - w)
-@scalar
-def lerp_vjp_weight(g, a, b): return g * (b - a)
 
 
 def _sources_stamp(*files):
@@ -370,4 +274,6 @@ def _sources_stamp(*files):
 
 # A hash of the sources the scalar functions compile from (this file and the math they inline): the loops
 # generated from them carry it in their names, so numba's on-disk cache never serves a loop built from older ones.
-STAMP = _sources_stamp(__file__, vmath.__file__, config.__file__)
+STAMP = _sources_stamp(__file__, vmath.__file__, config.__file__, os.path.join(os.path.dirname(__file__), "derived.py"))
+
+from . import derived  # noqa: E402,F401  (the fused VJPs, registered into SCALARS; they read the functions above)

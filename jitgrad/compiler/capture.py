@@ -244,7 +244,8 @@ class Tracer:
                 g.seen.append((a._vc, a._vc[0]))
             else:
                 refs.append(a)
-        cnp, convert = _plan(op, args)[:2]  # (the plan also holds the eager fast path's output dtype and loop)
+        plan = _plan(op, args)
+        cnp, convert = plan.compute, plan.convert
         outs = out if isinstance(out, tuple) else (out,)
         # a tensor among the params (max_pool's indices for its backward, nll_loss's target) is a value like
         # the operands, and so is an array of a value inside one (an index key's index tensors and masks); a

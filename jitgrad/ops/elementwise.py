@@ -10,8 +10,9 @@ import numpy as np
 from .. import _dtype as D
 from .._op import Op, _result_dtypes, broadcast_shapes, dispatch
 from .._tensor import Tensor
+from ._derive import derive
 from ._table import _arr, _noncontig, binary_samples, export, joined, no_kernel, register
-from .unary import LOGICAL_NOT, POS, ew_forward, square, zero_grad
+from .unary import LOGICAL_NOT, POS, _on, ew_forward, square, zero_grad
 
 
 def _binary(name, vjps=(), fused=(), *, dtype="promote", a=(-2.0, 2.0), b=(-2.0, 2.0), kernel=None, out=None,
@@ -21,31 +22,27 @@ def _binary(name, vjps=(), fused=(), *, dtype="promote", a=(-2.0, 2.0), b=(-2.0,
                        fused=fused, dtype=dtype, broadcast=True, bench={"sizes": [(16,), (1 << 22,)]}, **kw))
 
 
-def _on(mask, g):
-    """g where ``mask`` holds, else 0: a select, as PyTorch's masks are (not g * mask, NaN for an infinite g)."""
-    return where(mask, g, 0.0)
-
-
 def _extreme_grad(g, a, b):
-    """The gradient maximum(a, b) passes to a (minimum's: with a and b swapped)."""
-    return where(a < b, 0.0, where(a == b, g / 2, g))
+    """The gradient maximum(a, b) passes to a (minimum's: with a and b swapped): g, half of it at a tie, none
+    where a < b (a NaN on either side passes g)."""
+    return g.where(a != b, g / 2).where(~(a < b), 0.0)
 
 
 def _atan2_grad(g, num, a, b):
     """g * num / (a^2 + b^2), 0 at the origin as in PyTorch (the masked denominator keeps higher orders finite)."""
     d = a * a + b * b
     origin = d == 0
-    return where(origin, 0.0, g * num / d.masked_fill(origin, 1.0))
+    return (g * num / d.masked_fill(origin, 1.0)).where(~origin, 0.0)
 
 
 def _pow_grad_self(g, a, b):
-    if not isinstance(b, Tensor):
+    if isinstance(b, (int, float, np.number)):  # (a number exponent: x ** 2)
         return g * b * a ** (b - 1) if b != 0 else zero_grad(g, None)
     return (g * b * a ** (b - 1)).masked_fill(b == 0, 0.0)
 
 
 def _pow_grad_other(g, a, b, result):
-    a = a if isinstance(a, Tensor) else Tensor._wrap(np.asarray(a, dtype=result.dtype.np))
+    a = Tensor._wrap(np.asarray(a, dtype=result.dtype.np)) if isinstance(a, (int, float, np.number)) else a
     return (g * result * a.log()).masked_fill((a == 0) & (b >= 0), 0.0)
 
 
@@ -343,7 +340,7 @@ MUL = _binary("mul", [lambda g, s: g * s.other, lambda g, s: g * s.self],
               [("mul", ("g", "other")), ("mul", ("g", "self"))], ref=np.multiply, call=mul, api=("mul", "multiply"),
               inplace=True, operators=("__mul__", "__rmul__", "__imul__"), original_scalars=True)
 DIV = _binary("div", [lambda g, s: g / s.other, lambda g, s: -g * s.self / (s.other * s.other)],
-              [("div", ("g", "other")), ("div_vjp_other", ("g", "self", "other"))], dtype="float",
+              [("div", ("g", "other")), derive("div_vjp_other")], dtype="float",
               ref=np.true_divide, b=POS, call=div, api=("div", "divide", "true_divide"), inplace=True,
               operators=("__truediv__", "__rtruediv__", "__itruediv__"), original_scalars=True)
 DIV_ROUNDED = _binary("div_rounded", [zero_grad, zero_grad], forward=_div_rounded_forward, ref=_div_rounded_ref,
@@ -352,21 +349,21 @@ DIV_ROUNDED = _binary("div_rounded", [zero_grad, zero_grad], forward=_div_rounde
                                      binary_samples(b=POS, rounding_mode="floor")))
 POW = _binary("pow", [lambda g, s: _pow_grad_self(g, s.self, s.other),
                       lambda g, s: _pow_grad_other(g, s.self, s.other, s.result)],
-              [("pow_vjp_self", ("g", "self", "other")), ("pow_vjp_other", ("g", "self", "other", "result"))],
+              [derive("pow_vjp_self"), derive("pow_vjp_other")],
               ref=np.power, samples=_pow_samples, unsupported=no_kernel("pow", "bool"), call=pow, api=("pow",),
               inplace=True, operators=("__pow__", "__rpow__", "__ipow__"))
 # ties split the gradient; a NaN on either side passes it to both inputs (PyTorch's formulas)
 MAXIMUM = _binary("maximum", [lambda g, s: _extreme_grad(g, s.self, s.other),
                               lambda g, s: _extreme_grad(g, s.other, s.self)],
-                  [("maximum_vjp", ("g", "self", "other")), ("maximum_vjp", ("g", "other", "self"))],
+                  [derive("maximum_vjp"), derive("maximum_vjp_other")],
                   ref=np.maximum, scalar=None, call=maximum, api=("maximum",), inplace=True)
 MINIMUM = _binary("minimum", [lambda g, s: _extreme_grad(g, s.other, s.self),
                               lambda g, s: _extreme_grad(g, s.self, s.other)],
-                  [("maximum_vjp", ("g", "other", "self")), ("maximum_vjp", ("g", "self", "other"))],
+                  [derive("minimum_vjp"), derive("minimum_vjp_other")],
                   ref=np.minimum, scalar=None, call=minimum, api=("minimum",), inplace=True)
 ATAN2 = _binary("atan2", [lambda g, s: _atan2_grad(g, s.other, s.self, s.other),
                           lambda g, s: _atan2_grad(-g, s.self, s.self, s.other)],
-                [("atan2_vjp_self", ("g", "self", "other")), ("atan2_vjp_other", ("g", "self", "other"))],
+                [derive("atan2_vjp_self"), derive("atan2_vjp_other")],
                 dtype="float", ref=np.arctan2, scalar=None, call=atan2, api=("atan2", "arctan2"), inplace=("atan2",))
 
 # PyTorch takes a Python number as the second operand of a comparison only, and none in a logical op
@@ -395,7 +392,7 @@ CLAMP = register(Op("clamp", ew_forward("clamp"), inputs=("self", "min", "max"),
                          # min > max makes the result max: then only max gets the gradient
                          lambda g, s: _on((s.self < s.min) & (s.min < s.max), g),
                          lambda g, s: _on((s.self > s.max) | (s.max < s.min), g)],
-                    fused=[("clamp_vjp", ("g", "self", "min", "max"))], broadcast=True, ref=_clamp_ref,
+                    fused=[derive("clamp_vjp")], broadcast=True, ref=_clamp_ref,
                     samples=_clamp_samples, node="ClampBackward1", unsupported=no_kernel("clamp_cpu", "bool"),
                     call=clamp, api=("clamp", "clip"), inplace=True))
 MASKED_FILL = register(Op("masked_fill", lambda xp, dt, x, m, value: xp.run("where", dt, m, dt.type(value), x),

@@ -6,6 +6,7 @@ import numpy as np
 
 from .._op import Op, dispatch
 from .._tensor import Tensor
+from ._derive import derive
 from ._table import _TYPE_NAMES, INTS, _arr, _noncontig, binary_samples, no_kernel, register, rejects
 from .join import cat
 from .unary import _np_erf, _unary
@@ -123,34 +124,34 @@ def _np_lerp(a, b, w):
 
 
 # ---------------------------------------------------------------------- the entries
-ERFC = _unary("erfc", lambda g, s: -g * (2 / math.sqrt(math.pi)) * (-s.self * s.self).exp(), ("erfc_vjp", ("g", "self")),
+ERFC = _unary("erfc", lambda g, s: -g * (2 / math.sqrt(math.pi)) * (-s.self * s.self).exp(), derive("erfc_vjp"),
               ref=lambda x: 1 - _np_erf(x), inplace=True)
 ERFINV = _unary("erfinv", lambda g, s: g * (0.5 * math.sqrt(math.pi)) * (s.result * s.result).exp(),
-                ("erfinv_vjp", ("g", "result")), ref=_np_erfinv, domain=(-0.9, 0.9), inplace=True)
-HARDSWISH = _activation("hardswish", _hardswish_grad, ("hardswish_vjp", ("g", "self")),
+                derive("erfinv_vjp"), ref=_np_erfinv, domain=(-0.9, 0.9), inplace=True)
+HARDSWISH = _activation("hardswish", _hardswish_grad, derive("hardswish_vjp"),
                         lambda x: x * np.clip(x + 3, 0, 6) / 6, "Hardswish", "hardswish_cpu", domain=(-4.0, 4.0),
                         inplace=True)
 HARDSIGMOID = _activation("hardsigmoid", lambda g, s: (g / 6).where((s.self > -3) & (s.self < 3), 0.0),
-                          ("hardsigmoid_vjp", ("g", "self")), lambda x: np.clip(x + 3, 0, 6) / 6, "Hardsigmoid",
+                          derive("hardsigmoid_vjp"), lambda x: np.clip(x + 3, 0, 6) / 6, "Hardsigmoid",
                           "hardsigmoid_cpu", domain=(-4.0, 4.0), inplace=True)
-MISH = _activation("mish", _mish_grad, ("mish_vjp", ("g", "self")), lambda x: x * np.tanh(_np_softplus(x)), "Mish",
+MISH = _activation("mish", _mish_grad, derive("mish_vjp"), lambda x: x * np.tanh(_np_softplus(x)), "Mish",
                    "mish_cpu", inplace=True)
-LOGSIGMOID = _activation("logsigmoid", lambda g, s: g * (-s.self).sigmoid(), ("logsigmoid_vjp", ("g", "self")),
+LOGSIGMOID = _activation("logsigmoid", lambda g, s: g * (-s.self).sigmoid(), derive("logsigmoid_vjp"),
                          _np_logsigmoid, "LogSigmoid", "log_sigmoid_cpu", node="LogSigmoidBackward0", api=())
 GLU = register(Op("glu", _glu_forward, vjp=[_glu_grad], dtype="same", ref=_np_glu, samples=_glu_samples, call=glu,
                   unsupported=no_kernel("glu_cpu", *_FLOAT_ACTIVATION), bench={"sizes": [(16, 16), (2048, 2048)]}))
 LOGADDEXP = register(Op("logaddexp", lambda xp, dt, a, b: xp.run("logaddexp", dt, a, b), inputs=("self", "other"),
                         vjp=[lambda g, s: g / (1 + (s.other - s.self).exp()),
                              lambda g, s: g / (1 + (s.self - s.other).exp())],
-                        fused=[("logaddexp_vjp", ("g", "self", "other")), ("logaddexp_vjp", ("g", "other", "self"))],
+                        fused=[derive("logaddexp_vjp"), derive("logaddexp_vjp_other")],
                         dtype="promote", broadcast=True, ref=np.logaddexp, samples=binary_samples(scalar=None),
                         unsupported=no_kernel("logaddexp_cpu", *_FLOAT_ACTIVATION), call=logaddexp,
                         api=("logaddexp",), bench={"sizes": [(16,), (1 << 22,)]}))
 LERP = register(Op("lerp", lambda xp, dt, a, b, w: xp.run("lerp", dt, a, b, w), inputs=("self", "end", "weight"),
                    vjp=[lambda g, s: g * (1 - s.weight), lambda g, s: g * s.weight,
                         lambda g, s: g * (s.end - s.self)],
-                   fused=[("lerp_vjp_self", ("g", "weight")), ("mul", ("g", "weight")),
-                          ("lerp_vjp_weight", ("g", "self", "end"))],
+                   fused=[derive("lerp_vjp_self"), ("mul", ("g", "weight")),
+                          derive("lerp_vjp_weight")],
                    dtype="promote", broadcast=True, original_scalars=True, ref=_np_lerp, samples=_lerp_samples, node="LerpBackward0",
                    unsupported=rejects(NotImplementedError, "\"lerp_kernel_scalar\" not implemented for '%(type)s'",
                                        *_FLOAT_ACTIVATION), call=lerp, api=("lerp",), inplace=True,

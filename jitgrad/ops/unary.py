@@ -9,6 +9,7 @@ import numpy as np
 
 from .._op import Op, dispatch
 from .._tensor import Tensor
+from ._derive import derive
 from ._table import CUDA_FP32, EMPTY, INTS, autocasts, no_kernel, register, rejects, unary_samples
 
 
@@ -96,63 +97,63 @@ POS = (0.5, 2.0)
 NEG = _unary("neg", lambda g, s: -g, dtype="same", ref=np.negative, inplace=True, operators=("__neg__",),
              unsupported=rejects(RuntimeError, "Negation, the `-` operator, on a bool tensor is not supported. If you "
                                  "are trying to invert a mask, use the `~` or `logical_not()` operator instead.", "bool"))
-ABS = _unary("abs", lambda g, s: g * _sign(s.self), ("abs_vjp", ("g", "self")), dtype="same", ref=np.abs,
+ABS = _unary("abs", lambda g, s: g * _sign(s.self), derive("abs_vjp"), dtype="same", ref=np.abs,
              inplace=True, operators=("__abs__",), unsupported=no_kernel("abs_cpu", "bool"))
 SIGN = _unary("sign", zero_grad, dtype="same", inplace=True,
               ref=lambda x: x.copy() if x.dtype == bool else np.sign(np.where(np.isnan(x), 0, x)).astype(x.dtype))
 EXP = _unary("exp", lambda g, s: g * s.result, ("mul", ("g", "result")), ref=np.exp, inplace=True,
              autocast=CUDA_FP32)
-EXPM1 = _unary("expm1", lambda g, s: g * (s.result + 1), ("expm1_vjp", ("g", "result")), ref=np.expm1, inplace=True,
+EXPM1 = _unary("expm1", lambda g, s: g * (s.result + 1), derive("expm1_vjp"), ref=np.expm1, inplace=True,
                autocast=CUDA_FP32)
 LOG = _unary("log", lambda g, s: g / s.self, ("div", ("g", "self")), ref=np.log, domain=POS, inplace=True,
              autocast=CUDA_FP32)
-LOG1P = _unary("log1p", lambda g, s: g / (s.self + 1), ("log1p_vjp", ("g", "self")), ref=np.log1p,
+LOG1P = _unary("log1p", lambda g, s: g / (s.self + 1), derive("log1p_vjp"), ref=np.log1p,
                domain=(-0.5, 2.0), inplace=True, autocast=CUDA_FP32)
-SQRT = _unary("sqrt", lambda g, s: g / (2 * s.result), ("sqrt_vjp", ("g", "result")), ref=np.sqrt, domain=POS,
+SQRT = _unary("sqrt", lambda g, s: g / (2 * s.result), derive("sqrt_vjp"), ref=np.sqrt, domain=POS,
               inplace=True)
-RSQRT = _unary("rsqrt", lambda g, s: -0.5 * g * s.result ** 3, ("rsqrt_vjp", ("g", "result")),
+RSQRT = _unary("rsqrt", lambda g, s: -0.5 * g * s.result ** 3, derive("rsqrt_vjp"),
                ref=lambda x: 1 / np.sqrt(x), domain=POS, inplace=True, autocast=CUDA_FP32)
-RECIPROCAL = _unary("reciprocal", lambda g, s: -g * s.result * s.result, ("reciprocal_vjp", ("g", "result")),
+RECIPROCAL = _unary("reciprocal", lambda g, s: -g * s.result * s.result, derive("reciprocal_vjp"),
                     ref=lambda x: 1 / x, domain=POS, inplace=True, autocast=CUDA_FP32)
-SQUARE = _unary("square", lambda g, s: 2 * g * s.self, ("square_vjp", ("g", "self")), dtype="same",
+SQUARE = _unary("square", lambda g, s: 2 * g * s.self, derive("square_vjp"), dtype="same",
                 ref=np.square, node="PowBackward0", call=square, inplace=True)
-SIN = _unary("sin", lambda g, s: g * s.self.cos(), ("sin_vjp", ("g", "self")), ref=np.sin, inplace=True)
-COS = _unary("cos", lambda g, s: -g * s.self.sin(), ("cos_vjp", ("g", "self")), ref=np.cos, inplace=True)
-TAN = _unary("tan", lambda g, s: g * (1 + s.result * s.result), ("tan_vjp", ("g", "result")), ref=np.tan,
+SIN = _unary("sin", lambda g, s: g * s.self.cos(), derive("sin_vjp"), ref=np.sin, inplace=True)
+COS = _unary("cos", lambda g, s: -g * s.self.sin(), derive("cos_vjp"), ref=np.cos, inplace=True)
+TAN = _unary("tan", lambda g, s: g * (1 + s.result * s.result), derive("tan_vjp"), ref=np.tan,
              domain=(-1.0, 1.0), inplace=True, autocast=CUDA_FP32)
-TANH = _unary("tanh", lambda g, s: g * (1 - s.result * s.result), ("tanh_vjp", ("g", "result")), ref=np.tanh,
+TANH = _unary("tanh", lambda g, s: g * (1 - s.result * s.result), derive("tanh_vjp"), ref=np.tanh,
               inplace=True)
-SIGMOID = _unary("sigmoid", lambda g, s: g * s.result * (1 - s.result), ("sigmoid_vjp", ("g", "result")),
+SIGMOID = _unary("sigmoid", lambda g, s: g * s.result * (1 - s.result), derive("sigmoid_vjp"),
                  ref=lambda x: 1 / (1 + np.exp(-x)), inplace=True)
-RELU = _unary("relu", lambda g, s: _on(s.result > 0, g), ("relu_vjp", ("g", "result")), dtype="same",
+RELU = _unary("relu", lambda g, s: _on(s.result > 0, g), derive("relu_vjp"), dtype="same",
               ref=lambda x: np.maximum(x, 0), inplace=True,
               unsupported=rejects(RuntimeError, "Boolean inputs not supported for relu", "bool"))
 LEAKY_RELU = _unary("leaky_relu", lambda g, s: g.where(s.self > 0, g * s.negative_slope),
-                    ("leaky_relu_vjp", ("g", "self", "negative_slope")),
+                    derive("leaky_relu_vjp"),
                     ref=lambda x, negative_slope=0.01: np.where(x > 0, x, x * negative_slope),
                     params={"negative_slope": 0.01}, inplace=True, unsupported=no_kernel("leaky_relu_cpu", "bool", *INTS))
-ELU = _unary("elu", lambda g, s: g.where(s.self > 0, g * s.alpha * s.self.exp()), ("elu_vjp", ("g", "self", "alpha")),
+ELU = _unary("elu", lambda g, s: g.where(s.self > 0, g * s.alpha * s.self.exp()), derive("elu_vjp"),
              ref=lambda x, alpha=1.0: np.where(x > 0, x, alpha * np.expm1(x)), params={"alpha": 1.0}, inplace=True,
              unsupported=no_kernel("elu_cpu", "bool", *INTS))
 # PyTorch's hardtanh keeps integer dtypes (its bounds cut to integers) and passes g strictly inside the bounds
 HARDTANH = _unary("hardtanh", lambda g, s: _on(~((s.self <= s.min_val) | (s.self >= s.max_val)), g),
-                  ("hardtanh_vjp", ("g", "self", "min_val", "max_val")), dtype="same",
+                  derive("hardtanh_vjp"), dtype="same",
                   ref=lambda x, min_val=-1.0, max_val=1.0: np.clip(x, min_val, max_val).astype(x.dtype),
                   params={"min_val": -1.0, "max_val": 1.0}, inplace=True, module="Hardtanh",
                   unsupported=rejects(RuntimeError, "Bool inputs not supported for hardtanh", "bool"))
 GELU = _unary("gelu", lambda g, s: g * (0.5 * (1 + (s.self * _SQRT1_2).erf())
                                         + s.self * _INV_SQRT_2PI * (-0.5 * s.self * s.self).exp()),
-              ("gelu_vjp", ("g", "self")), ref=lambda x: 0.5 * x * (1 + _np_erf(x / np.sqrt(2))), call=gelu,
+              derive("gelu_vjp"), ref=lambda x: 0.5 * x * (1 + _np_erf(x / np.sqrt(2))), call=gelu,
               inplace=True, unsupported=no_kernel("GeluKernelImpl", "bool", *INTS))
-GELU_TANH = _unary("gelu_tanh", lambda g, s: _gelu_tanh_grad(g, s.self), ("gelu_tanh_vjp", ("g", "self")),
+GELU_TANH = _unary("gelu_tanh", lambda g, s: _gelu_tanh_grad(g, s.self), derive("gelu_tanh_vjp"),
                    node="GeluBackward0", call=gelu, api=(), samples=unary_samples(approximate="tanh"),
                    ref=lambda x, approximate="tanh": 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3))),
                    unsupported=no_kernel("GeluKernelImpl", "bool", *INTS))
 SILU = _unary("silu", lambda g, s: g * s.self.sigmoid() * (1 + s.self * (1 - s.self.sigmoid())),
-              ("silu_vjp", ("g", "self")), ref=lambda x: x / (1 + np.exp(-x)), inplace=True,
+              derive("silu_vjp"), ref=lambda x: x / (1 + np.exp(-x)), inplace=True,
               unsupported=no_kernel("silu_cpu", "bool", *INTS))
 SOFTPLUS = _unary("softplus", lambda g, s: g.where(s.self * s.beta > s.threshold, g * (s.self * s.beta).sigmoid()),
-                  ("softplus_vjp", ("g", "self", "beta", "threshold")), params={"beta": 1.0, "threshold": 20.0},
+                  derive("softplus_vjp"), params={"beta": 1.0, "threshold": 20.0},
                   ref=lambda x, beta=1.0, threshold=20.0: np.where(x * beta > threshold, x, np.log1p(np.exp(beta * x)) / beta),
                   unsupported=no_kernel("softplus_cpu", "bool", *INTS), autocast=CUDA_FP32)
 FLOOR = _unary("floor", zero_grad, dtype="same", ref=np.floor, inplace=True, unsupported=no_kernel("floor_vml_cpu", "bool"))

@@ -1,55 +1,36 @@
 """CUDA twins of kernels/attention.py: attention's masked, scaled softmax and its VJP, one thread per
-score row (the GEMMs around them are kernels/cuda/matmul.py's)."""
+score row running the CPU's row functions (the GEMMs around them are kernels/cuda/matmul.py's)."""
+import hashlib
+import inspect
 import math
 
 from numba import cuda
 
+from .. import attention as cpu
 from . import _launch as L
 from .array import ascontiguous, broadcast_to
 
 
-@L.jit
+# the CPU's row functions as device functions (kernels/attention.py), exp the device's
+_softmax_row = L.device_jit(L.function_with_globals(cpu.softmax_row, vexp=math.exp))
+_softmax_row_vjp = L.device_jit(cpu.softmax_row_vjp)
+# (in the kernels' cached names: a change of the row functions is a new cache entry)
+_TAG = hashlib.sha1((inspect.getsource(cpu.softmax_row) + inspect.getsource(cpu.softmax_row_vjp)).encode()).hexdigest()[:10]
+
+
 def _attention_softmax(s, mask, scale, causal, p):
-    N, Lq, S = s.shape
-    has_mask = mask.shape[1] != 0
-    per_row = mask.shape[0] > 1
+    N, Lq = s.shape[0], s.shape[1]
     for t in range(cuda.grid(1), N * Lq, cuda.gridsize(1)):
-        n, l = t // Lq, t % Lq
-        mn = n if per_row else 0
-        end = min(l + 1, S) if causal else S
-        m = -math.inf
-        for j in range(end):
-            x = s[n, l, j] * scale
-            if has_mask:
-                x += mask[mn, l, j]
-            p[n, l, j] = x
-            m = max(m, x)
-        if m == -math.inf:
-            for j in range(S):
-                p[n, l, j] = 0.0
-            continue
-        total = 0.0
-        for j in range(end):
-            e = math.exp(p[n, l, j] - m)
-            p[n, l, j] = e
-            total += e
-        inv = 1.0 / total
-        for j in range(end):
-            p[n, l, j] *= inv
-        for j in range(end, S):
-            p[n, l, j] = 0.0
+        _softmax_row(s, mask, scale, causal, p, t // Lq, t % Lq)
 
 
-@L.jit
 def _attention_softmax_vjp(dp, p, scale, ds):
-    N, Lq, S = p.shape
+    N, Lq = p.shape[0], p.shape[1]
     for t in range(cuda.grid(1), N * Lq, cuda.gridsize(1)):
-        n, l = t // Lq, t % Lq
-        total = 0.0
-        for j in range(S):
-            total += dp[n, l, j] * p[n, l, j]
-        for j in range(S):
-            ds[n, l, j] = scale * p[n, l, j] * (dp[n, l, j] - total)
+        _softmax_row_vjp(dp, p, scale, ds, t // Lq, t % Lq)
+
+
+_attention_softmax, _attention_softmax_vjp = (L.jit(f, tag=_TAG) for f in (_attention_softmax, _attention_softmax_vjp))
 
 
 def rows(a):

@@ -71,10 +71,20 @@ def device_function(name):
     f = _device_fns.get(name)
     if f is None:
         py = scalars.SCALARS[name].py_func
+        # the scalar functions a derived VJP calls (S_exp: kernels/derived.py), as device functions too
+        called = {n: device_function(n[2:]) for n in py.__code__.co_names if n.startswith("S_")}
         if not L.SIM:  # the simulator runs the Python source as it is
-            py = L.function_with_globals(py, np=_numpy_for_device(), **_math_for_device())
+            py = L.function_with_globals(py, np=_numpy_for_device(), **_math_for_device(), **called)
+        elif called:
+            py = L.function_with_globals(py, **called)
         f = _device_fns[name] = L.device_jit(py)
     return f
+
+
+def scalar_source(name):
+    """The source of scalar function ``name`` and of the scalar functions it calls (a kernel's cache salt)."""
+    py = scalars.SCALARS[name].py_func
+    return inspect.getsource(py) + "".join(scalar_source(n[2:]) for n in py.__code__.co_names if n.startswith("S_"))
 
 
 # ---------------------------------------------------------------- kernel generation
@@ -116,7 +126,7 @@ def _kernel(fn, pattern, ndim):
         strided = ndim > 0
         k = _kernels[key] = L.generate(
             _KERNEL, "_ew_%s_%s%s" % (fn, "_".join(pattern), "_n%d" % ndim if strided else ""), globals(), __file__,
-            salt=inspect.getsource(scalars.SCALARS[fn].py_func),
+            salt=scalar_source(fn),
             params="".join("x%d, " % j for j in range(len(pattern))), shape=", shape" if strided else "",
             coords=coords_source(ndim) if strided else "", fn="_device_" + fn,
             call=", ".join(_read(j, p, ndim) for j, p in enumerate(pattern)))
@@ -178,8 +188,7 @@ def fused_kernel(name, params, pre, body, fns):
     the CPU loop's source (``F_<fn>(...)`` calls of scalar functions ``fns``), here calling their device
     versions; ``name`` hashes the source, so numba's cache never serves a stale build."""
     namespace = dict(globals(), **{"F_" + f: device_function(f) for f in fns})
-    return L.generate(_FUSED, name, namespace, __file__, salt="".join(
-        inspect.getsource(scalars.SCALARS[f].py_func) for f in sorted(fns)),
+    return L.generate(_FUSED, name, namespace, __file__, salt="".join(scalar_source(f) for f in sorted(fns)),
         params=", ".join(params), pre="".join(ln + "\n" for ln in pre), body="\n".join(body))
 
 

@@ -7,7 +7,6 @@ formula backward (create_graph=True). Binary elementwise ops also get broadcast 
 hypothesis. Samples come from the entries (see jitgrad/ops/_table.py for their format).
 """
 import re
-import zlib
 
 import numpy as np
 import pytest
@@ -19,6 +18,8 @@ import jitgrad as jg
 from jitgrad import _dtype as D
 from jitgrad.autograd import gradcheck
 from jitgrad.ops import OPS
+
+from helpers import build, call_of, outputs, samples_of  # (shared with the compile, CUDA and amp tests)
 
 DTYPES = (np.float32, np.float64, np.int64, np.bool_)
 TOL = {np.float32: dict(rtol=1e-5, atol=1e-6), np.float64: dict(rtol=1e-10, atol=1e-12)}
@@ -43,40 +44,18 @@ REJECTED_TENSORS_ONLY[("div_rounded", "bool")] = (NotImplementedError, "\"div_(t
 
 # Ops with no samples in the table: name -> (the test file that covers them instead, a string it must contain).
 EXPLICIT = {}
-# The random ops draw samples, which no NumPy reference reproduces: tests/test_random.py checks each entry
+# The random ops draw samples, which no NumPy reference reproduces: tests/ops/test_random.py checks each entry
 # (distributions on fixed seeds, errors, and the zero gradient under the entry's node name).
 EXPLICIT.update({_name: ("test_random.py", '"%s"' % _name) for _name, _op in OPS.items()
                  if _op.forward.__module__ == "jitgrad.ops.random"})
 
 
 # ------------------------------------------------------------------ samples -> tensors
-def call_of(op):
-    """The public callable a sample's (args, kwargs) is applied to."""
-    return getattr(op, "call", None) or getattr(jg, op.name)
-
-
-def samples_of(op, dtype):
-    rng = np.random.default_rng(zlib.crc32(("%s-%s" % (op.name, np.dtype(dtype).name)).encode()))
-    return op.samples(rng, np.dtype(dtype).type) if op.samples else []
-
-
 def _copy(a):
     """A copy with the same memory layout (a transposed sample stays non-contiguous)."""
     c = np.empty_like(a, order="K")
     c[...] = a
     return c
-
-
-def build(args, kwargs, leaf):
-    """(args, kwargs) with each array replaced by ``leaf(array)``: arrays in args, also inside lists
-    and tuples, and array-valued kwargs."""
-    def walk(obj):
-        if isinstance(obj, np.ndarray):
-            return leaf(obj)
-        if isinstance(obj, (list, tuple)):
-            return type(obj)(walk(o) for o in obj)
-        return obj
-    return walk(args), {k: leaf(v) if isinstance(v, np.ndarray) else v for k, v in kwargs.items()}
 
 
 def tensors_for(args, kwargs, requires_grad):
@@ -126,10 +105,6 @@ def reference(op, args, kwargs):
 def has_number(args, kwargs):
     """Whether a Python number is among the operands."""
     return any(isinstance(a, (int, float)) and not isinstance(a, bool) for a in list(args) + list(kwargs.values()))
-
-
-def outputs(result):
-    return list(result) if isinstance(result, (tuple, list)) else [result]
 
 
 def expected_dtype(ref_out, dtype, args, kwargs):

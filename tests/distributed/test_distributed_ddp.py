@@ -1,5 +1,6 @@
 """Multi-process tests of DistributedDataParallel and the DDP example: pytest launches this file
-under ``mpiexec -n 2`` (see test_distributed_mpi.py for how launches and checks work)."""
+under ``mpiexec -n 2`` (see test_distributed_mpi.py for how launches and checks work: launch() and
+Checks are in tests/helpers.py)."""
 import datetime
 import os
 import sys
@@ -15,10 +16,10 @@ from jitgrad.distributed import _mpi
 from jitgrad.nn.parallel import DistributedDataParallel as DDP
 from jitgrad.utils.data import DistributedSampler
 
-from test_distributed_mpi import Checks, expect_error, launch
+from helpers import Checks, expect_error, launch
 
 HERE = os.path.abspath(__file__)
-EXAMPLE = os.path.join(os.path.dirname(os.path.dirname(HERE)), "examples", "ddp_digits.py")
+EXAMPLE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(HERE))), "examples", "ddp_digits.py")
 
 
 def make_mlp():

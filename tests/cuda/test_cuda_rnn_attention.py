@@ -8,6 +8,8 @@ import sys
 import numpy as np
 import pytest
 
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the checkout
+
 IN_CHILD = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" or os.environ.get("JITGRAD_CUDA_TESTS") == "gpu"
 pytestmark = [pytest.mark.cuda, pytest.mark.filterwarnings("ignore::RuntimeWarning")]
 
@@ -15,8 +17,7 @@ if not IN_CHILD:
     def test_rnn_and_attention_kernels_under_the_simulator():
         env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
         proc = subprocess.run([sys.executable, "-m", "pytest", __file__, "-q", "-p", "no:cacheprovider"],
-                              env=env, capture_output=True, text=True, timeout=1800,
-                              cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+                              env=env, capture_output=True, text=True, timeout=1800, cwd=ROOT)
         assert proc.returncode == 0, "CUDA simulator tests failed:\n" + proc.stdout[-8000:] + proc.stderr[-4000:]
 
 else:

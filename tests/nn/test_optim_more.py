@@ -12,6 +12,8 @@ import pytest
 import jitgrad as jg
 from jitgrad import optim
 
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the checkout
+
 try:
     import torch
 except ImportError:  # pragma: no cover
@@ -223,7 +225,7 @@ def _cuda_new_kernels_match_cpu():
 def _cuda_in_simulator():
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-k", "cuda", __file__],
-                       capture_output=True, text=True, env=env, cwd=os.path.dirname(os.path.dirname(__file__)))
+                       capture_output=True, text=True, env=env, cwd=ROOT)
     assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-3000:]
 
 
@@ -245,6 +247,7 @@ else:
 
 def _compile_ptx():
     """(The subprocess of test_cuda_kernels_compile_to_ptx.) Record the launches, compile each to PTX."""
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/, for ptx_recorder
     from ptx_recorder import compile_recorded, record_launches
 
     launched, L = record_launches()

@@ -7,7 +7,7 @@ import pytest
 
 import sklearn  # noqa: F401,E402  (the examples extra, installed by the dev extra)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the checkout
 
 
 def example(name):

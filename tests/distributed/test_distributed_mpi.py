@@ -1,5 +1,5 @@
 """Multi-process tests of the collectives and of failing ranks: pytest launches this file under
-``mpiexec -n 3`` or ``-n 2`` (DDP's are in test_distributed_ddp.py, which uses launch() from here).
+``mpiexec -n 3`` or ``-n 2`` (DDP's are in test_distributed_ddp.py; both use launch() of tests/helpers.py).
 
 Each launch runs a whole scenario (many checks, since every launch imports jitgrad in each
 rank); a failed check raises, which aborts the job (jitgrad.distributed's excepthook) with the
@@ -8,9 +8,9 @@ which the test compares with the expected list. Every launch has a timeout, and 
 process group is killed past it: the tests never hang.
 """
 import datetime
+import functools
 import os
 import signal
-import subprocess
 import sys
 import time
 import warnings
@@ -21,48 +21,15 @@ import pytest
 import jitgrad as jg
 import jitgrad.distributed as dist
 
+import helpers
+from helpers import Checks, expect_error
+
 HERE = os.path.abspath(__file__)
 DTYPES = [jg.float32, jg.float64, jg.int32, jg.int64, jg.bool]
-
-
-def launch(scenario, n, tmp_path, timeout=240, script=HERE):
-    """Run ``scenario`` of ``script`` on ``n`` ranks (a list: the script's arguments); returns
-    (returncode, stdout, stderr, seconds, passed checks per rank)."""
-    env = dict(os.environ, NUMBA_NUM_THREADS="1", OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
-               MKL_NUM_THREADS="1")
-    args = scenario if isinstance(scenario, list) else [scenario, str(tmp_path)]
-    cmd = [dist.find_mpiexec(), "-n", str(n), sys.executable, script] + args
-    start = time.monotonic()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
-        pytest.fail("mpiexec -n %d %s did not finish in %d s\n%s\n%s" % (n, scenario, timeout, out, err))
-    passed = []
-    for r in range(n):
-        path = os.path.join(str(tmp_path), "rank%d.txt" % r)
-        passed.append(open(path).read().split() if os.path.exists(path) else [])
-        path = os.path.join(str(tmp_path), "rank%d.err" % r)
-        err += open(path).read() if os.path.exists(path) else ""
-    return proc.returncode, out, err, time.monotonic() - start, passed
+launch = functools.partial(helpers.launch, script=HERE)  # this file's scenarios (DDP's pass their own script)
 
 
 # ====================================================================== what each rank runs
-class Checks:
-    """Records the checks this rank passed in its own file (the ranks' stdout interleave)."""
-
-    def __init__(self, directory):
-        self.path = os.path.join(directory, "rank%d.txt" % dist.get_rank())
-        open(self.path, "w").close()
-
-    def passed(self, name):
-        with open(self.path, "a") as f:
-            f.write(name + "\n")
-
-
 class _Tee:
     def __init__(self, *streams):
         self.streams = streams
@@ -91,15 +58,6 @@ def rank_data(r, shape, dtype, seed=0):
     if dtype.is_floating_point:
         return rng.standard_normal(shape).astype(dtype.np)
     return rng.integers(-3, 4, shape).astype(dtype.np)
-
-
-def expect_error(fn, kind, text):
-    try:
-        fn()
-    except kind as e:
-        assert text in str(e), str(e)
-        return
-    raise AssertionError("expected %s(%r)" % (kind.__name__, text))
 
 
 NUMPY_REDUCE = {"SUM": lambda a: a.sum(0), "PRODUCT": lambda a: a.prod(0), "MIN": lambda a: a.min(0),

@@ -16,6 +16,8 @@ import pytest
 
 import jitgrad as jg
 
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the checkout
+
 pytestmark = pytest.mark.cuda
 
 IN_CHILD = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" or os.environ.get("JITGRAD_CUDA_TESTS") == "gpu"
@@ -211,7 +213,7 @@ else:
         env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", JITGRAD_FUSED_RECORD=record,
                    JITGRAD_COMPILE_CACHE=str(tmp_path / "compiled"))
         r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", __file__],
-                           capture_output=True, text=True, env=env, cwd=os.path.dirname(os.path.dirname(__file__)))
+                           capture_output=True, text=True, env=env, cwd=ROOT)
         assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-3000:]
         kernels = json.load(open(record))
         assert len(kernels) >= 4

@@ -1,4 +1,6 @@
 """Views share storage and one version counter; in-place ops rebase history as in PyTorch."""
+import re
+
 import numpy as np
 import pytest
 
@@ -122,3 +124,61 @@ def test_iadd_operators_are_inplace():
     x += 1
     x *= 3
     assert id(x) == before and x.tolist() == [3.0, 3.0] and x._version == 2
+
+
+# ---------------------------------------------------------------------- in-place through views of view leaves
+VIEW_OF_LEAF = "a view of a leaf Variable that requires grad is being used in an in-place operation."
+LEAF = "a leaf Variable that requires grad is being used in an in-place operation."
+
+
+def _view_leaf():
+    w = jg.arange(6.0).reshape(2, 3).requires_grad_()  # a leaf that is a view of a tensor not requiring grad
+    assert w.is_leaf and w.requires_grad
+    return w
+
+
+@pytest.mark.parametrize("write", [lambda w: w[0].mul_(2), lambda w: w.view(6).add_(1), lambda w: w.t()[1].zero_(),
+                                   lambda w: w.mul_(2), lambda w: w[0].copy_(jg.ones(3)), lambda w: w[:, 1:].fill_(0)])
+def test_inplace_on_a_view_leaf_or_its_views_raises(write):
+    w = _view_leaf()
+    with pytest.raises(RuntimeError, match="^" + re.escape(VIEW_OF_LEAF) + "$"):
+        write(w)
+    assert w.tolist() == [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]] and w._version == 0
+
+
+def test_inplace_on_a_plain_leaf_raises_the_leaf_message():
+    w = jg.ones(2, 3, requires_grad=True)
+    with pytest.raises(RuntimeError, match="^" + re.escape(LEAF) + "$"):
+        w.mul_(2)
+    with pytest.raises(RuntimeError, match="^" + re.escape(VIEW_OF_LEAF) + "$"):
+        w[0].mul_(2)
+
+
+def test_inplace_on_a_view_taken_before_its_base_required_grad_raises():
+    x = jg.zeros(3)
+    v = x[0:2]
+    x.requires_grad_()
+    with pytest.raises(RuntimeError, match="^" + re.escape(VIEW_OF_LEAF) + "$"):
+        v.mul_(2)
+
+
+def test_inplace_on_a_view_leaf_under_no_grad_and_on_detached_views():
+    w = _view_leaf()
+    with jg.no_grad():
+        w[0].mul_(2)
+        w.add_(1)
+    assert w.tolist() == [[1.0, 3.0, 5.0], [4.0, 5.0, 6.0]] and w.is_leaf and w.requires_grad
+    w.detach()[1].zero_()
+    assert w.tolist() == [[1.0, 3.0, 5.0], [0.0, 0.0, 0.0]]
+    (w * w).sum().backward()
+    assert w.grad.tolist() == [[2.0, 6.0, 10.0], [0.0, 0.0, 0.0]]
+
+
+def test_inplace_on_a_view_of_a_plain_tensor_with_a_grad_value_still_records():
+    base = jg.arange(6.0).reshape(2, 3).clone()
+    v = jg.tensor(2.0, requires_grad=True)
+    base[0].mul_(v)  # neither base nor its view requires grad: no error, the write is recorded
+    assert type(base.grad_fn).__name__ == "CopySlices"
+    assert base.tolist() == [[0.0, 2.0, 4.0], [3.0, 4.0, 5.0]]
+    base.sum().backward()
+    assert v.grad.item() == 3.0

@@ -73,8 +73,8 @@ def _sweep(mode):
     from jitgrad.kernels.cuda import attention as GA
     from jitgrad.kernels.cuda import rnn as GR
 
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from test_cuda_kernels import BOOL_OUT, INT_ONLY, scalar_inputs
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/, for helpers
+    from helpers import BOOL_OUT, INT_ONLY, scalar_inputs
 
     launched = {}  # (kernel name, argument types) -> kernel
 

@@ -16,7 +16,7 @@ import pytest
 import jitgrad as jg
 from jitgrad import _dtype as D
 from jitgrad.ops import OPS
-from test_ops import build, call_of, outputs, samples_of
+from helpers import build, call_of, outputs, samples_of
 
 F16, BF16, F32, F64 = jg.float16, jg.bfloat16, jg.float32, jg.float64
 REDUCED = [F16, BF16]

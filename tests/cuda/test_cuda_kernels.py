@@ -17,39 +17,11 @@ import pytest
 from jitgrad.kernels import elementwise as C
 from jitgrad.kernels import scalars
 
+from helpers import BOOL_OUT, INT_ONLY, scalar_inputs  # (shared with test_cuda_ptx.py)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the checkout
+
 IN_CHILD = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" or os.environ.get("JITGRAD_CUDA_TESTS") == "gpu"
-
-# How to call each scalar function of kernels.scalars (shared with test_cuda_ptx.py).
-BOOL_OUT = {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "logical_not", "isnan"}
-INT_ONLY = {"int_div_floor", "int_div_trunc", "int_remainder"}
-SCALAR_PARAMS = {"leaky_relu": 1, "leaky_relu_vjp": 1, "elu": 1, "elu_vjp": 1, "softplus": 2, "softplus_vjp": 2,
-                 "add_alpha": 1, "clamp": 2, "clamp_vjp": 2}
-PARAM_VALUES = {"leaky_relu": [0.1], "leaky_relu_vjp": [0.1], "elu": [1.5], "elu_vjp": [1.5], "softplus": [2.0, 1.0],
-                "softplus_vjp": [2.0, 1.0], "add_alpha": [-0.5], "clamp": [-0.5, 0.7], "clamp_vjp": [-0.5, 0.7]}
-SHAPES = [(3, 4), (4,), (3, 1), (1, 4)]  # flat, then broadcast operands of 1 and 2 dims
-
-
-def scalar_inputs(name, dtype, rng):
-    """Arguments for scalar function ``name``: arrays broadcast against each other, then its
-    scalar parameters; values inside the function's domain where it has one."""
-    n = scalars.SCALARS[name].py_func.__code__.co_argcount - SCALAR_PARAMS.get(name, 0)
-    args = []
-    for k in range(n):
-        shape = SHAPES[k]
-        if name in INT_ONLY:
-            a = rng.integers(-7, 8, shape)
-            a = np.where(a == 0, 3, a) if k == 1 else a
-        elif name.startswith("logical") or (name == "where" and k == 0) or (name == "mask_vjp" and k == 1):
-            a = rng.random(shape) > 0.5
-        elif name in ("pow", "pow_vjp_self", "pow_vjp_other") and k == 1:
-            a = rng.uniform(0.2, 2.0, shape)
-        else:
-            a = rng.uniform(-2, 2, shape)
-            a[np.abs(a) < 1e-3] = 0.5  # keep away from 0 (1/x, log)
-        args.append(a.astype(dtype) if a.dtype.kind == "f" else a)
-    args += [np.dtype(dtype).type(v) for v in PARAM_VALUES.get(name, [])]
-    return args
-
 
 # Under the simulator the scalar functions run on NumPy scalars, which warn about the NaN and inf
 # results that compiled kernels produce silently.
@@ -59,8 +31,7 @@ pytestmark = [pytest.mark.cuda, pytest.mark.filterwarnings("ignore::RuntimeWarni
 def _child_pytest(markexpr):
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
     proc = subprocess.run([sys.executable, "-m", "pytest", __file__, "-q", "-p", "no:cacheprovider", "-m", markexpr],
-                          env=env, capture_output=True, text=True, timeout=1800,
-                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+                          env=env, capture_output=True, text=True, timeout=1800, cwd=ROOT)
     assert proc.returncode == 0, "CUDA simulator tests failed:\n" + proc.stdout[-8000:] + proc.stderr[-4000:]
 
 

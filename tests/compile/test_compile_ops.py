@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 import jitgrad as jg
 from jitgrad.ops import OPS
 
-from test_ops import build, call_of, samples_of
+from helpers import build, call_of, samples_of
 
 TOL = dict(rtol=1e-9, atol=1e-11)
 TOL32 = dict(rtol=2e-5, atol=2e-6)

@@ -1,7 +1,7 @@
 """The fused losses (ops/loss.py, kernels/loss.py): side by side with PyTorch for every reduction and
 option, node names and edges, double backward, PyTorch's errors, and the CUDA twins (simulator, PTX).
 
-(The op-table tests of tests/test_ops.py cover the entries' references, gradcheck and fused VJPs.)
+(The op-table tests of tests/ops/test_ops.py cover the entries' references, gradcheck and fused VJPs.)
 """
 import json
 import os
@@ -14,6 +14,8 @@ import pytest
 
 import jitgrad as jg
 from jitgrad.autograd import gradcheck, gradgradcheck
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the checkout
 
 try:
     import torch
@@ -296,7 +298,7 @@ def _cuda_target_out_of_bounds_raises_at_the_next_wait():
 def _cuda_in_simulator():
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-k", "cuda", __file__],
-                       capture_output=True, text=True, env=env, cwd=os.path.dirname(os.path.dirname(__file__)))
+                       capture_output=True, text=True, env=env, cwd=ROOT)
     assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-3000:]
 
 
@@ -321,6 +323,7 @@ else:
 
 def _compile_ptx():
     """(The subprocess of test_cuda_kernels_compile_to_ptx.) Record the launches, compile each to PTX."""
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/, for ptx_recorder
     from ptx_recorder import compile_recorded, record_launches
 
     launched, L = record_launches()

@@ -14,6 +14,8 @@ import jitgrad as jg
 from jitgrad import optim
 from jitgrad.kernels import config
 
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the checkout
+
 SHAPES = [(3, 4), (5,), ()]
 
 
@@ -478,7 +480,7 @@ def _cuda_in_simulator():
     import numba_cuda  # noqa: F401  (installed by the dev extra: a missing install step fails here)
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-k", "cuda", __file__],
-                       capture_output=True, text=True, env=env, cwd=os.path.dirname(os.path.dirname(__file__)))
+                       capture_output=True, text=True, env=env, cwd=ROOT)
     assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-3000:]  # (5 if nothing ran)
 
 
@@ -507,6 +509,7 @@ else:
 
 def _compile_ptx():
     """(The subprocess of test_cuda_kernels_compile_to_ptx.) Record the launches, compile each to PTX."""
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/, for ptx_recorder
     from ptx_recorder import compile_recorded, record_launches
 
     launched, L = record_launches()

@@ -557,3 +557,46 @@ def test_integer_and_bool_inputs_like_pytorch(rng):
     with pytest.raises(NotImplementedError, match="\"adaptive_avg_pool2d\" not implemented for 'Long'"):
         F.adaptive_avg_pool2d(T(x), 2)
     assert F.pad(b, (1, 1)).dtype is jg.bool and F.embedding(T([1]), b[0, 0]).dtype is jg.bool
+
+
+# ---------------------------------------------------------------------- dropout probability
+def test_dropout_probability_nan_or_out_of_range_raises():
+    x = jg.ones(4)
+    for p in (-0.1, 1.5):
+        with pytest.raises(ValueError, match="^dropout probability has to be between 0 and 1, but got %s$" % p):
+            F.dropout(x, p)
+        with pytest.raises(ValueError, match="^dropout probability has to be between 0 and 1, but got %s$" % p):
+            jg.nn.Dropout(p)
+    # NaN passes Python's comparisons: PyTorch's kernel rejects it, in training and in eval mode
+    for training in (True, False):
+        for inplace in (False, True):
+            with pytest.raises(RuntimeError, match="^dropout probability has to be between 0 and 1, but got nan$"):
+                F.dropout(x, math.nan, training, inplace)
+    m = jg.nn.Dropout(math.nan)  # constructing succeeds, as in PyTorch
+    for mode in (m.train, m.eval):
+        mode()
+        with pytest.raises(RuntimeError, match="but got nan$"):
+            m(x)
+    assert x.tolist() == [1.0] * 4
+    assert F.dropout(x, 1.0).tolist() == [0.0] * 4 and F.dropout(x, 0.0) is x
+
+
+# ---------------------------------------------------------------------- linear without input features
+def test_linear_with_zero_input_features():
+    x = jg.zeros(4, 0, requires_grad=True)
+    w = jg.zeros(3, 0, requires_grad=True)
+    b = jg.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    y = F.linear(x, w, b)
+    assert y.tolist() == [[1.0, 2.0, 3.0]] * 4
+    y.sum().backward()
+    assert x.grad.shape == (4, 0) and w.grad.shape == (3, 0) and b.grad.tolist() == [4.0, 4.0, 4.0]
+    assert F.linear(jg.zeros(4, 0), jg.zeros(3, 0)).tolist() == [[0.0] * 3] * 4
+    assert F.linear(jg.zeros(2, 5, 0), jg.zeros(3, 0)).shape == (2, 5, 3)
+    z = jg.ones(2, 5, requires_grad=True)
+    out = F.linear(z, jg.ones(0, 5, requires_grad=True), jg.zeros(0, requires_grad=True))  # 0 output features
+    assert out.shape == (2, 0)
+    out.sum().backward()
+    assert z.grad.tolist() == [[0.0] * 5] * 2
+    e = jg.ones(0, 5, requires_grad=True)  # an empty batch
+    F.linear(e, jg.ones(3, 5)).sum().backward()
+    assert e.grad.shape == (0, 5)

@@ -1,5 +1,5 @@
 """Every op of the table on device='cuda' against the same op on the CPU: forward values and input
-gradients, generated from the op table's samples (as tests/test_ops.py), plus a training step.
+gradients, generated from the op table's samples (as tests/ops/test_ops.py), plus a training step.
 
 numba swaps in its CUDA simulator only if NUMBA_ENABLE_CUDASIM=1 is set before numba.cuda is first
 imported, so without a GPU these checks run in a child pytest process with the simulator on (tiny
@@ -15,7 +15,9 @@ import pytest
 
 import jitgrad as jg
 from jitgrad.ops import OPS
-from test_ops import build, call_of, outputs, samples_of
+from helpers import build, call_of, outputs, samples_of
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the checkout
 
 IN_CHILD = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" or os.environ.get("JITGRAD_CUDA_TESTS") == "gpu"
 
@@ -112,7 +114,7 @@ def _second_order_on_cuda_equals_cpu():
 def _cuda_ops_in_simulator():
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", __file__],
-                       capture_output=True, text=True, env=env, cwd=os.path.dirname(os.path.dirname(__file__)))
+                       capture_output=True, text=True, env=env, cwd=ROOT)
     assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-3000:]
 
 

@@ -1,0 +1,162 @@
+"""What more than one test module uses: ``import helpers`` (tests/ is on sys.path: pyproject.toml's pytest
+``pythonpath``; a test file run as a script puts it there itself). No test module imports another one.
+
+- the op table's samples as tensors (ops/test_ops.py, compile/test_compile_ops.py, cuda/test_cuda_ops.py,
+  nn/test_amp.py);
+- the arguments of each scalar function of kernels.scalars (cuda/test_cuda_kernels.py, cuda/test_cuda_ptx.py);
+- launches under mpiexec and the checks each rank records (distributed/test_distributed_mpi.py,
+  distributed/test_distributed_ddp.py);
+- code run in a fresh interpreter, and PyTorch's message for a write through overlapping memory
+  (nn/test_optim_state.py, package/test_kernel_runtime.py, autograd/test_engine_edge_cases.py).
+"""
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import zlib
+
+import numpy as np
+import pytest
+
+import jitgrad as jg
+
+TESTS = pathlib.Path(__file__).resolve().parent  # tests/
+ROOT = TESTS.parent  # the checkout: jitgrad/, kernels/, examples/, pyproject.toml
+
+
+# ====================================================================== the op table's samples
+def call_of(op):
+    """The public callable a sample's (args, kwargs) is applied to."""
+    return getattr(op, "call", None) or getattr(jg, op.name)
+
+
+def samples_of(op, dtype):
+    rng = np.random.default_rng(zlib.crc32(("%s-%s" % (op.name, np.dtype(dtype).name)).encode()))
+    return op.samples(rng, np.dtype(dtype).type) if op.samples else []
+
+
+def build(args, kwargs, leaf):
+    """(args, kwargs) with each array replaced by ``leaf(array)``: arrays in args, also inside lists
+    and tuples, and array-valued kwargs."""
+    def walk(obj):
+        if isinstance(obj, np.ndarray):
+            return leaf(obj)
+        if isinstance(obj, (list, tuple)):
+            return type(obj)(walk(o) for o in obj)
+        return obj
+    return walk(args), {k: leaf(v) if isinstance(v, np.ndarray) else v for k, v in kwargs.items()}
+
+
+def outputs(result):
+    return list(result) if isinstance(result, (tuple, list)) else [result]
+
+
+# ====================================================================== arguments of the scalar functions
+# How to call each scalar function of kernels.scalars (the CUDA kernel tests and the PTX sweep).
+BOOL_OUT = {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "logical_not", "isnan"}
+INT_ONLY = {"int_div_floor", "int_div_trunc", "int_remainder"}
+SCALAR_PARAMS = {"leaky_relu": 1, "leaky_relu_vjp": 1, "elu": 1, "elu_vjp": 1, "softplus": 2, "softplus_vjp": 2,
+                 "add_alpha": 1, "clamp": 2, "clamp_vjp": 2}
+PARAM_VALUES = {"leaky_relu": [0.1], "leaky_relu_vjp": [0.1], "elu": [1.5], "elu_vjp": [1.5], "softplus": [2.0, 1.0],
+                "softplus_vjp": [2.0, 1.0], "add_alpha": [-0.5], "clamp": [-0.5, 0.7], "clamp_vjp": [-0.5, 0.7]}
+SHAPES = [(3, 4), (4,), (3, 1), (1, 4)]  # flat, then broadcast operands of 1 and 2 dims
+
+
+def scalar_inputs(name, dtype, rng):
+    """Arguments for scalar function ``name``: arrays broadcast against each other, then its
+    scalar parameters; values inside the function's domain where it has one."""
+    from jitgrad.kernels import scalars
+
+    n = scalars.SCALARS[name].py_func.__code__.co_argcount - SCALAR_PARAMS.get(name, 0)
+    args = []
+    for k in range(n):
+        shape = SHAPES[k]
+        if name in INT_ONLY:
+            a = rng.integers(-7, 8, shape)
+            a = np.where(a == 0, 3, a) if k == 1 else a
+        elif name.startswith("logical") or (name == "where" and k == 0) or (name == "mask_vjp" and k == 1):
+            a = rng.random(shape) > 0.5
+        elif name in ("pow", "pow_vjp_self", "pow_vjp_other") and k == 1:
+            a = rng.uniform(0.2, 2.0, shape)
+        else:
+            a = rng.uniform(-2, 2, shape)
+            a[np.abs(a) < 1e-3] = 0.5  # keep away from 0 (1/x, log)
+        args.append(a.astype(dtype) if a.dtype.kind == "f" else a)
+    args += [np.dtype(dtype).type(v) for v in PARAM_VALUES.get(name, [])]
+    return args
+
+
+# ====================================================================== multi-process tests under mpiexec
+def launch(scenario, n, tmp_path, timeout=240, script=None):
+    """Run ``scenario`` of ``script`` on ``n`` ranks (a list: the script's arguments); returns
+    (returncode, stdout, stderr, seconds, passed checks per rank). The ranks find this module
+    (tests/ is on their PYTHONPATH)."""
+    import jitgrad.distributed as dist
+
+    assert script is not None, "launch() runs a script: pass script="
+    env = dict(os.environ, NUMBA_NUM_THREADS="1", OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
+               MKL_NUM_THREADS="1")
+    env["PYTHONPATH"] = os.pathsep.join([str(TESTS)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    args = scenario if isinstance(scenario, list) else [scenario, str(tmp_path)]
+    cmd = [dist.find_mpiexec(), "-n", str(n), sys.executable, script] + args
+    start = time.monotonic()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        pytest.fail("mpiexec -n %d %s did not finish in %d s\n%s\n%s" % (n, scenario, timeout, out, err))
+    passed = []
+    for r in range(n):
+        path = os.path.join(str(tmp_path), "rank%d.txt" % r)
+        passed.append(open(path).read().split() if os.path.exists(path) else [])
+        path = os.path.join(str(tmp_path), "rank%d.err" % r)
+        err += open(path).read() if os.path.exists(path) else ""
+    return proc.returncode, out, err, time.monotonic() - start, passed
+
+
+class Checks:
+    """Records the checks this rank passed in its own file (the ranks' stdout interleave)."""
+
+    def __init__(self, directory):
+        import jitgrad.distributed as dist
+
+        self.path = os.path.join(directory, "rank%d.txt" % dist.get_rank())
+        open(self.path, "w").close()
+
+    def passed(self, name):
+        with open(self.path, "a") as f:
+            f.write(name + "\n")
+
+
+def expect_error(fn, kind, text):
+    try:
+        fn()
+    except kind as e:
+        assert text in str(e), str(e)
+        return
+    raise AssertionError("expected %s(%r)" % (kind.__name__, text))
+
+
+# ====================================================================== fresh interpreters
+def run_code(code, timeout=240, **env):
+    """Run ``code`` in a fresh interpreter (numba's layer choice is per process); env None removes a variable."""
+    e = dict(os.environ)
+    e.pop("NUMBA_THREADING_LAYER", None)
+    for k, v in env.items():
+        if v is None:
+            e.pop(k, None)
+        else:
+            e[k] = v
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=e,
+                          cwd=str(ROOT), timeout=timeout)
+
+
+# PyTorch's message for an in-place write into a tensor whose elements share memory (an expanded tensor)
+OVERLAP = ("unsupported operation: more than one element of the written-to tensor refers to a single memory "
+           "location. Please clone() the tensor before performing the operation.")
