@@ -211,25 +211,27 @@ def nll_loss(x, t, w, ignore_index, reduction):
     return np.asarray(s * scale, x.dtype)
 
 
-def nll_total_weight(t, w, ignore_index, C):
+def nll_total_weight(t, w, ignore_index, C, check=True):
     """The summed weight of the targets that are not ignored (what 'mean' divides by); checks each is a
-    class index (PyTorch's IndexError)."""
+    class index (PyTorch's IndexError), or with ``check=False`` leaves out those that are not."""
     t = np.asarray(t)
     if t.size and not 0 <= ignore_index < C and 0 <= t.min() and t.max() < C:  # the common case: all valid
         return float(t.size) if w is None else float(np.asarray(w).reshape(-1)[t].sum())
     valid = t != ignore_index
     bad = valid & ((t < 0) | (t >= C))
     if bad.any():
-        raise IndexError("Target %d is out of bounds." % t[bad].reshape(-1)[0])
+        if check:
+            raise IndexError("Target %d is out of bounds." % t[bad].reshape(-1)[0])
+        valid &= ~bad
     if w is None:
         return float(np.count_nonzero(valid))
     return float(np.asarray(w).reshape(-1)[t[valid]].sum())
 
 
-def nll_scale(t, w, ignore_index, C, reduction):
+def nll_scale(t, w, ignore_index, C, reduction, check=True):
     """The factor on each picked term: 1/total weight for 'mean' (NaN when every target is ignored), else 1;
-    the targets checked either way."""
-    total = nll_total_weight(t, w, ignore_index, C)
+    the targets checked either way (unless ``check`` is False)."""
+    total = nll_total_weight(t, w, ignore_index, C, check)
     if reduction != "mean":
         return 1.0
     return 1.0 / total if total else math.nan

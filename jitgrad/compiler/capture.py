@@ -33,6 +33,10 @@ class Unsupported(RuntimeError):
     """fullgraph=True and the function cannot be captured as one graph."""
 
 
+class DerivedArray(Exception):
+    """A param holds an array made from a value's array outside the op table (see Graph.param)."""
+
+
 class GraphBreak(Exception):
     """Raised inside the traced function to stop tracing at a graph break (fullgraph=True)."""
 
@@ -165,10 +169,22 @@ class Graph:
                 if v is not None:
                     found.append(v)
                     return v
+                if self.parent is None and self._derived(a):
+                    raise DerivedArray()
                 return a
             template = _walk_arrays(p, ref)  # (a bare array too: its Ref alone)
             return Held(template) if found else p
         return p
+
+    def _derived(self, a):
+        """Whether array ``a`` is a view of a value's array made outside the op table (``t._data.reshape``):
+        a plan would freeze it."""
+        b = getattr(a, "base", None)
+        while b is not None:
+            if id(b) in self.by_id:
+                return True
+            b = getattr(b, "base", None)
+        return False
 
     def add(self, array, kind):
         """A new value (for graphs built from other graphs: no lookup by array)."""
@@ -230,7 +246,12 @@ class Tracer:
         finally:
             STATE.capture, config.PARALLEL_THRESHOLD = self, threshold
         if self.recording:
-            self.record(op, args, params, out)
+            try:
+                self.record(op, args, params, out)
+            except DerivedArray:
+                self.graph_break("%s given an array computed from a tensor's data outside the op table" % op.name,
+                                 read=True)
+                self.recording = False  # the rest runs eagerly
         return out
 
     def record(self, op, args, params, out):

@@ -76,7 +76,8 @@ def _embedding_grad(g, s):
         flat = idx.reshape(-1)
         counts = index_put_zeros(g.new_ones(flat.shape), (s.weight_shape[0],), (flat._data,), True)
         g = g / counts.index_select(0, flat).reshape(idx.shape).unsqueeze(-1)
-    return index_put_zeros(g.reshape(-1, s.weight_shape[1]), s.weight_shape, (idx._data.reshape(-1),), True)
+    # (the flat indices as a table op's result: a compiled backward reads them from each call's indices)
+    return index_put_zeros(g.reshape(-1, s.weight_shape[1]), s.weight_shape, (idx.reshape(-1)._data,), True)
 
 
 def _renorm_rows(weight, idx, max_norm, norm_type):

@@ -117,10 +117,11 @@ def _weight(w, dtype):
 def _nll_scale(t, w, ignore_index, C, reduction):
     """cpu.nll_scale of targets on the device. 'sum' and 'none' need no total: the nll kernel checks the
     targets on the device, as PyTorch's device-side asserts do, without a wait here; 'mean' reads them on the
-    host (a target equal to ignore_index counts for nothing, whatever its value)."""
+    host (a target equal to ignore_index counts for nothing, whatever its value; one out of range is left to
+    the kernel's check, which raises at the next wait)."""
     if reduction != "mean":
         return 1.0
-    return cpu.nll_scale(to_host(t), None if w is None else to_host(w), ignore_index, C, reduction)
+    return cpu.nll_scale(to_host(t), None if w is None else to_host(w), ignore_index, C, reduction, check=False)
 
 
 def nll_loss(x, t, w, ignore_index, reduction):
