@@ -5,7 +5,7 @@
 Each step trains the discriminator to tell real images (label 1) from generated ones (label 0),
 then the generator to make the discriminator say 1 (the non-saturating loss), both with
 binary_cross_entropy_with_logits. The models are written against an ``nn`` module so the same code
-runs on PyTorch, which tests/test_examples.py uses to check the losses step by step.
+runs on PyTorch, which tests/package/test_examples.py uses to check the losses step by step.
 """
 import os
 import sys

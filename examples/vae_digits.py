@@ -6,7 +6,7 @@ The encoder gives the mean and log-variance of a Gaussian over an 8-dim code; a 
 reparameterisation trick (z = mu + sigma * eps) is decoded into pixel logits. The loss per image is
 the reconstruction's binary cross-entropy with logits plus the KL divergence to N(0, I) (the negative
 evidence lower bound). The model is written against an ``nn`` module and ``F`` so the same code runs
-on PyTorch, which tests/test_examples.py uses to check the loss step by step.
+on PyTorch, which tests/package/test_examples.py uses to check the loss step by step.
 """
 import os
 import sys

@@ -341,7 +341,7 @@ def _np_conv2d_weight(x, weight_size, g, stride=1, padding=0, dilation=1, groups
 
 
 def _float_only(samples):
-    """Samples for floating dtypes only (integer/bool behaviour is tested in tests/test_nn_layers.py)."""
+    """Samples for floating dtypes only (integer/bool behaviour is tested in tests/nn/test_nn_layers.py)."""
     def fn(rng, dtype):
         return samples(rng, dtype) if np.dtype(dtype).kind == "f" else []
     return fn

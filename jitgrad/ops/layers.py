@@ -177,7 +177,7 @@ LINEAR_MM = register(Op("linear_mm", _linear_forward, inputs=("self", "weight", 
                         samples=lambda rng, dtype: [((x, w), {}) for (x, w, b), _ in _linear_samples(rng, dtype)]
                         if np.dtype(dtype).kind == "f" else []))
 # (padding_idx is left out of the samples: its row's gradient is zero by definition, which finite differences
-# don't see; tests/test_nn_layers.py covers it)
+# don't see; tests/nn/test_nn_layers.py covers it)
 EMBEDDING = register(Op("embedding", lambda xp, dt, w, idx, padding_idx, scale_grad_by_freq: xp.take(w, idx, axis=0),
                         inputs=("weight", "indices"), vjp=[_embedding_grad], dtype="keep", keep_inputs=(1,),
                         reduced_precision="native",

@@ -155,7 +155,7 @@ def _samples(k, mode):
 
     def samples(rng, dtype):
         if np.dtype(dtype).kind != "f":
-            return []  # (rejected: tests/test_new_ops.py)
+            return []  # (rejected: tests/ops/test_ops_against_torch.py)
         out = [((_arr(rng, shapes[k], -2.0, 2.0, dtype),), dict(kw, mode=mode)) for kw in cases]
         out.append(((_noncontig(rng, shapes[k], -2.0, 2.0, dtype),), dict(cases[0], mode=mode)))
         return out

@@ -176,7 +176,7 @@ def _bincount_samples(rng, dtype):
                                                                        {"minlength": 6})]
     if kind in "iu":
         return [((idx(6, 4),), {}), ((idx(3, 3),), {"minlength": 5}), ((idx(0, 1),), {})]
-    return []  # (bool: rejected, tests/test_new_ops.py)
+    return []  # (bool: rejected, tests/ops/test_ops_against_torch.py)
 
 
 # ---------------------------------------------------------------------- the entries

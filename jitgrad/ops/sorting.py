@@ -259,7 +259,7 @@ _KTH = _cases(((2, 4), (2,), {}), ((3, 4), (3,), {"dim": 0, "keepdim": True}), (
 _MEDIAN_DIM = _cases(((2, 4), (), {"dim": 1}), ((3, 4), (), {"dim": 0, "keepdim": True}), ((), (), {"dim": 0}),
                      ([3, 2], (), {"dim": -1}))
 _MEDIAN_ALL = _cases(((2, 4), (), {}), ((5,), (), {}), ((), (), {}), ([3, 2], (), {}))
-_ALL3 = {"return_inverse": True, "return_counts": True}  # (the other combinations: tests/test_new_ops.py)
+_ALL3 = {"return_inverse": True, "return_counts": True}  # (the other combinations: tests/ops/test_ops_against_torch.py)
 _UNIQUE = _cases(((2, 4), (), _ALL3), ((5,), (), _ALL3), ((), (), _ALL3), ((3, 2), (), dict(_ALL3, dim=0)),
                  ([3, 2], (), _ALL3))
 

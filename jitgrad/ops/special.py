@@ -111,7 +111,7 @@ def _np_glu(x, dim=-1):
 
 def _lerp_samples(rng, dtype):
     if np.dtype(dtype).kind != "f":
-        return []  # (rejected: tests/test_new_ops.py)
+        return []  # (rejected: tests/ops/test_ops_against_torch.py)
     A = lambda s, lo=-2.0, hi=2.0: _arr(rng, s, lo, hi, dtype)  # noqa: E731
     return [((A((2, 3)), A((2, 3)), 0.3), {}), ((A((2, 3)), A((3,)), 0.8), {}), ((A(()), A(()), -0.25), {}),
             ((A((2, 3)), A((2, 3)), A((2, 3), -0.5, 1.5)), {}), ((A((2, 1)), A((3,)), A((), 0.0, 1.0)), {}),
