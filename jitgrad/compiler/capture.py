@@ -169,7 +169,7 @@ class Graph:
                 if v is not None:
                     found.append(v)
                     return v
-                if self.parent is None and self._derived(a):
+                if self._derived(a):
                     raise DerivedArray()
                 return a
             template = _walk_arrays(p, ref)  # (a bare array too: its Ref alone)
@@ -181,7 +181,7 @@ class Graph:
         a plan would freeze it."""
         b = getattr(a, "base", None)
         while b is not None:
-            if id(b) in self.by_id:
+            if id(b) in self.by_id or self.parent is not None and id(b) in self.parent.by_id:
                 return True
             b = getattr(b, "base", None)
         return False
@@ -249,9 +249,12 @@ class Tracer:
             try:
                 self.record(op, args, params, out)
             except DerivedArray:
-                self.graph_break("%s given an array computed from a tensor's data outside the op table" % op.name,
-                                 read=True)
+                reason = "%s given an array computed from a tensor's data outside the op table" % op.name
                 self.recording = False  # the rest runs eagerly
+                if self.graph.parent is not None:  # a traced backward: its callers run the function eagerly
+                    self.graph.breaks.append((reason + " (in a VJP formula)", "<backward>"))
+                else:
+                    self.graph_break(reason, read=True)
         return out
 
     def record(self, op, args, params, out):
@@ -377,6 +380,8 @@ class Tracer:
             self.stop("Tensor.backward(gradient) with a gradient of another shape or type")
         leaves = self._leaves(loss)
         bg, grads = trace_backward(g, [loss], leaves)
+        if bg.breaks:
+            self.stop(bg.breaks[0][0])
         self.backward = (lv, gv, leaves, bg, grads)
         self.effects.append((len(g.nodes), BACKWARD, None, None, (), {}))
 

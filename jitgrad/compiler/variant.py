@@ -143,6 +143,12 @@ class Variant:
                              and g.kinds[out_vals[k]][0] == "op" and k not in self.view_outs]
             if grad_outs:
                 bg, grads = trace_backward(g, [out_leaves[k] for k in grad_outs], [t for _, t in leaves])
+                if bg.breaks:  # a backward the plan cannot read from each call: the function runs eagerly
+                    if owner.fullgraph:
+                        raise Unsupported("fullgraph=True: %s" % bg.breaks[0][0])
+                    self.breaks.append(bg.breaks[0])
+                    self.eager = True
+                    return
                 if self._joint(g, bg, grads, [v for v, _ in leaves], owner, [out_vals[k] for k in grad_outs]):
                     g, extra = self.joint
                 elif not self._backward_plan(g, bg, grads, [v for v, _ in leaves], owner):

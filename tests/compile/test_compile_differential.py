@@ -279,3 +279,25 @@ def test_a_result_and_its_detached_twin_are_two_tensors():
     f = jg.compile(lambda x: (lambda y: (y, y.detach()))(x * 2))
     a, b = f(jg.tensor([1.0, 2.0], requires_grad=True))
     assert a is not b and a.requires_grad and not b.requires_grad and b.grad_fn is None
+
+
+def test_a_vjp_reading_an_index_array_made_outside_the_table_runs_eagerly():
+    """A formula that hands a kernel ``t._data.reshape(...)`` (a view made outside the op table) would have
+    its plan keep the traced call's array: the function runs eagerly instead, as explain reports."""
+    from jitgrad._op import Op, dispatch
+    from jitgrad.ops.indexing import index_put_zeros
+    op = Op("rows_outside_table", lambda xp, dt, x, i: x[i.reshape(-1)], inputs=("self", "index"), keep_inputs=(1,),
+            dtype="keep", vjp=[lambda g, s: index_put_zeros(g, s.self_shape, (s.index._data.reshape(-1),), True)])
+
+    def fn(x, i):
+        return (dispatch(op, (x, i)) * 2).sum()
+    cf = jg.compile(fn)
+    for i in ([[0, 1]], [[2, 2]], [[3, 0]]):
+        grads = []
+        for f in (fn, cf):
+            x = jg.tensor([1.0, 2.0, 3.0, 4.0], requires_grad=True)
+            f(x, jg.tensor(i)).backward()
+            grads.append(x.grad.numpy())
+        np.testing.assert_array_equal(grads[1], grads[0])
+    report = explain(fn, jg.tensor([1.0, 2.0, 3.0, 4.0], requires_grad=True), jg.tensor([[0, 1]]))
+    assert "outside the op table (in a VJP formula)" in report.graph_breaks[-1][0]
