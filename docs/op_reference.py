@@ -15,9 +15,11 @@ import os
 import sys
 import textwrap
 
-import jitgrad
-import jitgrad.nn.functional as F
-from jitgrad.ops import OPS
+# the op table of this checkout, whatever jitgrad is installed
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import jitgrad  # noqa: E402
+import jitgrad.nn.functional as F  # noqa: E402
+from jitgrad.ops import OPS  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

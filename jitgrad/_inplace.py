@@ -10,7 +10,7 @@ import numpy as np
 
 from ._anomaly import note_inplace
 from ._device import backend
-from ._grad_mode import STATE, no_grad
+from ._grad_mode import SPECIAL, STATE, no_grad
 from ._graph import Node, edge, overlaps
 from ._index_key import _is_basic, normalize_key
 from ._op import dispatch
@@ -95,9 +95,13 @@ def inplace(self, fn, args, kwargs):
     if not record:
         with no_grad():
             r = fn(self, *args, **kwargs)
+        _carry_tangent(self, r, fn.__name__ + "_")
         _write(self, r, op_name=fn.__name__ + "_")
         return self
-    r = fn(_stand_in(self), *args, **kwargs)
+    stand = _stand_in(self)
+    stand._fw_grad = self._fw_grad  # (forward-mode AD: the old value's tangent)
+    r = fn(stand, *args, **kwargs)
+    _carry_tangent(self, r, fn.__name__ + "_")
     if self._base is not None:
         copy_slices(self._base, self._view_chain, None, r, op_name=fn.__name__ + "_")
         _replay_view(self)
@@ -111,8 +115,18 @@ def inplace(self, fn, args, kwargs):
     return self
 
 
+def _carry_tangent(t, r, what):
+    """Forward-mode AD: ``t``, written with ``r``, takes ``r``'s tangent."""
+    if SPECIAL[0] and STATE.dual is not None and (t._fw_grad is not None or r._fw_grad is not None):
+        STATE.dual.written(t, r._fw_grad, what)
+
+
 def setitem(self, key, value):
     side_effect("an in-place op (Tensor.__setitem__)")
+    if SPECIAL[0] and STATE.dual is not None and (self._fw_grad is not None or getattr(value, "_fw_grad", None)
+                                                  is not None):
+        raise NotImplementedError("Trying to use forward AD with __setitem__ that does not support it because it has "
+                                  "not been implemented yet.")
     key = normalize_key(self, key)
     if STATE.grad_enabled and self.grad_fn is None and self._requires_grad and all(_is_basic(k) for k in key):
         raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place operation.")

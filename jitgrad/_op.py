@@ -216,8 +216,11 @@ def dispatch(op, args, params=EMPTY):
     the operands to convert to it (the common case converts none) and, for an elementwise entry,
     its kernel, called directly.
     """
-    if SPECIAL[0] and STATE.capture is not None:  # jitgrad.compile is tracing: it runs the op and records it
-        return STATE.capture(op, args, params)
+    if SPECIAL[0]:
+        if STATE.capture is not None:  # jitgrad.compile is tracing: it runs the op and records it
+            return STATE.capture(op, args, params)
+        if STATE.dual is not None and any(isinstance(a, Tensor) and a._fw_grad is not None for a in args):
+            return STATE.dual(op, args, params)  # forward-mode AD: the primal and its tangent
     key = []
     arrays = []
     grad = False

@@ -47,7 +47,9 @@ class CompiledFunction:
                 self.guard() if self.guard is not None else None), tensors
 
     def __call__(self, *args, **kwargs):
-        if STATE.capture is not None:  # called while another compiled function traces: inline it
+        if STATE.capture is not None or STATE.dual is not None:
+            # called while another compiled function traces (inlined), or inside a forward-mode AD level (a plan
+            # carries no tangents): eagerly
             return self.fn(*args, **kwargs)
         key, tensors = self.key(args, kwargs)
         var = self.variants.get(key)

@@ -1,0 +1,181 @@
+"""Forward-mode AD (``torch.autograd.forward_ad``): dual tensors carry a tangent, and every table op that
+meets one computes its output's tangent, the Jacobian-vector product, with the primal.
+
+    with forward_ad.dual_level():
+        x = forward_ad.make_dual(primal, tangent)
+        y = f(x)
+        value, jvp = forward_ad.unpack_dual(y)
+
+The JVP of an entry comes from its one derivative source, its VJP formulas: an elementwise entry's
+Jacobian is diagonal, so its formula applied to the tangent (broadcast to the output) is the JVP; any other
+entry's JVP is the transpose of its formula, which is linear in the output gradient: J t is the gradient in
+``u`` of <vjp(u), t>, taken by the engine. One level at a time, as PyTorch (nesting raises its error).
+"""
+import weakref
+from collections import namedtuple
+
+from .._grad_mode import STATE, enable_grad, no_grad
+from .._op import dispatch
+from .._tensor import Tensor
+from . import engine
+
+UnpackedDualTensor = namedtuple("UnpackedDualTensor", ["primal", "tangent"])
+
+_LEVEL = [None]  # the open level (0) or None
+_DUALS = []  # weak references to the tensors holding a tangent at the open level (cleared when it exits)
+
+
+def enter_dual_level():
+    """Open the dual level (returns it: 0); PyTorch's error where one is open already."""
+    if _LEVEL[0] is not None:
+        raise RuntimeError("Nested forward mode AD is not supported at the moment")
+    _LEVEL[0] = 0
+    STATE.dual = _HOOK
+    return 0
+
+
+def exit_dual_level(*, level=None):
+    """Close the level: every tangent made in it is dropped."""
+    if _LEVEL[0] is None or level not in (None, _LEVEL[0]):
+        raise RuntimeError("Trying to exit a forward AD level that was not the last one that was created. This is "
+                           "not supported.")
+    for ref in _DUALS:
+        t = ref()
+        if t is not None:
+            t._fw_grad = None
+    _DUALS.clear()
+    _LEVEL[0] = None
+    STATE.dual = None
+
+
+class dual_level:
+    """``with dual_level():`` the scope of dual tensors (a context manager, as PyTorch's)."""
+
+    def __enter__(self):
+        return enter_dual_level()
+
+    def __exit__(self, *exc):
+        exit_dual_level()
+
+
+def _attach(t, tangent):
+    t._fw_grad = tangent
+    _DUALS.append(weakref.ref(t))
+    return t
+
+
+def make_dual(tensor, tangent, *, level=None):
+    """A view of ``tensor`` carrying ``tangent`` (of its shape) at the open level."""
+    if _LEVEL[0] is None:
+        raise RuntimeError("Trying to create a dual Tensor for forward AD but no level exists, make sure to "
+                           "enter_dual_level() first.")
+    if not tensor.dtype.is_floating_point:
+        raise ValueError("Expected primal to be floating point or complex, but got: %s" % tensor.dtype)
+    if not tangent.dtype.is_floating_point:
+        raise ValueError("Expected tangent to be floating point or complex, but got: %s" % tangent.dtype)
+    if tuple(tangent.shape) != tuple(tensor.shape):
+        raise RuntimeError("Trying to set a forward gradient that has a different size than that of the original "
+                           "Tensor, this is not supported. Tensor is of size [%s] while the given forward gradient "
+                           "is of size [%s]." % (", ".join(map(str, tensor.shape)), ", ".join(map(str, tangent.shape))))
+    out = tensor.view_as(tensor)  # (a view, as PyTorch's: it shares the primal's storage and version)
+    return _attach(out, tangent if tangent.dtype is tensor.dtype else tangent.to(tensor.dtype))
+
+
+def unpack_dual(tensor, *, level=None):
+    """(primal, tangent) of ``tensor``: the primal a view without the tangent; the tangent None if it has none."""
+    tangent = tensor._fw_grad if _LEVEL[0] is not None else None
+    if tangent is None:
+        return UnpackedDualTensor(tensor, None)
+    primal = tensor._alias(tensor.grad_fn, tensor._output_nr) if tensor.grad_fn is not None else tensor._alias()
+    primal._requires_grad = tensor._requires_grad
+    return UnpackedDualTensor(primal, tangent)
+
+
+# ------------------------------------------------------------------ propagation (dispatch's hook)
+class _Primals:
+    """What a VJP formula reads as ``s``, from the call itself: inputs, outputs, params and their defaults,
+    the inputs' shapes."""
+
+    def __init__(self, op, args, params, outs):
+        self.__dict__.update(zip(op.inputs or (), args))
+        self.__dict__.update(zip(op.outputs, outs))
+        self.__dict__.update(op.params)
+        self.__dict__.update(params)
+        self.__dict__.update({n + "_shape": tuple(a.shape) for n, a in zip(op.inputs or (), args) if isinstance(a, Tensor)})
+        self.params = params
+        self.input_meta = [(tuple(a.shape), a.dtype) if isinstance(a, Tensor) else None for a in args]
+
+
+class _Hook:
+    """``STATE.dual`` inside the level: dispatch hands it every op with a dual operand; in-place writes and
+    ``__setitem__`` (jitgrad/_inplace.py) hand it the tangent their target takes."""
+
+    def __call__(self, op, args, params):
+        """The op on the primals, its output carrying the JVP of the operands' tangents."""
+        STATE.dual = None  # (the op and its JVP on plain tensors)
+        try:
+            out = dispatch(op, args, params)
+            tangents = [a._fw_grad if isinstance(a, Tensor) else None for a in args]
+            if op.differentiable and any(t is not None for t in tangents):
+                _attach(out if op.n_outputs == 1 else out[0], _jvp(op, args, params, out, tangents))
+        finally:
+            STATE.dual = self
+        return out
+
+    @staticmethod
+    def written(target, tangent, what):
+        """``target`` now holds a result whose tangent is ``tangent`` (None: none)."""
+        if target._base is not None:
+            raise NotImplementedError("Trying to use forward AD with %s on a view that does not support it because "
+                                      "it has not been implemented yet." % what)
+        target._fw_grad = None
+        if tangent is not None:
+            _attach(target, tangent)
+
+
+_HOOK = _Hook()
+
+
+def _unsupported(op):
+    return NotImplementedError("Trying to use forward AD with %s that does not support it because it has not been "
+                               "implemented yet." % op.name)
+
+
+def _jvp(op, args, params, out, tangents):
+    if op.n_outputs != 1:
+        raise _unsupported(op)
+    s = _Primals(op, args, params, (out,))
+    elementwise = getattr(op.forward, "kernel", None) is not None
+    total = None
+    for k, t in enumerate(tangents):
+        if t is None:
+            continue
+        formula = op.vjp[0 if op.variadic else k]
+        if op.variadic:  # (cat, stack: one formula, given the input's position)
+            formula = (lambda f, k: lambda g, s: f(g, s, k))(formula, k)
+        if formula is None:
+            continue  # (an input the op is not differentiable in: its tangent does not reach the output)
+        if elementwise:  # a diagonal Jacobian: the formula applied to the tangent is the JVP
+            with no_grad():
+                term = formula(t.expand(out.shape) if tuple(t.shape) != tuple(out.shape) else t, s)
+        else:
+            term = _transposed(formula, s, out, args[k], t)
+        total = term if total is None else total + term
+    return total if total is not None else out.new_zeros(out.shape)
+
+
+def _transposed(formula, s, out, x, t):
+    """J t for the op whose VJP in ``x`` is ``formula`` (linear in its gradient): the gradient in u of
+    <formula(u), t>."""
+    with enable_grad():
+        u = out.detach().new_zeros(out.shape).requires_grad_()
+        v = formula(u, s)
+        if not v.requires_grad:  # a formula that does not read its gradient (a zero derivative: floor, fill)
+            return out.new_zeros(out.shape)
+        if tuple(v.shape) != tuple(x.shape):
+            v = v.sum_to_size(x.shape)
+        (jt,) = engine.grad([(v * t).sum()], [u], allow_unused=True)
+    return jt.detach() if jt is not None else out.new_zeros(out.shape)
+
+
+__all__ = ["dual_level", "enter_dual_level", "exit_dual_level", "make_dual", "unpack_dual", "UnpackedDualTensor"]

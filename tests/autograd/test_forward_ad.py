@@ -1,0 +1,151 @@
+"""Forward-mode AD (jitgrad.autograd.forward_ad): PyTorch's API and errors, and every single-output entry's
+JVP against central finite differences (a deterministic sample of the entries by default, all of them
+under ``-m slow``)."""
+import numpy as np
+import pytest
+
+import jitgrad as jg
+import jitgrad.autograd.forward_ad as fwAD
+from jitgrad.ops import OPS
+
+from helpers import build, call_of, outputs, samples_of
+
+
+def test_make_dual_unpack_dual_and_the_level():
+    with fwAD.dual_level() as level:
+        assert level == 0
+        p = jg.tensor([1.0, 2.0])
+        x = fwAD.make_dual(p, jg.tensor([1.0, -1.0]))
+        assert x._base is p or x.data_ptr() == p.data_ptr()  # a view of the primal
+        y = (x * x).sum()
+        unpacked = fwAD.unpack_dual(y)
+        assert type(unpacked).__name__ == "UnpackedDualTensor" and unpacked._fields == ("primal", "tangent")
+        assert float(unpacked.primal) == 5.0 and float(unpacked.tangent) == 2.0 * 1 - 2.0 * 2
+        assert fwAD.unpack_dual(p).tangent is None  # the primal itself carries none
+    assert fwAD.unpack_dual(x).tangent is None  # dropped with the level
+
+
+def test_pytorch_s_errors():
+    with pytest.raises(RuntimeError, match="no level exists, make sure to enter_dual_level"):
+        fwAD.make_dual(jg.ones(2), jg.ones(2))
+    with fwAD.dual_level():
+        with pytest.raises(RuntimeError, match="^Nested forward mode AD is not supported at the moment$"):
+            with fwAD.dual_level():
+                pass
+        with pytest.raises(RuntimeError, match=r"Tensor is of size \[3\] while the given forward gradient is of "
+                                               r"size \[2\]"):
+            fwAD.make_dual(jg.ones(3), jg.ones(2))
+        with pytest.raises(ValueError, match="Expected primal to be floating point or complex, but got"):
+            fwAD.make_dual(jg.tensor([1, 2]), jg.tensor([1.0, 2.0]))
+        x = fwAD.make_dual(jg.ones(2, 3), jg.ones(2, 3))
+        with pytest.raises(NotImplementedError, match="Trying to use forward AD with max_dim that does not support"):
+            x.max(1)
+
+
+def test_a_jacobian_vector_product_through_a_network_matches_torch():
+    torch = pytest.importorskip("torch")
+    import torch.autograd.forward_ad as tfwAD
+    rng = np.random.default_rng(0)
+    w1, w2 = rng.standard_normal((5, 8)), rng.standard_normal((8, 3))
+    x, t = rng.standard_normal((4, 5)), rng.standard_normal((4, 5))
+
+    def net(lib, x):
+        h = (x @ lib.tensor(w1)).tanh()
+        h = lib.cat([h, h.sigmoid() * 2], 1)[:, :8] + lib.tensor(w1).sum(0)[:8]
+        return lib.nn.functional.log_softmax(h @ lib.tensor(w2), dim=1).sum(0)
+    got, want = [], []
+    for lib, ad, out in ((jg, fwAD, got), (torch, tfwAD, want)):
+        with ad.dual_level():
+            p, tangent = ad.unpack_dual(net(lib, ad.make_dual(lib.tensor(x), lib.tensor(t))))
+            out += [p.detach().numpy(), tangent.numpy()]
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-12)
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-10, atol=1e-12)
+
+
+# ------------------------------------------------------------------ every entry against finite differences
+ENTRIES = sorted(n for n, op in OPS.items() if op.samples and op.differentiable and op.n_outputs == 1)
+SAMPLE = ENTRIES[::4]  # (the default run: every fourth entry, in name order)
+
+
+def _check_entry(name):
+    op = OPS[name]
+    call = call_of(op)
+    rng = np.random.default_rng(len(name))
+    checked = 0
+    for args, kwargs in samples_of(op, np.float64):
+        floats = []
+
+        def collect(a):
+            if a.dtype.kind == "f":
+                floats.append(a)
+            return a
+        build(args, kwargs, collect)
+        if not floats:
+            continue
+        tangents = [rng.standard_normal(a.shape) for a in floats]
+
+        def run(shift, dual):
+            it = iter(range(len(floats)))
+
+            def leaf(a):
+                if a.dtype.kind != "f":
+                    return jg.tensor(a)
+                k = next(it)
+                t = jg.tensor(a + shift * tangents[k])
+                return fwAD.make_dual(t, jg.tensor(tangents[k])) if dual else t
+            a, kw = build(args, kwargs, leaf)
+            return outputs(call(*a, **kw))[0]
+        try:
+            with fwAD.dual_level():
+                y = run(0.0, True)
+                jvp = fwAD.unpack_dual(y).tangent
+        except NotImplementedError:
+            pytest.fail("%s has no forward AD" % name)
+        except Exception:  # noqa: BLE001  (a sample that raises in eager raises here too)
+            continue
+        if y.dtype.is_floating_point is False:
+            continue
+        wide = y.dtype is jg.float64  # (a float32 result, as cast's, takes a coarser difference)
+        eps = 1e-6 if wide else 1e-2
+        fd = (run(eps, False).detach().numpy().astype(np.float64) - run(-eps, False).detach().numpy()) / (2 * eps)
+        assert jvp is not None, name
+        np.testing.assert_allclose(jvp.numpy(), fd, rtol=1e-4 if wide else 1e-2, atol=1e-5 if wide else 1e-3,
+                                   err_msg=name)
+        checked += 1
+    assert checked, "no sample of %s was checked" % name
+
+
+@pytest.mark.parametrize("name", SAMPLE)
+def test_entry_jvp_matches_finite_differences(name):
+    _check_entry(name)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(set(ENTRIES) - set(SAMPLE)))
+def test_entry_jvp_matches_finite_differences_all(name):
+    _check_entry(name)
+
+
+def test_in_place_ops_carry_tangents_and_views_refuse():
+    with fwAD.dual_level():
+        x = fwAD.make_dual(jg.tensor([1.0, 2.0]), jg.tensor([1.0, 1.0]))
+        y = x * 1
+        y.mul_(x)  # y = x * x: tangent 2 x t
+        np.testing.assert_allclose(fwAD.unpack_dual(y).tangent.numpy(), [2.0, 4.0])
+        z = jg.zeros(2)
+        z.add_(x.sin())  # a plain tensor written with a dual result becomes dual
+        np.testing.assert_allclose(fwAD.unpack_dual(z).tangent.numpy(), np.cos([1.0, 2.0]))
+        base = jg.zeros(2, 2)
+        with pytest.raises(NotImplementedError, match="forward AD"):
+            base[0].add_(x)
+        with pytest.raises(NotImplementedError, match="__setitem__"):
+            base[1] = x
+        np.testing.assert_array_equal(base.numpy(), np.zeros((2, 2)))  # nothing written
+
+
+def test_a_compiled_function_runs_eagerly_inside_a_level():
+    f = jg.compile(lambda x: (x * x).sum())
+    f(jg.ones(3))  # (a plan made outside)
+    with fwAD.dual_level():
+        out = f(fwAD.make_dual(jg.tensor([1.0, 2.0, 3.0]), jg.ones(3)))
+        assert float(fwAD.unpack_dual(out).tangent) == 12.0
