@@ -9,8 +9,9 @@ is linear in its grad_output, so differentiating it with respect to that grad_ou
 forward-mode product). ``create_graph=True`` keeps the results differentiable; ``strict=True``
 raises when an output does not depend on an input instead of answering zeros.
 
-``vectorize=True`` and ``strategy="forward-mode"`` (vmap and forward-mode AD in PyTorch) are not
-available: jacobian and hessian loop over output elements, one backward each.
+``vectorize=True`` and ``strategy="forward-mode"`` (which PyTorch runs under vmap) are not available
+yet: jacobian and hessian loop over output elements, one backward each. Forward-mode AD itself is
+``jitgrad.autograd.forward_ad``.
 """
 import numpy as np
 
@@ -210,7 +211,7 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False, st
                              'prefer to use "reverse-mode".')
     if strategy == "forward-mode" or vectorize:
         raise NotImplementedError("jitgrad.autograd.functional.jacobian supports only vectorize=False and "
-                                  "strategy=\"reverse-mode\" (jitgrad has no vmap or forward-mode AD).")
+                                  "strategy=\"reverse-mode\" (both others need vmap, which jitgrad has not yet).")
     with enable_grad():
         in_tuple, inputs = _tensor_tuple(inputs, "inputs", "jacobian")
         inputs = _fresh(inputs, create_graph, need_graph=True)

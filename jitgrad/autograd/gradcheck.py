@@ -16,6 +16,7 @@ import numpy as np
 from .._factories import zeros_like
 from .._graph import Node, edge
 from .._tensor import Tensor
+from . import forward_ad
 from .engine import grad
 
 
@@ -257,6 +258,33 @@ def _slow_gradcheck(func, inputs, outputs, eps, rtol, atol, nondet_tol, check_gr
                 raise GradcheckError(_mismatch(k, j, n, a))
 
 
+def _forward_ad_check(func, inputs, eps, rtol, atol):
+    """The Jacobian forward-mode AD gives, column by column (a one-hot tangent per input element), against
+    central finite differences, with PyTorch's message."""
+    numerical = numerical_jacobian(func, inputs, eps)
+    diff_idx = [i for i, x in enumerate(inputs) if _requires_grad(x)]
+    for j, i in enumerate(diff_idx):
+        x = inputs[i]
+        n = x.numel()
+        columns = []
+        for e in np.eye(n, dtype=x.dtype.np):
+            args = list(inputs)
+            with forward_ad.dual_level():
+                args[i] = forward_ad.make_dual(x.detach(), Tensor._wrap(e.reshape(tuple(x.shape))))
+                outs = [o for o in _as_tuple(func(*args)) if _is_tensor(o)]
+                columns.append([_jvp64(forward_ad.unpack_dual(o).tangent, o) for o in outs])
+        for k in range(len(numerical[i])):
+            analytical = np.array([c[k] for c in columns]).reshape(n, -1)
+            if not np.allclose(analytical, numerical[i][k], rtol=rtol, atol=atol):
+                raise GradcheckError("Jacobian computed with forward mode mismatch for output %d with respect to input "
+                                     "%d,\nnumerical:%r\nanalytical:%r\n" % (k, j, _tensor64(numerical[i][k]),
+                                                                             _tensor64(analytical)))
+
+
+def _jvp64(tangent, out):
+    return np.zeros(out.numel()) if tangent is None else tangent.detach().numpy().reshape(-1).astype(np.float64)
+
+
 def _expect_zero(jacobians, tol=0.0):
     for n in jacobians:
         if n.size and np.abs(n).max() > tol:
@@ -365,14 +393,18 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
     central finite differences; otherwise raise GradcheckError (or return False if not raise_exception).
 
     ``fast_mode=True`` compares random projections ``v^T J u`` instead of whole Jacobians.
-    Forward-mode AD and vmap-batched checks are not available (jitgrad has neither).
+    ``check_forward_ad=True`` also compares the Jacobian forward-mode AD gives (one JVP per input element,
+    autograd.forward_ad). The vmap-batched checks are not available yet.
     """
-    if check_forward_ad or check_batched_grad or check_batched_forward_grad:
-        raise NotImplementedError("jitgrad has no forward-mode AD or vmap: check_forward_ad, check_batched_grad and "
-                                  "check_batched_forward_grad must be False")
+    if check_batched_grad or check_batched_forward_grad:
+        raise NotImplementedError("jitgrad has no vmap yet: check_batched_grad and check_batched_forward_grad must be "
+                                  "False")
     try:
-        return _gradcheck(func, _as_tuple(inputs), eps, atol, rtol, nondet_tol, check_undefined_grad,
-                          check_grad_dtypes, check_backward_ad, fast_mode)
+        ok = _gradcheck(func, _as_tuple(inputs), eps, atol, rtol, nondet_tol, check_undefined_grad,
+                        check_grad_dtypes, check_backward_ad, fast_mode)
+        if check_forward_ad:
+            _forward_ad_check(func, _as_tuple(inputs), eps, rtol, atol)
+        return ok
     except GradcheckError:
         if raise_exception:
             raise

@@ -149,3 +149,16 @@ def test_a_compiled_function_runs_eagerly_inside_a_level():
     with fwAD.dual_level():
         out = f(fwAD.make_dual(jg.tensor([1.0, 2.0, 3.0]), jg.ones(3)))
         assert float(fwAD.unpack_dual(out).tangent) == 12.0
+
+
+def test_gradcheck_checks_forward_mode():
+    x = jg.tensor(np.linspace(-1, 1, 5), requires_grad=True)
+    w = jg.tensor(np.arange(10.0).reshape(5, 2) / 7, requires_grad=True)
+    assert jg.autograd.gradcheck(lambda x, w: ((x @ w).tanh(), x.exp().sum()), (x, w), check_forward_ad=True)
+
+    def outside_the_table(x):  # values computed from the array: no tangent reaches the output
+        return jg.Tensor._wrap(np.sin(x.detach().numpy())) + x * 0
+    with pytest.raises(jg.autograd.GradcheckError, match="Jacobian computed with forward mode mismatch for output 0"):
+        jg.autograd.gradcheck(outside_the_table, (x,), check_forward_ad=True, check_backward_ad=False)
+    with pytest.raises(NotImplementedError, match="check_batched_grad"):
+        jg.autograd.gradcheck(lambda x: x.sin(), (x,), check_batched_grad=True)
