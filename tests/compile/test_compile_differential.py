@@ -129,10 +129,14 @@ def _differential(feature, loss, extra, dtype, seed):
         _check_same(fn, cf, _inputs(rng, batch, dtype), w, tol)
 
 
+# what hypothesis draws: a program, or a training step
+PROGRAMS = dict(feature=st.sampled_from(sorted(FEATURES)), loss=st.sampled_from(sorted(LOSSES)),
+                extra=st.sampled_from(sorted(EXTRAS)), dtype=st.sampled_from([np.float32, np.float64]),
+                seed=st.integers(0, 2 ** 16))
+
+
 @SAMPLE
-@given(feature=st.sampled_from(sorted(FEATURES)), loss=st.sampled_from(sorted(LOSSES)),
-       extra=st.sampled_from(sorted(EXTRAS)), dtype=st.sampled_from([np.float32, np.float64]),
-       seed=st.integers(0, 2 ** 16))
+@given(**PROGRAMS)
 def test_compiled_programs_match_eager_with_new_inputs(feature, loss, extra, dtype, seed):
     _differential(feature, loss, extra, dtype, seed)
 
@@ -145,9 +149,7 @@ def test_every_loss_reads_the_call_s_inputs(loss):
 
 @pytest.mark.slow
 @FULL
-@given(feature=st.sampled_from(sorted(FEATURES)), loss=st.sampled_from(sorted(LOSSES)),
-       extra=st.sampled_from(sorted(EXTRAS)), dtype=st.sampled_from([np.float32, np.float64]),
-       seed=st.integers(0, 2 ** 16))
+@given(**PROGRAMS)
 def test_compiled_programs_match_eager_with_new_inputs_full(feature, loss, extra, dtype, seed):
     _differential(feature, loss, extra, dtype, seed)
 
@@ -196,12 +198,13 @@ def _training(loss, optimizer, form, dtype, seed):
 
 STEP_LOSSES = ["cross_entropy", "cross_entropy_ignore", "cross_entropy_smooth", "nll", "mask_rows", "index_rows",
                "gather", "masked_fill"]
+STEPS = dict(loss=st.sampled_from(STEP_LOSSES), optimizer=st.sampled_from(sorted(OPTIMIZERS)),
+             form=st.sampled_from(["loss", "item", "none"]), dtype=st.sampled_from([np.float32, np.float64]),
+             seed=st.integers(0, 2 ** 16))
 
 
 @SAMPLE
-@given(loss=st.sampled_from(STEP_LOSSES), optimizer=st.sampled_from(sorted(OPTIMIZERS)),
-       form=st.sampled_from(["loss", "item", "none"]), dtype=st.sampled_from([np.float32, np.float64]),
-       seed=st.integers(0, 2 ** 16))
+@given(**STEPS)
 def test_compiled_training_steps_match_eager_with_new_batches(loss, optimizer, form, dtype, seed):
     _training(loss, optimizer, form, dtype, seed)
 
@@ -214,9 +217,7 @@ def test_compiled_classifier_step_trains_on_each_batch_s_labels(optimizer, dtype
 
 @pytest.mark.slow
 @FULL
-@given(loss=st.sampled_from(STEP_LOSSES), optimizer=st.sampled_from(sorted(OPTIMIZERS)),
-       form=st.sampled_from(["loss", "item", "none"]), dtype=st.sampled_from([np.float32, np.float64]),
-       seed=st.integers(0, 2 ** 16))
+@given(**STEPS)
 def test_compiled_training_steps_match_eager_with_new_batches_full(loss, optimizer, form, dtype, seed):
     _training(loss, optimizer, form, dtype, seed)
 
