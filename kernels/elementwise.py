@@ -17,6 +17,7 @@ from numba import prange  # noqa: F401  (used by the generated loops)
 
 from . import config
 from ._jit import compiled
+from . import derived  # noqa: F401  (registers the fused VJPs, derived from the op table, in SCALARS)
 from .scalars import SCALARS, STAMP
 
 _LOOP = """

@@ -1,8 +1,8 @@
 """The scalar functions of elementwise math, written once, registered in SCALARS.
 
 Every forward op of an elementwise op is one scalar function below; the fused vector-Jacobian products
-(VJPs) are scalar functions too, derived from the op table's formulas into derived.py (imported at the
-end). The CPU loops (kernels/elementwise.py), jitgrad.compile's fused loops and the CUDA kernels
+(VJPs) are scalar functions too, derived from the op table's formulas into derived.py, which registers
+them here when kernels/elementwise.py imports it. The CPU loops (kernels/elementwise.py), jitgrad.compile's fused loops and the CUDA kernels
 (kernels/cuda/elementwise.py) are generated from them. They read vexp, vtanh, vsigmoid, like and np as
 globals of this module, which device backends swap for their own versions.
 """
@@ -275,5 +275,3 @@ def _sources_stamp(*files):
 # A hash of the sources the scalar functions compile from (this file and the math they inline): the loops
 # generated from them carry it in their names, so numba's on-disk cache never serves a loop built from older ones.
 STAMP = _sources_stamp(__file__, vmath.__file__, config.__file__, os.path.join(os.path.dirname(__file__), "derived.py"))
-
-from . import derived  # noqa: E402,F401  (the fused VJPs, registered into SCALARS; they read the functions above)
