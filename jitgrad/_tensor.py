@@ -146,7 +146,8 @@ class Tensor:
 
     def _host(self):
         """The data as a NumPy array (a copy from the device for CUDA tensors)."""
-        value_read("a tensor's values read in Python (nonzero, masked_select, ...)")
+        if SPECIAL[0]:  # (a compiled trace hears of it; a plain call pays one check)
+            value_read("a tensor's values read in Python (nonzero, masked_select, ...)")
         d = self._data
         return d if d.__class__ is np.ndarray else backend(d).to_host(d)
 
@@ -220,14 +221,16 @@ class Tensor:
 
     @property
     def grad(self):
-        side_effect(GRAD_ACCESS)
+        if SPECIAL[0]:  # (a compiled trace hears of it; a plain call pays one check)
+            side_effect(GRAD_ACCESS)
         if self.grad_fn is not None and self._grad is None and not self.retains_grad:
             warnings.warn(NON_LEAF_GRAD_WARNING, UserWarning, stacklevel=2)
         return self._grad
 
     @grad.setter
     def grad(self, value):
-        side_effect(GRAD_ACCESS)
+        if SPECIAL[0]:  # (a compiled trace hears of it; a plain call pays one check)
+            side_effect(GRAD_ACCESS)
         if value is not None:
             if not isinstance(value, Tensor):
                 raise TypeError("assigned grad expected to be a Tensor or None but got grad of type "
@@ -240,7 +243,8 @@ class Tensor:
 
     @grad.deleter
     def grad(self):
-        side_effect(GRAD_ACCESS)
+        if SPECIAL[0]:  # (a compiled trace hears of it; a plain call pays one check)
+            side_effect(GRAD_ACCESS)
         self._grad = None
 
     @property
