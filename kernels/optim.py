@@ -20,6 +20,8 @@ from . import config
 from . import cpu as _cpu
 from ._jit import twins
 
+EMPTY = {}
+
 
 # ---------------------------------------------------------------- one element (shared with CUDA)
 def lerp(start, end, weight):
@@ -155,113 +157,19 @@ _nadam_step = njit(inline="always")(nadam_step)
 _radam_step = njit(inline="always")(radam_step)
 
 
-# ---------------------------------------------------------------- CPU loops
-def _sgd(p, grad, buf, lr, momentum, dampening, weight_decay, nesterov, maximize, first_step):
-    has_buf = buf.shape[0] != 0
-    for i in prange(p.shape[0]):
-        b = buf[i] if has_buf else 0.0
-        p[i], b = _sgd_step(p[i], grad[i], b, lr, momentum, dampening, weight_decay, nesterov, maximize, first_step)
-        if has_buf:
-            buf[i] = b
+# ---------------------------------------------------------------- the loops, from one template
+# An update's loop applies its step function to each element: it reads the parameter, the gradient and
+# the state arrays, and writes the parameter and the state back. The loop is generated from the step's
+# signature, step(p, g, *states, *options), and the state arrays' names (ARRAYS), once per target: the CPU
+# loops here (prange) and the CUDA kernels (kernels/cuda/optim.py, a grid-stride range). A state array
+# gated by an option is read and written only where it is not empty (the gate passes an unused buffer
+# empty), and then enters the step as 0.
+_LOOP = """
+def {name}(p, {arrays}, {options}):
+    for i in {indices}:
+{body}
+"""
 
-
-# The usual steps get loops of their own: with their options constant LLVM drops the branches and vectorizes
-# the loop (SGD with momentum: 0.06 instead of 0.2 ms for 400k float32 on two threads; Adam 0.4 instead of
-# 0.6 ms). Each is a kernel of its own, compiled when a step first takes it (a parallel build costs about
-# half a second a loop).
-def _sgd_momentum(p, grad, buf, lr, momentum, dampening, weight_decay, nesterov, maximize, first_step):
-    for i in prange(p.shape[0]):
-        p[i], buf[i] = _sgd_step(p[i], grad[i], buf[i], lr, momentum, dampening, 0.0, False, False, False)
-
-
-def _sgd_plain(p, grad, buf, lr, momentum, dampening, weight_decay, nesterov, maximize, first_step):
-    for i in prange(p.shape[0]):
-        p[i] = _sgd_step(p[i], grad[i], 0.0, lr, 0.0, 0.0, 0.0, False, False, False)[0]
-
-
-def _sgd_usual(grad, buf, lr, momentum, dampening, weight_decay, nesterov, maximize, first_step):
-    """The loop of SGD's usual step for these options, or None."""
-    if nesterov or maximize or first_step or weight_decay != 0:
-        return None
-    return "sgd_momentum" if buf.shape[0] else "sgd_plain"
-
-
-def _adam(p, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, lr, beta1, beta2, eps, weight_decay, decoupled, amsgrad,
-          maximize, bias_correction1, bias_correction2_sqrt):
-    for i in prange(p.shape[0]):
-        v_max = max_exp_avg_sq[i] if amsgrad else 0.0
-        p[i], exp_avg[i], exp_avg_sq[i], v_max = _adam_step(
-            p[i], grad[i], exp_avg[i], exp_avg_sq[i], v_max, lr, beta1, beta2, eps, weight_decay, decoupled, amsgrad,
-            maximize, bias_correction1, bias_correction2_sqrt)
-        if amsgrad:
-            max_exp_avg_sq[i] = v_max
-
-
-def _adam_plain(p, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, lr, beta1, beta2, eps, weight_decay, decoupled, amsgrad,
-                maximize, bias_correction1, bias_correction2_sqrt):
-    for i in prange(p.shape[0]):
-        p[i], exp_avg[i], exp_avg_sq[i], _ = _adam_step(
-            p[i], grad[i], exp_avg[i], exp_avg_sq[i], 0.0, lr, beta1, beta2, eps, weight_decay, decoupled, False,
-            False, bias_correction1, bias_correction2_sqrt)
-
-
-def _adam_usual(grad, exp_avg, exp_avg_sq, max_exp_avg_sq, lr, beta1, beta2, eps, weight_decay, decoupled, amsgrad,
-                maximize, bias_correction1, bias_correction2_sqrt):
-    return None if amsgrad or maximize else "adam_plain"
-
-
-def _rmsprop(p, grad, square_avg, grad_avg, buf, lr, alpha, eps, weight_decay, momentum, centered, maximize):
-    for i in prange(p.shape[0]):
-        ga = grad_avg[i] if centered else 0.0
-        b = buf[i] if momentum > 0 else 0.0
-        p[i], square_avg[i], ga, b = _rmsprop_step(p[i], grad[i], square_avg[i], ga, b, lr, alpha, eps,
-                                                   weight_decay, momentum, centered, maximize)
-        if centered:
-            grad_avg[i] = ga
-        if momentum > 0:
-            buf[i] = b
-
-
-def _adagrad(p, grad, state_sum, clr, eps, weight_decay, maximize):
-    for i in prange(p.shape[0]):
-        p[i], state_sum[i] = _adagrad_step(p[i], grad[i], state_sum[i], clr, eps, weight_decay, maximize)
-
-
-def _adadelta(p, grad, square_avg, acc_delta, lr, rho, eps, weight_decay, maximize):
-    for i in prange(p.shape[0]):
-        p[i], square_avg[i], acc_delta[i] = _adadelta_step(p[i], grad[i], square_avg[i], acc_delta[i], lr, rho, eps,
-                                                           weight_decay, maximize)
-
-
-def _adamax(p, grad, exp_avg, exp_inf, clr, beta1, beta2, eps, weight_decay, maximize):
-    for i in prange(p.shape[0]):
-        p[i], exp_avg[i], exp_inf[i] = _adamax_step(p[i], grad[i], exp_avg[i], exp_inf[i], clr, beta1, beta2, eps,
-                                                    weight_decay, maximize)
-
-
-def _nadam(p, grad, exp_avg, exp_avg_sq, lr, beta1, beta2, eps, weight_decay, decoupled, maximize, bias_correction2,
-           grad_coef, avg_coef):
-    for i in prange(p.shape[0]):
-        p[i], exp_avg[i], exp_avg_sq[i] = _nadam_step(p[i], grad[i], exp_avg[i], exp_avg_sq[i], lr, beta1, beta2, eps,
-                                                      weight_decay, decoupled, maximize, bias_correction2, grad_coef,
-                                                      avg_coef)
-
-
-def _radam(p, grad, exp_avg, exp_avg_sq, lr, beta1, beta2, eps, weight_decay, decoupled, maximize, bias_correction1,
-           bias_correction2_sqrt, rect):
-    for i in prange(p.shape[0]):
-        p[i], exp_avg[i], exp_avg_sq[i] = _radam_step(p[i], grad[i], exp_avg[i], exp_avg_sq[i], lr, beta1, beta2, eps,
-                                                      weight_decay, decoupled, maximize, bias_correction1,
-                                                      bias_correction2_sqrt, rect)
-
-
-_LOOPS = (("sgd", _sgd), ("adam", _adam), ("rmsprop", _rmsprop), ("adagrad", _adagrad), ("adadelta", _adadelta),
-          ("adamax", _adamax), ("nadam", _nadam), ("radam", _radam))
-KERNELS = {name: twins(fn) for name, fn in _LOOPS + (("sgd_momentum", _sgd_momentum), ("sgd_plain", _sgd_plain),
-                                                     ("adam_plain", _adam_plain))}
-USUAL = {"sgd": _sgd_usual, "adam": _adam_usual}  # the loop of an optimizer's usual step, by its options
-
-# ---------------------------------------------------------------- the gate in front of the loops
 # The arrays each loop takes after the parameter, named as the optimizer state they hold (the
 # gradient first), each with the option under which the loop reads it (None: always). An empty
 # array whose option is off (not > 0) reaches the loop as an empty array of the parameter's dtype;
@@ -277,15 +185,87 @@ ARRAYS = {
     "radam": (("grad", None), ("exp_avg", None), ("exp_avg_sq", None)),
 }
 
+# The usual steps get loops of their own, with their options constant, so that LLVM drops the branches and
+# vectorizes the loop (SGD with momentum: 0.06 instead of 0.2 ms for 400k float32 on two threads; Adam 0.4
+# instead of 0.6 ms): (loop name, optimizer, options fixed to constants, gated arrays read unconditionally).
+# Each is a kernel of its own, compiled when a step first takes it (a parallel build costs about half a second).
+USUAL_LOOPS = (
+    ("sgd_momentum", "sgd", dict(weight_decay=0.0, nesterov=False, maximize=False, first_step=False),
+     ("momentum_buffer",)),
+    ("sgd_plain", "sgd", dict(momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False, maximize=False,
+                              first_step=False), ()),
+    ("adam_plain", "adam", dict(amsgrad=False, maximize=False), ()),
+)
 
-def _layout(fn, arrays):
-    """(position in args, state name, position of its option or None) for each array of loop ``fn``."""
-    names = fn.__code__.co_varnames[1:fn.__code__.co_argcount]  # the loop's parameters after p
+
+def options(optimizer):
+    """The names of the options of ``optimizer``'s step function (its parameters after the state)."""
+    code = STEPS[optimizer].__code__
+    return code.co_varnames[1 + len(ARRAYS[optimizer]):code.co_argcount]
+
+
+def loop_source(name, optimizer, indices, fixed=EMPTY, present=()):
+    """The source of the loop ``name`` applying ``optimizer``'s step over ``indices`` (the target's range
+    expression over p's elements); ``fixed`` options are constants, ``present`` gated arrays always read."""
+    arrays = ARRAYS[optimizer]
+    gates = {n: o for n, o in arrays[1:] if o is not None and n not in present}
+    unused = {n for n, o in gates.items() if o in fixed and not fixed[o]}
+    body = []
+    for k, (n, _) in enumerate(arrays[1:]):
+        if n in unused:
+            body.append("v%d = 0.0" % k)
+        else:
+            body.append("v%d = %s[i]%s" % (k, n, " if %s.shape[0] != 0 else 0.0" % n if n in gates else ""))
+    values = ", ".join("v%d" % k for k in range(len(arrays) - 1))
+    args = ", ".join(repr(fixed[o]) if o in fixed else o for o in options(optimizer))
+    body.append("p[i], %s = _%s_step(p[i], grad[i], %s, %s)" % (values, optimizer, values, args))
+    for k, (n, _) in enumerate(arrays[1:]):
+        if n in gates and n not in unused:
+            body.append("if %s.shape[0] != 0:\n    %s[i] = v%d" % (n, n, k))
+        elif n not in unused:
+            body.append("%s[i] = v%d" % (n, k))
+    body = "\n".join(" " * 8 + line.replace("\n", "\n" + " " * 8) for line in body)
+    return _LOOP.format(name=name, arrays=", ".join(n for n, _ in arrays), options=", ".join(options(optimizer)),
+                        indices=indices, body=body)
+
+
+def loops():
+    """(loop name, optimizer, fixed options, present arrays) of every loop: each optimizer's own, then the usual ones."""
+    return tuple((name, name, EMPTY, ()) for name in ARRAYS) + USUAL_LOOPS
+
+
+def _cpu_loop(name, optimizer, fixed, present):
+    exec(compile(loop_source(name, optimizer, "prange(p.shape[0])", fixed, present), __file__, "exec"), globals())
+    return globals()[name]
+
+
+_LOOPS = {name: _cpu_loop("_" + name, *spec) for name, *spec in loops()}
+KERNELS = {name: twins(fn) for name, fn in _LOOPS.items()}
+
+
+def _sgd_usual(grad, buf, lr, momentum, dampening, weight_decay, nesterov, maximize, first_step):
+    """The loop of SGD's usual step for these options, or None."""
+    if nesterov or maximize or first_step or weight_decay != 0:
+        return None
+    return "sgd_momentum" if buf.shape[0] else "sgd_plain"
+
+
+def _adam_usual(grad, exp_avg, exp_avg_sq, max_exp_avg_sq, lr, beta1, beta2, eps, weight_decay, decoupled, amsgrad,
+                maximize, bias_correction1, bias_correction2_sqrt):
+    return None if amsgrad or maximize else "adam_plain"
+
+
+USUAL = {"sgd": _sgd_usual, "adam": _adam_usual}  # the loop of an optimizer's usual step, by its options
+
+# ---------------------------------------------------------------- the gate in front of the loops
+def _layout(optimizer):
+    """(position in args, state name, position of its option or None) for each array of ``optimizer``'s loop."""
+    names = tuple(n for n, _ in ARRAYS[optimizer]) + options(optimizer)  # the loop's parameters after p
     return tuple((i, name, None if option is None else names.index(option))
-                 for i, (name, option) in enumerate(arrays))
+                 for i, (name, option) in enumerate(ARRAYS[optimizer]))
 
 
-_LAYOUT = {name: _layout(fn, ARRAYS[name]) for name, fn in _LOOPS}
+_LAYOUT = {name: _layout(name) for name in ARRAYS}
 
 SIZE_MISMATCH = "The size of tensor a (%d) must match the size of tensor b (%d) at non-singleton dimension %d"
 OVERLAP = ("unsupported operation: more than one element of the written-to tensor refers to a single memory "

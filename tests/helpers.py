@@ -11,6 +11,7 @@
 """
 import os
 import pathlib
+import re
 import signal
 import subprocess
 import sys
@@ -160,3 +161,9 @@ def run_code(code, timeout=240, **env):
 # PyTorch's message for an in-place write into a tensor whose elements share memory (an expanded tensor)
 OVERLAP = ("unsupported operation: more than one element of the written-to tensor refers to a single memory "
            "location. Please clone() the tensor before performing the operation.")
+
+
+def kernel_names(compiled):
+    """Names of compiled kernels ('_adam_3f2a9c01de-float32') without the source hash that generated kernels
+    carry in their names ('_adam-float32')."""
+    return sorted(re.sub(r"_[0-9a-f]{10}-", "-", k) for k in compiled)
