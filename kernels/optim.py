@@ -139,22 +139,19 @@ def radam_step(p, g, m, v, lr, beta1, beta2, eps, weight_decay, decoupled, maxim
     return p - step, m, v
 
 
-STEPS = {"lerp": lerp, "maximum": maximum, "sgd": sgd_step, "adam": adam_step, "rmsprop": rmsprop_step,
-         "adagrad": adagrad_step, "adadelta": adadelta_step, "adamax": adamax_step, "nadam": nadam_step,
-         "radam": radam_step}
+# The functions the step functions call (as _lerp, _maximum, _adam_moments), and each optimizer's step.
+HELPERS = {"lerp": lerp, "maximum": maximum, "adam_moments": adam_moments}
+STEPS = {"sgd": sgd_step, "adam": adam_step, "rmsprop": rmsprop_step, "adagrad": adagrad_step,
+         "adadelta": adadelta_step, "adamax": adamax_step, "nadam": nadam_step, "radam": radam_step}
 
-# CPU builds, inlined into the loops (the step functions find the helpers as _lerp, _maximum, _adam_moments).
-_lerp = njit(inline="always")(lerp)
-_maximum = njit(inline="always")(maximum)
-_adam_moments = njit(inline="always")(adam_moments)
-_sgd_step = njit(inline="always")(sgd_step)
-_adam_step = njit(inline="always")(adam_step)
-_rmsprop_step = njit(inline="always")(rmsprop_step)
-_adagrad_step = njit(inline="always")(adagrad_step)
-_adadelta_step = njit(inline="always")(adadelta_step)
-_adamax_step = njit(inline="always")(adamax_step)
-_nadam_step = njit(inline="always")(nadam_step)
-_radam_step = njit(inline="always")(radam_step)
+
+def device_functions():
+    """(global name, function) of the helpers and steps as the step functions and loops call them, helpers first."""
+    return [("_" + n, f) for n, f in HELPERS.items()] + [("_%s_step" % n, f) for n, f in STEPS.items()]
+
+
+# CPU builds, inlined into the loops.
+globals().update((name, njit(inline="always")(fn)) for name, fn in device_functions())
 
 
 # ---------------------------------------------------------------- the loops, from one template
