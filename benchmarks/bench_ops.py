@@ -71,7 +71,7 @@ def _shapes_padded(args, size):
 def bench_sample(op, size, dtype, seed=0):
     """(args, kwargs) of NumPy values for ``op`` at the declared ``size``, or None if no sample fits."""
     rng = np.random.default_rng(seed)
-    samples = op.samples(rng, np.dtype(dtype)) if op.samples else []
+    samples = op.tests.samples(rng, np.dtype(dtype)) if op.tests.samples else []
     for rule in (_shapes_same_rank, _shapes_matmul, _shapes_padded):
         for args, kwargs in samples:
             shapes = rule(args, size)
@@ -124,7 +124,7 @@ class _ForwardBackward(_Forward):
 
 
 def _benchmark_class(op):
-    sizes = {_label(s): tuple(s) for s in op.bench["sizes"]}
+    sizes = {_label(s): tuple(s) for s in op.tests.bench["sizes"]}
     base = _ForwardBackward if op.differentiable else _Forward
     doc = "%s: forward%s at sizes %s" % (op.name, " and forward+backward" if op.differentiable else "",
                                          ", ".join(sizes))
@@ -133,5 +133,5 @@ def _benchmark_class(op):
 
 
 for _op in OPS.values():
-    if _op.bench and _op.bench.get("sizes"):
+    if _op.tests.bench and _op.tests.bench.get("sizes"):
         globals()["Op_" + _op.name] = _benchmark_class(_op)

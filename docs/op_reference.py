@@ -52,7 +52,7 @@ def defining_module(op):
     """The module of jitgrad/ops/ whose source builds the entry: that of the first of its public callable,
     VJP formulas, fused VJP functions and forward that is written there (not made by a helper of another
     module), else that of the first callable from jitgrad/ops/ at all."""
-    fns = [op.call] + [f for f in op.vjp if f] + [f for f in op.fused if callable(f)] + [op.forward]
+    fns = [op.exposure.call] + [f for f in op.derivatives.vjp if f] + [f for f in op.derivatives.fused if callable(f)] + [op.forward]
     fns = [_unwrap(f) for f in fns if f is not None]
     ours = [f for f in fns if (getattr(f, "__module__", None) or "").startswith("jitgrad.ops.")
             and f.__module__ != "jitgrad.ops._table"]
@@ -155,18 +155,18 @@ def _public_index():
 def public_names(op):
     """The names the entry publishes (its api, in-place forms, operators, nn module), as register() does."""
     names = []
-    for n in op.api:
-        if op.function:
+    for n in op.exposure.api:
+        if op.exposure.function:
             names.append(code("jitgrad." + n))
-        if op.method:
+        if op.exposure.method:
             names.append(code("Tensor." + n))
-    for n in op.api:
-        if op.inplace is True or n in (op.inplace or ()):
+    for n in op.exposure.api:
+        if op.exposure.inplace is True or n in (op.exposure.inplace or ()):
             names.append("in place " + code("Tensor.%s_" % n))
-    if op.operators:
-        names.append("operators " + ", ".join(code(o) for o in op.operators))
-    if op.module:
-        names.append("nn module " + code("jitgrad.nn." + op.module))
+    if op.exposure.operators:
+        names.append("operators " + ", ".join(code(o) for o in op.exposure.operators))
+    if op.exposure.module:
+        names.append("nn module " + code("jitgrad.nn." + op.exposure.module))
         names.append(code("jitgrad.nn.functional." + op.name) + " and " + code("jitgrad.nn.functional.%s_" % op.name))
     return names
 
@@ -198,31 +198,31 @@ def op_section(op, public):
     lines = ["### %s" % code(op.name), ""]
     names = public_names(op)
     # other public names of the entry's callable (jitgrad.sum for sum_all, F.pad for the padding entries)
-    reached = [] if op.call is None else [code(n) for n in public.get(id(_unwrap(op.call)), [])
+    reached = [] if op.exposure.call is None else [code(n) for n in public.get(id(_unwrap(op.exposure.call)), [])
                                           if not any(code(n) in x for x in names)]
     if names:
         lines.append("- **Public names:** " + ", ".join(names) + ("; also " + ", ".join(reached) if reached else ""))
     else:
         lines.append("- **Public names:** none of its own" + ("; called through " + ", ".join(reached)
                                                                if reached else ""))
-    if op.params:
-        lines.append("- **Parameters:** " + ", ".join(code("%s=%r" % kv) for kv in op.params.items()))
+    if op.exposure.params:
+        lines.append("- **Parameters:** " + ", ".join(code("%s=%r" % kv) for kv in op.exposure.params.items()))
     inputs = "any number of tensors (one formula, given the input's position)" if op.inputs is None \
         else ", ".join(code(i) for i in op.inputs)
     lines.append("- **Inputs:** %s; **outputs:** %s" % (inputs, _outputs(op)))
-    rule = "%s: %s" % (code(op.dtype_rule), DTYPE_RULES.get(op.dtype_rule, op.dtype_rule))
-    if op.keep_inputs:
-        rule += "; inputs at positions %s keep their own dtype" % ", ".join(str(i) for i in sorted(op.keep_inputs))
+    rule = "%s: %s" % (code(op.types.rule), DTYPE_RULES.get(op.types.rule, op.types.rule))
+    if op.types.keep_inputs:
+        rule += "; inputs at positions %s keep their own dtype" % ", ".join(str(i) for i in sorted(op.types.keep_inputs))
     lines.append("- **dtype:** " + rule)
-    if op.unsupported:
+    if op.types.unsupported:
         lines.append("- **Unsupported dtypes:** " + "; ".join(
-            "%s (%s: %s)" % (code(d), exc.__name__, text(msg)) for d, (exc, msg) in sorted(op.unsupported.items())))
-    half = "computed in float32, rounded to the storage dtype" if op.reduced_precision == "float32" \
+            "%s (%s: %s)" % (code(d), exc.__name__, text(msg)) for d, (exc, msg) in sorted(op.types.unsupported.items())))
+    half = "computed in float32, rounded to the storage dtype" if op.types.reduced_precision == "float32" \
         else "run on the stored values"
     lines.append("- **float16 / bfloat16:** " + half)
-    if op.autocast:
+    if op.types.autocast:
         lines.append("- **Autocast:** " + ", ".join("%s: %s" % (code(k), code(v))
-                                                    for k, v in sorted(op.autocast.items())))
+                                                    for k, v in sorted(op.types.autocast.items())))
     lines.append("- **View:** %s; **autograd node:** %s; **devices:** %s"
                  % ("yes" if op.view else "no", code(op.node_name), _devices(op)))
     fwd = op.forward
@@ -239,10 +239,10 @@ def op_section(op, public):
     if not op.differentiable:
         lines.append("- **Derivative:** not differentiable")
     else:
-        lines.append("- **Derivatives:**" if op.double_backward else "- **Derivatives** (no double backward):")
+        lines.append("- **Derivatives:**" if op.derivatives.double_backward else "- **Derivatives** (no double backward):")
         inputs = ("tensors",) if op.inputs is None else op.inputs
         groups = {}  # inputs sharing one formula (and what it saves, and its fused kernel) are listed together
-        for name, formula, fused, saves in zip(inputs, op.vjp, op.fused, op.saves):
+        for name, formula, fused, saves in zip(inputs, op.derivatives.vjp, op.derivatives.fused, op.derivatives.saves):
             key = (source(formula) if formula is not None else None, _fused(fused), saves)
             groups.setdefault(key, [formula, fused, saves, []])[3].append(name)
         for formula, fused, saves, names in groups.values():

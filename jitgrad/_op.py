@@ -6,6 +6,7 @@ VJP kernel per input (used when no graph of the backward is needed), what it sav
 rule, a NumPy reference and sample inputs. ``dispatch`` is the per-op hot path.
 """
 import types
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
@@ -20,8 +21,69 @@ from ._tensor import Tensor
 EMPTY = {}
 
 
+@dataclass(frozen=True, slots=True)
+class Derivatives:
+    """How an entry differentiates: per input, the VJP formula (g, s) -> Tensor over table ops, or None where
+    the input takes no gradient (one shared formula, also given the input's position, for a variadic entry),
+    the fused kernel ('kernel', argument names), a fused VJP function, or None, the fused kernel as an op of
+    its own (see fused_op), and the names the formula and kernel read from the node, in save order."""
+    vjp: tuple
+    fused: tuple
+    fused_ops: tuple
+    saves: tuple
+    double_backward: bool  # whether the formulas' own gradients are right (create_graph twice)
+
+
+@dataclass(frozen=True, slots=True)
+class TypeRule:
+    """The dtypes an entry computes in and returns."""
+    rule: str  # promote | float | bool | same | int64 | keep
+    # promoted input dtype name -> (exception class, message): the dtypes PyTorch has no kernel of this
+    # op for. Checked only when dispatch first sees an operand-type pattern (the hot path pays nothing).
+    unsupported: dict
+    # float16/bfloat16 operands: "float32" computes in float32 and rounds the results to the storage dtype;
+    # "native" runs the forward on the stored values (views, copies, casts: ops that only move values)
+    reduced_precision: str
+    # with a float16/bfloat16 result, the other operands are rounded to it before the float32 math (PyTorch's
+    # cast to the common dtype); True: numbers and 0-d tensors enter it unrounded (PyTorch's mul and div)
+    original_scalars: bool
+    keep_inputs: frozenset  # positions passed to the kernel in their own dtype (indices, masks)
+    # device type -> PyTorch's autocast cast policy for the op ("lower_precision_fp": floating inputs to the
+    # autocast dtype, "fp32": to float32), applied by its public function (ops._table.autocasts)
+    autocast: dict
+
+
+@dataclass(frozen=True, slots=True)
+class Exposure:
+    """How users reach an entry: ``call``, the public callable (default: jitgrad.<name>), exported as
+    jitgrad.<api name> (function) and Tensor.<api name> (method), an in-place Tensor.<name>_ form, Python
+    operators (__rX__: operands swapped, __iX__: the in-place form) and an nn module class name (made in
+    nn/modules/activation.py from ``params``, the scalar params and their defaults of a generated API)."""
+    call: object
+    api: tuple
+    method: bool
+    function: bool
+    inplace: object  # False, True (every api name) or the api names with an in-place form
+    operators: tuple
+    module: object
+    params: dict
+
+
+@dataclass(frozen=True, slots=True)
+class TestData:
+    """What the generated tests and benchmarks run: ``samples(rng, dtype)`` -> [(args, kwargs)] for the
+    public callable (see ops/_table.py), the NumPy reference taking a sample's (args, kwargs), and benchmark
+    sizes."""
+    samples: object
+    ref: object
+    bench: object
+
+
 class Op:
-    """One entry of the op table (declarative; see jitgrad/ops/ for the entries). Read-only once built."""
+    """One entry of the op table (declarative; see jitgrad/ops/ for the entries). Read-only once built.
+
+    The entry is declared with keywords, in one call; the record keeps what dispatch reads on every call
+    on itself and the rest in four facets: ``derivatives``, ``types``, ``exposure`` and ``tests``."""
 
     def __init__(self, name, forward, *, inputs=("self",), vjp=(), fused=(), dtype="promote", ref=None,
                  samples=None, node=None, n_outputs=1, outputs=("result",), differentiable=None, view=False,
@@ -35,53 +97,29 @@ class Op:
         self.inputs = inputs
         self.variadic = inputs is None
         n = 1 if inputs is None else len(inputs)
-        # per input: a formula (g, s) -> Tensor, or None where the input takes no gradient; what it saves
-        # is derived from the names it reads (see _saved_names)
-        self.vjp = tuple(vjp) + (None,) * (n - len(vjp))
-        self.dtype_rule = dtype  # promote | float | bool | same | int64 | keep
-        # promoted input dtype name -> (exception class, message): the dtypes PyTorch has no kernel of this
-        # op for. Checked only when dispatch first sees an operand-type pattern (the hot path pays nothing).
-        self.unsupported = unsupported
-        # float16/bfloat16 operands: "float32" computes in float32 and rounds the results to the storage dtype;
-        # "native" runs the forward on the stored values (views, copies, casts: ops that only move values)
-        self.reduced_precision = reduced_precision or ("native" if view else "float32")
-        # with a float16/bfloat16 result, the other operands are rounded to it before the float32 math (PyTorch's
-        # cast to the common dtype); True: numbers and 0-d tensors enter it unrounded (PyTorch's mul and div)
-        self.original_scalars = original_scalars
-        # device type -> PyTorch's autocast cast policy for the op ("lower_precision_fp": floating inputs to the
-        # autocast dtype, "fp32": to float32), applied by its public function (ops._table.autocasts)
-        self.autocast = autocast
-        self.ref = ref  # NumPy reference, taking a sample's (args, kwargs)
+        self.n_outputs = n_outputs
+        self.outputs = outputs  # names of the outputs a formula may save (s.result, s.indices)
+        self.view = view
+        self.broadcast = broadcast
         # params -> whether the output's shape depends on the operands' values (unique, a boolean-mask index):
         # jitgrad.compile ends its graph there rather than freeze the shape of the call it traced
         self.value_shaped = value_shaped
-        self.samples = samples  # samples(rng, dtype) -> [(args, kwargs)], see ops/_table.py
-        self.call = call  # the public callable the samples are applied to (default: jitgrad.<name>)
-        self.params = params  # scalar params and their defaults, for a generated API (elementwise ops)
-        self.n_outputs = n_outputs
-        self.outputs = outputs  # names of the outputs a formula may save (s.result, s.indices)
-        # per input: ('kernel', arg names), a fused VJP function, or None; a spec with ``spec(op, k)`` (ops/_derive.py)
-        # is a kernel made from the input's formula, resolved here
+        self.types = TypeRule(dtype, unsupported, reduced_precision or ("native" if view else "float32"),
+                              original_scalars, frozenset(keep_inputs), autocast)
+        self.exposure = Exposure(call, tuple(api), method, function, inplace, tuple(operators), module, params)
+        self.tests = TestData(samples, ref, bench)
+        vjp = tuple(vjp) + (None,) * (n - len(vjp))
+        # a fused spec with ``spec(op, k)`` (ops/_derive.py) is a kernel made from the input's formula, resolved
+        # here from the formulas (which it reads as op.derivatives.vjp)
+        self.derivatives = Derivatives(vjp, (), (), (), double_backward)
         fused = tuple(fused) + (None,) * (n - len(fused))
-        self.fused = tuple(f.spec(self, k) if hasattr(f, "spec") else f for k, f in enumerate(fused))
-        # per input: the fused kernel as an op of its own (see fused_op), which a backward traced by
-        # jitgrad.compile records as one node where eager's formula would record several
-        self.fused_ops = tuple(fused_op(f) for f in self.fused)
-        self.differentiable = any(self.vjp) if differentiable is None else differentiable
-        self.view = view
-        self.broadcast = broadcast
-        self.bench = bench
-        self.double_backward = double_backward
-        self.keep_inputs = frozenset(keep_inputs)  # positions passed to the kernel in their own dtype (indices, masks)
-        # exposure of ``call``: names as jitgrad.<name> (function) and Tensor.<name> (method), an in-place
-        # Tensor.<name>_ form, Python operators (__rX__: operands swapped, __iX__: the in-place form) and an
-        # nn module class name (made in nn/modules/activation.py from the entry's params)
-        self.api = tuple(api)
-        self.method = method
-        self.function = function
-        self.inplace = inplace
-        self.operators = tuple(operators)
-        self.module = module
+        fused = tuple(f.spec(self, k) if hasattr(f, "spec") else f for k, f in enumerate(fused))
+        # per input: the fused kernel as an op of its own, which a backward traced by jitgrad.compile records
+        # as one node where eager's formula would record several
+        self.derivatives = Derivatives(vjp, fused, tuple(fused_op(f) for f in fused),
+                                       tuple(_saved_names(self.inputs, self.outputs, vjp[k], fused[k]) for k in range(n)),
+                                       double_backward)
+        self.differentiable = any(vjp) if differentiable is None else differentiable
         self.node_name = node or "".join(p.capitalize() for p in name.split("_")) + "Backward0"
         self.node_cls = type(self.node_name, (OpNode,), {"__slots__": (), "n_outputs": n_outputs})
         # an elementwise entry (forward made by ew_forward): the kernel it runs when called without params,
@@ -89,8 +127,6 @@ class Op:
         self.kernel = getattr(forward, "kernel", None)
         self.kernel_out = getattr(forward, "out", None)
         self.plain = n_outputs == 1 and not view  # dispatch wraps its result without record() unless recording
-        # per input: the names its VJP (and fused kernel) read from the node, in save order
-        self.saves = tuple(_saved_names(self, k) for k in range(n))
         self._dtypes = {}  # cache: operand dtype key -> (compute dtype, output dtype)
         self._plans = {}  # cache: which inputs need grad -> what to save
         self._built = True
@@ -142,19 +178,17 @@ def _names_read(fn, seen):
     return names
 
 
-def _saved_names(op, k):
-    """What input ``k``'s VJP needs saved: the inputs and outputs its formula reads (as s.self, s.result),
+def _saved_names(inputs, outputs, formula, fused):
+    """What an input's VJP needs saved: the inputs and outputs its formula reads (as s.self, s.result),
     as PyTorch's derivatives.yaml codegen derives them, and the arguments of its fused kernel."""
-    formula = op.vjp[k]
     if formula is None:
         return ()
     read = _names_read(formula, set())
-    fused = op.fused[k]
     if isinstance(fused, tuple):  # ('kernel', its argument names)
         read |= set(fused[1])
     elif fused is not None:  # a fused VJP function (g, s) -> Tensor
         read |= _names_read(fused, set())
-    return tuple(n for n in (op.inputs or ()) + op.outputs if n in read)
+    return tuple(n for n in (inputs or ()) + outputs if n in read)
 
 
 def _check_operands(op, args):
@@ -302,19 +336,20 @@ def _plan(op, args):
     that only moves stored values, ``reduced_precision="native"``, runs on them as they are).
     """
     _check_operands(op, args)
-    t, out = _result_dtypes(op.dtype_rule, args, op.unsupported)
-    c = t if op.reduced_precision == "native" else t.compute
+    rule = op.types
+    t, out = _result_dtypes(rule.rule, args, rule.unsupported)
+    c = t if rule.reduced_precision == "native" else t.compute
     compute = c.np
     rnd = t.np if c is not t and out is t else None
     # PyTorch casts the operands to the result type before its float32 math: so do the operands of another
     # dtype here (a float32 tensor, 0.1), except the numbers and 0-d tensors an entry reads as they are
     through = () if c is t else tuple(
-        i for i, a in enumerate(args) if a is not None and i not in op.keep_inputs and not (
+        i for i, a in enumerate(args) if a is not None and i not in rule.keep_inputs and not (
             isinstance(a, Tensor) and a._data.dtype == t.np) and not (
-            op.original_scalars and (not isinstance(a, Tensor) or not a.ndim)))
+            rule.original_scalars and (not isinstance(a, Tensor) or not a.ndim)))
     via = (t.np, through) if through else None
     convert = tuple(i for i, a in enumerate(args)
-                    if not isinstance(a, Tensor) or a._data.dtype != compute and i not in op.keep_inputs or i in through)
+                    if not isinstance(a, Tensor) or a._data.dtype != compute and i not in rule.keep_inputs or i in through)
     out_dtype = None if op.kernel is None else np.dtype(op.kernel_out or compute)
     # an elementwise entry whose operands are tensors of one shape and numbers (no 0-d tensors): its
     # serial flat loop for this pattern of arrays and scalars, which dispatch calls on 1-D operands

@@ -24,8 +24,8 @@ class OpNode(Node):
         g = grads[0] if op.n_outputs == 1 else tuple(
             grads[k] if grads[k] is not None else self._zeros_for_output(k) for k in range(op.n_outputs))
         # no graph of the backward: the entry's fused kernels where it has them (variadic entries have none)
-        fused = op.fused if not STATE.grad_enabled and not op.variadic else None
-        # a backward that jitgrad.compile traces records the entry's fused kernels as ops (Op.fused_ops)
+        fused = op.derivatives.fused if not STATE.grad_enabled and not op.variadic else None
+        # a backward that jitgrad.compile traces records the entry's fused kernels as ops (Derivatives.fused_ops)
         traced = fused is None and SPECIAL[0] and op.n_outputs == 1 and not op.variadic and getattr(
             STATE.capture, "fused_vjps", False)
         meta = self.input_meta
@@ -35,14 +35,14 @@ class OpNode(Node):
                 out.append(None)
                 continue
             spec = fused[i] if fused is not None else None
-            if traced and op.fused_ops[i] is not None:
-                gi = _call_fused_op(self, op.fused_ops[i], op.fused[i][1], g)
+            if traced and op.derivatives.fused_ops[i] is not None:
+                gi = _call_fused_op(self, op.derivatives.fused_ops[i], op.derivatives.fused[i][1], g)
             elif spec is not None and (spec.__class__ is tuple or not _reduced_operands(self, g)):
                 gi = _run_fused(self, spec, g)
             elif op.variadic:
-                gi = op.vjp[0](g, self, i)
+                gi = op.derivatives.vjp[0](g, self, i)
             else:
-                gi = op.vjp[i](g, self)
+                gi = op.derivatives.vjp[i](g, self)
             if gi is not None:
                 shape, dtype = meta[i]
                 d = gi._data
@@ -71,7 +71,7 @@ class OpNode(Node):
         params = object.__getattribute__(self, "params")
         if key in params:
             return params[key]
-        defaults = object.__getattribute__(self, "op").params  # a param left at its default is not passed
+        defaults = object.__getattribute__(self, "op").exposure.params  # a param left at its default is not passed
         if key in defaults:
             return defaults[key]
         if key.endswith("_shape"):
@@ -166,7 +166,7 @@ def _call_fused_op(node, fop, names, g):
         elif v is _MISSING:  # a param (negative_slope)
             v = getattr(node, n)
         args.append(v)
-    return fop.call(*args)
+    return fop.exposure.call(*args)
 
 
 def record(op, args, params, out, grad=None):
@@ -211,7 +211,7 @@ def _save_plan(op, active):
         wanted = []
         for i in range(active.bit_length()):
             if active >> i & 1:
-                wanted += [n for n in op.saves[0 if op.variadic else i] if n not in wanted]
+                wanted += [n for n in op.derivatives.saves[0 if op.variadic else i] if n not in wanted]
         inputs = [] if op.variadic else [(n, op.inputs.index(n)) for n in wanted if n in op.inputs]
         outputs = [(n, op.outputs.index(n)) for n in wanted if n in op.outputs]
         plan = op._plans[active] = (inputs, outputs)
@@ -222,7 +222,7 @@ def _attach(op, args, params, outs):
     nexts = []
     meta = []  # per input that takes a gradient: (shape, NumPy dtype) the gradient is brought back to
     active = 0  # bit i: input i takes a gradient
-    vjp = op.vjp
+    vjp = op.derivatives.vjp
     variadic = op.variadic
     for i, a in enumerate(args):
         if isinstance(a, Tensor) and a._requires_grad and vjp[0 if variadic else i] is not None:

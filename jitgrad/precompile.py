@@ -29,9 +29,9 @@ DTYPES = ("float32", "float64")
 
 
 def op_callable(op):
-    """The public function an op's samples are applied to (``op.call``, else jitgrad.<name> or
+    """The public function an op's samples are applied to (``op.exposure.call``, else jitgrad.<name> or
     Tensor.<name>); ops with neither are called through dispatch with the sample's kwargs as params."""
-    fn = getattr(op, "call", None) or FUNCTIONS.get(op.name) or METHODS.get(op.name)
+    fn = op.exposure.call or FUNCTIONS.get(op.name) or METHODS.get(op.name)
     if fn is not None:
         return fn
     return lambda *args, **params: dispatch(op, args, params)
@@ -89,7 +89,7 @@ def precompile_op(op, dtypes=DTYPES, parallel=True):
             config.PARALLEL_THRESHOLD = threshold
             for dtype in dtypes:
                 rng = np.random.default_rng(0)
-                for args, kwargs in op.samples(rng, np.dtype(dtype)):
+                for args, kwargs in op.tests.samples(rng, np.dtype(dtype)):
                     try:
                         with np.errstate(all="ignore"):
                             run_sample(op, args, kwargs)
@@ -112,7 +112,7 @@ def precompile(ops=None, dtypes=DTYPES, parallel=True, out=sys.stdout):
     with enable_grad():
         for name in names:
             op = OPS[name]
-            if op.samples is None:
+            if op.tests.samples is None:
                 skipped.append(name)
                 continue
             s0, t0 = jit_stats(), time.perf_counter()

@@ -31,12 +31,12 @@ ROOT = TESTS.parent  # the checkout: jitgrad/, kernels/, examples/, pyproject.to
 # ====================================================================== the op table's samples
 def call_of(op):
     """The public callable a sample's (args, kwargs) is applied to."""
-    return getattr(op, "call", None) or getattr(jg, op.name)
+    return op.exposure.call or getattr(jg, op.name)
 
 
 def samples_of(op, dtype):
     rng = np.random.default_rng(zlib.crc32(("%s-%s" % (op.name, np.dtype(dtype).name)).encode()))
-    return op.samples(rng, np.dtype(dtype).type) if op.samples else []
+    return op.tests.samples(rng, np.dtype(dtype).type) if op.tests.samples else []
 
 
 def build(args, kwargs, leaf):

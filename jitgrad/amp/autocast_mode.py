@@ -1,7 +1,7 @@
 """jitgrad.autocast: regions where the ops of PyTorch's autocast lists run in a lower-precision dtype.
 
 The state is thread-local (jitgrad._grad_mode.STATE). Which op casts its inputs to what is a field
-of its op-table entry (``Op.autocast``, read by ``ops._table.autocasts``); this module only opens
+of its op-table entry (``TypeRule.autocast``, read by ``ops._table.autocasts``); this module only opens
 and closes regions and answers PyTorch's state queries.
 """
 import copy

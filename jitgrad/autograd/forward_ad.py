@@ -99,7 +99,7 @@ class _Primals:
     def __init__(self, op, args, params, outs):
         self.__dict__.update(zip(op.inputs or (), args))
         self.__dict__.update(zip(op.outputs, outs))
-        self.__dict__.update(op.params)
+        self.__dict__.update(op.exposure.params)
         self.__dict__.update(params)
         self.__dict__.update({n + "_shape": tuple(a.shape) for n, a in zip(op.inputs or (), args) if isinstance(a, Tensor)})
         self.params = params
@@ -150,7 +150,7 @@ def _jvp(op, args, params, out, tangents):
     for k, t in enumerate(tangents):
         if t is None:
             continue
-        formula = op.vjp[0 if op.variadic else k]
+        formula = op.derivatives.vjp[0 if op.variadic else k]
         if op.variadic:  # (cat, stack: one formula, given the input's position)
             formula = (lambda f, k: lambda g, s: f(g, s, k))(formula, k)
         if formula is None:

@@ -64,12 +64,12 @@ def sigmoid(input):
 
 def _activation(op):
     """F.<name>(input, *params, inplace=False) and F.<name>_ for an op-table entry that names an nn module."""
-    n = len(op.params)
+    n = len(op.exposure.params)
 
     def fn(input, *args, **kwargs):
         inplace = args[n] if len(args) > n else kwargs.pop("inplace", False)
         args = args[:n]
-        return getattr(input, op.name + "_")(*args, **kwargs) if inplace else op.call(input, *args, **kwargs)
+        return getattr(input, op.name + "_")(*args, **kwargs) if inplace else op.exposure.call(input, *args, **kwargs)
 
     def fn_(input, *args, **kwargs):
         return getattr(input, op.name + "_")(*args, **kwargs)

@@ -130,7 +130,7 @@ class Sym:
             raise AttributeError("a derived VJP formula called %r, which is not an elementwise entry" % name)
 
         def method():
-            params = list(op.params.values()) if op is not None else []
+            params = list(op.exposure.params.values()) if op is not None else []
             self.ctx.calls.add("S_" + kernel)
             return self._op("S_%s(%s)" % (kernel, ", ".join(["%s"] * (1 + len(params)))), self, *params)
         return method
@@ -147,8 +147,8 @@ class _Saved:
     def __getattr__(self, name):
         op = self._op
         if name == "params":
-            return {k: getattr(self, k) for k in op.params}
-        if name not in (op.inputs or ()) + op.outputs and name not in op.params:
+            return {k: getattr(self, k) for k in op.exposure.params}
+        if name not in (op.inputs or ()) + op.outputs and name not in op.exposure.params:
             raise AttributeError("a derived VJP formula read s.%s, which %r has not" % (name, op.name))
         if name not in self.order:
             self.order.append(name)
@@ -166,7 +166,7 @@ class derive:
     def spec(self, op, k):
         ctx = _Context()
         s = _Saved(op, ctx)
-        out = _node(op.vjp[k](ctx.node("g", ()), s), ctx)
+        out = _node(op.derivatives.vjp[k](ctx.node("g", ()), s), ctx)
         if self.name in SOURCES:
             raise ValueError("two entries derive kernels named %r" % self.name)
         SOURCES[self.name] = (ctx.source(self.name, ["g"] + [_ARG.get(n, n) for n in s.order], out), sorted(ctx.calls))

@@ -20,12 +20,12 @@ EMPTY = {}
 
 
 def no_kernel(kernel, *dtypes):
-    """``Op.unsupported`` for input dtypes PyTorch has no kernel named ``kernel`` for."""
+    """``TypeRule.unsupported`` for input dtypes PyTorch has no kernel named ``kernel`` for."""
     return rejects(NotImplementedError, "\"%s\" not implemented for '%%(type)s'" % kernel, *dtypes)
 
 
 def rejects(exc, message, *dtypes):
-    """``Op.unsupported``: ``exc(message)`` for these input dtypes (``%(type)s``: PyTorch's name, 'Long')."""
+    """``TypeRule.unsupported``: ``exc(message)`` for these input dtypes (``%(type)s``: PyTorch's name, 'Long')."""
     return {d: (exc, message % {"type": _TYPE_NAMES[d]}) for d in dtypes}
 
 
@@ -49,7 +49,7 @@ def autocasts(entry):
     """Decorator: the public function of op table entry ``entry`` (a name). Under jitgrad.autocast its
     tensor arguments are cast as the entry's ``autocast`` policy says, before the function checks them
     (mm's "same dtype" check sees the cast operands). Outside autocast it costs one call."""
-    return _autocaster(lambda: OPS[entry].autocast, entry)
+    return _autocaster(lambda: OPS[entry].types.autocast, entry)
 
 
 def autocast_policy(**policy):
@@ -117,14 +117,14 @@ def register(op):
     """Add an entry to the table and publish its ``call`` as the entry says (api, in-place, operators)."""
     if op.name in OPS:
         raise ValueError("op %r defined twice" % op.name)
-    if op.autocast and getattr(op.call, "autocast_entry", None) is None:
+    if op.types.autocast and getattr(op.exposure.call, "autocast_entry", None) is None:
         raise ValueError("op %r has an autocast policy: its call must be an @autocasts function" % op.name)
     OPS[op.name] = op
-    if op.api:
-        export(*op.api, method=op.method, function=op.function, inplace=op.inplace,
-               operators=op.operators)(op.call)
-    if op.module:
-        NN[op.module] = op
+    if op.exposure.api:
+        export(*op.exposure.api, method=op.exposure.method, function=op.exposure.function, inplace=op.exposure.inplace,
+               operators=op.exposure.operators)(op.exposure.call)
+    if op.exposure.module:
+        NN[op.exposure.module] = op
     return op
 
 
@@ -172,10 +172,10 @@ def _typed(fn):
 
 
 # ------------------------------------------------------------------ sample inputs
-# A sample is (args, kwargs) for the op's public callable: ``op.call`` if the entry sets one, else
+# A sample is (args, kwargs) for the op's public callable: ``op.exposure.call`` if the entry sets one, else
 # ``jitgrad.<op.name>``. The generated tests turn the NumPy arrays in args (also inside lists and
 # tuples: cat's tensors, index keys) and the array-valued kwargs into tensors, float ones requiring
-# grad; ``op.ref`` takes the same (args, kwargs) with the arrays. Non-contiguous arrays stay
+# grad; ``op.tests.ref`` takes the same (args, kwargs) with the arrays. Non-contiguous arrays stay
 # non-contiguous (from_numpy).
 def _arr(rng, shape, lo, hi, dtype):
     if np.dtype(dtype).kind == "b":

@@ -290,7 +290,7 @@ def _positive(self):
 def _invert(self):
     if self.dtype.name != "bool":
         raise TypeError("~ (bitwise_not) is only supported on bool tensors here, got " + self.dtype.name)
-    return LOGICAL_NOT.call(self)
+    return LOGICAL_NOT.exposure.call(self)
 
 
 def _bitwise(name, fn):
@@ -380,7 +380,7 @@ LOGICAL_OR = _compare("logical_or", np.logical_or, samples=binary_samples(scalar
 LOGICAL_XOR = _compare("logical_xor", np.logical_xor, samples=binary_samples(scalar=None))
 for _name, _op in [("and", LOGICAL_AND), ("or", LOGICAL_OR), ("xor", LOGICAL_XOR)]:
     export(method=False, function=False, operators=("__%s__" % _name, "__r%s__" % _name))(
-        _bitwise("__%s__" % _name, _op.call))
+        _bitwise("__%s__" % _name, _op.exposure.call))
 
 WHERE = register(Op("where", _where_forward, inputs=("condition", "self", "other"), dtype="promote",
                     vjp=[None, lambda g, s: where(s.condition, g, 0.0), lambda g, s: where(s.condition, 0.0, g)],

@@ -172,7 +172,7 @@ _NEAREST = {k: register(Op("upsample_nearest%dd" % k, _gather_forward, vjp=[_gat
 _NEAREST_EXACT = {k: register(Op("upsample_nearest_exact%dd" % k, _gather_forward, vjp=[_gather_grad], dtype="keep",
                                  node="UpsampleNearestExact%dDBackward0" % k, call=interpolate, ref=_np_interpolate,
                                  samples=_samples(k, "nearest-exact"), bench={"sizes": BENCH_SIZES[k]},
-                                 unsupported=_NEAREST[k].unsupported))
+                                 unsupported=_NEAREST[k].types.unsupported))
                   for k in (1, 2, 3)}
 _LINEAR_OPS = {k: register(Op("upsample_%s%dd" % (m, k), _linear_forward, vjp=[_linear_grad], dtype="keep",
                               node="Upsample%s%dDBackward0" % (m.capitalize(), k), call=interpolate,

@@ -63,7 +63,7 @@ def test_a_jacobian_vector_product_through_a_network_matches_torch():
 
 
 # ------------------------------------------------------------------ every entry against finite differences
-ENTRIES = sorted(n for n, op in OPS.items() if op.samples and op.differentiable and op.n_outputs == 1)
+ENTRIES = sorted(n for n, op in OPS.items() if op.tests.samples and op.differentiable and op.n_outputs == 1)
 SAMPLE = ENTRIES[::4]  # (the default run: every fourth entry, in name order)
 
 

@@ -26,7 +26,7 @@ class _Slot:
 
 def call_of(op):
     """The public callable a sample's (args, kwargs) is applied to (the table's convention)."""
-    return getattr(op, "call", None) or getattr(jg, op.name)
+    return op.exposure.call or getattr(jg, op.name)
 
 
 def as_function(op, args, kwargs):
@@ -58,11 +58,11 @@ def as_function(op, args, kwargs):
 
 def samples(op):
     rng = np.random.default_rng(zlib.crc32(op.name.encode()))
-    return op.samples(rng, np.float64)
+    return op.tests.samples(rng, np.float64)
 
 
 def second_order_ops():
-    return [name for name, op in OPS.items() if op.differentiable and op.samples and op.double_backward]
+    return [name for name, op in OPS.items() if op.differentiable and op.tests.samples and op.derivatives.double_backward]
 
 
 def _cases():
@@ -91,10 +91,10 @@ def test_gradgradcheck_op(name, k):
 def test_second_order_covers_the_table():
     """Every differentiable op with samples is in the generated list above, except ops whose entry says
     their backward is a fused kernel only (those must not claim double backward)."""
-    first_only = [n for n, op in OPS.items() if op.differentiable and op.samples and not op.double_backward]
-    assert set(second_order_ops()) | set(first_only) == {n for n, op in OPS.items() if op.differentiable and op.samples}
+    first_only = [n for n, op in OPS.items() if op.differentiable and op.tests.samples and not op.derivatives.double_backward]
+    assert set(second_order_ops()) | set(first_only) == {n for n, op in OPS.items() if op.differentiable and op.tests.samples}
     for n in first_only:
-        assert any(f is not None for f in OPS[n].fused), n
+        assert any(f is not None for f in OPS[n].derivatives.fused), n
 
 
 THIRD_ORDER = [

@@ -88,8 +88,8 @@ def _check(op, dtype, backend):
                     np.testing.assert_allclose(g, w, **tol, err_msg="%s gradient" % op.name)
 
 
-FLOAT_OPS = sorted(name for name, op in OPS.items() if op.samples)
-ELEMENTWISE = sorted(name for name, op in OPS.items() if op.samples and (
+FLOAT_OPS = sorted(name for name, op in OPS.items() if op.tests.samples)
+ELEMENTWISE = sorted(name for name, op in OPS.items() if op.tests.samples and (
     getattr(op.forward, "kernel", None) or name in ("add", "sub", "where", "masked_fill")))
 
 

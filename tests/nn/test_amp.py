@@ -196,7 +196,7 @@ WIDENED = {"bincount": jg.float64}
 
 
 @pytest.mark.parametrize("dt", REDUCED, ids=IDS)
-@pytest.mark.parametrize("name", [n for n, op in OPS.items() if op.samples])
+@pytest.mark.parametrize("name", [n for n, op in OPS.items() if op.tests.samples])
 def test_op_table_entry_computes_in_float32_and_rounds(name, dt):
     """Every entry's samples in ``dt``: the result is the op on the same values in float32, rounded to
     ``dt`` once (bit for bit), of dtype ``dt`` where the float32 result is float32 (a dtype the sample
@@ -464,13 +464,13 @@ def test_autocast_warnings():
 
 
 def test_autocast_policies_live_in_the_op_table():
-    lowered = {n for n, op in OPS.items() if op.autocast.get("cpu") == "lower_precision_fp"}
+    lowered = {n for n, op in OPS.items() if op.types.autocast.get("cpu") == "lower_precision_fp"}
     assert {"mm", "bmm", "matmul", "linear", "conv2d", "conv_transpose2d"} <= lowered
-    assert OPS["prod"].autocast["cpu"] == "fp32" and "cpu" not in OPS["softmax"].autocast
-    assert OPS["softmax"].autocast["cuda"] == "fp32"
+    assert OPS["prod"].types.autocast["cpu"] == "fp32" and "cpu" not in OPS["softmax"].types.autocast
+    assert OPS["softmax"].types.autocast["cuda"] == "fp32"
     for op in OPS.values():
-        if op.autocast:
-            assert op.call.autocast_entry  # the public function applies the entry's policy
+        if op.types.autocast:
+            assert op.exposure.call.autocast_entry  # the public function applies the entry's policy
 
 
 # ------------------------------------------------------------------ GradScaler

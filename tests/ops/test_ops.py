@@ -30,7 +30,7 @@ TOL = {np.float32: dict(rtol=1e-5, atol=1e-6), np.float64: dict(rtol=1e-10, atol
 # the rejection applies when all operands are tensors of the dtype (REJECTED_TENSORS_ONLY).
 REJECTED, REJECTED_TENSORS_ONLY = {}, {}
 for _name, _op in OPS.items():
-    for _dt, (_exc, _msg) in _op.unsupported.items():
+    for _dt, (_exc, _msg) in _op.types.unsupported.items():
         (REJECTED_TENSORS_ONLY if _op.broadcast else REJECTED)[(_name, _dt)] = (_exc, re.escape(_msg))
 # Rejections that the public function raises before dispatch, so no entry's ``unsupported`` states them:
 # sub's message depends on which operand is bool, matmul reports the kernel of the rank case it routes to,
@@ -94,12 +94,12 @@ def reference(op, args, kwargs):
     computes them in the default float dtype: so does the reference."""
     with np.errstate(all="ignore"):
         try:
-            out = op.ref(*args, **kwargs)
+            out = op.tests.ref(*args, **kwargs)
             if not any(np.asarray(o).dtype == np.float16 for o in (out if op.n_outputs > 1 else [out])):
                 return out
         except TypeError:
             pass
-        return op.ref(*build(args, kwargs, lambda a: a.astype(np.float32) if a.dtype == bool else a)[0], **kwargs)
+        return op.tests.ref(*build(args, kwargs, lambda a: a.astype(np.float32) if a.dtype == bool else a)[0], **kwargs)
 
 
 def has_number(args, kwargs):
@@ -180,7 +180,7 @@ def test_gradcheck(name, dtype, k):
     assert gradcheck(fn, inputs, **tol)
 
 
-@pytest.mark.parametrize("name,dtype,k", [c for c in _cases((np.float64,)) if any(OPS[c.values[0]].fused)])
+@pytest.mark.parametrize("name,dtype,k", [c for c in _cases((np.float64,)) if any(OPS[c.values[0]].derivatives.fused)])
 def test_fused_vjp_equals_formula(name, dtype, k):
     op, (args, kwargs) = _sample(name, dtype, k)
     fn, inputs = as_function(op, args, kwargs)
@@ -200,7 +200,7 @@ def test_fused_vjp_equals_formula(name, dtype, k):
             np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-10, atol=1e-12)
 
 
-BINARY = sorted(n for n, op in OPS.items() if op.broadcast and op.inputs == ("self", "other") and op.ref is not None)
+BINARY = sorted(n for n, op in OPS.items() if op.broadcast and op.inputs == ("self", "other") and op.tests.ref is not None)
 
 
 @pytest.mark.parametrize("name", BINARY)
@@ -215,7 +215,7 @@ def test_binary_broadcasting(name, shapes, seed):
     kwargs = {"rounding_mode": "floor"} if name == "div_rounded" else {}
     out = call_of(op)(jg.from_numpy(a), jg.from_numpy(b), **kwargs)
     with np.errstate(all="ignore"):
-        np.testing.assert_allclose(out.numpy(), op.ref(a, b, **kwargs), rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(out.numpy(), op.tests.ref(a, b, **kwargs), rtol=1e-10, atol=1e-12)
     assert out.shape == shapes.result_shape
     if op.differentiable:
         fn, inputs = as_function(op, (a, b), kwargs)
@@ -231,7 +231,7 @@ def test_every_op_is_covered():
                 assert EXPLICIT[name][1] in f.read(), "%s does not test %s" % (path, name)
             continue
         assert any(samples_of(op, dt) for dt in DTYPES), "op %r has no samples and no explicit test" % name
-        assert op.ref is not None, "op %r has samples but no reference" % name
+        assert op.tests.ref is not None, "op %r has samples but no reference" % name
 
 
 def test_samples_cover_0d_broadcast_and_noncontiguous():
@@ -362,7 +362,7 @@ def test_activation_parameters():
     np.testing.assert_allclose(F.elu(x, alpha=0.5).numpy(), [0.5 * np.expm1(-1.0), 2.0], rtol=1e-6)
     np.testing.assert_allclose(F.softplus(jg.tensor([-1.0, 30.0]), beta=2, threshold=10).numpy(),
                                [np.log1p(np.exp(-2.0)) / 2, 30.0], rtol=1e-6)
-    np.testing.assert_allclose(F.gelu(x, approximate="tanh").numpy(), OPS["gelu_tanh"].ref(x.numpy()), rtol=1e-6)
+    np.testing.assert_allclose(F.gelu(x, approximate="tanh").numpy(), OPS["gelu_tanh"].tests.ref(x.numpy()), rtol=1e-6)
     with pytest.raises(RuntimeError, match="approximate argument must be either none or tanh."):
         F.gelu(x, approximate="bad")
     assert jg.relu(jg.tensor([-1.0, float("-inf"), 2.0])).tolist() == [0.0, 0.0, 2.0]
@@ -372,8 +372,8 @@ def test_activation_parameters():
 
 def test_softmax_family():
     x = jg.tensor([[1.0, 2.0], [3.0, 5.0]])
-    np.testing.assert_allclose(jg.softmax(x, 1).numpy(), np.exp(OPS["log_softmax"].ref(x.numpy(), 1)), rtol=1e-6)
-    np.testing.assert_allclose(x.log_softmax(dim=0).numpy(), OPS["log_softmax"].ref(x.numpy(), 0), rtol=1e-6)
+    np.testing.assert_allclose(jg.softmax(x, 1).numpy(), np.exp(OPS["log_softmax"].tests.ref(x.numpy(), 1)), rtol=1e-6)
+    np.testing.assert_allclose(x.log_softmax(dim=0).numpy(), OPS["log_softmax"].tests.ref(x.numpy(), 0), rtol=1e-6)
     assert jg.softmax(jg.tensor([1000.0, 0.0]), 0).tolist() == [1.0, 0.0]
     assert jg.log_softmax(jg.tensor([1000.0, 0.0]), 0).tolist() == [0.0, -1000.0]
     assert jg.softmax(jg.tensor([1, 2]), 0, dtype=jg.float64).dtype is jg.float64

@@ -133,7 +133,7 @@ def _module(name, op):
     """nn.<name>(*params, inplace=False), applying F.<op.name>: the module of an op-table entry that names one."""
     def __init__(self, *args, inplace=False, **kwargs):
         Module.__init__(self)
-        values = dict(op.params)
+        values = dict(op.exposure.params)
         values.update(zip(values, args))
         values.update(kwargs)
         for k, v in values.items():
@@ -141,10 +141,10 @@ def _module(name, op):
         self.inplace = args[len(values)] if len(args) > len(values) else inplace
 
     def forward(self, input):
-        return getattr(F, op.name)(input, *(getattr(self, k) for k in op.params), inplace=self.inplace)
+        return getattr(F, op.name)(input, *(getattr(self, k) for k in op.exposure.params), inplace=self.inplace)
 
     def extra_repr(self):
-        return ", ".join(["%s=%s" % (k, getattr(self, k)) for k in op.params] + (["inplace=True"] if self.inplace else []))
+        return ", ".join(["%s=%s" % (k, getattr(self, k)) for k in op.exposure.params] + (["inplace=True"] if self.inplace else []))
     return type(name, (Module,), {"__init__": __init__, "forward": forward, "extra_repr": extra_repr,
                                   "__module__": __name__, "__doc__": "Applies %s elementwise." % op.name})
 
