@@ -90,6 +90,16 @@ def elu_vjp(g, x, alpha):
 
 
 @scalar
+def celu_vjp(g, x, alpha):
+    return (g if (x > like(g, 0)) else (g * S_exp((x / alpha))))
+
+
+@scalar
+def selu_vjp(g, x):
+    return ((g * like(g, 1.0507009873554805)) if (x > like(g, 0)) else ((g * like(g, 1.7580993408473766)) * S_exp(x)))
+
+
+@scalar
 def hardtanh_vjp(g, x, min_val, max_val):
     return (g if (not ((x <= min_val) or (x >= max_val))) else like(g, 0.0))
 

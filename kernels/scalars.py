@@ -19,6 +19,9 @@ from .vmath import like, vexp, vsigmoid, vtanh  # noqa: F401  (like: the derived
 SQRT1_2 = 0.7071067811865476
 SQRT_2_OVER_PI = 0.7978845608028654
 INV_SQRT_2PI = 0.3989422804014327
+# SELU's constants (Klambauer et al. 2017), as PyTorch's
+SELU_ALPHA = 1.6732632423543772848170429916717
+SELU_SCALE = 1.0507009873554804934193349852946
 
 # Inlined where they are called, by numba: LLVM declines to inline the larger ones (tanh) into the
 # serial loops, which then call them once per element instead of running on vector lanes.
@@ -75,6 +78,10 @@ def relu(x): return x if x > 0 or x != x else 0  # not x * 0: that is -0. for x 
 def leaky_relu(x, slope): return x if x > 0 else x * slope
 @scalar
 def elu(x, alpha): return x if x > 0 else alpha * math.expm1(x)
+@scalar
+def celu(x, alpha): return x if x > 0 else alpha * math.expm1(x / alpha)
+@scalar
+def selu(x): return SELU_SCALE * (x if x > 0 else SELU_ALPHA * math.expm1(x))
 @scalar
 def hardtanh(x, lo, hi):
     t = lo if x < lo else x  # as clamp: NaN stays NaN

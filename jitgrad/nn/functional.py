@@ -26,26 +26,6 @@ from ._loss_functions import (binary_cross_entropy, binary_cross_entropy_with_lo
 
 
 # ---------------------------------------------------------------------- activations
-def relu(input, inplace=False):
-    return input.relu_() if inplace else input.relu()
-
-
-def relu_(input):
-    return input.relu_()
-
-
-def leaky_relu(input, negative_slope=0.01, inplace=False):
-    return input.leaky_relu_(negative_slope) if inplace else input.leaky_relu(negative_slope)
-
-
-def elu(input, alpha=1.0, inplace=False):
-    return input.elu_(alpha) if inplace else input.elu(alpha)
-
-
-def silu(input, inplace=False):
-    return input.silu_() if inplace else input.silu()
-
-
 def gelu(input, approximate="none"):
     return input.gelu(approximate=approximate)
 

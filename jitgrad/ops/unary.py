@@ -10,6 +10,7 @@ import numpy as np
 from .._op import Op, dispatch
 from .._tensor import Tensor
 from ._derive import derive
+from ..kernels.scalars import SELU_ALPHA, SELU_SCALE
 from ._table import CUDA_FP32, EMPTY, INTS, autocasts, no_kernel, register, rejects, unary_samples
 
 
@@ -126,15 +127,32 @@ TANH = _unary("tanh", lambda g, s: g * (1 - s.result * s.result), derive("tanh_v
 SIGMOID = _unary("sigmoid", lambda g, s: g * s.result * (1 - s.result), derive("sigmoid_vjp"),
                  ref=lambda x: 1 / (1 + np.exp(-x)), inplace=True)
 RELU = _unary("relu", lambda g, s: _on(s.result > 0, g), derive("relu_vjp"), dtype="same",
-              ref=lambda x: np.maximum(x, 0), inplace=True,
+              ref=lambda x: np.maximum(x, 0), inplace=True, module="ReLU",
               unsupported=rejects(RuntimeError, "Boolean inputs not supported for relu", "bool"))
 LEAKY_RELU = _unary("leaky_relu", lambda g, s: g.where(s.self > 0, g * s.negative_slope),
                     derive("leaky_relu_vjp"),
                     ref=lambda x, negative_slope=0.01: np.where(x > 0, x, x * negative_slope),
-                    params={"negative_slope": 0.01}, inplace=True, unsupported=no_kernel("leaky_relu_cpu", "bool", *INTS))
+                    params={"negative_slope": 0.01}, inplace=True, module="LeakyReLU",
+                    unsupported=no_kernel("leaky_relu_cpu", "bool", *INTS))
 ELU = _unary("elu", lambda g, s: g.where(s.self > 0, g * s.alpha * s.self.exp()), derive("elu_vjp"),
              ref=lambda x, alpha=1.0: np.where(x > 0, x, alpha * np.expm1(x)), params={"alpha": 1.0}, inplace=True,
-             unsupported=no_kernel("elu_cpu", "bool", *INTS))
+             module="ELU", unsupported=no_kernel("elu_cpu", "bool", *INTS))
+
+
+def celu(input, alpha=1.0):
+    """``torch.celu``: max(0, x) + min(0, alpha * (exp(x / alpha) - 1))."""
+    if alpha == 0:
+        raise RuntimeError("ZeroDivisionError: alpha cannot be 0 for CELU")
+    return dispatch(CELU, (input,), {"alpha": alpha})
+
+
+CELU = _unary("celu", lambda g, s: g.where(s.self > 0, g * (s.self / s.alpha).exp()), derive("celu_vjp"),
+              ref=lambda x, alpha=1.0: np.where(x > 0, x, alpha * np.expm1(x / alpha)), params={"alpha": 1.0},
+              call=celu, method=False, inplace=True, module="CELU", unsupported=no_kernel("elu_cpu", "bool", *INTS))
+SELU = _unary("selu", lambda g, s: (g * SELU_SCALE).where(s.self > 0, g * (SELU_SCALE * SELU_ALPHA) * s.self.exp()),
+              derive("selu_vjp"), ref=lambda x: SELU_SCALE * np.where(x > 0, x, SELU_ALPHA * np.expm1(x)),
+              node="EluBackward0", method=False, inplace=True, module="SELU",
+              unsupported=no_kernel("elu_cpu", "bool", *INTS))
 # PyTorch's hardtanh keeps integer dtypes (its bounds cut to integers) and passes g strictly inside the bounds
 HARDTANH = _unary("hardtanh", lambda g, s: _on(~((s.self <= s.min_val) | (s.self >= s.max_val)), g),
                   derive("hardtanh_vjp"), dtype="same",
@@ -150,7 +168,7 @@ GELU_TANH = _unary("gelu_tanh", lambda g, s: _gelu_tanh_grad(g, s.self), derive(
                    ref=lambda x, approximate="tanh": 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3))),
                    unsupported=no_kernel("GeluKernelImpl", "bool", *INTS))
 SILU = _unary("silu", lambda g, s: g * s.self.sigmoid() * (1 + s.self * (1 - s.self.sigmoid())),
-              derive("silu_vjp"), ref=lambda x: x / (1 + np.exp(-x)), inplace=True,
+              derive("silu_vjp"), ref=lambda x: x / (1 + np.exp(-x)), inplace=True, module="SiLU",
               unsupported=no_kernel("silu_cpu", "bool", *INTS))
 SOFTPLUS = _unary("softplus", lambda g, s: g.where(s.self * s.beta > s.threshold, g * (s.self * s.beta).sigmoid()),
                   derive("softplus_vjp"), params={"beta": 1.0, "threshold": 20.0},

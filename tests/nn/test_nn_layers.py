@@ -600,3 +600,24 @@ def test_linear_with_zero_input_features():
     e = jg.ones(0, 5, requires_grad=True)  # an empty batch
     F.linear(e, jg.ones(3, 5)).sum().backward()
     assert e.grad.shape == (0, 5)
+
+
+def test_activation_modules_are_generated_from_their_entries():
+    """ReLU, LeakyReLU, ELU, SiLU, CELU and SELU come from their op-table entries: PyTorch's reprs, the in-place
+    form (positional or keyword), F.<name> and F.<name>_, and grad_fn names (SELU's is EluBackward0)."""
+    assert [repr(m) for m in (nn.ReLU(), nn.ReLU(True), nn.LeakyReLU(0.2, True), nn.ELU(), nn.CELU(2.0, True),
+                              nn.SELU(inplace=True), nn.SiLU())] == [
+        "ReLU()", "ReLU(inplace=True)", "LeakyReLU(negative_slope=0.2, inplace=True)", "ELU(alpha=1.0)",
+        "CELU(alpha=2.0, inplace=True)", "SELU(inplace=True)", "SiLU()"]
+    x = jg.tensor([-2.0, -0.5, 0.0, 1.5], dtype=jg.float64)
+    alpha, scale = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
+    np.testing.assert_allclose(nn.CELU(2.0)(x).numpy(), np.where(x.numpy() > 0, x.numpy(), 2 * np.expm1(x.numpy() / 2)))
+    np.testing.assert_allclose(F.selu(x).numpy(), scale * np.where(x.numpy() > 0, x.numpy(), alpha * np.expm1(x.numpy())))
+    y = x.clone()
+    assert nn.SELU(True)(y) is y and F.celu_(y) is y
+    w = x.clone().requires_grad_()
+    assert F.selu(w).grad_fn.name() == "EluBackward0" and F.celu(w).grad_fn.name() == "CeluBackward0"
+    with pytest.raises(RuntimeError, match="alpha cannot be 0 for CELU"):
+        F.celu(x, 0.0)
+    with pytest.raises(NotImplementedError, match="\"elu_cpu\" not implemented for 'Long'"):
+        jg.selu(jg.tensor([1, 2]))

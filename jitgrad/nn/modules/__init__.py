@@ -1,7 +1,7 @@
 """The layers of jitgrad.nn."""
 from .attention import MultiheadAttention  # noqa: F401
-from .activation import ELU, GELU, LeakyReLU, LogSoftmax, ReLU, SiLU, Sigmoid, Softmax, Softplus, Tanh  # noqa: F401
-from .activation import GENERATED as _GENERATED  # modules named by op-table entries (Hardtanh)
+from .activation import GELU, LogSoftmax, Sigmoid, Softmax, Softplus, Tanh  # noqa: F401
+from .activation import GENERATED as _GENERATED  # modules named by op-table entries (ReLU, ELU, Hardtanh, ...)
 from .container import ModuleDict, ModuleList, Sequential  # noqa: F401
 from .conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d  # noqa: F401
 from .dropout import Dropout  # noqa: F401
@@ -21,11 +21,11 @@ from .sampling import PADDING as _PADDING  # ReflectionPad2d, ReplicationPad1d, 
 from .activation import GLU  # noqa: F401
 
 __all__ = ["AdaptiveAvgPool2d", "AvgPool2d", "BCELoss", "BCEWithLogitsLoss", "BatchNorm1d", "BatchNorm2d", "Bilinear",
-           "Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d", "CrossEntropyLoss", "Dropout", "ELU", "Embedding",
+           "Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d", "CrossEntropyLoss", "Dropout", "Embedding",
            "Flatten", "GELU", "GRU", "GRUCell", "LSTM", "LSTMCell", "GroupNorm", "HuberLoss", "Identity", "KLDivLoss",
-           "L1Loss", "LayerNorm", "LeakyReLU", "Linear", "LogSoftmax", "MSELoss", "MaxPool2d", "MultiheadAttention",
-           "ModuleDict", "ModuleList", "NLLLoss", "RNN", "RNNBase", "RNNCell", "RNNCellBase", "ReLU", "Sequential",
-           "SiLU", "Sigmoid", "SmoothL1Loss", "Softmax", "Softplus", "Tanh", "Transformer", "TransformerDecoder",
+           "L1Loss", "LayerNorm", "Linear", "LogSoftmax", "MSELoss", "MaxPool2d", "MultiheadAttention",
+           "ModuleDict", "ModuleList", "NLLLoss", "RNN", "RNNBase", "RNNCell", "RNNCellBase", "Sequential",
+           "Sigmoid", "SmoothL1Loss", "Softmax", "Softplus", "Tanh", "Transformer", "TransformerDecoder",
            "TransformerDecoderLayer", "TransformerEncoder", "TransformerEncoderLayer", "Unflatten"]
 globals().update(_GENERATED)
 globals().update(_PADDING)

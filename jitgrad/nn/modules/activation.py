@@ -4,48 +4,6 @@ from .. import functional as F
 from ..module import Module
 
 
-def _inplace(inplace):
-    return "inplace=True" if inplace else ""
-
-
-class ReLU(Module):
-    def __init__(self, inplace=False):
-        super().__init__()
-        self.inplace = inplace
-
-    def forward(self, input):
-        return F.relu(input, inplace=self.inplace)
-
-    def extra_repr(self):
-        return _inplace(self.inplace)
-
-
-class LeakyReLU(Module):
-    def __init__(self, negative_slope=0.01, inplace=False):
-        super().__init__()
-        self.negative_slope = negative_slope
-        self.inplace = inplace
-
-    def forward(self, input):
-        return F.leaky_relu(input, self.negative_slope, self.inplace)
-
-    def extra_repr(self):
-        return "negative_slope={}{}".format(self.negative_slope, ", inplace=True" if self.inplace else "")
-
-
-class ELU(Module):
-    def __init__(self, alpha=1.0, inplace=False):
-        super().__init__()
-        self.alpha = alpha
-        self.inplace = inplace
-
-    def forward(self, input):
-        return F.elu(input, self.alpha, self.inplace)
-
-    def extra_repr(self):
-        return "alpha={}{}".format(self.alpha, ", inplace=True" if self.inplace else "")
-
-
 class GELU(Module):
     def __init__(self, approximate="none"):
         super().__init__()
@@ -56,18 +14,6 @@ class GELU(Module):
 
     def extra_repr(self):
         return "approximate={!r}".format(self.approximate)
-
-
-class SiLU(Module):
-    def __init__(self, inplace=False):
-        super().__init__()
-        self.inplace = inplace
-
-    def forward(self, input):
-        return F.silu(input, inplace=self.inplace)
-
-    def extra_repr(self):
-        return _inplace(self.inplace)
 
 
 class Tanh(Module):
