@@ -139,10 +139,27 @@ def radam_step(p, g, m, v, lr, beta1, beta2, eps, weight_decay, decoupled, maxim
     return p - step, m, v
 
 
+def rprop_step(p, g, prev, step_size, etaminus, etaplus, step_size_min, step_size_max, maximize):
+    """(p, prev, step_size) of Rprop: the step size grows by etaplus where the gradient kept its sign, shrinks
+    by etaminus where it flipped (and that element skips its update and forgets its gradient)."""
+    d = -g if maximize else g
+    s = d * prev
+    eta = etaplus if s > 0 else (etaminus if s < 0 else (1.0 if s == 0 else s))  # (NaN stays NaN, as sign())
+    step_size = step_size * eta
+    if step_size == step_size:  # clamp, NaN through
+        step_size = step_size_min if step_size < step_size_min else (
+            step_size_max if step_size > step_size_max else step_size)
+    if eta == etaminus:
+        d = 0.0 * d
+    sign = 1.0 if d > 0 else (-1.0 if d < 0 else (0.0 if d == 0 else d))
+    return p - sign * step_size, d, step_size
+
+
 # The functions the step functions call (as _lerp, _maximum, _adam_moments), and each optimizer's step.
 HELPERS = {"lerp": lerp, "maximum": maximum, "adam_moments": adam_moments}
 STEPS = {"sgd": sgd_step, "adam": adam_step, "rmsprop": rmsprop_step, "adagrad": adagrad_step,
-         "adadelta": adadelta_step, "adamax": adamax_step, "nadam": nadam_step, "radam": radam_step}
+         "adadelta": adadelta_step, "adamax": adamax_step, "nadam": nadam_step, "radam": radam_step,
+         "rprop": rprop_step}
 
 
 def device_functions():
@@ -180,6 +197,7 @@ ARRAYS = {
     "adamax": (("grad", None), ("exp_avg", None), ("exp_inf", None)),
     "nadam": (("grad", None), ("exp_avg", None), ("exp_avg_sq", None)),
     "radam": (("grad", None), ("exp_avg", None), ("exp_avg_sq", None)),
+    "rprop": (("grad", None), ("prev", None), ("step_size", None)),
 }
 
 # The usual steps get loops of their own, with their options constant, so that LLVM drops the branches and

@@ -31,6 +31,7 @@ CASES = [
     ("RAdam", {"weight_decay": 0.1, "decoupled_weight_decay": True, "maximize": True}),
     ("Adam", {"amsgrad": True, "foreach": False, "fused": None, "capturable": False}),
     ("SGD", {"lr": 0.01, "momentum": 0.9, "nesterov": True, "foreach": False}),
+    ("Rprop", {}), ("Rprop", {"lr": 0.05, "etas": (0.3, 1.5), "step_sizes": (1e-3, 0.2), "maximize": True}),
 ]
 
 
@@ -99,6 +100,7 @@ def test_pytorch_errors():
                       (lambda: optim.NAdam(p, betas=(0.9, 1.0)), "Invalid beta parameter at index 1: 1.0"),
                       (lambda: optim.NAdam(p, momentum_decay=-1), "Invalid momentum_decay value: -1"),
                       (lambda: optim.RAdam(p, eps=-1), "Invalid epsilon value: -1"),
+                      (lambda: optim.Rprop(p, etas=(1.5, 1.2)), "Invalid eta values: 1.5, 1.2"),
                       (lambda: optim.LBFGS([{"params": p}, {"params": [jg.ones(1, requires_grad=True)]}]),
                        "LBFGS doesn't support per-parameter options")]:
         with pytest.raises(ValueError, match=msg):
@@ -205,7 +207,7 @@ def test_update_bn_matches_torch():
 
 # ---------------------------------------------------------------------- CUDA twins (kernels/cuda/optim.py)
 def _cuda_new_kernels_match_cpu():
-    for name, kw in CASES[:10]:
+    for name, kw in CASES[:10] + CASES[12:]:
         ours, _ = quadratic_steps(jg, name, kw, 2, jg.float64)
         rng = np.random.default_rng(0)
         w0, b0, A = rng.standard_normal((3, 4)), rng.standard_normal(4), rng.standard_normal((4, 4))
@@ -235,7 +237,7 @@ def _cuda_kernels_compile_to_ptx():
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-6000:]
     compiled = json.loads(r.stdout.strip().splitlines()[-1])
     from helpers import kernel_names  # (here: the child runs this file as a script, without tests/ on its path)
-    assert kernel_names(compiled) == sorted("%s-%s" % (k, dt) for k in ("_adadelta", "_adamax", "_nadam", "_radam")
+    assert kernel_names(compiled) == sorted("%s-%s" % (k, dt) for k in ("_adadelta", "_adamax", "_nadam", "_radam", "_rprop")
                                       for dt in ("float32", "float64"))
 
 
@@ -259,6 +261,7 @@ def _compile_ptx():
         O.update("adamax", *a, 0.1, 0.9, 0.99, 1e-8, 0.0, False)
         O.update("nadam", *a, 0.1, 0.9, 0.99, 1e-8, 0.0, False, False, 0.5, -0.1, -0.2)
         O.update("radam", *a, 0.1, 0.9, 0.99, 1e-8, 0.0, False, False, 0.1, 0.2, 0.5)
+        O.update("rprop", *a, 0.5, 1.2, 1e-6, 50.0, False)
     done = ["%s-%s" % (name, sig[0].dtype) for name, sig in compile_recorded(launched)]
     print(json.dumps(done))
 
