@@ -171,6 +171,12 @@ def passthrough(op, args, bdims, params, size):
     return dispatch(op, args, params), True
 
 
+def constant_pad(op, args, bdims, params, size):
+    full = (slice(None),)
+    return dispatch(op, args, dict(params, shape=(size,) + tuple(params["shape"]), src=full + tuple(params["src"]),
+                                   dst=full + tuple(params["dst"]))), True
+
+
 def roll(op, args, bdims, params, size):
     x = args[0]
     if not params["dims"]:  # rolled as one flat dim
@@ -212,6 +218,49 @@ def fold(*positions):
 
 def _fold(x):
     return x.reshape((x.shape[0] * x.shape[1],) + tuple(x.shape[2:])) if x.ndim > 1 else x
+
+
+def attention(op, args, bdims, params, size):
+    """scaled_dot_product_attention takes any leading dims: every operand batched, the masks with singleton
+    dims up to the query's rank."""
+    rank = _ndim(args[0], bdims[0])
+    vals = tuple(a if a is None else _pad(_full(a, b, size), True, rank) for a, b in zip(args, bdims))
+    return dispatch(op, vals, params), True
+
+
+def max_pool2d_backward(op, args, bdims, params, size):
+    """The batch folds into N; the forward's indices (a param) are each sample's, repeated over the batch."""
+    idx = params["indices"]
+    idx = idx._value if is_batched(idx) and idx._level == _level().level else _full(idx, False, size)
+    out = dispatch(op, (_fold(args[0]),), dict(params, indices=_fold(idx)))
+    return out.reshape((size, -1) + tuple(out.shape[1:])), True
+
+
+def conv(op, args, bdims, params, size):
+    """conv2d, conv_transpose2d (operands x, w, bias) and conv2d_weight (x, grad_output): a batch of inputs only
+    folds into N; otherwise each sample's channels form a group of one convolution with ``groups * B``:
+    x (B, N, C, ...) is viewed as (N, B*C, ...), w (B, O, C/g, ...) as (B*O, C/g, ...), the bias as (B*O,)."""
+    if op.name != "conv2d_weight" and not any(bdims[1:]):
+        return fold(0)(op, args, bdims, params, size)
+    nd = params["nd"]
+    vals = [_full(a, b, size) for a, b in zip(args, bdims)]
+    if vals[0].ndim != nd + 3:
+        return loop(op, args, bdims, params, size)
+
+    def grouped(t):  # (B, N, C, ...) -> (N, B*C, ...)
+        t = t.movedim(0, 1)
+        return t.reshape((t.shape[0], t.shape[1] * t.shape[2]) + tuple(t.shape[3:]))
+    if op.name == "conv2d_weight":
+        operands = (grouped(vals[0]), grouped(vals[1]))
+    else:
+        w = vals[1]
+        operands = (grouped(vals[0]), w.reshape((w.shape[0] * w.shape[1],) + tuple(w.shape[2:])),
+                    None if vals[2] is None else vals[2].reshape((-1,)))
+    out = dispatch(op, operands, dict(params, groups=params["groups"] * size, cols=None))
+    if op.name == "conv2d_weight":  # (B*O, C/g, ...)
+        return out.reshape((size, -1) + tuple(out.shape[1:])), True
+    out = out.reshape((out.shape[0], size, -1) + tuple(out.shape[2:]))  # (N, B, O, ...)
+    return out.movedim(1, 0), True
 
 
 def composed(fn):
@@ -283,20 +332,23 @@ def pointwise_loss(op, args, bdims, params, size):
 def nll_loss(op, args, bdims, params, size):
     """nll_loss per sample: computed with reduction 'none' on the batch folded into N, reduced per sample
     (the mean weighted by the targets' class weights, ignored targets left out, as PyTorch's)."""
-    x, target = _full(args[0], bdims[0], size), _full(args[1], bdims[1], size)
-    if x.ndim == 2:  # samples of one row: (C,) and a 0-d target
-        x, target = x.unsqueeze(1), target.unsqueeze(1)
-    folded = dispatch(op, (_fold(x), _fold(target)), dict(params, reduction="none"))
-    losses = folded.reshape((size, -1))
+    target, w = params["target"], params.get("weight")
+    if is_batched(w):
+        return loop(op, args, bdims, params, size)
+    target = target._value if is_batched(target) and target._level == _level().level else _full(target, False, size)
+    x = _full(args[0], bdims[0], size)
+    if x.ndim > 2:  # (a sample of one row, (C,), is a batch of rows as it is)
+        x, target = _fold(x), _fold(target)
+    folded = dispatch(op, (x,), dict(params, target=target, reduction="none"))
     if params["reduction"] == "none":
-        return folded.reshape(tuple(target.shape)) if args[1].ndim > 1 else losses.reshape((size,)), True
+        return folded.reshape((size,) + tuple(params["target"].shape)), True
+    losses = folded.reshape((size, -1))
     if params["reduction"] == "sum":
         return losses.sum(1), True
     t = target.reshape((size, -1))
     keep = t != params["ignore_index"]
-    w = params.get("weight")
     weights = keep.to(losses.dtype) if w is None else \
-        w.index_select(0, t.masked_fill(~keep, 0).reshape(-1)).reshape(t.shape) * keep
+        w.index_select(0, t.masked_fill(~keep, 0).reshape(-1)).reshape(tuple(t.shape)) * keep
     return losses.sum(1) / weights.sum(1), True
 
 
@@ -417,11 +469,12 @@ def _declare():
         RULES[name] = zero_d_dim("dim")
     for name in ("glu", "gather", "scatter_add", "cat", "stack"):
         RULES[name] = shift_dims("dim")
-    RULES["index_select"] = leading_or_loop(shift_dims("dim"), 0)
+    RULES["index_select"] = leading_or_loop(shift_dims("dim", full=False), 0)
     RULES["flip"] = shift_dims("dims")
     RULES["diagonal"] = shift_dims("dim1", "dim2")
     RULES["median"] = median_all
     RULES["roll"] = roll
+    RULES["constant_pad_nd"] = constant_pad
     for name in ("view", "reshape", "squeeze", "squeeze_dim", "unsqueeze"):
         RULES[name] = with_shape(via="reshape")
     RULES["expand"] = with_shape()
@@ -435,17 +488,19 @@ def _declare():
         RULES[name] = matmul
     RULES["outer"] = composed(lambda a, b: a.unsqueeze(1) * b.unsqueeze(0))
     RULES["dot"] = composed(lambda a, b: (a * b).sum())
-    RULES["mv"] = composed(lambda a, b: _matmul(a, b))
     RULES["linear"] = RULES["linear_mm"] = linear
     RULES["addmm"] = RULES["baddbmm"] = RULES["addmv"] = composed(_addmm)
     RULES["addbmm"] = composed(_addbmm)
-    for name in ("tril", "triu", "scaled_dot_product_attention"):
-        RULES[name] = leading(0, 1, 2, 3, 4)
+    for name in ("tril", "triu"):
+        RULES[name] = leading(0)
+    RULES["scaled_dot_product_attention"] = attention
     RULES["embedding"] = leading(1)
-    for name in ("conv2d", "conv_transpose2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "im2col", "col2im",
-                 "max_pool2d_backward", "avg_pool2d_backward"):
-        RULES[name] = fold(0, 1) if name == "max_pool2d_backward" else fold(0)
-    RULES["conv2d_weight"] = fold(0, 1)
+    for name in ("conv2d", "conv_transpose2d", "conv2d_weight"):
+        RULES[name] = conv
+    for name in ("max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "im2col", "col2im",
+                 "avg_pool2d_backward"):
+        RULES[name] = fold(0)
+    RULES["max_pool2d_backward"] = max_pool2d_backward
     for name, op in OPS.items():
         if name.startswith(("reflect_pad", "replicate_pad", "circular_pad", "upsample_")):
             RULES[name] = fold(0)

@@ -14,8 +14,8 @@ from helpers import build, call_of, outputs, samples_of
 
 B = 3
 # entries vmap runs one sample at a time (each has a reason: outputs whose shape depends on the values, as
-# PyTorch's vmap refuses them; the RNN layers' time loop; a pad with an arbitrary slice key)
-WITHOUT_RULE = ["bincount", "constant_pad_nd", "diag", "gru_layer", "lstm_layer", "masked_select",
+# PyTorch's vmap refuses them; the RNN layers' time loop, diag's two shapes)
+WITHOUT_RULE = ["bincount", "diag", "gru_layer", "lstm_layer", "masked_select",
                 "nll_loss_backward", "rnn_relu_layer", "rnn_tanh_layer", "unique"]
 
 
@@ -52,18 +52,21 @@ def _check_entry(name):
     rng = np.random.default_rng(len(name))
     checked = 0
     for args, kwargs in _samples(op):
-        floats = []
+        floats = []  # the arrays batched: the floating ones (all of them where there are none)
         build(args, kwargs, lambda a: floats.append(a) or a if a.dtype.kind == "f" else a)
+        kinds = "f" if floats else "fiub"
+        if not floats:
+            build(args, kwargs, lambda a: floats.append(a) or a)
         for dims, out_dim in _variants(len(floats), [a.ndim for a in floats]):
             # per float array: the batch of B perturbed copies, stacked at its in_dim
-            batches = [None if d is None else np.stack([a + 0.05 * k * rng.standard_normal(a.shape)
+            batches = [None if d is None else np.stack([a + 0.05 * k * rng.standard_normal(a.shape) if kinds == "f" else a
                                                           for k in range(B)], axis=d) for a, d in zip(floats, dims)]
 
             def sample_args(k):
                 it = iter(range(len(floats)))
 
                 def leaf(a):
-                    if a.dtype.kind != "f":
+                    if a.dtype.kind not in kinds:
                         return jg.tensor(a)
                     i = next(it)
                     return jg.tensor(floats[i] if dims[i] is None else np.take(batches[i], k, axis=dims[i]))
@@ -78,7 +81,7 @@ def _check_entry(name):
 
             def f(*ts):
                 it = iter(ts)
-                a, kw = build(args, kwargs, lambda x: next(it) if x.dtype.kind == "f" else jg.tensor(x))
+                a, kw = build(args, kwargs, lambda x: next(it) if x.dtype.kind in kinds else jg.tensor(x))
                 return tuple(outputs(call(*a, **kw)))
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
