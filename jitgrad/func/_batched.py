@@ -9,6 +9,8 @@ its sample 0 (a view of the physical array): the shape, dtype and device every T
 check reads are the logical ones, while code that reads values (``item``, ``numpy``, ``bool``) is refused
 as PyTorch refuses it. Ops reach the batching rules through dispatch's hook (``STATE.vmap``, vmap.py).
 """
+import numpy as np
+
 from .._device import backend
 from .._tensor import Tensor
 
@@ -70,16 +72,14 @@ class BatchedTensor(Tensor):
         self._requires_grad = self._value._requires_grad
         return self
 
-    def __getitem__(self, key):
-        from .batching import getitem  # (the rule module, one layer up in this package)
-        return getitem(self, key)
-
 
 def batched(value, level):
     """``value`` (its dim 0 the batch dim of ``level``; batched only at lower levels) wrapped at ``level``."""
     t = object.__new__(BatchedTensor)
     d = value._data
-    t._data = d[0] if d.shape[0] else backend(d).empty(d.shape[1:], d.dtype)
+    # (d[0, ...]: a 0-d array, not a NumPy scalar, for a batch of 0-d samples)
+    t._data = backend(d).empty(d.shape[1:], d.dtype) if not d.shape[0] else d[0, ...] if d.__class__ is np.ndarray \
+        else d[0:1].reshape(d.shape[1:])
     t._vc = value._vc
     t._requires_grad = value._requires_grad
     t.grad_fn = value.grad_fn

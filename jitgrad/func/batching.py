@@ -415,12 +415,11 @@ def loop(op, args, bdims, params, size):
 
 
 def getitem(x, key):
-    """BatchedTensor.__getitem__: a key without batched tensors takes the entries' rules; one with batched
-    index tensors is the gather of each sample's index (an advanced index with the batch's arange)."""
-    from ..ops.indexing import getitem as plain
+    """``x[key]`` where the key holds index tensors batched by vmap: each sample's index picks from its own
+    sample (an advanced index with the batch's arange in front); None for other keys (the entries' rules)."""
     parts = key if isinstance(key, tuple) else (key,)
     if not any(is_batched(k) for k in parts):
-        return plain(x, key)
+        return None
     return _batched_index(x, parts)
 
 

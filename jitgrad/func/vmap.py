@@ -13,13 +13,18 @@ from .._grad_mode import STATE
 from .._tensor import Tensor
 from ..ops._table import OPS
 from . import _pytree
-from ._batched import LEVELS, BatchedTensor, Level, batched, is_batched, move_out
-from .batching import HOOK_LEVEL, RULES, loop
+from ._batched import LEVELS, BatchedTensor, Level, batched, is_batched, move_out, unwrap_all
+from .batching import HOOK_LEVEL, RULES, getitem, loop
 
 _RANDOM = frozenset(n for n, r in RULES.items() if r.__name__ == "random")
 LOOP_WARNING = ("There is a performance drop because we have not yet implemented the batching rule for %s. Please "
                 "file us an issue on GitHub so that we can prioritize its implementation.")
 _WARNED = set()
+INPLACE_ERROR = ("vmap: inplace arithmetic(self, *extra_args) is not possible because there exists a Tensor `other` "
+                 "in extra_args that has more elements than `self`. This happened due to `other` being vmapped over "
+                 "but `self` not being vmapped over in a vmap. Please try to use out-of-place operators instead of "
+                 "inplace arithmetic. If said operator is being called inside the PyTorch framework, please file a "
+                 "bug report instead.")
 
 
 class _Hook:
@@ -34,6 +39,22 @@ class _Hook:
             if a.__class__ is BatchedTensor:
                 return True
         return op.name in _RANDOM and (self.ceiling or len(LEVELS) + 1) > 1
+
+    getitem = staticmethod(getitem)  # (indexing's public getitem asks it first: batched index tensors)
+
+    @staticmethod
+    def inplace(target, fn, args, kwargs):
+        """An in-place op inside vmap: run out of place, the result written into the target's batch (None: the
+        target and operands are not batched, the plain path)."""
+        operands = [a for a in list(args) + list(kwargs.values()) if a.__class__ is BatchedTensor]
+        if target.__class__ is not BatchedTensor and not operands:
+            return None
+        r = fn(target, *args, **kwargs)
+        top = target._level if target.__class__ is BatchedTensor else 0
+        if any(lv > top for lv in unwrap_all(r)[1]):
+            raise RuntimeError(INPLACE_ERROR)
+        target._value.copy_(move_out(r, top, LEVELS[top - 1].size))
+        return target
 
     def __call__(self, op, args, params):
         level = 0
