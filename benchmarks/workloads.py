@@ -406,3 +406,65 @@ def pad_upsample(lib):
 
 WORKLOADS.update((f.__name__, f) for f in (einsum_attention, sort_topk, pad_upsample))
 BAR.update({"einsum_attention": 1.5, "sort_topk": 2.0, "pad_upsample": 2.0})
+
+
+# ---------------------------------------------------------------------- function transforms (issue 31)
+def per_sample_grads(lib):
+    """``vmap(grad(loss))`` with ``functional_call``: per-sample gradients of an MLP 784-128-10, batch 64."""
+    rng = np.random.default_rng(SEED)
+    lib.manual_seed(SEED)
+    model = lib.nn.Sequential(lib.nn.Linear(784, 128), lib.nn.ReLU(), lib.nn.Linear(128, 10))
+    params = {k: v.detach() for k, v in model.named_parameters()}
+    x = lib.from_numpy(_f32(rng, 64, 784))
+    y = lib.from_numpy(rng.integers(0, 10, 64))
+
+    def loss(p, x, y):
+        return lib.nn.functional.cross_entropy(lib.func.functional_call(model, p, (x.unsqueeze(0),)), y.unsqueeze(0))
+    fn = lib.func.vmap(lib.func.grad(loss), in_dims=(None, 0, 0))
+    return lambda: fn(params, x, y)
+
+
+def hessian_tanh100(lib):
+    """``hessian`` of ``sum(tanh(A @ x)**2) + 0.5 x.x``, x in R^100 (forward over reverse)."""
+    rng = np.random.default_rng(SEED)
+    A, x = lib.from_numpy(_f32(rng, 100, 100)), lib.from_numpy(_f32(rng, 100))
+    fn = lib.func.hessian(lambda x: ((A @ x).tanh() ** 2).sum() + 0.5 * (x * x).sum())
+    return lambda: fn(x)
+
+
+def _tanh_mlp64(lib):
+    rng = np.random.default_rng(SEED)
+    w1, w2, x = lib.from_numpy(_f32(rng, 64, 64)), lib.from_numpy(_f32(rng, 64, 64)), lib.from_numpy(_f32(rng, 64))
+    return (lambda x: (w2 @ (w1 @ x).tanh()).tanh()), x
+
+
+def jacrev_mlp64(lib):
+    """``jacrev`` of a 64->64 tanh MLP (two layers)."""
+    f, x = _tanh_mlp64(lib)
+    fn = lib.func.jacrev(f)
+    return lambda: fn(x)
+
+
+def jacfwd_mlp64(lib):
+    """``jacfwd`` of the same 64->64 tanh MLP."""
+    f, x = _tanh_mlp64(lib)
+    fn = lib.func.jacfwd(f)
+    return lambda: fn(x)
+
+
+def jvp_chain100(lib):
+    """``jvp`` through a 100-op elementwise chain (x * 1.01 + 0.01, tanh, alternating) on 4,096 floats."""
+    rng = np.random.default_rng(SEED)
+    x, t = lib.from_numpy(_f32(rng, 4096)), lib.from_numpy(_f32(rng, 4096))
+
+    def f(x):
+        for _ in range(33):
+            x = (x * 1.01 + 0.01).tanh()
+        return x * 1.0
+    return lambda: lib.func.jvp(f, (x,), (t,))
+
+
+WORKLOADS.update((f.__name__, f) for f in (per_sample_grads, hessian_tanh100, jacrev_mlp64, jacfwd_mlp64,
+                                            jvp_chain100))
+BAR.update({"per_sample_grads": 0.8, "hessian_tanh100": 0.8, "jacrev_mlp64": 0.8, "jacfwd_mlp64": 0.8,
+            "jvp_chain100": 0.8})

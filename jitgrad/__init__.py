@@ -89,6 +89,8 @@ from . import accelerator, backends  # noqa: F401,E402
 from . import distributed  # noqa: F401,E402
 from .nn import parallel as _parallel  # noqa: F401,E402  (jitgrad.nn.parallel, above distributed)
 from . import utils  # noqa: F401,E402  (utils.data's DistributedSampler is above distributed)
+from . import func  # noqa: F401,E402  (function transforms: vmap, grad, jacrev...; above autograd and nn)
+from .func import vmap  # noqa: F401,E402
 from . import compiler  # noqa: F401,E402
 from .compiler import compile  # noqa: F401,E402
 

@@ -89,6 +89,10 @@ def _stand_in(t):
 def inplace(self, fn, args, kwargs):
     """Run ``fn(self, *args, **kwargs)`` out of place and make ``self`` hold the result."""
     side_effect("an in-place op (Tensor.%s_)" % fn.__name__)
+    if SPECIAL[0] and STATE.vmap is not None:  # inside jitgrad.vmap: a batched target is written batch-wide
+        done = STATE.vmap.inplace(self, fn, args, kwargs)
+        if done is not None:
+            return done
     check_inplace(self)
     record = STATE.grad_enabled and (self._requires_grad or any(
         isinstance(a, Tensor) and a._requires_grad for a in list(args) + list(kwargs.values())))

@@ -253,6 +253,8 @@ def dispatch(op, args, params=EMPTY):
     if SPECIAL[0]:
         if STATE.capture is not None:  # jitgrad.compile is tracing: it runs the op and records it
             return STATE.capture(op, args, params)
+        if STATE.vmap is not None and STATE.vmap.claims(op, args):  # jitgrad.vmap: the entry's batching rule
+            return STATE.vmap(op, args, params)
         if STATE.dual is not None and any(isinstance(a, Tensor) and a._fw_grad is not None for a in args):
             return STATE.dual(op, args, params)  # forward-mode AD: the primal and its tangent
     key = []

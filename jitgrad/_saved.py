@@ -26,6 +26,7 @@ class SavedTensor:
     # by the few saved tensors that have hooks).
     __slots__ = ("_data", "_vc", "_version", "_node", "_saved_fn", "_output_nr", "__dict__")
     _hooks = _packed = _meta = None
+    _fw_grad = None  # a saved output's tangent, inside a forward AD level (autograd/forward_ad.py sets it)
 
     def __init__(self, t, is_output=False, node=None):
         if t._inference and not STATE.inference:
@@ -57,6 +58,8 @@ class SavedTensor:
             return d
         t = Tensor._wrap(d)
         t._vc = self._vc
+        if self._fw_grad is not None:  # (forward over reverse: the unpacked output carries its tangent)
+            t._fw_grad = self._fw_grad
         node = self._node()
         if node is not None:
             t.grad_fn, t._output_nr, t._requires_grad = node, self._output_nr, True

@@ -23,6 +23,7 @@ UnpackedDualTensor = namedtuple("UnpackedDualTensor", ["primal", "tangent"])
 
 _LEVEL = [None]  # the open level (0) or None
 _DUALS = []  # weak references to the tensors holding a tangent at the open level (cleared when it exits)
+_SAVED = []  # the saved outputs (autograd's SavedTensor) holding one
 
 
 def enter_dual_level():
@@ -44,6 +45,9 @@ def exit_dual_level(*, level=None):
         if t is not None:
             t._fw_grad = None
     _DUALS.clear()
+    for saved in _SAVED:
+        saved._fw_grad = None
+    _SAVED.clear()
     _LEVEL[0] = None
     STATE.dual = None
 
@@ -117,7 +121,12 @@ class _Hook:
             out = dispatch(op, args, params)
             tangents = [a._fw_grad if isinstance(a, Tensor) else None for a in args]
             if op.differentiable and any(t is not None for t in tangents):
-                _attach(out if op.n_outputs == 1 else out[0], _jvp(op, args, params, out, tangents))
+                first = out if op.n_outputs == 1 else out[0]
+                _attach(first, _jvp(op, args, params, out, tangents))
+                saved = first.grad_fn.saved.get("result") if first.grad_fn is not None else None
+                if saved is not None:  # (a backward formula reading s.result gets the tangent too)
+                    saved._fw_grad = first._fw_grad
+                    _SAVED.append(saved)
         finally:
             STATE.dual = self
         return out
@@ -164,9 +173,15 @@ def _jvp(op, args, params, out, tangents):
     return total if total is not None else out.new_zeros(out.shape)
 
 
+# how jitgrad.func (a layer above) transposes a formula for a tangent batched by vmap (jacfwd's basis)
+BATCHED_TRANSPOSE = [None]
+
+
 def _transposed(formula, s, out, x, t):
     """J t for the op whose VJP in ``x`` is ``formula`` (linear in its gradient): the gradient in u of
     <formula(u), t>."""
+    if getattr(t, "_level", 0):
+        return BATCHED_TRANSPOSE[0](formula, s, out, x, t)
     with enable_grad():
         u = out.detach().new_zeros(out.shape).requires_grad_()
         v = formula(u, s)

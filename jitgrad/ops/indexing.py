@@ -6,6 +6,7 @@ from .. import _dtype as D
 from .._device import backend, value_range
 from .._factories import zeros
 from .._index_key import _is_basic, normalize_key
+from .._grad_mode import SPECIAL, STATE
 from .._op import Op, dispatch
 from .._tensor import Tensor
 from ._table import _arr, _noncontig, c_order, export, register
@@ -133,6 +134,10 @@ def index_put_zeros(g, shape, key, accumulate):
 
 @export("__getitem__", function=False)
 def getitem(self, key):
+    if SPECIAL[0] and STATE.vmap is not None:  # inside jitgrad.vmap: a key may hold batched index tensors
+        out = STATE.vmap.getitem(self, key)
+        if out is not None:
+            return out
     key = normalize_key(self, key)
     if all(_is_basic(k) for k in key):
         op = SELECT if any(isinstance(k, (int, np.integer)) for k in key) else SLICE

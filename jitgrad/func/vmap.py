@@ -1,0 +1,239 @@
+"""``jitgrad.vmap`` (``torch.func.vmap``): a function of one sample run on a batch, every op once on the
+whole batch by its entry's batching rule (batching.py), reached through dispatch's hook (``STATE.vmap``).
+
+    per_sample = vmap(f, in_dims=(0, None))(xs, w)      # f(x, w) for each x in xs, stacked
+
+Inside, batched inputs are BatchedTensors (_batched.py) of the per-sample shape; the rules run at the
+innermost level first seen among an op's operands and reach the outer levels through dispatch again.
+"""
+import functools
+import warnings
+
+from .._grad_mode import STATE
+from .._tensor import Tensor
+from ..ops._table import OPS
+from . import _pytree
+from ._batched import LEVELS, BatchedTensor, Level, batched, is_batched, move_out, unwrap_all
+from .batching import HOOK_LEVEL, RULES, getitem, loop
+
+_RANDOM = frozenset(n for n, r in RULES.items() if r.__name__ == "random")
+LOOP_WARNING = ("There is a performance drop because we have not yet implemented the batching rule for %s. Please "
+                "file us an issue on GitHub so that we can prioritize its implementation.")
+_WARNED = set()
+INPLACE_ERROR = ("vmap: inplace arithmetic(self, *extra_args) is not possible because there exists a Tensor `other` "
+                 "in extra_args that has more elements than `self`. This happened due to `other` being vmapped over "
+                 "but `self` not being vmapped over in a vmap. Please try to use out-of-place operators instead of "
+                 "inplace arithmetic. If said operator is being called inside the PyTorch framework, please file a "
+                 "bug report instead.")
+
+
+class _Hook:
+    """``STATE.vmap`` while a vmap is open: dispatch hands it every op with a batched operand, and the random
+    entries (their randomness mode decides)."""
+
+    def __init__(self):
+        self.ceiling = None  # while a rule of level L runs: L (its ops' batched operands are of lower levels)
+
+    def claims(self, op, args):
+        for a in args:
+            if a.__class__ is BatchedTensor:
+                return True
+        return op.name in _RANDOM and (self.ceiling or len(LEVELS) + 1) > 1
+
+    getitem = staticmethod(getitem)  # (indexing's public getitem asks it first: batched index tensors)
+
+    @staticmethod
+    def inplace(target, fn, args, kwargs):
+        """An in-place op inside vmap: run out of place, the result written into the target's batch (None: the
+        target and operands are not batched, the plain path)."""
+        operands = [a for a in list(args) + list(kwargs.values()) if a.__class__ is BatchedTensor]
+        if target.__class__ is not BatchedTensor and not operands:
+            return None
+        r = fn(target, *args, **kwargs)
+        top = target._level if target.__class__ is BatchedTensor else 0
+        if any(lv > top for lv in unwrap_all(r)[1]):
+            raise RuntimeError(INPLACE_ERROR)
+        target._value.copy_(move_out(r, top, LEVELS[top - 1].size))
+        return target
+
+    def __call__(self, op, args, params):
+        level = 0
+        for a in args:
+            if a.__class__ is BatchedTensor and a._level > level:
+                level = a._level
+        if level == 0:  # a random entry on unbatched operands: the innermost level below the running rule
+            level = (self.ceiling or len(LEVELS) + 1) - 1
+        lv = LEVELS[level - 1]
+        values, bdims = [], []
+        for a in args:
+            b = a.__class__ is BatchedTensor and a._level == level
+            values.append(a._value if b else a)
+            bdims.append(b)
+        rule = RULES.get(op.name)
+        if rule is None:
+            if op.name not in _WARNED:
+                _WARNED.add(op.name)
+                warnings.warn(LOOP_WARNING % op.name, UserWarning, stacklevel=4)
+            rule = loop
+        saved = self.ceiling, HOOK_LEVEL[0]
+        self.ceiling, HOOK_LEVEL[0] = level, lv
+        try:
+            out, is_out_batched = rule(op, values, bdims, params, lv.size)
+        finally:
+            self.ceiling, HOOK_LEVEL[0] = saved
+        if not is_out_batched:
+            return out
+        return tuple(batched(o, level) for o in out) if isinstance(out, tuple) else batched(out, level)
+
+
+HOOK = _Hook()
+
+
+def _name(func):
+    if isinstance(func, functools.partial):
+        return "functools.partial(%s, ...)" % _name(func.func)
+    return getattr(func, "__name__", repr(func))
+
+
+def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
+    """``func`` mapped over dim ``in_dims`` of its inputs (a tree matching them, None: not mapped), its outputs
+    stacked at ``out_dims``. ``randomness``: 'error', 'different' or 'same'. ``chunk_size``: run the batch in
+    chunks of that many samples (one vmap call each; None: all at once)."""
+    if randomness not in ("error", "different", "same"):
+        raise RuntimeError("Only allowed values for randomness are 'error', 'different', or 'same'. Got %s"
+                           % randomness)
+    if chunk_size is not None and not (isinstance(chunk_size, int) and chunk_size > 0):
+        raise ValueError("vmap: chunk_size should be None or greater than 0. (got %s)" % chunk_size)
+
+    @functools.wraps(func)
+    def wrapped(*args, **kwargs):
+        return _vmap_call(func, in_dims, out_dims, randomness, chunk_size, args, kwargs)
+    return wrapped
+
+
+def _flat_in_dims(func, in_dims, args):
+    if not isinstance(in_dims, (int, tuple)) or isinstance(in_dims, bool):
+        if in_dims is not None:
+            raise ValueError("vmap(%s, in_dims=%s, ...)(<inputs>): expected `in_dims` to be int or a (potentially "
+                             "nested) tuple matching the structure of inputs, got: %s."
+                             % (_name(func), in_dims, type(in_dims)))
+    if len(args) == 0:
+        raise ValueError("vmap(%s)(<inputs>): got no inputs. Maybe you forgot to add inputs, or you are trying to "
+                         "vmap over a function with no inputs. The latter is unsupported." % _name(func))
+    flat_args, spec = _pytree.flatten(args)
+    flat_dims = _pytree.broadcast_prefix(in_dims, spec)
+    if flat_dims is None:
+        raise ValueError("vmap(%s, in_dims=%s, ...)(<inputs>): in_dims is not compatible with the structure of "
+                         "`inputs`. in_dims has structure %s but inputs has structure %s."
+                         % (_name(func), in_dims, _pytree.flatten(in_dims)[1], spec))
+    for d, a in zip(flat_dims, flat_args):
+        if d is None:
+            continue
+        if not isinstance(d, int) or isinstance(d, bool):
+            raise ValueError("vmap(%s, in_dims=%s, ...)(<inputs>): Got in_dim=%s for an input but in_dim must be "
+                             "either an integer dimension or None." % (_name(func), in_dims, d))
+        if not isinstance(a, Tensor):
+            raise ValueError("vmap(%s, in_dims=%s, ...)(<inputs>): Got in_dim=%s for an input but the input is of "
+                             "type %s. We cannot vmap over non-Tensor arguments, please use None as the respective "
+                             "in_dim" % (_name(func), in_dims, d, type(a)))
+        if not -a.dim() <= d < a.dim():
+            raise ValueError("vmap(%s, in_dims=%s, ...)(<inputs>): Got in_dim=%s for some input, but that input is a "
+                             "Tensor of dimensionality %d so expected in_dim to satisfy -%d <= in_dim < %d."
+                             % (_name(func), in_dims, d, a.dim(), a.dim(), a.dim()))
+    sizes = [a.size(d) for d, a in zip(flat_dims, flat_args) if d is not None]
+    if not sizes:
+        raise ValueError("vmap: Expected at least one Tensor to vmap over")
+    if any(s != sizes[0] for s in sizes):
+        raise ValueError("vmap: Expected all tensors to have the same size in the mapped dimension, got sizes %s "
+                         "for the mapped dimension" % sizes)
+    return flat_args, flat_dims, spec, sizes[0]
+
+
+def _vmap_call(func, in_dims, out_dims, randomness, chunk_size, args, kwargs):
+    flat_args, flat_dims, spec, size = _flat_in_dims(func, in_dims, args)
+    if chunk_size is None or chunk_size >= size:
+        return _run(func, flat_args, flat_dims, spec, size, out_dims, randomness, kwargs)
+    chunks = []
+    for start in range(0, size, chunk_size):
+        n = min(chunk_size, size - start)
+        part = [a.narrow(d, start, n) if d is not None else a for a, d in zip(flat_args, flat_dims)]
+        chunks.append(_run(func, part, flat_dims, spec, n, out_dims, randomness, kwargs))
+    return _concat_chunks(func, chunks, out_dims)
+
+
+def _concat_chunks(func, chunks, out_dims):
+    from ..ops.join import cat
+    flat0, spec = _pytree.flatten(chunks[0])
+    dims = _flat_out_dims(func, chunks[0], out_dims, spec)
+    flats = [_pytree.flatten(c)[0] for c in chunks]
+    out = [x if d is None else cat([f[i] for f in flats], d) for i, (x, d) in enumerate(zip(flat0, dims))]
+    return _pytree.unflatten(out, spec)
+
+
+def _run(func, flat_args, flat_dims, spec, size, out_dims, randomness, kwargs):
+    level = len(LEVELS) + 1
+    LEVELS.append(Level(level, size, randomness))
+    prev = STATE.vmap
+    STATE.vmap = HOOK
+    try:
+        inputs = [a if d is None else _add_batch_dim(a, d, level) for a, d in zip(flat_args, flat_dims)]
+        out = func(*_pytree.unflatten(inputs, spec), **kwargs)
+        return _remove_batch_dims(func, out, out_dims, level, size)
+    finally:
+        LEVELS.pop()
+        STATE.vmap = prev
+
+
+def _add_batch_dim(x, dim, level):
+    d = dim if dim >= 0 else dim + x.dim()
+    return batched(x.movedim(d, 0) if d else x, level)
+
+
+def _flat_out_dims(func, out, out_dims, spec):
+    if isinstance(out, Tensor):
+        if isinstance(out_dims, int) or out_dims is None:
+            return [out_dims]
+        if isinstance(out_dims, tuple) and len(out_dims) == 1:
+            return list(out_dims)
+        flat = None
+    else:
+        flat = _pytree.broadcast_prefix(out_dims, spec)
+    if flat is None:
+        raise ValueError("vmap(%s, ..., out_dims=%s)(<inputs>): out_dims is not compatible with the structure of "
+                         "`outputs`. out_dims has structure %s but outputs has structure %s."
+                         % (_name(func), out_dims, _pytree.flatten(out_dims)[1], spec))
+    for d in flat:
+        if d is not None and (not isinstance(d, int) or isinstance(d, bool)):
+            raise ValueError("vmap(%s, ..., out_dims=%s): `out_dims` must be an int, None or a python collection of "
+                             "ints representing where in the outputs the vmapped dimension should appear."
+                             % (_name(func), out_dims))
+    return flat
+
+
+def _remove_batch_dims(func, out, out_dims, level, size):
+    flat, spec = _pytree.flatten(out)
+    dims = _flat_out_dims(func, out, out_dims, spec)
+    name = _name(func)
+    result = []
+    for x, d in zip(flat, dims):
+        if d is None:
+            if is_batched(x) and x._level == level:
+                raise ValueError("vmap(%s, ...): `%s` can not return a BatchedTensor when out_dim is None"
+                                 % (name, name))
+            result.append(x)
+            continue
+        if not isinstance(x, Tensor):
+            raise ValueError("vmap(%s, ...): `%s` must only return Tensors, got type %s. Did you mean to set "
+                             "out_dims= to None for output?" % (name, name, type(x)))
+        v = move_out(x, level, size)  # (expanded where the output does not depend on the batch)
+        n = v.dim()
+        if not -n <= d < n:
+            raise IndexError("Dimension out of range (expected to be in range of [%d, %d], but got %d)"
+                             % (-n, n - 1, d))
+        result.append(v.movedim(0, d) if d % n else v)
+    return _pytree.unflatten(result, spec)
+
+
+def missing_rules():
+    """Entries without a batching rule (vmap runs them one sample at a time, with PyTorch's warning)."""
+    return sorted(n for n in OPS if n not in RULES)

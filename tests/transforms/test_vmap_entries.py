@@ -1,0 +1,105 @@
+"""vmap over every op-table entry's samples against a Python loop over the batch, for several in_dims and
+out_dims (a deterministic sample of the entries by default, all of them under ``-m slow``), and the list of
+entries without a batching rule."""
+import warnings
+
+import numpy as np
+import pytest
+
+import jitgrad as jg
+from jitgrad.func.batching import RULES, missing, random as random_rule
+from jitgrad.ops import OPS
+
+from helpers import build, call_of, outputs, samples_of
+
+B = 3
+# entries vmap runs one sample at a time (each has a reason: outputs whose shape depends on the values, as
+# PyTorch's vmap refuses them; the RNN layers' time loop, diag's two shapes)
+WITHOUT_RULE = ["bincount", "diag", "gru_layer", "lstm_layer", "masked_select",
+                "nll_loss_backward", "rnn_relu_layer", "rnn_tanh_layer", "unique"]
+
+
+def test_the_entries_without_a_batching_rule():
+    assert missing() == WITHOUT_RULE
+
+
+ENTRIES = sorted(n for n, op in OPS.items() if op.samples and RULES.get(n) is not random_rule)
+SAMPLE = ENTRIES[::5]
+
+
+def _samples(op):
+    for dtype in (np.float64, np.int64, np.bool_):
+        s = samples_of(op, dtype)
+        if s:
+            return s
+    return []
+
+
+def _variants(n_float, ndims):
+    """(in_dims per float array, where its batch dim goes, out_dims): all batched at 0; the first at its
+    last dim; the last alone."""
+    out = [([0] * n_float, 0)]
+    if n_float:
+        out.append(([ndims[0]] + [None] * (n_float - 1), -1))
+    if n_float > 1:
+        out.append(([None] * (n_float - 1) + [0], 0))
+    return out
+
+
+def _check_entry(name):
+    op = OPS[name]
+    call = call_of(op)
+    rng = np.random.default_rng(len(name))
+    checked = 0
+    for args, kwargs in _samples(op):
+        floats = []  # the arrays batched: the floating ones (all of them where there are none)
+        build(args, kwargs, lambda a: floats.append(a) or a if a.dtype.kind == "f" else a)
+        kinds = "f" if floats else "fiub"
+        if not floats:
+            build(args, kwargs, lambda a: floats.append(a) or a)
+        for dims, out_dim in _variants(len(floats), [a.ndim for a in floats]):
+            # per float array: the batch of B perturbed copies, stacked at its in_dim
+            batches = [None if d is None else np.stack([a + 0.05 * k * rng.standard_normal(a.shape) if kinds == "f" else a
+                                                          for k in range(B)], axis=d) for a, d in zip(floats, dims)]
+
+            def sample_args(k):
+                it = iter(range(len(floats)))
+
+                def leaf(a):
+                    if a.dtype.kind not in kinds:
+                        return jg.tensor(a)
+                    i = next(it)
+                    return jg.tensor(floats[i] if dims[i] is None else np.take(batches[i], k, axis=dims[i]))
+                return build(args, kwargs, leaf)
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    want = [outputs(call(*a, **kw)) for a, kw in (sample_args(k) for k in range(B))]
+            except Exception:  # noqa: BLE001  (a sample that raises in eager)
+                continue
+            flat_in = [jg.tensor(b if d is not None else f) for b, f, d in zip(batches, floats, dims)]
+
+            def f(*ts):
+                it = iter(ts)
+                a, kw = build(args, kwargs, lambda x: next(it) if x.dtype.kind in kinds else jg.tensor(x))
+                return tuple(outputs(call(*a, **kw)))
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                got = jg.vmap(f, in_dims=tuple(dims), out_dims=out_dim)(*flat_in)
+            for k, g in enumerate(got):
+                ref = np.stack([w[k].detach().numpy() for w in want], axis=out_dim)
+                assert g.dtype == want[0][k].dtype, (name, k)
+                np.testing.assert_allclose(g.detach().numpy(), ref, rtol=1e-10, atol=1e-12, err_msg=name)
+            checked += 1
+    assert checked, "no sample of %s was checked" % name
+
+
+@pytest.mark.parametrize("name", SAMPLE)
+def test_entry_vmap_matches_a_loop(name):
+    _check_entry(name)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(set(ENTRIES) - set(SAMPLE)))
+def test_entry_vmap_matches_a_loop_all(name):
+    _check_entry(name)
