@@ -118,8 +118,8 @@ def shift_dims(*names, full=True):
         for n in names:
             if n in p and p[n] is not None:
                 p[n] = _shift(p[n])
-            elif n not in p and n in op.params:
-                p[n] = _shift(op.params[n])
+            elif n not in p and n in op.exposure.params:
+                p[n] = _shift(op.exposure.params[n])
         return dispatch(op, vals, p), True
     return rule
 

@@ -23,7 +23,7 @@ def test_the_entries_without_a_batching_rule():
     assert missing() == WITHOUT_RULE
 
 
-ENTRIES = sorted(n for n, op in OPS.items() if op.samples and RULES.get(n) is not random_rule)
+ENTRIES = sorted(n for n, op in OPS.items() if op.tests.samples and RULES.get(n) is not random_rule)
 SAMPLE = ENTRIES[::5]
 
 
