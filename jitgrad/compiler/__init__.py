@@ -4,10 +4,11 @@
     @jitgrad.compile
     def f(x, w): return (x * w).tanh().sum()
 
-The trace is recorded by dispatch (capture.py); the forward and the VJP formulas' backward become
-generated plans (codegen.py) whose elementwise runs are fused loops (fusion.py) or tapes (tape.py); a
-call finds its variant by guards (driver.py, guards.py, pytree.py), which runs its plans (variant.py,
-replay.py); to eager autograd a compiled call is one node (nodes.py). A whole training step (``loss.backward()``, optimizer and
+A pipeline, a module a stage: the IR (ir.py: a Graph of values and Nodes) is recorded by dispatch
+(capture.py); the forward and the VJP formulas' backward become generated plans (codegen.py) whose
+elementwise runs are fused loops (fusion.py) or tapes (tape.py); a call finds its variant by guards
+(driver.py, guards.py, pytree.py), which runs its plans (variant.py, replay.py); to eager autograd a
+compiled call is one node (nodes.py). A whole training step (``loss.backward()``, optimizer and
 module ``zero_grad()``, ``optimizer.step()``, ``lr_scheduler.step()`` inside the function) is captured
 too: its plan runs the forward, the backward and the calls in order. ``explain`` shows what was
 captured and generated.

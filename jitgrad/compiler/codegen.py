@@ -20,7 +20,7 @@ from ..kernels import _background, config, cpu as CPU_BACKEND
 from ..kernels import scalars as _scalars
 from .._device import cuda_backend
 from .._tensor import Tensor
-from .capture import Held, Ref
+from .ir import Held, Ref
 from .fusion import (NUMPY_CASTS, converted, load_kind, plan_groups, reductions_first, split_bias,
                      without_own_shape_views)
 

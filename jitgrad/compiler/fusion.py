@@ -7,7 +7,7 @@ import numpy as np
 
 from ..kernels import config
 from ..ops import OPS
-from .capture import Graph, Node, Ref, remap_param
+from .ir import Graph, Node, Ref, remap_param
 
 REDUCTIONS = {"sum_all": "sum", "mean_all": "mean"}  # the full reductions a loop (or a tape) computes
 # reductions over leading dims (a bias's gradient: the column sums of a matrix) a loop computes

@@ -10,7 +10,7 @@ from .._op import dispatch
 from .._saved import FREED_MESSAGE, SavedTensor
 from .._tensor import Tensor
 from ..autograd import engine
-from .capture import Held, Ref
+from .ir import Held, Ref
 
 
 def _tensor_of(kind, tensors):

@@ -4,7 +4,7 @@ from .._grad_mode import STATE
 from .._op import dispatch
 from .._trace_hooks import NOT_CAPTURED
 from ..kernels.conv import KeptColumns
-from .capture import Held, Ref
+from .ir import Held, Ref
 from .nodes import _tensor_of
 
 

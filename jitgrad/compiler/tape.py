@@ -15,7 +15,7 @@ import time
 
 import numpy as np
 
-from .capture import Ref
+from .ir import Ref
 from .codegen import _SCALARS_STAMP, Compiled, _kernel, boundary_values, generate
 from .fusion import NUMPY_CASTS, REDUCTIONS, converted, fusable, scalar_form
 

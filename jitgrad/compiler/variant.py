@@ -10,7 +10,8 @@ from .._graph import accumulate_into
 from .._op import dispatch
 from .._tensor import Tensor
 from . import stats
-from .capture import BACKWARD, Held, Ref, Unsupported, trace, trace_backward
+from .capture import BACKWARD, Unsupported, trace, trace_backward
+from .ir import Held, Ref
 from .fusion import elementwise_backward, joint_graph, with_recompute
 from .guards import tensor_key
 from .nodes import CompiledFunctionBackward, CompiledStepBackward, RegionReplayBackward, _tensor_of
