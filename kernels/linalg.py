@@ -32,13 +32,18 @@ _ROUTINES = {"getrf": ("lapack", 6), "getrs": ("lapack", 9), "getri": ("lapack",
 def _col(a):
     """``a`` (..., m, n) as a C-contiguous (B, n, m) copy: each [b] is matrix b in column-major order."""
     m, n = a.shape[-2:]
-    return np.array(np.swapaxes(a, -1, -2), order="C").reshape(-1, n, m)
+    return np.array(np.swapaxes(a, -1, -2), order="C").reshape((_count(a),) + (n, m))
 
 
 def _col_read(a):
     """Like ``_col``, for an input LAPACK only reads: no copy where ``a`` is column-major already."""
     m, n = a.shape[-2:]
-    return np.ascontiguousarray(np.swapaxes(a, -1, -2)).reshape(-1, n, m)
+    return np.ascontiguousarray(np.swapaxes(a, -1, -2)).reshape((_count(a),) + (n, m))
+
+
+def _count(a):
+    """The number of matrices in a batch."""
+    return int(np.prod(a.shape[:-2], dtype=np.int64))
 
 
 def _back(f, batch):
@@ -345,7 +350,7 @@ def _small(a):
 
 
 def _flat(a):
-    return np.ascontiguousarray(a).reshape((-1,) + a.shape[-2:])
+    return np.ascontiguousarray(a).reshape((_count(a),) + a.shape[-2:])
 
 
 # ---------------------------------------------------------------------- the functions the op table calls
@@ -365,7 +370,7 @@ def lu_solve(lu, piv, b, adjoint):
     batch = b.shape[:-2]
     x = _col(b)
     if x.size:
-        _kernels(lu.dtype)["lu_solve"](_col_read(lu), np.ascontiguousarray(piv).reshape(-1, piv.shape[-1]), x,
+        _kernels(lu.dtype)["lu_solve"](_col_read(lu), np.ascontiguousarray(piv).reshape(_count(lu), piv.shape[-1]), x,
                                        ord("T" if adjoint else "N"))
     return _back(x, batch)
 
@@ -422,7 +427,7 @@ def det(a):
     if a.shape[-1] == 0:
         return np.ones(batch, a.dtype)
     lu, piv, _ = lu_factor(a)
-    return (_pivot_sign(piv) * np.prod(np.diagonal(lu, 0, -2, -1), -1)).astype(a.dtype)
+    return np.asarray(_pivot_sign(piv) * np.prod(np.diagonal(lu, 0, -2, -1), -1), a.dtype)
 
 
 def _pivot_sign(piv):
@@ -440,7 +445,7 @@ def slogdet(a):
     sign = _pivot_sign(piv).astype(a.dtype) * np.prod(np.sign(d), -1)
     with np.errstate(divide="ignore"):
         logabs = np.log(np.abs(d)).sum(-1)
-    return sign.astype(a.dtype), logabs.astype(a.dtype)
+    return np.asarray(sign, a.dtype), np.asarray(logabs, a.dtype)
 
 
 def cholesky(a, upper):
@@ -547,3 +552,18 @@ def lstsq(a, b, rcond, driver):
         rank[:] = 0
     sol = _back(np.ascontiguousarray(x[:, :, :n]), batch)
     return sol, rank.reshape(batch), sv.reshape(batch + (min(m, n),))
+
+
+def qr(a, mode):
+    """(Q or None for mode 'r', R) of ``a`` (..., m, n): geqrf, then orgqr on the reflectors."""
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    f, tau = geqrf(a)
+    R = np.triu(f[..., : (m if mode == "complete" else k), :])
+    if mode == "r":
+        return None, R
+    cols = m if mode == "complete" else k
+    base = np.zeros(a.shape[:-1] + (cols,), a.dtype)
+    w = min(cols, n)
+    base[..., :w] = f[..., :w]
+    return householder_product(base, tau), R
