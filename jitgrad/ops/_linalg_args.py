@@ -64,7 +64,8 @@ def raise_for_info(fname, info, message):
     if bad.size:
         i = bad[0]
         where = "(Batch element %d): " % i if np.ndim(info) else ""
-        raise LinAlgError("%s: %s%s" % (fname, where, message % int(np.asarray(info).reshape(-1)[i])))
+        k = int(np.asarray(info).reshape(-1)[i])
+        raise LinAlgError("%s: %s%s" % (fname, where, message % k if "%" in message else message))
 
 
 def result_type(name, fields):

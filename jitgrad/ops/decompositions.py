@@ -345,11 +345,9 @@ def _eigh_forward(xp, dt, a, lower, vectors):
     return w, (v if vectors else np.empty((0,), dt))
 
 
-def _eigh_grad(g, s):
+def eigh_grad(gL, gV, L, V):
     """gA = V (diag(gL) + skew(V^H gV) / E) V^H, E_ij = L_j - L_i (PyTorch's; inf/nan at repeated
     eigenvalues where the loss depends on the eigenvectors, as PyTorch's)."""
-    gL, gV = g
-    L, V = s.eigenvalues, s.eigenvectors
     if is_zero_grad(gV):
         return V @ (gL.unsqueeze(-1) * V.mT)
     VhgV = V.mT @ gV
@@ -359,9 +357,13 @@ def _eigh_grad(g, s):
     return V @ (gA @ V.mT)
 
 
+def _eigh_grad(g, s):
+    return eigh_grad(g[0], g[1], s.eigenvalues, s.eigenvectors)
+
+
 def _eigvalsh_grad(g, s):
-    V = s.eigenvectors
-    return V @ (g[0].unsqueeze(-1) * V.mT)
+    """The eigenvectors stay inside, but a double backward reaches them: the whole formula."""
+    return eigh_grad(g[0], g[1], s.result, s.eigenvectors)
 
 
 def _check_uplo(UPLO):
@@ -384,7 +386,7 @@ def eigvalsh(A, UPLO="L"):
 # ---------------------------------------------------------------------- SVD
 def _svd(xp, a, full_matrices, vectors):
     u, s, vh = xp.linalg.svd(a, full_matrices, vectors)
-    if not np.isfinite(xp.to_host(s)).all():
+    if not (np.isfinite(xp.to_host(s)).all() and np.isfinite(xp.to_host(a)).all()):
         raise LinAlgError("linalg.svd: The algorithm failed to converge because the input matrix contained non-finite "
                           "values.")
     return u, s, vh
@@ -442,7 +444,8 @@ def _svd_grad(g, s):
 
 
 def _svdvals_grad(g, s):
-    return (s.U * g[0].unsqueeze(-2)) @ s.Vh
+    """The vectors stay inside, but a double backward reaches them: the whole formula."""
+    return svd_grad(g[1], g[0], g[2], s.U, s.result, s.Vh)
 
 
 def svd(A, full_matrices=True, *, driver=None):
