@@ -468,3 +468,107 @@ WORKLOADS.update((f.__name__, f) for f in (per_sample_grads, hessian_tanh100, ja
                                             jvp_chain100))
 BAR.update({"per_sample_grads": 0.8, "hessian_tanh100": 0.8, "jacrev_mlp64": 0.8, "jacfwd_mlp64": 0.8,
             "jvp_chain100": 0.8})
+# ---------------------------------------------------------------------- linear algebra (issue 33), float64
+def _f64(rng, *shape):
+    return rng.standard_normal(shape)
+
+
+def gp_nll_512(lib):
+    """GP regression: the negative log marginal likelihood of 512 points in 3-D (RBF kernel: Cholesky, triangular
+    solves, log-det) and its gradient in the three log-hyperparameters."""
+    rng = np.random.default_rng(SEED)
+    X = lib.from_numpy(rng.uniform(-2, 2, (512, 3)))
+    y = lib.from_numpy(np.sin(X.numpy()).sum(1) + 0.1 * rng.standard_normal(512))
+    p = _leaf(lib, np.array([0.1, 0.2, -1.0]))
+    eye = lib.eye(512, dtype=lib.float64)
+
+    def step():
+        _clear(p)
+        K = (2 * p[1]).exp() * (-0.5 * lib.cdist(X, X) ** 2 / (2 * p[0]).exp()).exp() + (2 * p[2]).exp() * eye
+        L = lib.linalg.cholesky(K)
+        alpha = lib.cholesky_solve(y.unsqueeze(-1), L)
+        nll = 0.5 * (y.unsqueeze(-1) * alpha).sum() + L.diagonal().log().sum()
+        nll.backward()
+    return step
+
+
+def eigvalsh_256(lib):
+    """The gradient of sum(eigvalsh(X^T X + I)), X 256x256."""
+    x = _leaf(lib, _f64(np.random.default_rng(SEED), 256, 256))
+    eye = lib.eye(256, dtype=lib.float64)
+
+    def step():
+        _clear(x)
+        lib.linalg.eigvalsh(x.mT @ x + eye).sum().backward()
+    return step
+
+
+def _square(n, batch=()):
+    rng = np.random.default_rng(SEED)
+    return rng.standard_normal(batch + (n, n)) + 3 * np.eye(n) * (1 if n < 8 else np.sqrt(n))
+
+
+def lstsq_256(lib):
+    """lstsq of a 256x256 system with a 256x8 right-hand side, with its gradient in A and B."""
+    a, b = _leaf(lib, _square(256)), _leaf(lib, _f64(np.random.default_rng(1), 256, 8))
+
+    def step():
+        _clear(a, b)
+        lib.linalg.lstsq(a, b).solution.sum().backward()
+    return step
+
+
+def _solve_step(lib, n, rhs):
+    a, b = _leaf(lib, _square(n)), _leaf(lib, _f64(np.random.default_rng(1), n, rhs))
+
+    def step():
+        _clear(a, b)
+        lib.linalg.solve(a, b).sum().backward()
+    return step
+
+
+def solve_256(lib):
+    """solve of a 256x256 system with a 256x8 right-hand side, with its gradient in A and B."""
+    return _solve_step(lib, 256, 8)
+
+
+def small3_100k(lib):
+    """100,000 3x3 systems: solve, inv and det, forward and backward."""
+    a = _leaf(lib, _square(3, (100000,)))
+    b = _leaf(lib, _f64(np.random.default_rng(1), 100000, 3, 1))
+
+    def step():
+        _clear(a, b)
+        (lib.linalg.solve(a, b).sum() + lib.linalg.inv(a).sum() + lib.linalg.det(a).sum()).backward()
+    return step
+
+
+def decompositions_1024(kind):
+    """cholesky / solve / eigh / svd of a 1024x1024 matrix, forward and backward."""
+    def build(lib):
+        rng = np.random.default_rng(SEED)
+        m = rng.standard_normal((1024, 1024))
+        a = _leaf(lib, m @ m.T / 1024 + np.eye(1024) if kind in ("cholesky", "eigh") else _square(1024))
+        b = lib.from_numpy(rng.standard_normal((1024, 1)))
+
+        def step():
+            _clear(a)
+            if kind == "cholesky":
+                out = lib.linalg.cholesky(a).sum()
+            elif kind == "solve":
+                out = lib.linalg.solve(a, b).sum()
+            elif kind == "eigh":
+                w, v = lib.linalg.eigh(a)
+                out = w.sum() + (v ** 2)[:, :8].sum()
+            else:
+                out = lib.linalg.svdvals(a).sum()
+            out.backward()
+        return step
+    build.__name__ = "%s_1024" % kind
+    return build
+
+
+WORKLOADS.update((f.__name__, f) for f in (gp_nll_512, eigvalsh_256, lstsq_256, solve_256, small3_100k) + tuple(
+    decompositions_1024(k) for k in ("cholesky", "solve", "eigh", "svd")))
+BAR.update({"gp_nll_512": 0.55, "eigvalsh_256": 0.85, "lstsq_256": 0.6, "solve_256": 0.8, "small3_100k": 0.5,
+            "cholesky_1024": 1.1, "solve_1024": 1.1, "eigh_1024": 1.1, "svd_1024": 1.1})

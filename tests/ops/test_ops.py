@@ -116,8 +116,8 @@ def expected_dtype(ref_out, dtype, args, kwargs):
     kind = np.asarray(ref_out).dtype.kind
     if kind == "b":
         return jg.bool
-    if kind in "iu":
-        return jg.int64
+    if kind in "iu":  # int64, but where the reference says int32 (LAPACK's pivots and infos, as PyTorch's)
+        return jg.int32 if np.asarray(ref_out).dtype == np.int32 else jg.int64
     return D.FROM_NP[np.dtype(dtype)] if np.dtype(dtype).kind == "f" else jg.get_default_dtype()
 
 

@@ -1,0 +1,106 @@
+"""What the linear-algebra entries share: PyTorch's argument checks and error messages, LinAlgError, the
+named-tuple results (torch.return_types) and small compositions their formulas use (diag_embed, the
+identity, symmetric parts)."""
+import numpy as np
+
+from .._factories import eye
+from .._op import broadcast_shapes
+from .._tensor import Tensor
+from .selection import diagonal_scatter_zeros
+
+
+class LinAlgError(RuntimeError):
+    """A matrix is singular, not positive-definite, or an algorithm did not converge (torch.linalg.LinAlgError)."""
+
+
+_SCALAR_TYPES = {"int64": "Long", "int32": "Int", "bool": "Bool", "uint8": "Byte", "float16": "Half",
+                 "bfloat16": "BFloat16"}
+
+
+def check_float(t, fname, what="input"):
+    if not t.dtype.is_floating_point or t.dtype.name in ("float16", "bfloat16"):
+        if t.dtype.is_floating_point:
+            raise RuntimeError("%s: Low precision dtypes not supported. Got %s" % (fname, _SCALAR_TYPES[t.dtype.name]))
+        raise RuntimeError("%s: Expected a floating point or complex tensor as %s. Got %s"
+                           % (fname, what, _SCALAR_TYPES.get(t.dtype.name, t.dtype.name)))
+
+
+def check_matrix(t, fname, name="A"):
+    if t.ndim < 2:
+        raise RuntimeError("%s: The input tensor %s must have at least 2 dimensions." % (fname, name))
+
+
+def check_square(t, fname, name="A", float_input=True):
+    check_matrix(t, fname, name)
+    if t.shape[-1] != t.shape[-2]:
+        raise RuntimeError("%s: %s must be batches of square matrices, but they are %d by %d matrices"
+                           % (fname, name, t.shape[-2], t.shape[-1]))
+    if float_input:
+        check_float(t, fname)
+
+
+def check_same_dtype(a, b, fname, names=("A", "B")):
+    if a.dtype is not b.dtype:
+        raise RuntimeError("%s: Expected %s and %s to have the same dtype, but found %s of type %s and %s of type %s "
+                           "instead" % (fname, names[0], names[1], names[0], a.dtype.scalar_type, names[1],
+                                        b.dtype.scalar_type))
+
+
+def broadcast_batch(a, b):
+    """``a`` and ``b`` expanded to their common batch dims (the last two dims of each kept)."""
+    batch = broadcast_shapes(tuple(a.shape[:-2]), tuple(b.shape[:-2]))
+    return _expand(a, batch), _expand(b, batch)
+
+
+def _expand(t, batch):
+    shape = tuple(batch) + tuple(t.shape[-2:])
+    return t if tuple(t.shape) == shape else t.expand(shape)
+
+
+def raise_for_info(fname, info, message):
+    """LinAlgError for the first positive ``info`` (an int array), ``message % info`` worded as PyTorch words
+    it: prefixed with the batch element where the input is a batch."""
+    bad = np.flatnonzero(np.asarray(info).reshape(-1) > 0)
+    if bad.size:
+        i = bad[0]
+        where = "(Batch element %d): " % i if np.ndim(info) else ""
+        k = int(np.asarray(info).reshape(-1)[i])
+        raise LinAlgError("%s: %s%s" % (fname, where, message % k if "%" in message else message))
+
+
+def result_type(name, fields):
+    """A torch.return_types-style named tuple class (attribute access by field, repr by PyTorch's name)."""
+    def rep(self):
+        return "jitgrad.return_types.%s(\n%s)" % (name, ",\n".join("%s=%r" % (f, v) for f, v in zip(fields, self)))
+    ns = {f: property(lambda self, k=k: self[k]) for k, f in enumerate(fields)}
+    ns.update(__repr__=rep, __slots__=(), _fields=tuple(fields), n_fields=len(fields))
+    cls = type(name, (tuple,), ns)
+    cls.__new__ = lambda c, *values: tuple.__new__(c, values)
+    return cls
+
+
+# ---------------------------------------------------------------------- compositions the formulas share
+def diag_embed(v):
+    """Matrices with ``v``'s last dim on their diagonal (torch.diag_embed), from table ops."""
+    n = v.shape[-1]
+    nd = v.ndim + 1
+    return diagonal_scatter_zeros(v, tuple(v.shape[:-1]) + (n, n), 0, nd - 2, nd - 1)
+
+
+def eye_like(t, n=None):
+    n = t.shape[-1] if n is None else n
+    return eye(n, dtype=t.dtype, device=t.device)
+
+
+def sym(x):
+    return (x + x.mT) * 0.5
+
+
+def is_zero_grad(g):
+    """Whether ``g`` is the zeros the engine passes for an output nothing used (PyTorch's undefined gradient),
+    where a formula takes its shorter path (an eigenvalue-only gradient stays finite at repeated eigenvalues)."""
+    return g is None or (g.grad_fn is None and not g.requires_grad and not g._data.any())
+
+
+def is_tensor(x):
+    return isinstance(x, Tensor)

@@ -1,0 +1,569 @@
+"""Dense linear algebra on the CPU: LAPACK (SciPy's, through its Cython function pointers) called from numba
+loops that run parallel over the batch, and direct numba code for batches of 2x2 and 3x3 matrices.
+
+Every function takes arrays of shape (..., m, n) in any layout (the op table broadcasts the batch dims
+first) and returns new arrays: matrices come back in LAPACK's column-major layout (the last two dims
+F-contiguous, as PyTorch's CPU results are), pivots and infos as int32 (LAPACK's 1-based pivots). Nothing
+raises on a singular or indefinite matrix: ``info`` says what LAPACK said, and the op table words the error.
+"""
+import ctypes
+
+import numpy as np
+from numba import njit, prange
+from numba.extending import get_cython_function_address
+
+from . import _jit, config
+
+name = "cpu"
+_P = ctypes.c_void_p
+
+
+def _fn(module, name, nargs):
+    return ctypes.CFUNCTYPE(None, *([_P] * nargs))(get_cython_function_address("scipy.linalg.cython_" + module, name))
+
+
+# routine -> (module, number of arguments); s... for float32, d... for float64
+_ROUTINES = {"getrf": ("lapack", 6), "getrs": ("lapack", 9), "getri": ("lapack", 7), "potrf": ("lapack", 5),
+             "syevd": ("lapack", 11), "gesdd": ("lapack", 14), "geqrf": ("lapack", 8), "orgqr": ("lapack", 9),
+             "ormqr": ("lapack", 13), "gelsy": ("lapack", 13), "gelsd": ("lapack", 14), "gelss": ("lapack", 13),
+             "gels": ("lapack", 11), "trsm": ("blas", 11)}
+
+
+def _col(a):
+    """``a`` (..., m, n) as a C-contiguous (B, n, m) copy: each [b] is matrix b in column-major order."""
+    m, n = a.shape[-2:]
+    return np.array(np.swapaxes(a, -1, -2), order="C").reshape((_count(a),) + (n, m))
+
+
+def _col_read(a):
+    """Like ``_col``, for an input LAPACK only reads: no copy where ``a`` is column-major already."""
+    m, n = a.shape[-2:]
+    return np.ascontiguousarray(np.swapaxes(a, -1, -2)).reshape((_count(a),) + (n, m))
+
+
+def _count(a):
+    """The number of matrices in a batch."""
+    return int(np.prod(a.shape[:-2], dtype=np.int64))
+
+
+def _back(f, batch):
+    """The inverse of ``_col``: (B, n, m) -> (*batch, m, n), a view whose last two dims are F-contiguous."""
+    return np.swapaxes(f.reshape(tuple(batch) + f.shape[1:]), -1, -2)
+
+
+_KERNELS = {}
+
+
+def _kernels(dtype):
+    """The numba kernels of one dtype (float32 or float64), made and compiled on first use. They hold the
+    LAPACK function pointers, which change from process to process, so they are not cached on disk."""
+    dtype = np.dtype(dtype)
+    k = _KERNELS.get(dtype)
+    if k is None:
+        k = _KERNELS[dtype] = _make(dtype)
+    return k
+
+
+def _jitted(fn, parallel=True):
+    d = njit(parallel=parallel, nogil=True, error_model="numpy")(fn)
+    _jit.DISPATCHERS.append(d)
+    return _jit._serialised(d) if parallel and config.SERIALISE_PARALLEL else d
+
+
+def _make(dtype):
+    ch = "s" if dtype == np.float32 else "d"
+    L = {r: _fn(mod, ch + r, n) for r, (mod, n) in _ROUTINES.items()}
+    getrf, getrs, getri, potrf, syevd, gesdd = L["getrf"], L["getrs"], L["getri"], L["potrf"], L["syevd"], L["gesdd"]
+    geqrf, orgqr, ormqr, gelsy, gelsd, gelss, gels, trsm = (L[r] for r in ("geqrf", "orgqr", "ormqr", "gelsy", "gelsd",
+                                                                           "gelss", "gels", "trsm"))
+    dt = dtype.type
+
+    @njit(nogil=True)
+    def ints(a, b, c, d):
+        out = np.empty(4, np.int32)
+        out[0], out[1], out[2], out[3] = a, b, c, d
+        return out
+
+    @njit(nogil=True)
+    def char(c):
+        out = np.empty(1, np.uint8)
+        out[0] = c
+        return out
+
+    def lu_factor(a, piv, info):  # a: (B, n, m) column-major m x n, in place
+        m, n = a.shape[2], a.shape[1]
+        for b in prange(a.shape[0]):
+            d = ints(m, n, max(m, 1), 0)
+            inf = np.zeros(1, np.int32)
+            getrf(d[0:].ctypes, d[1:].ctypes, a[b].ctypes, d[2:].ctypes, piv[b].ctypes, inf.ctypes)
+            info[b] = inf[0]
+
+    def lu_solve(lu, piv, x, trans):  # lu (B, n, n), x (B, k, n) in place
+        n, k = lu.shape[1], x.shape[1]
+        for b in prange(lu.shape[0]):
+            d = ints(n, k, max(n, 1), 0)
+            inf = np.zeros(1, np.int32)
+            t = char(trans)
+            getrs(t.ctypes, d[0:].ctypes, d[1:].ctypes, lu[b].ctypes, d[2:].ctypes, piv[b].ctypes, x[b].ctypes,
+                  d[2:].ctypes, inf.ctypes)
+
+    def inv(a, info):  # getrf then getri, in place
+        n = a.shape[1]
+        piv0 = np.empty(max(n, 1), np.int32)
+        query = np.empty(1, a.dtype)
+        d = ints(n, max(n, 1), -1, 0)
+        inf = np.zeros(1, np.int32)
+        getri(d[0:].ctypes, a[0].ctypes, d[1:].ctypes, piv0.ctypes, query.ctypes, d[2:].ctypes, inf.ctypes)
+        lwork = max(int(query[0]), 1)
+        for b in prange(a.shape[0]):
+            d = ints(n, max(n, 1), lwork, 0)
+            piv = np.empty(max(n, 1), np.int32)
+            inf = np.zeros(1, np.int32)
+            getrf(d[0:].ctypes, d[0:].ctypes, a[b].ctypes, d[1:].ctypes, piv.ctypes, inf.ctypes)
+            info[b] = inf[0]
+            if inf[0] == 0:
+                work = np.empty(lwork, a.dtype)
+                getri(d[0:].ctypes, a[b].ctypes, d[1:].ctypes, piv.ctypes, work.ctypes, d[2:].ctypes, inf.ctypes)
+
+    def cholesky(a, info, uplo):  # potrf in place; the other triangle is zeroed by the caller
+        n = a.shape[1]
+        for b in prange(a.shape[0]):
+            d = ints(n, max(n, 1), 0, 0)
+            inf = np.zeros(1, np.int32)
+            u = char(uplo)
+            potrf(u.ctypes, d[0:].ctypes, a[b].ctypes, d[1:].ctypes, inf.ctypes)
+            info[b] = inf[0]
+
+    def triangular(a, x, side, uplo, trans, diag):  # trsm: x := op(a)^-1 x or x op(a)^-1, in place
+        m, n = x.shape[2], x.shape[1]
+        one = np.ones(1, a.dtype)
+        for b in prange(x.shape[0]):
+            d = ints(m, n, max(a.shape[1], 1), max(m, 1))
+            s, u, t, g = char(side), char(uplo), char(trans), char(diag)
+            trsm(s.ctypes, u.ctypes, t.ctypes, g.ctypes, d[0:].ctypes, d[1:].ctypes, one.ctypes, a[b].ctypes,
+                 d[2:].ctypes, x[b].ctypes, d[3:].ctypes)
+
+    def eigh(a, w, jobz, uplo):  # syevd in place: a gets the eigenvectors when jobz is 'V'
+        n = a.shape[1]
+        qw = np.empty(1, a.dtype)
+        qi = np.empty(1, np.int32)
+        d = ints(n, max(n, 1), -1, -1)
+        inf = np.zeros(1, np.int32)
+        j, u = char(jobz), char(uplo)
+        syevd(j.ctypes, u.ctypes, d[0:].ctypes, a[0].ctypes, d[1:].ctypes, w[0].ctypes, qw.ctypes, d[2:].ctypes,
+              qi.ctypes, d[3:].ctypes, inf.ctypes)
+        lwork, liwork = max(int(qw[0]), 1), max(int(qi[0]), 1)
+        for b in prange(a.shape[0]):
+            d = ints(n, max(n, 1), lwork, liwork)
+            inf = np.zeros(1, np.int32)
+            j, u = char(jobz), char(uplo)
+            work = np.empty(lwork, a.dtype)
+            iwork = np.empty(liwork, np.int32)
+            syevd(j.ctypes, u.ctypes, d[0:].ctypes, a[b].ctypes, d[1:].ctypes, w[b].ctypes, work.ctypes,
+                  d[2:].ctypes, iwork.ctypes, d[3:].ctypes, inf.ctypes)
+
+    def svd(a, s, u, vt, jobz):  # gesdd: a (B, n, m) destroyed; u (B, ucol, m), vt (B, n, vrow)
+        m, n = a.shape[2], a.shape[1]
+        k = min(m, n)
+        ldu, ldvt = max(m, 1), max(vt.shape[2], 1)
+        qw = np.empty(1, a.dtype)
+        iwork0 = np.empty(max(8 * k, 1), np.int32)
+        d = ints(m, n, max(m, 1), -1)
+        dd = ints(ldu, ldvt, 0, 0)
+        inf = np.zeros(1, np.int32)
+        j = char(jobz)
+        gesdd(j.ctypes, d[0:].ctypes, d[1:].ctypes, a[0].ctypes, d[2:].ctypes, s[0].ctypes, u[0].ctypes,
+              dd[0:].ctypes, vt[0].ctypes, dd[1:].ctypes, qw.ctypes, d[3:].ctypes, iwork0.ctypes, inf.ctypes)
+        lwork = max(int(qw[0]), 1)
+        for b in prange(a.shape[0]):
+            d = ints(m, n, max(m, 1), lwork)
+            dd = ints(ldu, ldvt, 0, 0)
+            inf = np.zeros(1, np.int32)
+            j = char(jobz)
+            work = np.empty(lwork, a.dtype)
+            iwork = np.empty(max(8 * k, 1), np.int32)
+            gesdd(j.ctypes, d[0:].ctypes, d[1:].ctypes, a[b].ctypes, d[2:].ctypes, s[b].ctypes, u[b].ctypes,
+                  dd[0:].ctypes, vt[b].ctypes, dd[1:].ctypes, work.ctypes, d[3:].ctypes, iwork.ctypes, inf.ctypes)
+
+    def qr_factor(a, tau):  # geqrf in place
+        m, n = a.shape[2], a.shape[1]
+        qw = np.empty(1, a.dtype)
+        d = ints(m, n, max(m, 1), -1)
+        inf = np.zeros(1, np.int32)
+        geqrf(d[0:].ctypes, d[1:].ctypes, a[0].ctypes, d[2:].ctypes, tau[0].ctypes, qw.ctypes, d[3:].ctypes,
+              inf.ctypes)
+        lwork = max(int(qw[0]), 1)
+        for b in prange(a.shape[0]):
+            d = ints(m, n, max(m, 1), lwork)
+            inf = np.zeros(1, np.int32)
+            work = np.empty(lwork, a.dtype)
+            geqrf(d[0:].ctypes, d[1:].ctypes, a[b].ctypes, d[2:].ctypes, tau[b].ctypes, work.ctypes, d[3:].ctypes,
+                  inf.ctypes)
+
+    def householder(a, tau):  # orgqr in place: a (B, n, m) with m >= n >= k = tau's length
+        m, n, k = a.shape[2], a.shape[1], tau.shape[1]
+        qw = np.empty(1, a.dtype)
+        d = ints(m, n, k, max(m, 1))
+        q = ints(-1, 0, 0, 0)
+        inf = np.zeros(1, np.int32)
+        orgqr(d[0:].ctypes, d[1:].ctypes, d[2:].ctypes, a[0].ctypes, d[3:].ctypes, tau[0].ctypes, qw.ctypes,
+              q.ctypes, inf.ctypes)
+        lwork = max(int(qw[0]), 1)
+        for b in prange(a.shape[0]):
+            d = ints(m, n, k, max(m, 1))
+            q = ints(lwork, 0, 0, 0)
+            inf = np.zeros(1, np.int32)
+            work = np.empty(lwork, a.dtype)
+            orgqr(d[0:].ctypes, d[1:].ctypes, d[2:].ctypes, a[b].ctypes, d[3:].ctypes, tau[b].ctypes, work.ctypes,
+                  q.ctypes, inf.ctypes)
+
+    def apply_q(a, tau, c, side, trans):  # ormqr: c (B, n, m) := op(Q) c or c op(Q), in place
+        m, n, k = c.shape[2], c.shape[1], tau.shape[1]
+        lda = max(a.shape[2], 1)
+        qw = np.empty(1, a.dtype)
+        d = ints(m, n, k, lda)
+        q = ints(max(m, 1), -1, 0, 0)
+        inf = np.zeros(1, np.int32)
+        s, t = char(side), char(trans)
+        ormqr(s.ctypes, t.ctypes, d[0:].ctypes, d[1:].ctypes, d[2:].ctypes, a[0].ctypes, d[3:].ctypes,
+              tau[0].ctypes, c[0].ctypes, q[0:].ctypes, qw.ctypes, q[1:].ctypes, inf.ctypes)
+        lwork = max(int(qw[0]), 1)
+        for b in prange(c.shape[0]):
+            d = ints(m, n, k, lda)
+            q = ints(max(m, 1), lwork, 0, 0)
+            inf = np.zeros(1, np.int32)
+            s, t = char(side), char(trans)
+            work = np.empty(lwork, a.dtype)
+            ormqr(s.ctypes, t.ctypes, d[0:].ctypes, d[1:].ctypes, d[2:].ctypes, a[b].ctypes, d[3:].ctypes,
+                  tau[b].ctypes, c[b].ctypes, q[0:].ctypes, work.ctypes, q[1:].ctypes, inf.ctypes)
+
+    def lstsq(a, x, rank, sv, rcond, driver):  # a (B, n, m), x (B, k, max(m, n)) in place
+        m, n, nrhs = a.shape[2], a.shape[1], x.shape[1]
+        ldb = max(x.shape[2], 1)
+        rc = np.full(1, rcond, a.dtype)
+        for b in prange(a.shape[0]):
+            d = ints(m, n, nrhs, max(m, 1))
+            q = ints(ldb, -1, 0, 0)
+            inf = np.zeros(1, np.int32)
+            r = np.zeros(1, np.int32)
+            qw = np.empty(1, a.dtype)
+            if driver == 0:  # gels
+                t = char(78)
+                gels(t.ctypes, d[0:].ctypes, d[1:].ctypes, d[2:].ctypes, a[b].ctypes, d[3:].ctypes, x[b].ctypes,
+                     q[0:].ctypes, qw.ctypes, q[1:].ctypes, inf.ctypes)
+                q[1] = max(int(qw[0]), 1)
+                work = np.empty(q[1], a.dtype)
+                gels(t.ctypes, d[0:].ctypes, d[1:].ctypes, d[2:].ctypes, a[b].ctypes, d[3:].ctypes, x[b].ctypes,
+                     q[0:].ctypes, work.ctypes, q[1:].ctypes, inf.ctypes)
+            elif driver == 1:  # gelsy
+                jpvt = np.zeros(max(n, 1), np.int32)
+                gelsy(d[0:].ctypes, d[1:].ctypes, d[2:].ctypes, a[b].ctypes, d[3:].ctypes, x[b].ctypes, q[0:].ctypes,
+                      jpvt.ctypes, rc.ctypes, r.ctypes, qw.ctypes, q[1:].ctypes, inf.ctypes)
+                q[1] = max(int(qw[0]), 1)
+                work = np.empty(q[1], a.dtype)
+                gelsy(d[0:].ctypes, d[1:].ctypes, d[2:].ctypes, a[b].ctypes, d[3:].ctypes, x[b].ctypes, q[0:].ctypes,
+                      jpvt.ctypes, rc.ctypes, r.ctypes, work.ctypes, q[1:].ctypes, inf.ctypes)
+            elif driver == 2:  # gelsd
+                iw = np.empty(1, np.int32)
+                gelsd(d[0:].ctypes, d[1:].ctypes, d[2:].ctypes, a[b].ctypes, d[3:].ctypes, x[b].ctypes, q[0:].ctypes,
+                      sv[b].ctypes, rc.ctypes, r.ctypes, qw.ctypes, q[1:].ctypes, iw.ctypes, inf.ctypes)
+                q[1] = max(int(qw[0]), 1)
+                work = np.empty(q[1], a.dtype)
+                iwork = np.empty(max(iw[0], 1), np.int32)
+                gelsd(d[0:].ctypes, d[1:].ctypes, d[2:].ctypes, a[b].ctypes, d[3:].ctypes, x[b].ctypes, q[0:].ctypes,
+                      sv[b].ctypes, rc.ctypes, r.ctypes, work.ctypes, q[1:].ctypes, iwork.ctypes, inf.ctypes)
+            else:  # gelss
+                gelss(d[0:].ctypes, d[1:].ctypes, d[2:].ctypes, a[b].ctypes, d[3:].ctypes, x[b].ctypes, q[0:].ctypes,
+                      sv[b].ctypes, rc.ctypes, r.ctypes, qw.ctypes, q[1:].ctypes, inf.ctypes)
+                q[1] = max(int(qw[0]), 1)
+                work = np.empty(q[1], a.dtype)
+                gelss(d[0:].ctypes, d[1:].ctypes, d[2:].ctypes, a[b].ctypes, d[3:].ctypes, x[b].ctypes, q[0:].ctypes,
+                      sv[b].ctypes, rc.ctypes, r.ctypes, work.ctypes, q[1:].ctypes, inf.ctypes)
+            rank[b] = r[0]
+
+    ns = {k: _jitted(v) for k, v in locals().items() if callable(v) and k in (
+        "lu_factor", "lu_solve", "inv", "cholesky", "triangular", "eigh", "svd", "qr_factor", "householder",
+        "apply_q", "lstsq")}
+    ns["dtype"] = dt
+    return ns
+
+
+# ---------------------------------------------------------------------- small matrices: direct code
+@njit(parallel=True, nogil=True, error_model="numpy", cache=config.CACHE)
+def _small_det(a, out):
+    n = a.shape[1]
+    for b in prange(a.shape[0]):
+        m = a[b]
+        if n == 2:
+            out[b] = m[0, 0] * m[1, 1] - m[0, 1] * m[1, 0]
+        else:
+            out[b] = (m[0, 0] * (m[1, 1] * m[2, 2] - m[1, 2] * m[2, 1]) - m[0, 1] * (m[1, 0] * m[2, 2] - m[1, 2] * m[2, 0])
+                      + m[0, 2] * (m[1, 0] * m[2, 1] - m[1, 1] * m[2, 0]))
+
+
+@njit(parallel=True, nogil=True, error_model="numpy", cache=config.CACHE)
+def _small_inv(a, out, ok):
+    """Inverse by the adjugate; ``ok[b]`` False where the determinant is zero (LAPACK then says which pivot)."""
+    n = a.shape[1]
+    for b in prange(a.shape[0]):
+        m = a[b]
+        o = out[b]
+        if n == 2:
+            det = m[0, 0] * m[1, 1] - m[0, 1] * m[1, 0]
+            ok[b] = det != 0
+            r = 1 / det
+            o[0, 0], o[0, 1], o[1, 0], o[1, 1] = m[1, 1] * r, -m[0, 1] * r, -m[1, 0] * r, m[0, 0] * r
+        else:
+            c00 = m[1, 1] * m[2, 2] - m[1, 2] * m[2, 1]
+            c01 = m[1, 2] * m[2, 0] - m[1, 0] * m[2, 2]
+            c02 = m[1, 0] * m[2, 1] - m[1, 1] * m[2, 0]
+            det = m[0, 0] * c00 + m[0, 1] * c01 + m[0, 2] * c02
+            ok[b] = det != 0
+            r = 1 / det
+            o[0, 0], o[1, 0], o[2, 0] = c00 * r, c01 * r, c02 * r
+            o[0, 1] = (m[0, 2] * m[2, 1] - m[0, 1] * m[2, 2]) * r
+            o[1, 1] = (m[0, 0] * m[2, 2] - m[0, 2] * m[2, 0]) * r
+            o[2, 1] = (m[0, 1] * m[2, 0] - m[0, 0] * m[2, 1]) * r
+            o[0, 2] = (m[0, 1] * m[1, 2] - m[0, 2] * m[1, 1]) * r
+            o[1, 2] = (m[0, 2] * m[1, 0] - m[0, 0] * m[1, 2]) * r
+            o[2, 2] = (m[0, 0] * m[1, 1] - m[0, 1] * m[1, 0]) * r
+
+
+@njit(parallel=True, nogil=True, error_model="numpy", cache=config.CACHE)
+def _small_solve(inv, b, out):
+    """out[i] = inv[i] @ b[i] for small matrices (b: (B, n, k))."""
+    n, k = inv.shape[1], b.shape[2]
+    for i in prange(inv.shape[0]):
+        for r in range(n):
+            for c in range(k):
+                s = inv[i, r, 0] * b[i, 0, c]
+                for j in range(1, n):
+                    s += inv[i, r, j] * b[i, j, c]
+                out[i, r, c] = s
+
+
+SMALL = (2, 3)  # matrix sizes with direct code: for these, one LAPACK call per matrix costs more than the math
+
+
+def _small(a):
+    return a.shape[-1] in SMALL and a.shape[-2] == a.shape[-1] and a.dtype in (np.float32, np.float64)
+
+
+def _flat(a):
+    return np.ascontiguousarray(a).reshape((_count(a),) + a.shape[-2:])
+
+
+# ---------------------------------------------------------------------- the functions the op table calls
+def lu_factor(a):
+    """(LU, pivots, info) of ``a`` (..., m, n): getrf, partial pivoting."""
+    batch, (m, n) = a.shape[:-2], a.shape[-2:]
+    f = _col(a)
+    piv = np.zeros((f.shape[0], min(m, n)), np.int32)
+    info = np.zeros(f.shape[0], np.int32)
+    if f.size:
+        _kernels(a.dtype)["lu_factor"](f, piv, info)
+    return _back(f, batch), piv.reshape(batch + (min(m, n),)), info.reshape(batch)
+
+
+def lu_solve(lu, piv, b, adjoint):
+    """X with A X = B (A^T X = B if ``adjoint``), A = P L U given as getrf gives it; b (..., n, k)."""
+    batch = b.shape[:-2]
+    x = _col(b)
+    if x.size:
+        _kernels(lu.dtype)["lu_solve"](_col_read(lu), np.ascontiguousarray(piv).reshape(_count(lu), piv.shape[-1]), x,
+                                       ord("T" if adjoint else "N"))
+    return _back(x, batch)
+
+
+def solve(a, b):
+    """(X, LU, pivots, info): A X = B through one LU of A (kept for the gradient)."""
+    lu, piv, info = lu_factor(a)
+    return lu_solve(lu, piv, b, False), lu, piv, info
+
+
+def inv(a):
+    """(inverse, info): info > 0 names the zero diagonal element of U (1-based), as getrf does."""
+    batch, n = a.shape[:-2], a.shape[-1]
+    if _small(a) and a.size:
+        f = _flat(a)
+        out = np.empty_like(f)
+        ok = np.empty(f.shape[0], np.bool_)
+        _small_inv(f, out, ok)
+        info = np.zeros(f.shape[0], np.int32)
+        if not ok.all():  # LAPACK's answer for the singular ones (which pivot)
+            bad = np.flatnonzero(~ok)
+            out[bad], info[bad] = _lapack_inv(f[bad])
+        return out.reshape(a.shape), info.reshape(batch)
+    f = _col(a)
+    info = np.zeros(f.shape[0], np.int32)
+    if f.size:
+        _kernels(a.dtype)["inv"](f, info)
+    return _back(f, batch), info.reshape(batch)
+
+
+def _lapack_inv(f):
+    g = _col(f)
+    info = np.zeros(g.shape[0], np.int32)
+    _kernels(f.dtype)["inv"](g, info)
+    return _back(g, (g.shape[0],)), info
+
+
+def small_solve(a, b):
+    """(X, info) for batches of 2x2 / 3x3 systems (a (..., n, n), b (..., n, k), same batch): by the adjugate."""
+    inverse, info = inv(a)
+    fb = _flat(b)
+    out = np.empty(fb.shape, np.result_type(a.dtype, b.dtype))
+    _small_solve(_flat(inverse), fb, out)
+    return out.reshape(b.shape), info
+
+
+def det(a):
+    """The determinant: direct for 2x2 and 3x3, else the product of U's diagonal with the pivots' sign."""
+    batch = a.shape[:-2]
+    if _small(a) and a.size:
+        out = np.empty(int(np.prod(batch, dtype=np.int64)), a.dtype)
+        _small_det(_flat(a), out)
+        return out.reshape(batch)
+    if a.shape[-1] == 0:
+        return np.ones(batch, a.dtype)
+    lu, piv, _ = lu_factor(a)
+    return np.asarray(_pivot_sign(piv) * np.prod(np.diagonal(lu, 0, -2, -1), -1), a.dtype)
+
+
+def _pivot_sign(piv):
+    swaps = (piv != np.arange(1, piv.shape[-1] + 1, dtype=np.int32)).sum(-1)
+    return np.where(swaps % 2 == 1, -1, 1)
+
+
+def slogdet(a):
+    """(sign, log|det|) from one LU."""
+    n = a.shape[-1]
+    if n == 0:
+        return np.ones(a.shape[:-2], a.dtype), np.zeros(a.shape[:-2], a.dtype)
+    lu, piv, _ = lu_factor(a)
+    d = np.diagonal(lu, 0, -2, -1)
+    sign = _pivot_sign(piv).astype(a.dtype) * np.prod(np.sign(d), -1)
+    with np.errstate(divide="ignore"):
+        logabs = np.log(np.abs(d)).sum(-1)
+    return np.asarray(sign, a.dtype), np.asarray(logabs, a.dtype)
+
+
+def cholesky(a, upper):
+    """(L, info) (U with ``upper``): potrf; the other triangle zero."""
+    batch = a.shape[:-2]
+    f = _col(a)
+    info = np.zeros(f.shape[0], np.int32)
+    if f.size:  # column-major lower of A = row-major upper of A^T: ask LAPACK for what we want
+        _kernels(a.dtype)["cholesky"](f, info, ord("U" if upper else "L"))
+    out = _back(f, batch)
+    return (np.triu(out) if upper else np.tril(out)), info.reshape(batch)
+
+
+def solve_triangular(a, b, upper, left, unitriangular):
+    """X with A X = B (X A = B where not ``left``), A triangular: trsm (no check: a zero diagonal gives inf)."""
+    batch = b.shape[:-2]
+    x = _col(b)
+    if x.size:
+        _kernels(a.dtype)["triangular"](_col_read(a), x, ord("L" if left else "R"), ord("U" if upper else "L"), ord("N"),
+                                        ord("U" if unitriangular else "N"))
+    return _back(x, batch)
+
+
+def eigh(a, lower, vectors):
+    """(eigenvalues ascending, eigenvectors as columns or None): syevd on the ``lower`` or upper triangle."""
+    batch, n = a.shape[:-2], a.shape[-1]
+    f = _col(a)
+    w = np.zeros((f.shape[0], n), a.dtype)
+    if f.size:
+        _kernels(a.dtype)["eigh"](f, w, ord("V" if vectors else "N"), ord("L" if lower else "U"))
+    return w.reshape(batch + (n,)), (_back(f, batch) if vectors else None)
+
+
+def svd(a, full_matrices, vectors):
+    """(U, S, Vh): gesdd; U and Vh None without ``vectors``."""
+    batch, (m, n) = a.shape[:-2], a.shape[-2:]
+    k = min(m, n)
+    f = _col(a)
+    B = f.shape[0]
+    s = np.zeros((B, k), a.dtype)
+    ucols, vrows = (m, n) if full_matrices else (k, k)
+    if not vectors:
+        ucols = vrows = 1
+    u = np.zeros((B, ucols, m), a.dtype)
+    vt = np.zeros((B, n, vrows), a.dtype)
+    if f.size:
+        _kernels(a.dtype)["svd"](f, s, u, vt, ord("N" if not vectors else "A" if full_matrices else "S"))
+    elif vectors and full_matrices:  # an empty matrix: the identity of the other side
+        u[:] = np.eye(m, dtype=a.dtype)
+        vt[:] = np.eye(n, dtype=a.dtype)
+    s = s.reshape(batch + (k,))
+    if not vectors:
+        return None, s, None
+    return _back(u, batch), s, _back(vt, batch)
+
+
+def geqrf(a):
+    """(QR, tau): the Householder form of a QR factorisation."""
+    batch, (m, n) = a.shape[:-2], a.shape[-2:]
+    f = _col(a)
+    tau = np.zeros((f.shape[0], min(m, n)), a.dtype)
+    if f.size:
+        _kernels(a.dtype)["qr_factor"](f, tau)
+    return _back(f, batch), tau.reshape(batch + (min(m, n),))
+
+
+def householder_product(a, tau):
+    """The first n columns of the product of the Householder reflectors (orgqr); a (..., m, n), m >= n."""
+    batch = a.shape[:-2]
+    f = _col(a)
+    if f.size:
+        _kernels(a.dtype)["householder"](f, np.ascontiguousarray(tau).reshape(f.shape[0], -1))
+    return _back(f, batch)
+
+
+def ormqr(a, tau, c, left, transpose):
+    """op(Q) C or C op(Q), Q the product of the reflectors in (a, tau) (ormqr)."""
+    batch = c.shape[:-2]
+    x = _col(c)
+    if x.size and tau.shape[-1]:
+        _kernels(a.dtype)["apply_q"](_col_read(a), np.ascontiguousarray(tau).reshape(x.shape[0], -1), x,
+                                     ord("L" if left else "R"), ord("T" if transpose else "N"))
+    return _back(x, batch)
+
+
+DRIVERS = ("gels", "gelsy", "gelsd", "gelss")
+
+
+def lstsq(a, b, rcond, driver):
+    """(solution (..., n, k), rank (...), singular values (..., min(m, n)) or empty) of min |A X - B|."""
+    batch, (m, n), k = a.shape[:-2], a.shape[-2:], b.shape[-1]
+    f = _col(a)
+    B = f.shape[0]
+    rows = max(m, n)
+    x = np.zeros((B, k, rows), a.dtype)
+    x[:, :, :m] = np.swapaxes(np.broadcast_to(b, batch + (m, k)).reshape(B, m, k), 1, 2)
+    rank = np.zeros(B, np.int64)
+    sv = np.zeros((B, min(m, n)), a.dtype)
+    r32 = np.zeros(B, np.int32)
+    if f.size and k:
+        _kernels(a.dtype)["lstsq"](f, x, r32, sv, rcond, DRIVERS.index(driver))
+        rank[:] = r32
+    elif driver != "gels":
+        rank[:] = 0
+    sol = _back(np.ascontiguousarray(x[:, :, :n]), batch)
+    return sol, rank.reshape(batch), sv.reshape(batch + (min(m, n),))
+
+
+def qr(a, mode):
+    """(Q or None for mode 'r', R) of ``a`` (..., m, n): geqrf, then orgqr on the reflectors."""
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    f, tau = geqrf(a)
+    R = np.triu(f[..., : (m if mode == "complete" else k), :])
+    if mode == "r":
+        return None, R
+    cols = m if mode == "complete" else k
+    base = np.zeros(a.shape[:-1] + (cols,), a.dtype)
+    w = min(cols, n)
+    base[..., :w] = f[..., :w]
+    return householder_product(base, tau), R
