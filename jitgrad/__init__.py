@@ -83,6 +83,7 @@ from .amp.autocast_mode import (autocast, autocast_decrement_nesting, autocast_i
                                 set_autocast_enabled)
 from . import cuda  # noqa: F401,E402
 from . import random  # noqa: F401,E402
+from . import special  # noqa: F401,E402
 from . import cpu  # noqa: F401,E402
 from .serialization import load, save  # noqa: F401,E402
 from . import accelerator, backends  # noqa: F401,E402
