@@ -90,6 +90,7 @@ from . import accelerator, backends  # noqa: F401,E402
 from . import distributed  # noqa: F401,E402
 from .nn import parallel as _parallel  # noqa: F401,E402  (jitgrad.nn.parallel, above distributed)
 from . import utils  # noqa: F401,E402  (utils.data's DistributedSampler is above distributed)
+from . import distributions  # noqa: F401,E402  (above nn: its losses and one_hot)
 from . import compiler  # noqa: F401,E402
 from .compiler import compile  # noqa: F401,E402
 
