@@ -447,9 +447,10 @@ class Dirichlet(Distribution):
         # reparameterization: PyTorch's _dirichlet_grad is another estimator of the same gradient)
         shape = self._extended_shape(sample_shape)
         gammas = jg._standard_gamma(self.concentration.expand(shape))
+        x = gammas / gammas.sum(-1, True)
         with jg.no_grad():
-            gammas.clamp_(min=float(finfo(gammas.dtype).tiny))
-        return gammas / gammas.sum(-1, True)
+            x.clamp_(min=float(finfo(x.dtype).tiny))
+        return x
 
     def log_prob(self, value):
         if self._validate_args:
