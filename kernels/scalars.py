@@ -538,12 +538,12 @@ def logit_eps(x, eps):
 def xlogy(x, y):
     if y != y:
         return y
-    return 0.0 * y if x == 0 else x * (math.log(y) if y > 0 else (-math.inf if y == 0 else math.nan))
+    return 0.0 if x == 0 else x * (math.log(y) if y > 0 else (-math.inf if y == 0 else math.nan))
 @scalar
 def xlog1py(x, y):
     if y != y:
         return y
-    return 0.0 * y if x == 0 else x * (math.log1p(y) if y > -1 else (-math.inf if y == -1 else math.nan))
+    return 0.0 if x == 0 else x * (math.log1p(y) if y > -1 else (-math.inf if y == -1 else math.nan))
 @scalar
 def bessel_j0(x):
     # Cephes' j0: a rational function up to 5, Hankel's asymptotic form beyond. (PyTorch's port drops the implied
