@@ -7,7 +7,8 @@ Samples draw from jitgrad's default generator (``jitgrad.manual_seed``).
 """
 from . import constraints, transforms  # noqa: F401
 from .constraint_registry import biject_to, transform_to  # noqa: F401
-from .continuous import Beta, Cauchy, Chi2, Dirichlet, Exponential, Gamma, Laplace, Normal, StudentT, Uniform  # noqa: F401
+from .continuous import (Beta, Cauchy, Chi2, Dirichlet, Exponential, Gamma, Laplace, Normal, StudentT,  # noqa: F401
+                         Uniform)
 from .discrete import Bernoulli, Binomial, Categorical, Geometric, Multinomial, OneHotCategorical, Poisson  # noqa: F401
 from .distribution import Distribution  # noqa: F401
 from .independent import Independent, MixtureSameFamily  # noqa: F401

@@ -46,7 +46,8 @@ class TransformedDistribution(Distribution):
             base_distribution = Independent(base_distribution, reinterpreted_batch_ndims)
         self.base_dist = base_distribution
         transform_change_in_event_dim = transform.codomain.event_dim - transform.domain.event_dim
-        event_dim = max(transform.codomain.event_dim, len(base_distribution.event_shape) + transform_change_in_event_dim)
+        event_dim = max(transform.codomain.event_dim,
+                        len(base_distribution.event_shape) + transform_change_in_event_dim)
         cut = len(forward_shape) - event_dim
         super().__init__(forward_shape[:cut], forward_shape[cut:], validate_args=validate_args)
 

@@ -96,7 +96,8 @@ def tril_matrix_to_vec(mat, diag=0):
 
 
 def vec_to_tril_matrix(vec, diag=0):
-    n = int(round((-(1 + 2 * diag) + math.sqrt((1 + 2 * diag) ** 2 + 8 * vec.shape[-1] + 4 * abs(diag) * (diag + 1))) / 2))
+    n = int(round((-(1 + 2 * diag) + math.sqrt((1 + 2 * diag) ** 2 + 8 * vec.shape[-1]
+                                               + 4 * abs(diag) * (diag + 1))) / 2))
     rows, cols = np.tril_indices(n, diag)
     mat = vec.new_zeros(tuple(vec.shape[:-1]) + (n, n))
     mat[..., _factories.tensor(rows), _factories.tensor(cols)] = vec
