@@ -529,11 +529,11 @@ def entr(x):
         return -x * math.log(x)
     return 0.0 * x if x == 0 else (x if x != x else -math.inf)
 @scalar
-def logit(x): return math.log(x / (1 - x))
+def logit(x): return math.log(x / (1 - x)) if 0 < x < 1 else (math.nan if not (0 <= x <= 1) else (2 * x - 1) * math.inf)
 @scalar
 def logit_eps(x, eps):
     x = eps if x < eps else (1 - eps if x > 1 - eps else x)  # (NaN stays NaN)
-    return math.log(x / (1 - x))
+    return math.log(x / (1 - x)) if 0 < x < 1 else (math.nan if not (0 <= x <= 1) else (2 * x - 1) * math.inf)
 @scalar
 def xlogy(x, y):
     if y != y:
@@ -601,6 +601,9 @@ def standard_gamma_grad(alpha, x):
     # d(sample)/d(alpha) of a standard gamma sample x with concentration alpha, holding its CDF fixed: PyTorch's
     # standard_gamma_grad_one (a series for small x, Rice's saddle point for large alpha, else a fitted
     # bivariate rational function)
+    alpha, x = np.float64(alpha), np.float64(x)  # in double, as PyTorch's accumulate type (branches at 0.9, 1.1 alpha)
+    if not (alpha > 0 and x > 0):
+        return 0.0 if x == 0 and alpha > 0 else math.nan  # (PyTorch's series gives NaN at 0, which it returns as 0)
     if x < 0.8:
         numer = 1.0
         denom = alpha
