@@ -84,6 +84,7 @@ from .amp.autocast_mode import (autocast, autocast_decrement_nesting, autocast_i
                                 set_autocast_enabled)
 from . import cuda  # noqa: F401,E402
 from . import random  # noqa: F401,E402
+from . import special  # noqa: F401,E402
 from . import cpu  # noqa: F401,E402
 from .serialization import load, save  # noqa: F401,E402
 from . import accelerator, backends  # noqa: F401,E402
@@ -92,6 +93,7 @@ from .nn import parallel as _parallel  # noqa: F401,E402  (jitgrad.nn.parallel, 
 from . import utils  # noqa: F401,E402  (utils.data's DistributedSampler is above distributed)
 from . import func  # noqa: F401,E402  (function transforms: vmap, grad, jacrev...; above autograd and nn)
 from .func import vmap  # noqa: F401,E402
+from . import distributions  # noqa: F401,E402  (above nn: its losses and one_hot)
 from . import compiler  # noqa: F401,E402
 from .compiler import compile  # noqa: F401,E402
 

@@ -2,13 +2,23 @@
 
 Written by ``python -m jitgrad.ops``: do not edit; change the formula in its entry.
 """
+import math  # noqa: F401  (math.nan, math.inf: read by the functions)
+
 from .scalars import SCALARS, like, scalar  # noqa: F401  (like: read by the functions)
 
 S_cos = SCALARS['cos']
+S_digamma = SCALARS['digamma']
 S_erf = SCALARS['erf']
 S_exp = SCALARS['exp']
+S_i0 = SCALARS['i0']
+S_i0e = SCALARS['i0e']
+S_i1 = SCALARS['i1']
+S_i1e = SCALARS['i1e']
 S_log = SCALARS['log']
+S_log1p = SCALARS['log1p']
+S_polygamma = SCALARS['polygamma']
 S_sigmoid = SCALARS['sigmoid']
+S_sign = SCALARS['sign']
 S_sin = SCALARS['sin']
 S_softplus = SCALARS['softplus']
 S_tanh = SCALARS['tanh']
@@ -230,3 +240,99 @@ def lerp_vjp_self(g, weight):
 @scalar
 def lerp_vjp_weight(g, end, x):
     return (g * (end - x))
+
+
+@scalar
+def lgamma_vjp(g, x):
+    return (g * S_digamma(x))
+
+
+@scalar
+def digamma_vjp(g, x):
+    return (g * S_polygamma(x, like(g, 1)))
+
+
+@scalar
+def polygamma_vjp(g, x, n):
+    return (g * S_polygamma(x, (n + like(g, 1))))
+
+
+@scalar
+def i0_vjp(g, x):
+    return (g * S_i1(x))
+
+
+@scalar
+def i0e_vjp(g, x, out):
+    return (g * (S_i1e(x) - (S_sign(x) * out)))
+
+
+@scalar
+def i1_vjp(g, x, out):
+    return (g * ((S_i0(x) - (out / (like(g, 1.0) if (x == like(g, 0)) else x))) if (x != like(g, 0)) else like(g, 0.5)))
+
+
+@scalar
+def i1e_vjp(g, x, out):
+    return (g * ((S_i0e(x) - (out * (S_sign(x) + (like(g, 1) / (like(g, 1.0) if (x == like(g, 0)) else x))))) if (x != like(g, 0)) else like(g, 0.5)))
+
+
+@scalar
+def erfcx_vjp(g, x, out):
+    return (g * (((like(g, 2) * x) * out) - like(g, 1.1283791670955126)))
+
+
+@scalar
+def ndtr_vjp(g, x):
+    return ((g * S_exp(((like(g, -0.5) * x) * x))) / like(g, 2.5066282746310002))
+
+
+@scalar
+def ndtri_vjp(g, out):
+    return ((g * like(g, 2.5066282746310002)) * S_exp(((like(g, 0.5) * out) * out)))
+
+
+@scalar
+def log_ndtr_vjp(g, out, x):
+    return ((g * S_exp((-(out + ((like(g, 0.5) * x) * x))))) / like(g, 2.5066282746310002))
+
+
+@scalar
+def sinc_vjp(g, x):
+    t0 = (x * like(g, 3.141592653589793))
+    return (g * ((((t0 * S_cos(t0)) - S_sin(t0)) / (t0 * x)) if (x != like(g, 0)) else like(g, 0.0)))
+
+
+@scalar
+def entr_vjp(g, x):
+    return ((-g) * (like(g, 1) + S_log(x)))
+
+
+@scalar
+def logit_vjp(g, x):
+    return ((g / (x * (like(g, 1) - x))) if ((x >= like(g, 0)) and (x <= like(g, 1))) else like(g, math.nan))
+
+
+@scalar
+def logit_eps_vjp(g, x, eps):
+    return ((g / (x * (like(g, 1) - x))) if ((x >= eps) and (x <= (like(g, 1) - eps))) else like(g, 0.0))
+
+
+@scalar
+def xlogy_vjp_self(g, y, x):
+    return ((g * S_log(y)) if ((x != like(g, 0)) or (y != y)) else like(g, 0.0))
+
+
+@scalar
+def xlogy_vjp_other(g, x, y):
+    return ((g * x) / y)
+
+
+@scalar
+def xlog1py_vjp_self(g, y, x):
+    return ((g * S_log1p(y)) if ((x != like(g, 0)) or (y != y)) else like(g, 0.0))
+
+
+@scalar
+def xlog1py_vjp_other(g, x, y):
+    return ((g * x) / (y + like(g, 1)))

@@ -60,9 +60,11 @@ def outputs(result):
 BOOL_OUT = {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "logical_not", "isnan"}
 INT_ONLY = {"int_div_floor", "int_div_trunc", "int_remainder"}
 SCALAR_PARAMS = {"leaky_relu": 1, "leaky_relu_vjp": 1, "elu": 1, "elu_vjp": 1, "softplus": 2, "softplus_vjp": 2,
-                 "add_alpha": 1, "clamp": 2, "clamp_vjp": 2}
+                 "add_alpha": 1, "clamp": 2, "clamp_vjp": 2, "polygamma": 1, "polygamma_vjp": 1, "mvlgamma": 1,
+                 "logit_eps": 1, "logit_eps_vjp": 1}
 PARAM_VALUES = {"leaky_relu": [0.1], "leaky_relu_vjp": [0.1], "elu": [1.5], "elu_vjp": [1.5], "softplus": [2.0, 1.0],
-                "softplus_vjp": [2.0, 1.0], "add_alpha": [-0.5], "clamp": [-0.5, 0.7], "clamp_vjp": [-0.5, 0.7]}
+                "softplus_vjp": [2.0, 1.0], "add_alpha": [-0.5], "clamp": [-0.5, 0.7], "clamp_vjp": [-0.5, 0.7],
+                "polygamma": [2.0], "polygamma_vjp": [1.0], "mvlgamma": [2.0], "logit_eps": [0.1], "logit_eps_vjp": [0.1]}
 SHAPES = [(3, 4), (4,), (3, 1), (1, 4)]  # flat, then broadcast operands of 1 and 2 dims
 
 
@@ -82,6 +84,8 @@ def scalar_inputs(name, dtype, rng):
             a = rng.random(shape) > 0.5
         elif name in ("pow", "pow_vjp_self", "pow_vjp_other") and k == 1:
             a = rng.uniform(0.2, 2.0, shape)
+        elif name == "standard_gamma_grad":  # concentrations and samples: positive, across the kernel's three regimes
+            a = rng.uniform(0.2, 12.0, shape)
         else:
             a = rng.uniform(-2, 2, shape)
             a[np.abs(a) < 1e-3] = 0.5  # keep away from 0 (1/x, log)

@@ -8,6 +8,8 @@ the eager backward, the compiler's fused loops and the CUDA kernels run them as 
 A formula that branches on values in Python, or calls something that is not an elementwise entry, is
 refused when its entry is built.
 """
+import math
+
 from ..kernels.scalars import SCALARS
 from ._table import OPS
 
@@ -22,7 +24,8 @@ def _node(v, ctx):
     if isinstance(v, bool):
         return ctx.node(repr(v), ())
     if isinstance(v, (int, float)):
-        return ctx.node("like(g, %r)" % v, ())
+        text = repr(v) if math.isfinite(v) else "math.nan" if v != v else "%smath.inf" % ("-" if v < 0 else "")
+        return ctx.node("like(g, %s)" % text, ())
     raise TypeError("a derived VJP formula used %r, which is neither a symbol nor a number" % (v,))
 
 
@@ -123,14 +126,16 @@ class Sym:
         return None  # (read by .to(x.dtype))
 
     def __getattr__(self, name):
-        """``x.exp()``, ``x.softplus()``: an elementwise entry's scalar function, its params at their defaults."""
+        """``x.exp()``, ``x.softplus()``, ``x.polygamma(1)``: an elementwise entry's scalar function, its params
+        given positionally or at their defaults."""
         op = OPS.get(name)  # (an entry built after the one deriving: its scalar function, without params)
         kernel = getattr(op.forward, "kernel", None) if op is not None else name if name in SCALARS else None
         if kernel is None or name.startswith("_"):
             raise AttributeError("a derived VJP formula called %r, which is not an elementwise entry" % name)
 
-        def method():
+        def method(*given):
             params = list(op.exposure.params.values()) if op is not None else []
+            params[:len(given)] = given
             self.ctx.calls.add("S_" + kernel)
             return self._op("S_%s(%s)" % (kernel, ", ".join(["%s"] * (1 + len(params)))), self, *params)
         return method
@@ -180,6 +185,8 @@ def module_source():
             "",
             "Written by ``python -m jitgrad.ops``: do not edit; change the formula in its entry.",
             '"""',
+            "import math  # noqa: F401  (math.nan, math.inf: read by the functions)",
+            "",
             "from .scalars import SCALARS, like, scalar  # noqa: F401  (like: read by the functions)",
             ""]
     head += ["%s = SCALARS[%r]" % (n, n[2:]) for n in names]

@@ -203,6 +203,55 @@ def poisson(input, generator=None):
     return dispatch(POISSON, (input,), {"rng": _rng(generator, input)})
 
 
+# ------------------------------------------------------------------ gamma and binomial (jitgrad.distributions)
+def _standard_gamma_grad_forward(xp, dt, alpha, x):
+    return xp.run("standard_gamma_grad", dt, alpha, x)
+
+
+# d(sample)/d(concentration) of standard gamma samples at fixed CDF: the reparameterized gradient (PyTorch's
+# approximation, kernels/scalars.py); it has no derivative of its own, as in PyTorch
+STANDARD_GAMMA_GRAD = register(Op("_standard_gamma_grad", _standard_gamma_grad_forward, inputs=("self", "output"),
+                                  dtype="float", broadcast=True, differentiable=False,
+                                  unsupported=no_kernel("_standard_gamma_grad_cpu", "bool", *INTS)))
+
+
+def _standard_gamma_forward(xp, dt, alpha, rng):
+    return xp.from_host(rng.standard_gamma(np.asarray(xp.to_host(alpha), np.float64)).astype(dt))
+
+
+STANDARD_GAMMA = register(Op("_standard_gamma", _standard_gamma_forward, dtype="keep", node="StandardGammaBackward0",
+                             vjp=[lambda g, s: g * dispatch(STANDARD_GAMMA_GRAD, (s.self, s.result))],
+                             unsupported=no_kernel("gamma_cpu", "bool", *INTS)))
+
+
+@export("_standard_gamma", method=False)
+def _standard_gamma(input, generator=None):
+    """Samples of Gamma(input, 1), elementwise, differentiable in ``input`` (the concentrations)."""
+    return dispatch(STANDARD_GAMMA, (input,), {"rng": _rng(generator, input)})
+
+
+@export("_standard_gamma_grad", method=False)
+def _standard_gamma_grad(input, output):
+    return dispatch(STANDARD_GAMMA_GRAD, (input, output))
+
+
+def _binomial_forward(xp, dt, count, prob, rng):
+    n, p = np.broadcast_arrays(xp.to_host(count), xp.to_host(prob))
+    return xp.from_host(rng.binomial(n.astype(np.int64), p).astype(dt))
+
+
+BINOMIAL = register(Op("binomial", _binomial_forward, inputs=("count", "prob"), dtype="float", differentiable=False,
+                       unsupported=no_kernel("binomial_cpu", "bool", *INTS)))
+
+
+@export("binomial", method=False)
+def binomial(count, prob, generator=None):
+    """Samples of Binomial(count, prob), elementwise (count and prob broadcast together), in their dtype."""
+    if count.dtype is not prob.dtype:
+        raise RuntimeError("Found dtype %s but expected %s" % (prob.dtype.scalar_type, count.dtype.scalar_type))
+    return dispatch(BINOMIAL, (count, prob), {"rng": _rng(generator, count)})
+
+
 # ------------------------------------------------------------------ normal(mean, std)
 def _normal_forward(xp, dt, mean, std, rng):
     shape = broadcast_shapes(np.shape(mean), np.shape(std))

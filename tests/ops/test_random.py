@@ -299,6 +299,35 @@ def test_poisson():
         jg.poisson(jg.tensor([1, 2]))
 
 
+# ------------------------------------------------------------------ gamma and binomial
+def test_standard_gamma_samples_and_their_reparameterized_gradient():
+    stats = pytest.importorskip("scipy.stats")
+    from scipy import special
+    alpha = jg.tensor([0.3, 1.0, 4.0, 20.0], dtype=jg.float64).expand(20000, 4)
+    s = jg._standard_gamma(alpha, generator=gen(0)).numpy()
+    for j, a in enumerate([0.3, 1.0, 4.0, 20.0]):
+        assert stats.kstest(s[:, j], stats.gamma(a).cdf).pvalue > 1e-3
+    # d x / d alpha at fixed CDF: -(dF/dalpha) / (dF/dx), F the regularized lower incomplete gamma function
+    a = np.array([0.3, 0.3, 1.0, 2.5, 4.0, 9.0, 20.0, 20.0, 50.0])
+    x = np.array([0.05, 1.5, 0.5, 3.0, 2.0, 9.5, 15.0, 30.0, 50.0])
+    h = 1e-6 * a
+    want = -(special.gammainc(a + h, x) - special.gammainc(a - h, x)) / (2 * h) / stats.gamma(a).pdf(x)
+    got = jg._standard_gamma_grad(jg.tensor(a), jg.tensor(x)).numpy()
+    np.testing.assert_allclose(got, want, rtol=2e-3)  # PyTorch's approximation: series, saddle point, rational fit
+    assert jg._standard_gamma(jg.tensor([2.0])).dtype is jg.float32
+    with pytest.raises(NotImplementedError, match="\"gamma_cpu\" not implemented for 'Long'"):
+        jg._standard_gamma(jg.tensor([1, 2]))
+
+
+def test_binomial():
+    n = jg.tensor([0.0, 10.0, 100.0]).expand(5000, 3)
+    s = jg.binomial(n, jg.tensor([0.5, 0.3, 0.9]).expand(5000, 3), generator=gen(0))
+    m = s.numpy().mean(axis=0)
+    assert s.dtype is jg.float32 and m[0] == 0 and abs(m[1] - 3) < 0.1 and abs(m[2] - 90) < 0.2
+    with pytest.raises(RuntimeError, match="Found dtype Double but expected Float"):
+        jg.binomial(jg.tensor([1.0]), jg.tensor([0.5], dtype=jg.float64))
+
+
 # ------------------------------------------------------------------ out=
 def test_out_argument():
     out = jg.empty(2, 3, dtype=jg.float64)
@@ -395,7 +424,11 @@ ENTRY_CALLS = {
     "normal_float_tensor": (lambda t: jg.normal(0.0, t.abs()), "NormalBackward2"),
     "multinomial": (lambda t: jg.multinomial(t.abs() + 1, 2), None),
     "poisson": (lambda t: jg.poisson(t * 3), "PoissonBackward0"),
+    "binomial": (lambda t: jg.binomial(t * 10, t), None),
+    "_standard_gamma": (lambda t: jg._standard_gamma(t), "StandardGammaBackward0"),
+    "_standard_gamma_grad": (lambda t: jg._standard_gamma_grad(t, t), None),
 }
+REPARAMETERIZED = {"_standard_gamma"}  # a sample that moves with its parameter: a gradient that is not zero
 
 
 def test_every_random_entry_is_tested_here():
@@ -415,7 +448,10 @@ def test_random_entry_with_history(name):
         return
     assert type(out.grad_fn).__name__ == node
     out.sum().backward()
-    assert a.grad.tolist() == [0.0, 0.0, 0.0]
+    if name in REPARAMETERIZED:
+        assert (a.grad.numpy() > 0).all()
+    else:
+        assert a.grad.tolist() == [0.0, 0.0, 0.0]
 
 
 def test_in_place_fill_keeps_the_tensor_and_bumps_its_version():
