@@ -7,7 +7,8 @@ from functools import total_ordering
 from .continuous import Beta, Dirichlet, Exponential, Gamma, Laplace, Normal, Uniform
 from .discrete import Bernoulli, Binomial, Categorical, Geometric, OneHotCategorical, Poisson
 from .independent import Independent
-from .multivariate_normal import LowRankMultivariateNormal, MultivariateNormal, _batch_mahalanobis, _linalg
+from .. import linalg
+from .multivariate_normal import LowRankMultivariateNormal, MultivariateNormal, _batch_mahalanobis
 from .transformed import Gumbel, HalfNormal, TransformedDistribution
 from .utils import _sum_rightmost, euler_constant, jg
 
@@ -224,7 +225,7 @@ def _kl_multivariatenormal_multivariatenormal(p, q):
     n = p.event_shape[0]
     q_scale_tril = q._unbroadcasted_scale_tril.expand(tuple(combined_batch_shape) + (n, n))
     p_scale_tril = p._unbroadcasted_scale_tril.expand(tuple(combined_batch_shape) + (n, n))
-    term2 = _linalg().solve_triangular(q_scale_tril, p_scale_tril, upper=False).pow(2).sum((-2, -1))
+    term2 = linalg.solve_triangular(q_scale_tril, p_scale_tril, upper=False).pow(2).sum((-2, -1))
     term3 = _batch_mahalanobis(q._unbroadcasted_scale_tril, q.loc - p.loc)
     return half_term1 + 0.5 * (term2 + term3 - n)
 

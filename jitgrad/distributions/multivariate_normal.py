@@ -1,26 +1,17 @@
 """MultivariateNormal (by covariance, precision or Cholesky factor) and LowRankMultivariateNormal
 (cov_factor @ cov_factor.T + diag(cov_diag)). They factor and solve with jitgrad.linalg's ``cholesky`` and
-``solve_triangular`` (PyTorch's spelling); without jitgrad.linalg they raise when built."""
+``solve_triangular``."""
 import math
 
+from .._op import broadcast_shapes
 from .._tensor import Size
 from . import constraints
 from .distribution import Distribution
 from .utils import _standard_normal, jg, lazy_property
 
-try:
-    from .. import linalg
-except ImportError:  # (jitgrad.linalg comes with its own branch)
-    linalg = None
+from .. import linalg
 
 __all__ = ["LowRankMultivariateNormal", "MultivariateNormal"]
-
-
-def _linalg():
-    if linalg is None:
-        raise NotImplementedError("MultivariateNormal needs jitgrad.linalg (cholesky, solve_triangular), which this "
-                                  "build does not have")
-    return linalg
 
 
 def _diag_embed(v):
@@ -33,16 +24,18 @@ def _batch_mv(bmat, bvec):
 
 def _batch_mahalanobis(bL, bx):
     """x^T (L L^T)^-1 x for batches of lower triangular L and vectors x (broadcast together)."""
-    L, x = jg.broadcast_tensors(bL, bx.unsqueeze(-1))
-    y = _linalg().solve_triangular(L, x, upper=False)
+    n = bx.shape[-1]
+    batch = broadcast_shapes(tuple(bL.shape[:-2]), tuple(bx.shape[:-1]))  # (the batch dims only: L is n x n)
+    L, x = bL.expand(batch + (n, n)), bx.expand(batch + (n,)).unsqueeze(-1)
+    y = linalg.solve_triangular(L, x, upper=False)
     return y.squeeze(-1).pow(2).sum(-1)
 
 
 def _precision_to_scale_tril(P):
-    Lf = _linalg().cholesky(P.flip((-2, -1)))
+    Lf = linalg.cholesky(P.flip((-2, -1)))
     L_inv = Lf.flip((-2, -1)).mT
     Id = jg.eye(P.shape[-1], dtype=P.dtype, device=P.device)
-    return _linalg().solve_triangular(L_inv, Id, upper=False)
+    return linalg.solve_triangular(L_inv, Id, upper=False)
 
 
 class MultivariateNormal(Distribution):
@@ -77,7 +70,7 @@ class MultivariateNormal(Distribution):
         if scale_tril is not None:
             self._unbroadcasted_scale_tril = scale_tril
         elif covariance_matrix is not None:
-            self._unbroadcasted_scale_tril = _linalg().cholesky(covariance_matrix)
+            self._unbroadcasted_scale_tril = linalg.cholesky(covariance_matrix)
         else:
             self._unbroadcasted_scale_tril = _precision_to_scale_tril(precision_matrix)
 
@@ -107,7 +100,7 @@ class MultivariateNormal(Distribution):
     @lazy_property
     def precision_matrix(self):
         Id = jg.eye(self._event_shape[-1], dtype=self.loc.dtype, device=self.loc.device)
-        Linv = _linalg().solve_triangular(self._unbroadcasted_scale_tril, Id, upper=False)
+        Linv = linalg.solve_triangular(self._unbroadcasted_scale_tril, Id, upper=False)
         return (Linv.mT @ Linv).expand(tuple(self._batch_shape) + tuple(self._event_shape) * 2)
 
     @property
@@ -175,7 +168,7 @@ class LowRankMultivariateNormal(Distribution):
         Wt_Dinv = W.mT / D.unsqueeze(-2)
         K = Wt_Dinv @ W
         K = K + jg.eye(m, dtype=W.dtype, device=W.device)
-        return _linalg().cholesky(K)
+        return linalg.cholesky(K)
 
     def expand(self, batch_shape, _instance=None):
         new = self._get_checked_instance(LowRankMultivariateNormal, _instance)
@@ -210,7 +203,7 @@ class LowRankMultivariateNormal(Distribution):
         cov_diag_sqrt_unsqueeze = self._unbroadcasted_cov_diag.sqrt().unsqueeze(-1)
         Dinvsqrt_W = self._unbroadcasted_cov_factor / cov_diag_sqrt_unsqueeze
         K = Dinvsqrt_W @ Dinvsqrt_W.mT + jg.eye(n, dtype=self.loc.dtype, device=self.loc.device)
-        scale_tril = cov_diag_sqrt_unsqueeze * _linalg().cholesky(K)
+        scale_tril = cov_diag_sqrt_unsqueeze * linalg.cholesky(K)
         return scale_tril.expand(tuple(self._batch_shape) + tuple(self._event_shape) * 2)
 
     @lazy_property
@@ -222,7 +215,7 @@ class LowRankMultivariateNormal(Distribution):
     @lazy_property
     def precision_matrix(self):
         Wt_Dinv = self._unbroadcasted_cov_factor.mT / self._unbroadcasted_cov_diag.unsqueeze(-2)
-        A = _linalg().solve_triangular(self._capacitance_tril, Wt_Dinv, upper=False)
+        A = linalg.solve_triangular(self._capacitance_tril, Wt_Dinv, upper=False)
         precision = _diag_embed(self._unbroadcasted_cov_diag.reciprocal()) - A.mT @ A
         return precision.expand(tuple(self._batch_shape) + tuple(self._event_shape) * 2)
 
