@@ -68,6 +68,19 @@ def _attach(t, tangent):
     return t
 
 
+def _check_size(tensor, tangent):
+    if tuple(tangent.shape) != tuple(tensor.shape):
+        raise RuntimeError("Trying to set a forward gradient that has a different size than that of the original "
+                           "Tensor, this is not supported. Tensor is of size [%s] while the given forward gradient "
+                           "is of size [%s]." % (", ".join(map(str, tensor.shape)), ", ".join(map(str, tangent.shape))))
+
+
+def set_tangent(tensor, tangent):
+    """``tensor`` carries ``tangent`` at the open level (a custom Function's jvp result)."""
+    _check_size(tensor, tangent)
+    return _attach(tensor, tangent if tangent.dtype is tensor.dtype else tangent.to(tensor.dtype))
+
+
 def make_dual(tensor, tangent, *, level=None):
     """A view of ``tensor`` carrying ``tangent`` (of its shape) at the open level."""
     if _LEVEL[0] is None:
@@ -77,17 +90,14 @@ def make_dual(tensor, tangent, *, level=None):
         raise ValueError("Expected primal to be floating point or complex, but got: %s" % tensor.dtype)
     if not tangent.dtype.is_floating_point:
         raise ValueError("Expected tangent to be floating point or complex, but got: %s" % tangent.dtype)
-    if tuple(tangent.shape) != tuple(tensor.shape):
-        raise RuntimeError("Trying to set a forward gradient that has a different size than that of the original "
-                           "Tensor, this is not supported. Tensor is of size [%s] while the given forward gradient "
-                           "is of size [%s]." % (", ".join(map(str, tensor.shape)), ", ".join(map(str, tangent.shape))))
+    _check_size(tensor, tangent)
     out = tensor.view_as(tensor)  # (a view, as PyTorch's: it shares the primal's storage and version)
     return _attach(out, tangent if tangent.dtype is tensor.dtype else tangent.to(tensor.dtype))
 
 
 def unpack_dual(tensor, *, level=None):
     """(primal, tangent) of ``tensor``: the primal a view without the tangent; the tangent None if it has none."""
-    tangent = tensor._fw_grad if _LEVEL[0] is not None else None
+    tangent = tensor._fw_grad if STATE.dual is not None else None  # (none inside a custom Function's forward)
     if tangent is None:
         return UnpackedDualTensor(tensor, None)
     primal = tensor._alias(tensor.grad_fn, tensor._output_nr) if tensor.grad_fn is not None else tensor._alias()

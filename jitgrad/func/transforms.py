@@ -415,6 +415,7 @@ def _transposed_batched(formula, s, out, x, t):
 
 
 fwAD.BATCHED_TRANSPOSE[0] = _transposed_batched
+engine.VMAP[0] = vmap  # (autograd's vectorized paths: grad(is_grads_batched=True), functional, gradcheck)
 
 
 def hessian(func, argnums=0):
