@@ -15,6 +15,7 @@ import weakref
 from collections import namedtuple
 
 from .._grad_mode import STATE, enable_grad, no_grad
+from .._inplace import _region_tensor
 from .._op import dispatch
 from .._tensor import Tensor
 from . import engine
@@ -97,7 +98,7 @@ def make_dual(tensor, tangent, *, level=None):
 
 def unpack_dual(tensor, *, level=None):
     """(primal, tangent) of ``tensor``: the primal a view without the tangent; the tangent None if it has none."""
-    tangent = tensor._fw_grad if STATE.dual is not None else None  # (none inside a custom Function's forward)
+    tangent = _tangent(tensor) if STATE.dual is not None else None  # (none inside a custom Function's forward)
     if tangent is None:
         return UnpackedDualTensor(tensor, None)
     primal = tensor._alias(tensor.grad_fn, tensor._output_nr) if tensor.grad_fn is not None else tensor._alias()
@@ -117,6 +118,9 @@ class _Primals:
         self.__dict__.update(params)
         self.__dict__.update({n + "_shape": tuple(a.shape) for n, a in zip(op.inputs or (), args) if isinstance(a, Tensor)})
         self.params = params
+        self.op = op
+        # (formulas that share parts between inputs, cached on ``s``, read which inputs take gradients)
+        self.next_functions = ((True, 0),) * len(args)
         self.input_meta = [(tuple(a.shape), a.dtype) if isinstance(a, Tensor) else None for a in args]
 
 
@@ -125,45 +129,88 @@ class _Hook:
     ``__setitem__`` (jitgrad/_inplace.py) hand it the tangent their target takes."""
 
     def __call__(self, op, args, params):
-        """The op on the primals, its output carrying the JVP of the operands' tangents."""
+        """The op on the primals, its outputs carrying the JVP of the operands' tangents."""
         STATE.dual = None  # (the op and its JVP on plain tensors)
         try:
             out = dispatch(op, args, params)
-            tangents = [a._fw_grad if isinstance(a, Tensor) else None for a in args]
+            tangents = [_tangent(a) if isinstance(a, Tensor) else None for a in args]
             if op.differentiable and any(t is not None for t in tangents):
-                first = out if op.n_outputs == 1 else out[0]
-                _attach(first, _jvp(op, args, params, out, tangents))
-                saved = first.grad_fn.saved.get("result") if first.grad_fn is not None else None
-                if saved is not None:  # (a backward formula reading s.result gets the tangent too)
-                    saved._fw_grad = first._fw_grad
-                    _SAVED.append(saved)
+                outs = (out,) if op.n_outputs == 1 else tuple(out)
+                node = outs[0].grad_fn
+                if op.view:  # a view's tangent is the same view of its base's tangent (in-place writes reach both)
+                    jvps = (dispatch(op, (tangents[0],) + tuple(args[1:]), params),)
+                else:
+                    jvps = _owned(_jvp(op, args, params, outs, tangents), tangents)
+                for name, o, t in zip(op.outputs, outs, jvps):
+                    if t is None:
+                        continue
+                    _attach(o, t)
+                    saved = node.saved.get(name) if node is not None else None
+                    if saved is not None:  # (a backward formula reading the saved output gets the tangent too)
+                        saved._fw_grad = t
+                        _SAVED.append(saved)
         finally:
             STATE.dual = self
         return out
 
     @staticmethod
     def written(target, tangent, what):
-        """``target`` now holds a result whose tangent is ``tangent`` (None: none)."""
-        if target._base is not None:
-            raise NotImplementedError("Trying to use forward AD with %s on a view that does not support it because "
-                                      "it has not been implemented yet." % what)
-        target._fw_grad = None
-        if tangent is not None:
-            _attach(target, tangent)
+        """``target`` now holds a result whose tangent is ``tangent`` (None: none): written into the target's
+        tangent in place, as PyTorch's, so that its views' tangents (views of it) and its base's follow."""
+        if target._fw_grad is None and tangent is None and (target._base is None or target._base._fw_grad is None):
+            return
+        own = tangent_of(target)
+        with no_grad():
+            if tangent is None:
+                own.zero_()
+            else:
+                own.copy_(tangent)
+
+    @staticmethod
+    def setitem(target, key, value):
+        """``target[key] = value`` was written: the region's tangent is the value's (zero for a plain one)."""
+        own = tangent_of(target)
+        t = value._fw_grad if isinstance(value, Tensor) else None
+        with no_grad():
+            own[key] = 0 if t is None else t
+
+
+def _tangent(t):
+    """``t``'s tangent; a view made before its base took one has the same view of the base's."""
+    if t._fw_grad is None and t._base is not None and t._base._fw_grad is not None:
+        return tangent_of(t)
+    return t._fw_grad
+
+
+def tangent_of(target):
+    """The tangent ``target`` holds (zeros made for it where it has none): for a view, the same view of its
+    base's tangent."""
+    if target._fw_grad is None:
+        base = target._base
+        if base is None:
+            _attach(target, target.detach().new_zeros(target.shape))
+        else:
+            _attach(target, _region_tensor(tangent_of(base), target._view_chain, None))
+    return target._fw_grad
+
+
+def _owned(jvps, tangents):
+    """The outputs' tangents, each of its own storage: a formula may hand back its gradient (an input's tangent,
+    or that tangent expanded), which a later in-place write into the output's tangent must not reach."""
+    shared = [t._vc for t in tangents if t is not None]
+    return tuple(j.clone() if j is not None and any(j._vc is vc for vc in shared) else j for j in jvps)
 
 
 _HOOK = _Hook()
 
 
-def _unsupported(op):
-    return NotImplementedError("Trying to use forward AD with %s that does not support it because it has not been "
-                               "implemented yet." % op.name)
+def _differentiable(o):
+    return o.dtype.is_floating_point
 
 
-def _jvp(op, args, params, out, tangents):
-    if op.n_outputs != 1:
-        raise _unsupported(op)
-    s = _Primals(op, args, params, (out,))
+def _jvp(op, args, params, outs, tangents):
+    """The tangent of each output (None for the integer ones: indices)."""
+    s = _Primals(op, args, params, outs)
     elementwise = getattr(op.forward, "kernel", None) is not None
     total = None
     for k, t in enumerate(tangents):
@@ -175,32 +222,46 @@ def _jvp(op, args, params, out, tangents):
         if formula is None:
             continue  # (an input the op is not differentiable in: its tangent does not reach the output)
         if elementwise:  # a diagonal Jacobian: the formula applied to the tangent is the JVP
+            out = outs[0]
             with no_grad():
-                term = formula(t.expand(out.shape) if tuple(t.shape) != tuple(out.shape) else t, s)
+                terms = (formula(t.expand(out.shape) if tuple(t.shape) != tuple(out.shape) else t, s),)
         else:
-            term = _transposed(formula, s, out, args[k], t)
-        total = term if total is None else total + term
-    return total if total is not None else out.new_zeros(out.shape)
+            s.__dict__.pop("_fused_parts", None)  # (parts a formula cached for another input's gradients)
+            terms = _transposed(formula, s, outs, args[k], t)
+        total = terms if total is None else tuple(a if b is None else b if a is None else a + b
+                                                  for a, b in zip(total, terms))
+    if total is None:
+        total = (None,) * len(outs)
+    return tuple(None if not _differentiable(o) else o.new_zeros(o.shape) if j is None else j
+                 for o, j in zip(outs, total))
 
 
 # how jitgrad.func (a layer above) transposes a formula for a tangent batched by vmap (jacfwd's basis)
 BATCHED_TRANSPOSE = [None]
 
 
-def _transposed(formula, s, out, x, t):
-    """J t for the op whose VJP in ``x`` is ``formula`` (linear in its gradient): the gradient in u of
-    <formula(u), t>."""
+def _transposed(formula, s, outs, x, t):
+    """J t for the op whose VJP in ``x`` is ``formula`` (linear in its gradients, one per output): the gradient
+    in u of <formula(u), t>, per output (None for an output it does not reach)."""
     if getattr(t, "_level", 0):
-        return BATCHED_TRANSPOSE[0](formula, s, out, x, t)
+        return BATCHED_TRANSPOSE[0](formula, s, outs, x, t)
     with enable_grad():
-        u = out.detach().new_zeros(out.shape).requires_grad_()
-        v = formula(u, s)
-        if not v.requires_grad:  # a formula that does not read its gradient (a zero derivative: floor, fill)
-            return out.new_zeros(out.shape)
-        if tuple(v.shape) != tuple(x.shape):
-            v = v.sum_to_size(x.shape)
-        (jt,) = engine.grad([(v * t).sum()], [u], allow_unused=True)
-    return jt.detach() if jt is not None else out.new_zeros(out.shape)
+        us = [o.detach().new_zeros(o.shape).requires_grad_(_differentiable(o)) for o in outs]
+        return tuple(None if j is None else j.detach() for j in _pulled(formula, s, us, x, t, lambda r: r))
+
+
+def _pulled(formula, s, us, x, t, unwrap):
+    """The gradients in ``us`` (the formula's output gradients, leaves where they require grad) of
+    <formula(us), t>; ``unwrap`` gives the physical tensor of the product (vmap's batch)."""
+    v = formula(us[0] if len(us) == 1 else tuple(us), s)
+    leaves = [u for u in us if u.requires_grad]
+    if v is None or not v.requires_grad or not leaves:  # a formula that does not read its gradient (floor, fill)
+        return (None,) * len(us)
+    if tuple(v.shape) != tuple(x.shape):
+        v = v.sum_to_size(x.shape)
+    r = unwrap((v * t).sum())
+    grads = iter(engine.grad([r], [unwrap(u) for u in leaves], [r.new_ones(r.shape)], allow_unused=True))
+    return tuple(next(grads) if u.requires_grad else None for u in us)
 
 
 __all__ = ["dual_level", "enter_dual_level", "exit_dual_level", "make_dual", "unpack_dual", "UnpackedDualTensor"]

@@ -396,22 +396,16 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error", chunk_size=Non
     return wrapper
 
 
-def _transposed_batched(formula, s, out, x, t):
+def _transposed_batched(formula, s, outs, x, t):
     """forward_ad's J t for a tangent ``t`` batched by vmap (jacfwd's basis): the gradient in u of <formula(u), t>
     with u batched like t, so that each sample's product stays its own."""
     tp, levels = unwrap_all(t)
-    u = zeros_like(tp).requires_grad_()  # (the physical zeros: a leaf, batched back at t's levels below)
-    if tuple(u.shape[len(levels):]) != tuple(out.shape):
-        u = out.detach().new_zeros(tuple(tp.shape[:len(levels)]) + tuple(out.shape)).requires_grad_()
-    with enable_grad():
-        v = formula(wrap_levels(u, levels), s)
-        if not v.requires_grad:
-            return zeros_like(out)
-        if tuple(v.shape) != tuple(x.shape):
-            v = v.sum_to_size(x.shape)
-        r, _ = unwrap_all((v * t).sum())
-        (jt,) = engine.grad([r], [u], [ones_like(r)], allow_unused=True)
-    return zeros_like(out) if jt is None else wrap_levels(jt.detach(), levels)
+    batch = tuple(tp.shape[:len(levels)])
+    with enable_grad():  # (u: physical zeros, leaves, batched at t's levels)
+        us = [wrap_levels(o.detach().new_zeros(batch + tuple(o.shape)).requires_grad_(o.dtype.is_floating_point),
+                          levels) for o in outs]
+        pulled = fwAD._pulled(formula, s, us, x, t, lambda r: unwrap_all(r)[0])
+    return tuple(None if j is None else wrap_levels(j.detach(), levels) for j in pulled)
 
 
 fwAD.BATCHED_TRANSPOSE[0] = _transposed_batched
