@@ -170,7 +170,7 @@ class Function(metaclass=_FunctionMeta):
         uses_setup = cls.setup_context is not Function.setup_context
         # forward-mode AD: forward sees the primals only; the outputs' tangents come from the Function's jvp
         dual = STATE.dual
-        dual_inputs = dual is not None and any(t and a._fw_grad is not None for t, a in zip(is_tensor, args))
+        dual_inputs = dual is not None and any(t and forward_ad.tangent(a) is not None for t, a in zip(is_tensor, args))
         if dual_inputs:
             STATE.dual = None
         try:
@@ -237,8 +237,8 @@ class Function(metaclass=_FunctionMeta):
 
 def _forward_tangents(cls, ctx, args, is_tensor, outs):
     """The outputs' tangents: the Function's jvp of the inputs' tangents (zeros for tensors without one)."""
-    tangents = [(a._fw_grad if a._fw_grad is not None else zeros(a.shape, dtype=a.dtype, device=a.device)) if t
-                else None for t, a in zip(is_tensor, args)]
+    tangents = [(forward_ad.tangent(a) if forward_ad.tangent(a) is not None else
+                 zeros(a.shape, dtype=a.dtype, device=a.device)) if t else None for t, a in zip(is_tensor, args)]
     dual, STATE.dual = STATE.dual, None
     ctx._in_jvp = True
     try:

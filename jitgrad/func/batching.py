@@ -23,6 +23,8 @@ Kinds (``RULES`` maps every entry with a rule to its rule; ``missing()`` lists t
 - random: ``randomness`` says whether samples differ ('different': the op draws for the whole batch), are
   the same ('same': drawn once), or whether drawing is an error ('error', the default).
 """
+import threading
+
 import numpy as np
 
 from .._op import dispatch
@@ -64,7 +66,18 @@ def _level():
     return HOOK_LEVEL[0]
 
 
-HOOK_LEVEL = [None]  # the Level whose rule is running (set by the hook in vmap.py)
+class _Running(threading.local):
+    """This thread's Level whose rule is running (set by the hook in vmap.py), as HOOK_LEVEL[0]."""
+    level = None
+
+    def __getitem__(self, i):
+        return self.level
+
+    def __setitem__(self, i, value):
+        self.level = value
+
+
+HOOK_LEVEL = _Running()
 
 
 def _logical(args, bdims):

@@ -267,7 +267,7 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
     _check_tensors(flat_t, api, "tangents")
     _DEPTH[0] += 1
     try:
-        with fwAD.dual_level():
+        with fwAD.nested_level():  # (levels nest: jvp of jvp, jacfwd of jacfwd)
             duals = [_dual(p, t) for p, t in zip(flat_p, flat_t)]
             out = func(*_pytree.unflatten(duals, p_spec))
             aux = None
@@ -405,7 +405,7 @@ def _transposed_batched(formula, s, outs, x, t):
         us = [wrap_levels(o.detach().new_zeros(batch + tuple(o.shape)).requires_grad_(o.dtype.is_floating_point),
                           levels) for o in outs]
         pulled = fwAD._pulled(formula, s, us, x, t, lambda r: unwrap_all(r)[0])
-    return tuple(None if j is None else wrap_levels(j.detach(), levels) for j in pulled)
+    return tuple(None if j is None else wrap_levels(fwAD._detached(j), levels) for j in pulled)
 
 
 fwAD.BATCHED_TRANSPOSE[0] = _transposed_batched

@@ -7,6 +7,7 @@ Inside, batched inputs are BatchedTensors (_batched.py) of the per-sample shape;
 innermost level first seen among an op's operands and reach the outer levels through dispatch again.
 """
 import functools
+import threading
 import warnings
 
 from .._grad_mode import STATE
@@ -27,9 +28,9 @@ INPLACE_ERROR = ("vmap: inplace arithmetic(self, *extra_args) is not possible be
                  "bug report instead.")
 
 
-class _Hook:
+class _Hook(threading.local):
     """``STATE.vmap`` while a vmap is open: dispatch hands it every op with a batched operand, and the random
-    entries (their randomness mode decides)."""
+    entries (their randomness mode decides). Its state is per thread, as the levels are."""
 
     def __init__(self):
         self.ceiling = None  # while a rule of level L runs: L (its ops' batched operands are of lower levels)
