@@ -12,7 +12,9 @@ import warnings
 
 from .._grad_mode import STATE
 from .._tensor import Tensor
+from .._factories import empty
 from ..ops._table import OPS
+from ..ops.random import normal_fill, uniform
 from . import _pytree
 from ._batched import LEVELS, BatchedTensor, Level, batched, is_batched, move_out, unwrap_all
 from .batching import HOOK_LEVEL, RULES, getitem, loop
@@ -40,6 +42,13 @@ class _Hook(threading.local):
             if a.__class__ is BatchedTensor:
                 return True
         return op.name in _RANDOM and (self.ceiling or len(LEVELS) + 1) > 1
+
+    @staticmethod
+    def factory(name, shape, dtype, device):
+        """rand/randn (and their _like forms) inside vmap: the fill entries on an empty tensor of the shape (one
+        draw shared by the batch, or one per sample, as ``randomness`` says)."""
+        blank = empty(shape, dtype=dtype, device=device)
+        return uniform(blank) if name == "rand" else normal_fill(blank)
 
     getitem = staticmethod(getitem)  # (indexing's public getitem asks it first: batched index tensors)
 
