@@ -7,7 +7,7 @@ first expanded to that level (a stride-0 view), so that each sample's gradient s
 ``vmap(grad(loss), in_dims=(None, 0))(params, x)`` each sample gets the gradient with respect to the shared
 params, not their sum over the batch. A cotangent batched at a level the graph was not recorded at (jacrev's
 basis) runs the backward's formulas on BatchedTensors: every VJP formula is table ops, so vmap batches them.
-Forward mode puts the tangent on the physical tensor (forward_ad's one level), where dispatch runs the JVP
+Forward mode puts the tangent on the physical tensor (a forward_ad level per jvp: they nest), where dispatch runs the JVP
 after vmap's hook has unwrapped the batch.
 """
 import functools
