@@ -13,6 +13,7 @@ from . import _dtype as D
 from . import _memory_format as MF
 from ._device import DEFAULT as DEFAULT_DEVICE, backend, cuda_backend, to_device
 from ._generator import default_generator, get_rng_state, initial_seed, manual_seed, numpy_rng, seed, set_rng_state  # noqa: F401
+from ._grad_mode import SPECIAL, STATE
 from ._tensor import Tensor
 
 
@@ -382,8 +383,11 @@ def _float_only(d, kernel):
 
 def _random(draw, size, name, generator, dtype, device, requires_grad, out=None):
     """A leaf of ``draw(numpy_rng, shape)`` (a host array, moved to ``device``, in ``dtype``), or ``out`` holding it."""
-    rng = numpy_rng(generator, device or (out.device if out is not None else "cpu"))
     shape = _size(size, name, dtype.itemsize)
+    if SPECIAL[0] and STATE.vmap is not None and generator is None and out is None:
+        # inside jitgrad.vmap: drawn by the table's fill entries, so that vmap's ``randomness`` applies
+        return STATE.vmap.factory(name, shape, dtype, device).requires_grad_(requires_grad)
+    rng = numpy_rng(generator, device or (out.device if out is not None else "cpu"))
     return write_out(_leaf(draw(rng, shape), dtype, requires_grad, device), out)
 
 

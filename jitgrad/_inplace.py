@@ -121,16 +121,23 @@ def inplace(self, fn, args, kwargs):
 
 def _carry_tangent(t, r, what):
     """Forward-mode AD: ``t``, written with ``r``, takes ``r``'s tangent."""
-    if SPECIAL[0] and STATE.dual is not None and (t._fw_grad is not None or r._fw_grad is not None):
+    if SPECIAL[0] and STATE.dual is not None and (t._fw_grad is not None or r._fw_grad is not None or
+                                                  t._base is not None and t._base._fw_grad is not None):
         STATE.dual.written(t, r._fw_grad, what)
 
 
 def setitem(self, key, value):
     side_effect("an in-place op (Tensor.__setitem__)")
     if SPECIAL[0] and STATE.dual is not None and (self._fw_grad is not None or getattr(value, "_fw_grad", None)
-                                                  is not None):
-        raise NotImplementedError("Trying to use forward AD with __setitem__ that does not support it because it has "
-                                  "not been implemented yet.")
+                                                  is not None or self._base is not None and
+                                                  self._base._fw_grad is not None):
+        hook, STATE.dual = STATE.dual, None  # (the primal written as usual, then the tangent's region)
+        try:
+            setitem(self, key, value)
+        finally:
+            STATE.dual = hook
+        hook.setitem(self, key, value)
+        return
     key = normalize_key(self, key)
     if STATE.grad_enabled and self.grad_fn is None and self._requires_grad and all(_is_basic(k) for k in key):
         raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place operation.")

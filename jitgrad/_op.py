@@ -255,7 +255,8 @@ def dispatch(op, args, params=EMPTY):
             return STATE.capture(op, args, params)
         if STATE.vmap is not None and STATE.vmap.claims(op, args):  # jitgrad.vmap: the entry's batching rule
             return STATE.vmap(op, args, params)
-        if STATE.dual is not None and any(isinstance(a, Tensor) and a._fw_grad is not None for a in args):
+        if STATE.dual is not None and any(isinstance(a, Tensor) and (a._fw_grad is not None or a._base is not None
+                                                                    and a._base._fw_grad is not None) for a in args):
             return STATE.dual(op, args, params)  # forward-mode AD: the primal and its tangent
     key = []
     arrays = []

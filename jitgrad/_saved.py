@@ -26,7 +26,7 @@ class SavedTensor:
     # by the few saved tensors that have hooks).
     __slots__ = ("_data", "_vc", "_version", "_node", "_saved_fn", "_output_nr", "__dict__")
     _hooks = _packed = _meta = None
-    _fw_grad = None  # a saved output's tangent, inside a forward AD level (autograd/forward_ad.py sets it)
+    _fw_grad = None  # a saved output's tangents {level: tangent}, inside forward AD levels (autograd/forward_ad.py)
 
     def __init__(self, t, is_output=False, node=None):
         if t._inference and not STATE.inference:

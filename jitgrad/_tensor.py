@@ -45,7 +45,7 @@ class Tensor:
     # hooks or an AccumulateGrad node, outputs after the first of an op, inference tensors).
     __slots__ = ("_data", "_vc", "_requires_grad", "grad_fn", "__dict__", "__weakref__")
     _grad = None
-    _fw_grad = None  # the tangent of a dual tensor (autograd.forward_ad), at the one dual level
+    _fw_grad = None  # a dual tensor's tangents (autograd.forward_ad): {level: tangent}
     _output_nr = 0
     _base = None
     _view_chain = ()

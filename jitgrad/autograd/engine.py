@@ -92,9 +92,18 @@ def tensor_backward(self, gradient=None, retain_graph=None, create_graph=False, 
         backward(self, gradient, retain_graph, create_graph, inputs=inputs)
 
 
+# jitgrad.func's vmap (a layer above), set when jitgrad.func loads: grad(is_grads_batched=True), the vectorized
+# Jacobians of autograd.functional and gradcheck's batched checks run the backward under it
+VMAP = [None]
+
+
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, only_inputs=True,
          allow_unused=None, is_grads_batched=False, materialize_grads=False):
-    """Gradients of ``outputs`` with respect to ``inputs``, returned (``.grad`` is left alone)."""
+    """Gradients of ``outputs`` with respect to ``inputs``, returned (``.grad`` is left alone).
+    ``is_grads_batched``: the grad_outputs' first dim is a batch dim, the backward vmapped over it."""
+    if is_grads_batched:
+        return _batched_grad(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused,
+                             materialize_grads)
     outputs = _as_tuple(outputs)
     inputs = _as_tuple(inputs)
     grads = _as_tuple(grad_outputs) or (None,) * len(outputs)
@@ -109,7 +118,13 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         if not t._requires_grad:
             raise RuntimeError("One of the differentiated Tensors does not require grad")
     roots = _root_grads(outputs, grads)
-    result = run(roots, retain_graph, create_graph, targets=inputs, accumulate_leaves=False)
+    if not create_graph and any(getattr(g, "_level", 0) for _, g in roots):
+        # grad_outputs batched by vmap (a layer above): the VJP formulas run on them as table ops (which vmap
+        # batches), never the fused kernels, which would read one sample's array; detached after
+        result = [None if g is None else g.detach() for g in run(roots, retain_graph, True, targets=inputs,
+                                                                 accumulate_leaves=False)]
+    else:
+        result = run(roots, retain_graph, create_graph, targets=inputs, accumulate_leaves=False)
     out = []
     for i, (t, g) in enumerate(zip(inputs, result)):
         if g is None:
@@ -120,6 +135,21 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
                 g = zeros_like(t)
         out.append(g)
     return tuple(out)
+
+
+def _batched_grad(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused, materialize_grads):
+    """grad(is_grads_batched=True): one backward under vmap, the batch's grad_outputs the cotangents (the
+    formulas run on them as table ops, hence with a graph, detached after unless ``create_graph``)."""
+    inputs = _as_tuple(inputs)
+    unused = []
+
+    def one(*gos):
+        gs = grad(outputs, inputs, gos, retain_graph=True, create_graph=True, allow_unused=allow_unused,
+                  materialize_grads=materialize_grads)
+        unused[:] = [g is None for g in gs]
+        return tuple(zeros_like(x) if g is None else g for g, x in zip(gs, inputs))
+    res = VMAP[0](one)(*_as_tuple(grad_outputs))
+    return tuple(None if u else r if create_graph else r.detach() for r, u in zip(res, unused))
 
 
 def _needed(roots, capture):

@@ -9,47 +9,63 @@ meets one computes its output's tangent, the Jacobian-vector product, with the p
 The JVP of an entry comes from its one derivative source, its VJP formulas: an elementwise entry's
 Jacobian is diagonal, so its formula applied to the tangent (broadcast to the output) is the JVP; any other
 entry's JVP is the transpose of its formula, which is linear in the output gradient: J t is the gradient in
-``u`` of <vjp(u), t>, taken by the engine. One level at a time, as PyTorch (nesting raises its error).
+``u`` of <vjp(u), t>, taken by the engine.
+
+Levels nest (per thread): a tensor's ``_fw_grad`` maps each level it is dual at to its tangent there. The
+public ``dual_level`` is one level at a time, as PyTorch's (nesting raises its error); jitgrad.func's jvp opens
+nested ones, as functorch's (``jacfwd(jacfwd(f))``). An op meeting tangents of several levels runs at the
+innermost one: the op and its JVP run as table ops on operands that still carry the outer levels' tangents,
+so both carry those on (the inner tangent's own derivative at the outer level).
 """
+import threading
 import weakref
 from collections import namedtuple
 
 from .._grad_mode import STATE, enable_grad, no_grad
+from .._inplace import _region_tensor
 from .._op import dispatch
 from .._tensor import Tensor
 from . import engine
 
 UnpackedDualTensor = namedtuple("UnpackedDualTensor", ["primal", "tangent"])
 
-_LEVEL = [None]  # the open level (0) or None
-_DUALS = []  # weak references to the tensors holding a tangent at the open level (cleared when it exits)
-_SAVED = []  # the saved outputs (autograd's SavedTensor) holding one
+class _Levels(threading.local):
+    def __init__(self):
+        self.open = []  # per open level (its number = its index): (weak refs to its duals, saved outputs)
+        self.ceiling = None  # while the hook runs level L: L (only lower levels propagate in its ops)
+
+
+_L = _Levels()
+
+
+def _enter():
+    _L.open.append(([], []))
+    STATE.dual = _HOOK
+    return len(_L.open) - 1
 
 
 def enter_dual_level():
-    """Open the dual level (returns it: 0); PyTorch's error where one is open already."""
-    if _LEVEL[0] is not None:
+    """Open a dual level (returns it: 0); PyTorch's error where one is open already."""
+    if _L.open:
         raise RuntimeError("Nested forward mode AD is not supported at the moment")
-    _LEVEL[0] = 0
-    STATE.dual = _HOOK
-    return 0
+    return _enter()
 
 
 def exit_dual_level(*, level=None):
-    """Close the level: every tangent made in it is dropped."""
-    if _LEVEL[0] is None or level not in (None, _LEVEL[0]):
+    """Close the innermost level: every tangent made in it is dropped."""
+    if not _L.open or level not in (None, len(_L.open) - 1):
         raise RuntimeError("Trying to exit a forward AD level that was not the last one that was created. This is "
                            "not supported.")
-    for ref in _DUALS:
+    top = len(_L.open) - 1
+    duals, saved = _L.open.pop()
+    for ref in duals:
         t = ref()
         if t is not None:
-            t._fw_grad = None
-    _DUALS.clear()
-    for saved in _SAVED:
-        saved._fw_grad = None
-    _SAVED.clear()
-    _LEVEL[0] = None
-    STATE.dual = None
+            t._fw_grad = _without(t._fw_grad, top)
+    for sv in saved:
+        sv._fw_grad = _without(sv._fw_grad, top)
+    if not _L.open:
+        STATE.dual = None
 
 
 class dual_level:
@@ -62,37 +78,75 @@ class dual_level:
         exit_dual_level()
 
 
-def _attach(t, tangent):
-    t._fw_grad = tangent
-    _DUALS.append(weakref.ref(t))
+class nested_level(dual_level):
+    """A dual level inside others (jitgrad.func's jvp: functorch keeps levels)."""
+
+    def __enter__(self):
+        return _enter()
+
+
+def _without(tangents, level):
+    if not tangents or level not in tangents:
+        return tangents
+    rest = {k: v for k, v in tangents.items() if k != level}
+    return rest or None
+
+
+def _attach(t, tangent, level=None):
+    """``t`` carries ``tangent`` at ``level`` (the innermost open one by default); the map is replaced, never
+    changed in place (tensors may share it: an in-place op's stand-in, saved outputs)."""
+    if level is None:
+        level = len(_L.open) - 1
+    t._fw_grad = {**t._fw_grad, level: tangent} if t._fw_grad else {level: tangent}
+    _L.open[level][0].append(weakref.ref(t))
     return t
+
+
+def _check_size(tensor, tangent):
+    if tuple(tangent.shape) != tuple(tensor.shape):
+        raise RuntimeError("Trying to set a forward gradient that has a different size than that of the original "
+                           "Tensor, this is not supported. Tensor is of size [%s] while the given forward gradient "
+                           "is of size [%s]." % (", ".join(map(str, tensor.shape)), ", ".join(map(str, tangent.shape))))
+
+
+def set_tangent(tensor, tangent):
+    """``tensor`` carries ``tangent`` at the innermost level (a custom Function's jvp result)."""
+    _check_size(tensor, tangent)
+    return _attach(tensor, tangent if tangent.dtype is tensor.dtype else tangent.to(tensor.dtype))
 
 
 def make_dual(tensor, tangent, *, level=None):
     """A view of ``tensor`` carrying ``tangent`` (of its shape) at the open level."""
-    if _LEVEL[0] is None:
+    if not _L.open:
         raise RuntimeError("Trying to create a dual Tensor for forward AD but no level exists, make sure to "
                            "enter_dual_level() first.")
     if not tensor.dtype.is_floating_point:
         raise ValueError("Expected primal to be floating point or complex, but got: %s" % tensor.dtype)
     if not tangent.dtype.is_floating_point:
         raise ValueError("Expected tangent to be floating point or complex, but got: %s" % tangent.dtype)
-    if tuple(tangent.shape) != tuple(tensor.shape):
-        raise RuntimeError("Trying to set a forward gradient that has a different size than that of the original "
-                           "Tensor, this is not supported. Tensor is of size [%s] while the given forward gradient "
-                           "is of size [%s]." % (", ".join(map(str, tensor.shape)), ", ".join(map(str, tangent.shape))))
+    _check_size(tensor, tangent)
     out = tensor.view_as(tensor)  # (a view, as PyTorch's: it shares the primal's storage and version)
-    return _attach(out, tangent if tangent.dtype is tensor.dtype else tangent.to(tensor.dtype))
+    return _attach(out, tangent if tangent.dtype is tensor.dtype else tangent.to(tensor.dtype), level)
 
 
 def unpack_dual(tensor, *, level=None):
-    """(primal, tangent) of ``tensor``: the primal a view without the tangent; the tangent None if it has none."""
-    tangent = tensor._fw_grad if _LEVEL[0] is not None else None
+    """(primal, tangent) of ``tensor`` at ``level`` (the innermost): the primal a view without that tangent
+    (keeping the outer levels'); the tangent None if it has none."""
+    if STATE.dual is None or not _L.open:  # (none inside a custom Function's forward)
+        return UnpackedDualTensor(tensor, None)
+    level = len(_L.open) - 1 if level is None else level
+    tangent = _tangent(tensor, level)
     if tangent is None:
         return UnpackedDualTensor(tensor, None)
     primal = tensor._alias(tensor.grad_fn, tensor._output_nr) if tensor.grad_fn is not None else tensor._alias()
     primal._requires_grad = tensor._requires_grad
+    primal._fw_grad = _without(tensor._fw_grad, level)
     return UnpackedDualTensor(primal, tangent)
+
+
+def tangent(t, level=None):
+    """``t``'s tangent at ``level`` (the innermost open one by default), or None."""
+    return _tangent(t, len(_L.open) - 1 if level is None else level) if _L.open else None
 
 
 # ------------------------------------------------------------------ propagation (dispatch's hook)
@@ -107,53 +161,159 @@ class _Primals:
         self.__dict__.update(params)
         self.__dict__.update({n + "_shape": tuple(a.shape) for n, a in zip(op.inputs or (), args) if isinstance(a, Tensor)})
         self.params = params
+        self.op = op
+        # (formulas that share parts between inputs, cached on ``s``, read which inputs take gradients)
+        self.next_functions = ((True, 0),) * len(args)
         self.input_meta = [(tuple(a.shape), a.dtype) if isinstance(a, Tensor) else None for a in args]
 
 
+def _levels(args):
+    """The levels below the running one (the ceiling) at which some operand, or its base, carries a tangent."""
+    found, ceiling = set(), _L.ceiling
+    for a in args:
+        if isinstance(a, Tensor):
+            for d in (a._fw_grad, a._base._fw_grad if a._base is not None else None):
+                if d:
+                    found.update(k for k in d if ceiling is None or k < ceiling)
+    return found
+
+
 class _Hook:
-    """``STATE.dual`` inside the level: dispatch hands it every op with a dual operand; in-place writes and
-    ``__setitem__`` (jitgrad/_inplace.py) hand it the tangent their target takes."""
+    """``STATE.dual`` inside a level: dispatch hands it every op with a dual operand; in-place writes and
+    ``__setitem__`` (jitgrad/_inplace.py) hand it the tangents their target takes."""
 
     def __call__(self, op, args, params):
-        """The op on the primals, its output carrying the JVP of the operands' tangents."""
-        STATE.dual = None  # (the op and its JVP on plain tensors)
+        """The op on the primals, its outputs carrying the JVP of the operands' tangents (at the innermost level
+        among them; the outer ones carried on by the op and the JVP themselves)."""
+        levels = _levels(args)
+        if not levels:  # (tangents of the level running only: a plain op)
+            return _plain(op, args, params)
+        level = max(levels)
+        tangents = [_tangent(a, level) if isinstance(a, Tensor) else None for a in args]
+        outer = len(levels) > 1 or bool(_levels([t for t in tangents if t is not None]))
+        ceiling = _L.ceiling
+        _L.ceiling = level
+        if not outer:  # (the common case: the op and its JVP on plain tensors)
+            STATE.dual = None
         try:
             out = dispatch(op, args, params)
-            tangents = [a._fw_grad if isinstance(a, Tensor) else None for a in args]
+            jvps = None
             if op.differentiable and any(t is not None for t in tangents):
-                first = out if op.n_outputs == 1 else out[0]
-                _attach(first, _jvp(op, args, params, out, tangents))
-                saved = first.grad_fn.saved.get("result") if first.grad_fn is not None else None
-                if saved is not None:  # (a backward formula reading s.result gets the tangent too)
-                    saved._fw_grad = first._fw_grad
-                    _SAVED.append(saved)
+                outs = (out,) if op.n_outputs == 1 else tuple(out)
+                if op.view:  # a view's tangent is the same view of its base's tangent (in-place writes reach both)
+                    jvps = (dispatch(op, (tangents[0],) + tuple(args[1:]), params),)
+                else:
+                    jvps = _owned(_jvp(op, args, params, outs, tangents), tangents)
         finally:
+            _L.ceiling = ceiling
             STATE.dual = self
+        if jvps is not None:
+            node = outs[0].grad_fn
+            for name, o, t in zip(op.outputs, outs, jvps):
+                if t is None:
+                    continue
+                _attach(o, t, level)
+                saved = node.saved.get(name) if node is not None else None
+                if saved is not None:  # (a backward formula reading the saved output gets the tangent too)
+                    saved._fw_grad = o._fw_grad
+                    _L.open[level][1].append(saved)
         return out
 
     @staticmethod
-    def written(target, tangent, what):
-        """``target`` now holds a result whose tangent is ``tangent`` (None: none)."""
-        if target._base is not None:
-            raise NotImplementedError("Trying to use forward AD with %s on a view that does not support it because "
-                                      "it has not been implemented yet." % what)
-        target._fw_grad = None
-        if tangent is not None:
-            _attach(target, tangent)
+    def written(target, tangents, what):
+        """``target`` now holds a result whose tangents are ``tangents`` (a map level -> tangent, or None): each
+        written into the target's tangent in place, as PyTorch's, so that its views' tangents (views of it)
+        and its base's follow."""
+        bases = target._base._fw_grad if target._base is not None else None
+        for level in set(target._fw_grad or ()) | set(tangents or ()) | set(bases or ()):
+            if level >= len(_L.open):
+                continue
+            own = tangent_of(target, level)
+            t = tangents.get(level) if tangents else None
+            with _running(level), no_grad():
+                if t is None:
+                    own.zero_()
+                else:
+                    own.copy_(t)
+
+    @staticmethod
+    def setitem(target, key, value):
+        """``target[key] = value`` was written: the region's tangent is the value's (zero for a plain one)."""
+        values = value._fw_grad if isinstance(value, Tensor) else None
+        bases = target._base._fw_grad if target._base is not None else None
+        for level in set(target._fw_grad or ()) | set(values or ()) | set(bases or ()):
+            if level >= len(_L.open):
+                continue
+            own = tangent_of(target, level)
+            t = values.get(level) if values else None
+            with _running(level), no_grad():
+                own[key] = 0 if t is None else t
+
+
+def _plain(op, args, params):
+    STATE.dual = None
+    try:
+        return dispatch(op, args, params)
+    finally:
+        STATE.dual = _HOOK
+
+
+class _running:
+    """The hook's state while level ``level`` runs: only the outer levels propagate."""
+
+    def __init__(self, level):
+        self.level = level
+
+    def __enter__(self):
+        self.saved = _L.ceiling
+        _L.ceiling = self.level
+
+    def __exit__(self, *exc):
+        _L.ceiling = self.saved
 
 
 _HOOK = _Hook()
 
 
-def _unsupported(op):
-    return NotImplementedError("Trying to use forward AD with %s that does not support it because it has not been "
-                               "implemented yet." % op.name)
+def _tangent(t, level):
+    """``t``'s tangent at ``level``; a view made before its base took one has the same view of the base's."""
+    d = t._fw_grad
+    if d and level in d:
+        return d[level]
+    b = t._base
+    if b is not None and b._fw_grad and level in b._fw_grad:
+        return tangent_of(t, level)
+    return None
 
 
-def _jvp(op, args, params, out, tangents):
-    if op.n_outputs != 1:
-        raise _unsupported(op)
-    s = _Primals(op, args, params, (out,))
+def tangent_of(target, level):
+    """The tangent ``target`` holds at ``level`` (zeros made for it where it has none): for a view, the same
+    view of its base's tangent."""
+    d = target._fw_grad
+    if not d or level not in d:
+        base = target._base
+        with _running(level), no_grad():
+            if base is None:
+                _attach(target, target.detach().new_zeros(target.shape), level)
+            else:
+                _attach(target, _region_tensor(tangent_of(base, level), target._view_chain, None), level)
+    return target._fw_grad[level]
+
+
+def _owned(jvps, tangents):
+    """The outputs' tangents, each of its own storage: a formula may hand back its gradient (an input's tangent,
+    or that tangent expanded), which a later in-place write into the output's tangent must not reach."""
+    shared = [t._vc for t in tangents if t is not None]
+    return tuple(j.clone() if j is not None and any(j._vc is vc for vc in shared) else j for j in jvps)
+
+
+def _differentiable(o):
+    return o.dtype.is_floating_point
+
+
+def _jvp(op, args, params, outs, tangents):
+    """The tangent of each output (None for the integer ones: indices)."""
+    s = _Primals(op, args, params, outs)
     elementwise = getattr(op.forward, "kernel", None) is not None
     total = None
     for k, t in enumerate(tangents):
@@ -165,32 +325,55 @@ def _jvp(op, args, params, out, tangents):
         if formula is None:
             continue  # (an input the op is not differentiable in: its tangent does not reach the output)
         if elementwise:  # a diagonal Jacobian: the formula applied to the tangent is the JVP
+            out = outs[0]
             with no_grad():
-                term = formula(t.expand(out.shape) if tuple(t.shape) != tuple(out.shape) else t, s)
+                terms = (formula(t.expand(out.shape) if tuple(t.shape) != tuple(out.shape) else t, s),)
         else:
-            term = _transposed(formula, s, out, args[k], t)
-        total = term if total is None else total + term
-    return total if total is not None else out.new_zeros(out.shape)
+            s.__dict__.pop("_fused_parts", None)  # (parts a formula cached for another input's gradients)
+            terms = _transposed(formula, s, outs, args[k], t)
+        total = terms if total is None else tuple(a if b is None else b if a is None else a + b
+                                                  for a, b in zip(total, terms))
+    if total is None:
+        total = (None,) * len(outs)
+    return tuple(None if not _differentiable(o) else o.new_zeros(o.shape) if j is None else j
+                 for o, j in zip(outs, total))
 
 
 # how jitgrad.func (a layer above) transposes a formula for a tangent batched by vmap (jacfwd's basis)
 BATCHED_TRANSPOSE = [None]
 
 
-def _transposed(formula, s, out, x, t):
-    """J t for the op whose VJP in ``x`` is ``formula`` (linear in its gradient): the gradient in u of
-    <formula(u), t>."""
+def _transposed(formula, s, outs, x, t):
+    """J t for the op whose VJP in ``x`` is ``formula`` (linear in its gradients, one per output): the gradient
+    in u of <formula(u), t>, per output (None for an output it does not reach)."""
     if getattr(t, "_level", 0):
-        return BATCHED_TRANSPOSE[0](formula, s, out, x, t)
+        return BATCHED_TRANSPOSE[0](formula, s, outs, x, t)
     with enable_grad():
-        u = out.detach().new_zeros(out.shape).requires_grad_()
-        v = formula(u, s)
-        if not v.requires_grad:  # a formula that does not read its gradient (a zero derivative: floor, fill)
-            return out.new_zeros(out.shape)
-        if tuple(v.shape) != tuple(x.shape):
-            v = v.sum_to_size(x.shape)
-        (jt,) = engine.grad([(v * t).sum()], [u], allow_unused=True)
-    return jt.detach() if jt is not None else out.new_zeros(out.shape)
+        us = [o.detach().new_zeros(o.shape).requires_grad_(_differentiable(o)) for o in outs]
+        return tuple(None if j is None else _detached(j) for j in _pulled(formula, s, us, x, t, lambda r: r))
+
+
+def _detached(t):
+    """``t`` without history, keeping its tangents at the outer levels."""
+    d = t.detach()
+    d._fw_grad = t._fw_grad
+    return d
+
+
+def _pulled(formula, s, us, x, t, unwrap):
+    """The gradients in ``us`` (the formula's output gradients, leaves where they require grad) of
+    <formula(us), t>; ``unwrap`` gives the physical tensor of the product (vmap's batch)."""
+    v = formula(us[0] if len(us) == 1 else tuple(us), s)
+    leaves = [u for u in us if u.requires_grad]
+    if v is None or not v.requires_grad or not leaves:  # a formula that does not read its gradient (floor, fill)
+        return (None,) * len(us)
+    if tuple(v.shape) != tuple(x.shape):
+        v = v.sum_to_size(x.shape)
+    r = unwrap((v * t).sum())
+    # (outer levels open: the backward's formulas run as table ops, carrying their tangents on)
+    grads = iter(engine.grad([r], [unwrap(u) for u in leaves], [r.new_ones(r.shape)], allow_unused=True,
+                             create_graph=STATE.dual is not None))
+    return tuple(next(grads) if u.requires_grad else None for u in us)
 
 
 __all__ = ["dual_level", "enter_dual_level", "exit_dual_level", "make_dual", "unpack_dual", "UnpackedDualTensor"]

@@ -11,6 +11,7 @@ from .._grad_mode import STATE, no_grad
 from .._graph import NO_EDGE, Node, edge, type_name
 from .._saved import SavedTensor
 from .._tensor import Tensor
+from . import forward_ad
 
 
 class FunctionCtx:
@@ -44,11 +45,15 @@ class BackwardCFunction(Node, FunctionCtx):
         self.materialize_grads = True
         self.needs_input_grad = ()
         self._saved = None
+        self.saved_for_forward = ()
+        self._in_jvp = False
         self._n_inputs = 0
         self._out_meta = ()
 
     @property
     def saved_tensors(self):
+        if self._in_jvp:  # (in jvp: what forward gave save_for_forward)
+            return tuple(self.saved_for_forward)
         if self._saved is None:
             return tuple(self.to_save)
         return tuple(None if s is None else s.unpack() for s in self._saved)
@@ -148,6 +153,11 @@ class Function(metaclass=_FunctionMeta):
 
     vjp = backward
 
+    @staticmethod
+    def jvp(ctx, *grad_inputs):
+        raise NotImplementedError("You must implement the jvp function for custom autograd.Function to use it with "
+                                  "forward mode AD.")
+
     @classmethod
     def apply(cls, *args, **kwargs):
         if cls._legacy:
@@ -158,12 +168,20 @@ class Function(metaclass=_FunctionMeta):
         ctx.needs_input_grad = tuple(t and a._requires_grad for t, a in zip(is_tensor, args))
         ctx._n_inputs = len(args)
         uses_setup = cls.setup_context is not Function.setup_context
-        with no_grad():
-            if uses_setup:
-                outputs = cls.forward(*args, **kwargs)
-                cls.setup_context(ctx, args, outputs)
-            else:
-                outputs = cls.forward(ctx, *args, **kwargs)
+        # forward-mode AD: forward sees the primals only; the outputs' tangents come from the Function's jvp
+        dual = STATE.dual
+        dual_inputs = dual is not None and any(t and forward_ad.tangent(a) is not None for t, a in zip(is_tensor, args))
+        if dual_inputs:
+            STATE.dual = None
+        try:
+            with no_grad():
+                if uses_setup:
+                    outputs = cls.forward(*args, **kwargs)
+                    cls.setup_context(ctx, args, outputs)
+                else:
+                    outputs = cls.forward(ctx, *args, **kwargs)
+        finally:
+            STATE.dual = dual
         single = not isinstance(outputs, tuple)
         outs = (outputs,) if single else outputs
         record = STATE.grad_enabled and any(ctx.needs_input_grad)
@@ -171,6 +189,11 @@ class Function(metaclass=_FunctionMeta):
             for o in outs:
                 if isinstance(o, Tensor) and STATE.inference:
                     o._inference = True
+            if dual_inputs:
+                outs = tuple(o._alias() if isinstance(o, Tensor) and any(o is a for a in args)
+                             and not any(o is d for d in ctx.dirty_tensors) else o for o in outs)
+                _forward_tangents(cls, ctx, args, is_tensor, outs)
+                return outs[0] if single else outs
             return outputs
         # next_functions lists the tensor inputs only, as PyTorch's does
         ctx.next_functions = tuple((edge(a) if a.dtype.is_floating_point else None) or NO_EDGE
@@ -207,7 +230,30 @@ class Function(metaclass=_FunctionMeta):
             else:
                 saved.append(SavedTensor(t))
         ctx._saved = saved
+        if dual_inputs:
+            _forward_tangents(cls, ctx, args, is_tensor, wrapped)
         return wrapped[0] if single else tuple(wrapped)
+
+
+def _forward_tangents(cls, ctx, args, is_tensor, outs):
+    """The outputs' tangents: the Function's jvp of the inputs' tangents (zeros for tensors without one)."""
+    tangents = [(forward_ad.tangent(a) if forward_ad.tangent(a) is not None else
+                 zeros(a.shape, dtype=a.dtype, device=a.device)) if t else None for t, a in zip(is_tensor, args)]
+    dual, STATE.dual = STATE.dual, None
+    ctx._in_jvp = True
+    try:
+        res = cls.jvp(ctx, *tangents)
+    finally:
+        ctx._in_jvp = False
+        STATE.dual = dual
+    res = res if isinstance(res, tuple) else (res,)
+    if len(res) != len(outs):
+        raise RuntimeError("Function's jvp returned an invalid number of forward gradients (expected %d but got %d)"
+                           % (len(outs), len(res)))
+    non_diff = {id(t) for t in ctx.non_differentiable}
+    for o, t in zip(outs, res):
+        if isinstance(o, Tensor) and t is not None and id(o) not in non_diff and o.dtype.is_floating_point:
+            forward_ad.set_tangent(o, t)
 
 
 class _OnceDifferentiableError(Node):

@@ -9,9 +9,10 @@ is linear in its grad_output, so differentiating it with respect to that grad_ou
 forward-mode product). ``create_graph=True`` keeps the results differentiable; ``strict=True``
 raises when an output does not depend on an input instead of answering zeros.
 
-``vectorize=True`` and ``strategy="forward-mode"`` (which PyTorch runs under vmap) are not available
-yet: jacobian and hessian loop over output elements, one backward each. Forward-mode AD itself is
-``jitgrad.autograd.forward_ad``.
+jacobian and hessian loop over output elements, one backward each, unless ``vectorize=True``: then one
+backward runs for the whole standard basis of the outputs under vmap (``grad(is_grads_batched=True)``), or,
+with ``strategy="forward-mode"`` (which, as PyTorch's, needs ``vectorize=True``), one forward pass with dual
+inputs (``jitgrad.autograd.forward_ad``) whose tangents are the standard basis of the inputs, under vmap.
 """
 import numpy as np
 
@@ -19,7 +20,8 @@ from .._factories import zeros, zeros_like
 from .._grad_mode import enable_grad, is_grad_enabled, set_grad_enabled
 from .._tensor import Tensor
 from ..ops.shape import stack
-from .engine import grad
+from . import forward_ad as fwAD
+from .engine import VMAP, grad
 
 __all__ = ["vjp", "jvp", "jacobian", "hessian", "hvp", "vhp"]
 
@@ -204,18 +206,28 @@ def jvp(func, inputs, v=None, create_graph=False, strict=False):
 
 def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False, strategy="reverse-mode"):
     """The Jacobian of ``func`` at ``inputs``: for output i and input j a tensor of shape
-    ``outputs[i].shape + inputs[j].shape`` (nested tuples as given). One backward per output element."""
+    ``outputs[i].shape + inputs[j].shape`` (nested tuples as given). One backward per output element, or
+    one vmapped pass with ``vectorize=True`` (reverse mode, or forward mode with ``strategy``)."""
     if strategy not in ("forward-mode", "reverse-mode"):
         raise AssertionError('Expected strategy to be either "forward-mode" or "reverse-mode". Hint: If your function '
                              'has more outputs than inputs, "forward-mode" tends to be more performant. Otherwise, '
                              'prefer to use "reverse-mode".')
-    if strategy == "forward-mode" or vectorize:
-        raise NotImplementedError("jitgrad.autograd.functional.jacobian supports only vectorize=False and "
-                                  "strategy=\"reverse-mode\" (both others need vmap, which jitgrad has not yet).")
+    if strategy == "forward-mode":
+        if create_graph:
+            raise NotImplementedError('torch.autograd.functional.jacobian: `create_graph=True` and '
+                                      '`strategy="forward-mode"` are not supported together (yet). Please either set '
+                                      '`create_graph=False` or `strategy="reverse-mode"`.')
+        return _jacfwd(func, inputs, strict, vectorize)
     with enable_grad():
         in_tuple, inputs = _tensor_tuple(inputs, "inputs", "jacobian")
         inputs = _fresh(inputs, create_graph, need_graph=True)
         out_tuple, outputs = _call(func, inputs, "jacobian", strict)
+        if vectorize:
+            if strict:
+                raise RuntimeError("torch.autograd.functional.jacobian: `strict=True` and `vectorized=True` are not "
+                                   "supported together. Please either set `strict=False` or `vectorize=False`.")
+            return _unpack(_strip(_jacrev_vectorized(outputs, inputs, create_graph), create_graph),
+                           (out_tuple, in_tuple))
         result = []
         for i, out in enumerate(outputs):
             rows = [[] for _ in inputs]
@@ -235,6 +247,60 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False, st
                     rows[j].append(g)
             result.append(tuple(_stack(r, out, x) for r, x in zip(rows, inputs)))
         return _unpack(_strip(tuple(result), create_graph), (out_tuple, in_tuple))
+
+
+def _basis(tensors):
+    """The standard basis of R^N (N: the tensors' elements in all) split by tensor: per tensor an (N, numel)
+    block of the identity, in its dtype and on its device."""
+    numels = [t.numel() for t in tensors]
+    total, start, out = sum(numels), 0, []
+    for t, n in zip(tensors, numels):
+        block = np.zeros((total, n), dtype=t.dtype.np)
+        block[np.arange(start, start + n), np.arange(n)] = 1
+        out.append(Tensor._wrap(block).to(t.device))
+        start += n
+    return out
+
+
+def _jacrev_vectorized(outputs, inputs, create_graph):
+    """Every row of the Jacobian from one backward: the outputs' standard basis as batched grad_outputs."""
+    numels = [o.numel() for o in outputs]
+    flat = tuple(o.reshape(-1) for o in outputs)
+    pairs = [(o, g) for o, g in zip(flat, _basis(outputs)) if o._requires_grad]
+    grads = grad([p[0] for p in pairs], inputs, [p[1] for p in pairs], retain_graph=True, create_graph=create_graph,
+                 allow_unused=True, is_grads_batched=True) if pairs else (None,) * len(inputs)
+    per_input = [zeros((sum(numels),) + tuple(x.shape), dtype=x.dtype) if g is None else g
+                 for g, x in zip(grads, inputs)]
+    return tuple(tuple(j.view(tuple(o.shape) + tuple(x.shape)) for j, x in zip(
+        (g.split(numels, 0)[i] for g in per_input), inputs)) for i, o in enumerate(outputs))
+
+
+def _jacfwd(func, inputs, strict, vectorize):
+    """jacobian(strategy="forward-mode"): one forward pass under vmap, the inputs' standard basis the tangents."""
+    if strict:
+        raise RuntimeError('torch.autograd.functional.jacobian: `strict=True` and `strategy="forward-mode"` are not '
+                           'supported together (yet). Please either set `strict=False` or `strategy="reverse-mode"`.')
+    in_tuple, inputs = _tensor_tuple(inputs, "inputs", "jacobian")
+    if not vectorize:
+        raise NotImplementedError("Computing Jacobian using forward-AD or forward-over-reverse Hessian isonly "
+                                  "implemented for `vectorize=True`.")
+    info = []
+
+    def push(*tangents):
+        with fwAD.dual_level():
+            duals = tuple(fwAD.make_dual(x, t.view_as(x)) for x, t in zip(inputs, tangents))
+            out_tuple, outs = _tensor_tuple(func(*duals), "outputs", "jacobian")
+            unpacked = [fwAD.unpack_dual(o) for o in outs]
+            info[:] = [out_tuple, [u.primal for u in unpacked]]
+            return tuple(zeros_like(u.primal) if u.tangent is None else u.tangent for u in unpacked)
+    columns = VMAP[0](push)(*_basis(inputs))
+    out_tuple, outputs = info
+    numels = [x.numel() for x in inputs]
+    result = []
+    for cols, o in zip(columns, outputs):  # cols: (N_in, *out_shape)
+        cols = cols.permute(tuple(range(1, cols.ndim)) + (0,))
+        result.append(tuple(c.reshape(tuple(o.shape) + tuple(x.shape)) for c, x in zip(cols.split(numels, -1), inputs)))
+    return _unpack(tuple(result), (out_tuple, in_tuple))
 
 
 def _stack(rows, out, x):
@@ -261,6 +327,8 @@ def hessian(func, inputs, create_graph=False, strict=False, vectorize=False, out
         return out.squeeze()
 
     def gradient(*xs):
+        if outer_jacobian_strategy == "forward-mode":  # (dual inputs: the inner backward differentiates them)
+            xs = tuple(x.requires_grad_(True) for x in xs)
         jac = jacobian(single_output, xs, create_graph=True)
         _check_requires_grad(jac, "jacobian", strict)
         return jac

@@ -9,6 +9,8 @@ its sample 0 (a view of the physical array): the shape, dtype and device every T
 check reads are the logical ones, while code that reads values (``item``, ``numpy``, ``bool``) is refused
 as PyTorch refuses it. Ops reach the batching rules through dispatch's hook (``STATE.vmap``, vmap.py).
 """
+import threading
+
 import numpy as np
 
 from .._device import backend
@@ -23,7 +25,29 @@ class Level:
         self.level, self.size, self.randomness = level, size, randomness
 
 
-LEVELS = []  # the open vmaps, outermost first (LEVELS[k].level == k + 1)
+class _Stack(threading.local):
+    """A list of this thread's own (vmaps in different threads do not see each other's levels)."""
+
+    def __init__(self):
+        self.items = []
+
+    def append(self, x):
+        self.items.append(x)
+
+    def pop(self):
+        return self.items.pop()
+
+    def __len__(self):
+        return len(self.items)
+
+    def __getitem__(self, i):
+        return self.items[i]
+
+    def __iter__(self):
+        return iter(self.items)
+
+
+LEVELS = _Stack()  # the open vmaps of this thread, outermost first (LEVELS[k].level == k + 1)
 
 ITEM_ERROR = ("vmap: It looks like you're calling .item() on a Tensor. We don't support vmap over calling .item() on "
               "a Tensor, please try to rewrite what you're doing with other operations. If error is occurring "

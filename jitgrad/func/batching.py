@@ -23,6 +23,8 @@ Kinds (``RULES`` maps every entry with a rule to its rule; ``missing()`` lists t
 - random: ``randomness`` says whether samples differ ('different': the op draws for the whole batch), are
   the same ('same': drawn once), or whether drawing is an error ('error', the default).
 """
+import threading
+
 import numpy as np
 
 from .._op import dispatch
@@ -64,7 +66,18 @@ def _level():
     return HOOK_LEVEL[0]
 
 
-HOOK_LEVEL = [None]  # the Level whose rule is running (set by the hook in vmap.py)
+class _Running(threading.local):
+    """This thread's Level whose rule is running (set by the hook in vmap.py), as HOOK_LEVEL[0]."""
+    level = None
+
+    def __getitem__(self, i):
+        return self.level
+
+    def __setitem__(self, i, value):
+        self.level = value
+
+
+HOOK_LEVEL = _Running()
 
 
 def _logical(args, bdims):
@@ -403,6 +416,39 @@ def random(op, args, bdims, params, size):
     return dispatch(op, tuple(_full(a, b, size) for a, b in zip(args, bdims)), params), True
 
 
+def diag(op, args, bdims, params, size):
+    """diag of a matrix sample is its diagonal; of a vector sample, the matrix with it on the diagonal (written
+    into zeros through an index, so that it is recorded)."""
+    x, k = args[0], params["diagonal"]
+    if x.ndim == 3:
+        return x.diagonal(k, 1, 2).clone(), True
+    n = x.shape[1] + abs(k)
+    rows = np.arange(x.shape[1]) + max(-k, 0)
+    out = x.new_zeros((size, n, n))
+    out[:, rows, rows + k] = x
+    return out, True
+
+
+def masked_select(op, args, bdims, params, size):
+    """A batch of inputs under one mask (a batched mask is refused in ops/selection.py): each sample's
+    selection, the key after a full slice."""
+    shape = tuple(params["shape"])
+    x = _pad(args[0], True, len(shape))
+    return dispatch(op, (x,), dict(params, shape=(size,) + shape, key=(slice(None),) + tuple(params["key"]))), True
+
+
+DYNAMIC_SHAPE_ERROR = ("vmap: We do not support batching operators that can output dynamic shape. Attempted to vmap "
+                       "over aten::%s. Please file an issue at https://github.com/pytorch/pytorch/issues if you need "
+                       "this feature.")
+
+
+def dynamic_shape(aten):
+    """Ops whose output's shape depends on each sample's values: refused, as PyTorch's vmap refuses them."""
+    def rule(op, args, bdims, params, size):
+        raise RuntimeError(DYNAMIC_SHAPE_ERROR % aten)
+    return rule
+
+
 def loop(op, args, bdims, params, size):
     """The per-sample loop: for entries without a rule (listed by ``missing()``, each one a call per
     sample), and for operand patterns a rule does not cover."""
@@ -511,6 +557,9 @@ def _declare():
     for name in ("select", "slice", "index"):
         RULES[name] = index
     RULES["index_put_zeros"] = index_put_zeros
+    RULES["diag"] = diag
+    RULES["masked_select"] = masked_select
+    RULES["unique"] = dynamic_shape("_unique2")
 
 
 def leading_or_loop(rule, *positions):

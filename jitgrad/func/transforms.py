@@ -7,7 +7,7 @@ first expanded to that level (a stride-0 view), so that each sample's gradient s
 ``vmap(grad(loss), in_dims=(None, 0))(params, x)`` each sample gets the gradient with respect to the shared
 params, not their sum over the batch. A cotangent batched at a level the graph was not recorded at (jacrev's
 basis) runs the backward's formulas on BatchedTensors: every VJP formula is table ops, so vmap batches them.
-Forward mode puts the tangent on the physical tensor (forward_ad's one level), where dispatch runs the JVP
+Forward mode puts the tangent on the physical tensor (a forward_ad level per jvp: they nest), where dispatch runs the JVP
 after vmap's hook has unwrapped the batch.
 """
 import functools
@@ -267,7 +267,7 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
     _check_tensors(flat_t, api, "tangents")
     _DEPTH[0] += 1
     try:
-        with fwAD.dual_level():
+        with fwAD.nested_level():  # (levels nest: jvp of jvp, jacfwd of jacfwd)
             duals = [_dual(p, t) for p, t in zip(flat_p, flat_t)]
             out = func(*_pytree.unflatten(duals, p_spec))
             aux = None
@@ -396,25 +396,20 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error", chunk_size=Non
     return wrapper
 
 
-def _transposed_batched(formula, s, out, x, t):
+def _transposed_batched(formula, s, outs, x, t):
     """forward_ad's J t for a tangent ``t`` batched by vmap (jacfwd's basis): the gradient in u of <formula(u), t>
     with u batched like t, so that each sample's product stays its own."""
     tp, levels = unwrap_all(t)
-    u = zeros_like(tp).requires_grad_()  # (the physical zeros: a leaf, batched back at t's levels below)
-    if tuple(u.shape[len(levels):]) != tuple(out.shape):
-        u = out.detach().new_zeros(tuple(tp.shape[:len(levels)]) + tuple(out.shape)).requires_grad_()
-    with enable_grad():
-        v = formula(wrap_levels(u, levels), s)
-        if not v.requires_grad:
-            return zeros_like(out)
-        if tuple(v.shape) != tuple(x.shape):
-            v = v.sum_to_size(x.shape)
-        r, _ = unwrap_all((v * t).sum())
-        (jt,) = engine.grad([r], [u], [ones_like(r)], allow_unused=True)
-    return zeros_like(out) if jt is None else wrap_levels(jt.detach(), levels)
+    batch = tuple(tp.shape[:len(levels)])
+    with enable_grad():  # (u: physical zeros, leaves, batched at t's levels)
+        us = [wrap_levels(o.detach().new_zeros(batch + tuple(o.shape)).requires_grad_(o.dtype.is_floating_point),
+                          levels) for o in outs]
+        pulled = fwAD._pulled(formula, s, us, x, t, lambda r: unwrap_all(r)[0])
+    return tuple(None if j is None else wrap_levels(fwAD._detached(j), levels) for j in pulled)
 
 
 fwAD.BATCHED_TRANSPOSE[0] = _transposed_batched
+engine.VMAP[0] = vmap  # (autograd's vectorized paths: grad(is_grads_batched=True), functional, gradcheck)
 
 
 def hessian(func, argnums=0):

@@ -7,11 +7,14 @@ Inside, batched inputs are BatchedTensors (_batched.py) of the per-sample shape;
 innermost level first seen among an op's operands and reach the outer levels through dispatch again.
 """
 import functools
+import threading
 import warnings
 
 from .._grad_mode import STATE
 from .._tensor import Tensor
+from .._factories import empty
 from ..ops._table import OPS
+from ..ops.random import normal_fill, uniform
 from . import _pytree
 from ._batched import LEVELS, BatchedTensor, Level, batched, is_batched, move_out, unwrap_all
 from .batching import HOOK_LEVEL, RULES, getitem, loop
@@ -27,9 +30,9 @@ INPLACE_ERROR = ("vmap: inplace arithmetic(self, *extra_args) is not possible be
                  "bug report instead.")
 
 
-class _Hook:
+class _Hook(threading.local):
     """``STATE.vmap`` while a vmap is open: dispatch hands it every op with a batched operand, and the random
-    entries (their randomness mode decides)."""
+    entries (their randomness mode decides). Its state is per thread, as the levels are."""
 
     def __init__(self):
         self.ceiling = None  # while a rule of level L runs: L (its ops' batched operands are of lower levels)
@@ -39,6 +42,13 @@ class _Hook:
             if a.__class__ is BatchedTensor:
                 return True
         return op.name in _RANDOM and (self.ceiling or len(LEVELS) + 1) > 1
+
+    @staticmethod
+    def factory(name, shape, dtype, device):
+        """rand/randn (and their _like forms) inside vmap: the fill entries on an empty tensor of the shape (one
+        draw shared by the batch, or one per sample, as ``randomness`` says)."""
+        blank = empty(shape, dtype=dtype, device=device)
+        return uniform(blank) if name == "rand" else normal_fill(blank)
 
     getitem = staticmethod(getitem)  # (indexing's public getitem asks it first: batched index tensors)
 

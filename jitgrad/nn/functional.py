@@ -6,7 +6,7 @@ import warnings
 import numpy as np
 
 from .._factories import generator
-from .._grad_mode import no_grad
+from .._grad_mode import STATE, no_grad
 from .._tensor import Tensor
 from ..ops import NN as _NN
 from ..ops._table import autocast_policy
@@ -14,6 +14,7 @@ from ..ops import softmax as _S
 from ..ops.conv import conv1d, conv2d, conv_transpose1d, conv_transpose2d  # noqa: F401
 from ..ops.pool import adaptive_avg_pool2d, avg_pool2d, max_pool2d  # noqa: F401
 from ..ops.indexing import one_hot  # noqa: F401
+from ..ops.random import bernoulli_fill
 from ..ops.layers import embedding, linear  # noqa: F401
 from ..ops.padding import pad  # noqa: F401  (constant, reflect, replicate, circular)
 from ..ops.resampling import interpolate  # noqa: F401
@@ -106,6 +107,10 @@ def dropout(input, p=0.5, training=True, inplace=False):
         raise RuntimeError("dropout probability has to be between 0 and 1, but got %s" % p)
     if not training or p == 0.0:
         return input
+    if STATE.vmap is not None:  # inside jitgrad.vmap: the mask drawn by a table entry, as ``randomness`` says
+        keep = bernoulli_fill(input.detach(), 1.0 - p)
+        scale = keep * (1.0 / (1.0 - p)) if p < 1.0 else keep * 0.0
+        return input.mul_(scale) if inplace else input * scale
     keep = generator().random(input.shape) >= p
     scale = Tensor._wrap((keep * (1.0 / (1.0 - p)) if p < 1.0 else np.zeros(input.shape)).astype(input.dtype.np))
     scale = scale.to(input.device)  # the mask is drawn on the host, from the default generator

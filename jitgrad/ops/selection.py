@@ -116,6 +116,10 @@ def diag(input, diagonal=0):
 def masked_select(input, mask):
     if not isinstance(mask, Tensor) or mask.dtype.name != "bool":
         raise RuntimeError("masked_select: expected BoolTensor for mask")
+    if getattr(mask, "_level", 0):  # (a mask batched by jitgrad.vmap: each sample would select a different number)
+        raise RuntimeError("vmap: Attempted to vmap over `mask` in torch.masked_select(self, mask) We cannot support "
+                           "this because for each batch this would return a differently shaped Tensor. Please file "
+                           "an issue at https://github.com/pytorch/pytorch/issues if you need this feature.")
     shape = broadcast_shapes(tuple(input.shape), tuple(mask.shape)) or (1,)  # (0-d: one element)
     key = np.nonzero(np.broadcast_to(mask._host(), shape))
     return dispatch(MASKED_SELECT, (input,), {"shape": shape, "key": key})

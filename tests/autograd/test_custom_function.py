@@ -345,3 +345,128 @@ def test_missing_forward_or_backward_raises_pytorchs_errors():
     from jitgrad._graph import Node
     with pytest.raises(NotImplementedError, match="Node has no backward"):
         Node().apply([None])
+
+
+# ------------------------------------------------------------------ forward-mode AD: jvp and save_for_forward
+class SinWithJvp(Function):
+    @staticmethod
+    def forward(ctx, x, scale):
+        ctx.save_for_forward(x)
+        ctx.scale = scale
+        return x.sin() * scale, x.clone()
+
+    @staticmethod
+    def backward(ctx, g, g2):
+        raise AssertionError("forward mode does not run backward")
+
+    @staticmethod
+    def jvp(ctx, tx, tscale):
+        (x,) = ctx.saved_tensors  # what save_for_forward kept
+        assert tscale is None  # (a number has no tangent)
+        return x.cos() * tx * ctx.scale, tx
+
+
+def test_function_jvp_gives_the_outputs_tangents():
+    fwAD = jg.autograd.forward_ad
+    p, t = np.array([0.5, 1.0]), np.array([1.0, -2.0])
+    seen = []
+
+    class Spy(Function):
+        @staticmethod
+        def forward(ctx, x):
+            seen.append(fwAD.unpack_dual(x).tangent)  # forward sees the primal only, as PyTorch's
+            return x * 2
+
+        @staticmethod
+        def jvp(ctx, tx):
+            return tx * 2
+    with fwAD.dual_level():
+        x = fwAD.make_dual(jg.tensor(p), jg.tensor(t))
+        y, z = SinWithJvp.apply(x, 3.0)
+        np.testing.assert_allclose(fwAD.unpack_dual(y).primal.numpy(), 3 * np.sin(p))
+        np.testing.assert_allclose(fwAD.unpack_dual(y).tangent.numpy(), 3 * np.cos(p) * t)
+        np.testing.assert_allclose(fwAD.unpack_dual(z).tangent.numpy(), t)
+        np.testing.assert_allclose(fwAD.unpack_dual(Spy.apply(x)).tangent.numpy(), 2 * t)
+        assert seen == [None]
+    # under the function transforms: jvp and jacfwd use the Function's jvp (batched for jacfwd)
+    _, tangent = jg.func.jvp(lambda a: SinWithJvp.apply(a, 1.0)[0], (jg.tensor(p),), (jg.tensor(t),))
+    np.testing.assert_allclose(tangent.numpy(), np.cos(p) * t)
+    J = jg.func.jacfwd(lambda a: SinWithJvp.apply(a, 1.0)[0])(jg.tensor(p))
+    np.testing.assert_allclose(J.numpy(), np.diag(np.cos(p)))
+
+
+def test_function_jvp_errors_are_pytorch_s():
+    fwAD = jg.autograd.forward_ad
+    with fwAD.dual_level():
+        x = fwAD.make_dual(jg.ones(2, dtype=jg.float64), jg.ones(2, dtype=jg.float64))
+        with pytest.raises(NotImplementedError, match="^You must implement the jvp function for custom "
+                                                      "autograd.Function to use it with forward mode AD.$"):
+            Exp.apply(x)
+
+        class TooMany(Function):
+            @staticmethod
+            def forward(ctx, a):
+                return a * 2
+
+            @staticmethod
+            def jvp(ctx, ta):
+                return ta, ta
+        with pytest.raises(RuntimeError, match=r"^Function's jvp returned an invalid number of forward gradients "
+                                               r"\(expected 1 but got 2\)$"):
+            TooMany.apply(x)
+
+        class WrongSize(Function):
+            @staticmethod
+            def forward(ctx, a):
+                return a * 2
+
+            @staticmethod
+            def jvp(ctx, ta):
+                return ta[:1]
+        with pytest.raises(RuntimeError, match=r"Tensor is of size \[2\] while the given forward gradient is of "
+                                               r"size \[1\]"):
+            WrongSize.apply(x)
+
+
+def test_function_jvp_with_mark_dirty_updates_the_input_s_tangent():
+    fwAD = jg.autograd.forward_ad
+
+    class Double_(Function):
+        @staticmethod
+        def forward(ctx, a):
+            a.mul_(2)
+            ctx.mark_dirty(a)
+            return a
+
+        @staticmethod
+        def jvp(ctx, ta):
+            return ta.mul_(2)
+    with fwAD.dual_level():
+        x = fwAD.make_dual(jg.ones(2, dtype=jg.float64), jg.ones(2, dtype=jg.float64))
+        y = Double_.apply(x)
+        assert y is x
+        np.testing.assert_allclose(fwAD.unpack_dual(x).primal.numpy(), [2.0, 2.0])
+        np.testing.assert_allclose(fwAD.unpack_dual(x).tangent.numpy(), [2.0, 2.0])
+
+
+@pytest.mark.torch
+def test_function_jvp_matches_torch():
+    torch = pytest.importorskip("torch")
+    p, t = np.array([0.5, 1.0]), np.array([1.0, -2.0])
+    out = []
+    for lib in (jg, torch):
+        class F(lib.autograd.Function):
+            @staticmethod
+            def forward(ctx, x, y):
+                ctx.save_for_forward(x, y)
+                return x.sin() * y
+
+            @staticmethod
+            def jvp(ctx, tx, ty):
+                x, y = ctx.saved_tensors
+                return x.cos() * tx * y + x.sin() * ty
+        ad = lib.autograd.forward_ad
+        with ad.dual_level():
+            x = ad.make_dual(lib.tensor(p), lib.tensor(t))
+            out.append(ad.unpack_dual(F.apply(x, lib.tensor(p[::-1].copy()))).tangent.numpy())
+    np.testing.assert_allclose(out[0], out[1], rtol=1e-14)

@@ -78,13 +78,86 @@ def test_jacobian_does_not_touch_the_inputs():
     assert x.grad is None and x.is_leaf
 
 
-def test_jacobian_vectorize_and_forward_mode_are_refused():
-    with pytest.raises(NotImplementedError, match="vectorize=False"):
-        jacobian(lambda a: a, t64(X), vectorize=True)
-    with pytest.raises(NotImplementedError, match="reverse-mode"):
+def _two_in_two_out(a, b):
+    return (a[:3] * b).sin(), (a ** 2).sum() * b.exp()
+
+
+@pytest.mark.parametrize("kw", [dict(vectorize=True), dict(vectorize=True, strategy="forward-mode")])
+def test_jacobian_vectorized_and_forward_mode_match_the_loop(kw):
+    a, b = t64(RNG.uniform(-1, 1, 4)), t64(RNG.uniform(-1, 1, 3))
+    want = jacobian(_two_in_two_out, (a, b))
+    got = jacobian(_two_in_two_out, (a, b), **kw)
+    for w_row, g_row in zip(want, got):
+        for w, g in zip(w_row, g_row):
+            assert g.shape == w.shape and not g.requires_grad
+            np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-12, atol=1e-14)
+    single = jacobian(lambda x: x.exp() * 2, t64(X), **kw)  # (a Tensor in, a Tensor out: no tuples)
+    np.testing.assert_allclose(single.numpy(), np.diag(2 * np.exp(X)), rtol=1e-12)
+    unused = jacobian(lambda x, y: x * 2, (t64(X), t64(Y)), **kw)  # an output independent of an input: zeros
+    np.testing.assert_array_equal(unused[1].numpy(), np.zeros((3, 3)))
+
+
+def test_vectorized_jacobian_keeps_the_graph_on_request():
+    x = t64(X, requires_grad=True)
+    J = jacobian(lambda a: a.sin() * a.sum(), x, vectorize=True, create_graph=True)
+    assert J.requires_grad
+    (g,) = grad(J.sum(), x)
+
+    def jac_sum(v):  # sum of J = diag(cos v) * sum(v) + sin(v) 1^T
+        return np.sum(np.diag(np.cos(v)) * v.sum() + np.sin(v)[:, None])
+    fd = [(jac_sum(X + 1e-6 * e) - jac_sum(X - 1e-6 * e)) / 2e-6 for e in np.eye(3)]
+    np.testing.assert_allclose(g.numpy(), fd, rtol=1e-6)
+
+
+@pytest.mark.parametrize("kw", [dict(vectorize=True), dict(vectorize=True, outer_jacobian_strategy="forward-mode")])
+def test_hessian_vectorized_and_forward_over_reverse(kw):
+    def f(x, y):
+        return (x.tanh() ** 2).sum() * y.sum() + (x * x).sum()
+    x, y = t64(X), t64(Y)
+    want = hessian(f, (x, y))
+    got = hessian(f, (x, y), **kw)
+    for w_row, g_row in zip(want, got):
+        for w, g in zip(w_row, g_row):
+            np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_jacobian_vectorize_and_forward_mode_errors_are_pytorch_s():
+    with pytest.raises(NotImplementedError, match="^Computing Jacobian using forward-AD or forward-over-reverse "
+                                                  "Hessian isonly implemented for `vectorize=True`.$"):
         jacobian(lambda a: a, t64(X), strategy="forward-mode")
+    with pytest.raises(NotImplementedError, match='`create_graph=True` and `strategy="forward-mode"` are not '
+                                                  'supported together'):
+        jacobian(lambda a: a, t64(X), strategy="forward-mode", vectorize=True, create_graph=True)
+    with pytest.raises(RuntimeError, match='`strict=True` and `strategy="forward-mode"` are not supported'):
+        jacobian(lambda a: a, t64(X), strategy="forward-mode", vectorize=True, strict=True)
+    with pytest.raises(RuntimeError, match="`strict=True` and `vectorized=True` are not supported together"):
+        jacobian(lambda a: a, t64(X), vectorize=True, strict=True)
     with pytest.raises(AssertionError, match='Expected strategy to be either "forward-mode" or "reverse-mode"'):
         jacobian(lambda a: a, t64(X), strategy="sideways")
+
+
+def test_grad_is_grads_batched():
+    x = t64(X, requires_grad=True)
+    y = (x * 3).sin()
+    gos = t64(RNG.standard_normal((4, 3)))
+    (g,) = grad(y, x, gos, is_grads_batched=True)
+    np.testing.assert_allclose(g.numpy(), gos.numpy() * 3 * np.cos(3 * X), rtol=1e-12)
+    assert not g.requires_grad
+    (g,) = grad(y, x, gos, is_grads_batched=True, create_graph=True)
+    assert g.requires_grad
+
+
+@pytest.mark.torch
+def test_vectorized_jacobians_match_torch():
+    torch = pytest.importorskip("torch")
+    from torch.autograd.functional import jacobian as tjac
+    a, b = RNG.uniform(-1, 1, 4), RNG.uniform(-1, 1, 3)
+    for kw in (dict(vectorize=True), dict(vectorize=True, strategy="forward-mode")):
+        got = jacobian(_two_in_two_out, (t64(a), t64(b)), **kw)
+        want = tjac(_two_in_two_out, (torch.tensor(a), torch.tensor(b)), **kw)
+        for w_row, g_row in zip(want, got):
+            for w, g in zip(w_row, g_row):
+                np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-12, atol=1e-14)
 
 
 def test_inputs_must_be_tensors():

@@ -235,3 +235,53 @@ def test_inputs_are_restored_and_grad_untouched():
     gradcheck(lambda x: x.exp(), (x,))
     np.testing.assert_array_equal(x.detach().numpy(), X)
     assert x.grad is None and x._version == 0
+
+
+# ------------------------------------------------------------------ batched gradients (vmap over the backward)
+def test_check_batched_grad_and_batched_forward_grad_pass():
+    x = jg.tensor(np.linspace(-1, 1, 5), requires_grad=True)
+    w = jg.tensor(np.arange(10.0).reshape(5, 2) / 7, requires_grad=True)
+
+    def f(x, w):
+        return (x @ w).tanh(), x.exp().sum(), (x[:2] * w[0]).cumsum(0)
+    assert gradcheck(f, (x, w), check_forward_ad=True, check_batched_grad=True, check_batched_forward_grad=True)
+    assert gradgradcheck(f, (x, w), check_batched_grad=True)
+
+
+class _ReadsValues(jg.autograd.Function):  # a backward that leaves the table: it cannot run under vmap
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return jg.Tensor._wrap(g.detach().numpy() * 2)
+
+
+class _WrongUnderVmap(jg.autograd.Function):  # a backward that reads one sample's array under vmap
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * 0 + jg.Tensor._wrap(np.asarray(g._data) * 2)
+
+
+def test_check_batched_grad_failures_are_reported_like_pytorch():
+    x = jg.tensor(np.linspace(-1, 1, 3), requires_grad=True)
+    assert gradcheck(_ReadsValues.apply, (x,))  # (without the batched check it passes)
+    with pytest.raises(GradcheckError, match="^While computing batched gradients, got: vmap: It looks like you're "
+                                             "attempting to read the values"):
+        gradcheck(_ReadsValues.apply, (x,), check_batched_grad=True)
+    with pytest.raises(GradcheckError, match="(?s)^For output 0 and input 0:\n\ngradcheck or gradgradcheck failed "
+                                             "while testing batched gradient computation.*Got:\n.*Expected:\n"):
+        gradcheck(_WrongUnderVmap.apply, (x,), check_batched_grad=True)
+    assert gradcheck(_WrongUnderVmap.apply, (x,), check_batched_grad=True, raise_exception=False) is False
+    with pytest.raises(AssertionError, match="^Setting check_batched_grad=True requires check_backward_ad to be True$"):
+        gradcheck(lambda a: a, (x,), check_batched_grad=True, check_backward_ad=False, check_forward_ad=True)
+    with pytest.raises(AssertionError, match="^Setting check_batched_forward_grad=True requires check_forward_ad"):
+        gradcheck(lambda a: a, (x,), check_batched_forward_grad=True)
+    with pytest.raises(AssertionError, match="^Setting check_batched_grad=True requires check_rev_over_rev"):
+        gradgradcheck(lambda a: a, (x,), check_batched_grad=True, check_rev_over_rev=False, check_fwd_over_rev=True,
+                      check_undefined_grad=False)

@@ -1,0 +1,76 @@
+"""Batching rules added for diag and masked_select, PyTorch's vmap errors for ops whose output shape depends on
+each sample's values, and ``randomness`` for the random factories (rand, randn, their _like forms) and dropout,
+which draw through the table's fill entries inside vmap."""
+import warnings
+
+import numpy as np
+import pytest
+
+import jitgrad as jg
+from jitgrad import func as F
+
+RNG = np.random.default_rng(7)
+
+
+def T(a):
+    return jg.tensor(np.asarray(a, dtype=np.float64))
+
+
+@pytest.mark.parametrize("shape,k", [((4, 3), 0), ((4, 3), 1), ((4, 2), -2), ((4, 3, 5), 0), ((4, 3, 5), -1),
+                                     ((4, 3, 3), 2)])
+def test_diag_runs_batched_and_matches_a_loop(shape, k):
+    x = RNG.standard_normal(shape)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # (no per-sample loop: that warns)
+        got = jg.vmap(lambda a: jg.diag(a, k))(T(x))
+    np.testing.assert_array_equal(got.numpy(), np.stack([np.diag(s, k) for s in x]))
+
+
+def test_per_sample_gradients_through_diag_and_masked_select():
+    x = RNG.standard_normal((4, 3))
+    g = F.vmap(F.grad(lambda a: (jg.diag(a, 1) ** 2).sum()))(T(x))
+    np.testing.assert_allclose(g.numpy(), 2 * x, rtol=1e-14)
+    m = np.array([True, False, True])
+    g = F.vmap(F.grad(lambda a: (jg.masked_select(a, jg.tensor(m)) ** 3).sum()))(T(x))
+    np.testing.assert_allclose(g.numpy(), 3 * x ** 2 * m, rtol=1e-14)
+
+
+def test_masked_select_with_one_mask_for_the_batch():
+    x, m = RNG.standard_normal((4, 3, 2)), RNG.standard_normal((3, 2)) > 0
+    got = jg.vmap(lambda a: jg.masked_select(a, jg.tensor(m)))(T(x))
+    np.testing.assert_array_equal(got.numpy(), np.stack([s[m] for s in x]))
+
+
+def test_value_shaped_ops_raise_pytorch_s_vmap_errors():
+    x = T(RNG.standard_normal((4, 3)))
+    with pytest.raises(RuntimeError, match=r"^vmap: Attempted to vmap over `mask` in torch.masked_select\(self, mask\) "
+                                           r"We cannot support this because for each batch this would return a "
+                                           r"differently shaped Tensor."):
+        jg.vmap(lambda a: jg.masked_select(a, a > 0))(x)
+    with pytest.raises(RuntimeError, match=r"^vmap: We do not support batching operators that can output dynamic "
+                                           r"shape. Attempted to vmap over aten::_unique2."):
+        jg.vmap(jg.unique)(x)
+
+
+@pytest.mark.parametrize("draw", [lambda a: a + jg.randn(3, dtype=jg.float64), lambda a: a + jg.rand(3, dtype=jg.float64),
+                                  lambda a: jg.randn_like(a), lambda a: jg.rand_like(a),
+                                  lambda a: jg.nn.functional.dropout(a, 0.5)],
+                         ids=["randn", "rand", "randn_like", "rand_like", "dropout"])
+def test_randomness_applies_to_factories_and_dropout(draw):
+    x = T(np.ones((6, 3)))
+    with pytest.raises(RuntimeError, match="^vmap: called random operation while in randomness error mode"):
+        jg.vmap(draw)(x)
+    same = jg.vmap(draw, randomness="same")(x).numpy()
+    assert np.all(same == same[0])
+    jg.manual_seed(0)
+    different = jg.vmap(draw, randomness="different")(x).numpy()
+    assert not np.all(different == different[0])
+    jg.manual_seed(0)
+    np.testing.assert_array_equal(jg.vmap(draw, randomness="different")(x).numpy(), different)  # (seeded)
+
+
+def test_dropout_keeps_its_scale_under_vmap():
+    x = T(np.ones((200, 50)))
+    out = jg.vmap(lambda a: jg.nn.functional.dropout(a, 0.25), randomness="different")(x).numpy()
+    assert set(np.unique(out)) <= {0.0, 1 / 0.75}
+    assert abs((out == 0).mean() - 0.25) < 0.02
