@@ -12,6 +12,11 @@ from ._grad_mode import SPECIAL, STATE
 NOT_CAPTURED = object()  # step_call's answer where the call runs as usual
 
 
+class ValueUnavailable(RuntimeError):
+    """A tensor's values cannot be read in Python here (inside vmap, a batched tensor's): code whose value
+    check PyTorch skips under such a transform catches it and skips the check."""
+
+
 def value_read(what):
     """A tensor's values are read in Python: the trace's graph ends here, the rest runs eagerly."""
     if SPECIAL[0]:

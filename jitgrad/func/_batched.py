@@ -13,6 +13,7 @@ import threading
 
 import numpy as np
 
+from .._trace_hooks import ValueUnavailable
 from .._device import backend
 from .._tensor import Tensor
 
@@ -60,7 +61,7 @@ DATA_ERROR = ("vmap: It looks like you're attempting to read the values of a Ten
 
 def _refuse(what, message=None):
     def method(self, *args, **kwargs):
-        raise RuntimeError(message or DATA_ERROR % what)
+        raise ValueUnavailable(message or DATA_ERROR % what)
     method.__name__ = what
     return method
 

@@ -15,8 +15,8 @@ Kinds (``RULES`` maps every entry with a rule to its rule; ``missing()`` lists t
 - shape ops: the shape params gain the batch size in front (view runs as reshape on the batch).
 - matmul family, linear, addmm...: composed of ``matmul`` and elementwise ops, logically (on BatchedTensors,
   so their own rules run).
-- leading: ops that treat any leading dims as batch dims (embedding's indices, tril, attention) run on the
-  batch as it is; fold: ops with a batch-like first dim (conv, pooling, padding, resampling, RNN cells)
+- leading: ops that treat any leading dims as batch dims (embedding's indices, tril, attention, the linear
+  algebra entries) run on the batch as it is; fold: ops with a batch-like first dim (conv, pooling, padding, resampling, RNN cells)
   take the batch folded into it (B*N) and unfolded after.
 - losses: computed with reduction 'none' and reduced per sample.
 - indexing: the index key gains a full slice in front.
@@ -560,6 +560,12 @@ def _declare():
     RULES["diag"] = diag
     RULES["masked_select"] = masked_select
     RULES["unique"] = dynamic_shape("_unique2")
+    RULES["_standard_gamma_grad"] = elementwise
+    # linear algebra: matrices in the last two dims, every leading dim a batch dim (LAPACK's loops take them)
+    for name, op in OPS.items():
+        if op.forward.__module__ in ("jitgrad.ops.decompositions", "jitgrad.ops.solvers",
+                                     "jitgrad.ops.matrix_functions"):
+            RULES[name] = leading(*range(len(op.inputs)))
 
 
 def leading_or_loop(rule, *positions):

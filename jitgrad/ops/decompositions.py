@@ -31,7 +31,10 @@ SVDOld = result_type("svd", ("U", "S", "V"))
 
 
 def _wants_grad(*tensors):
-    return is_grad_enabled() and any(isinstance(t, Tensor) and t.requires_grad for t in tensors)
+    """Whether a derivative will be taken: a gradient (backward) or a tangent (forward mode), which need the
+    vectors of eigvalsh and svdvals."""
+    return any(isinstance(t, Tensor) and (t.requires_grad and is_grad_enabled() or t._fw_grad is not None)
+               for t in tensors)
 
 
 # ---------------------------------------------------------------------- Cholesky

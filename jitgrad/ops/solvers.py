@@ -7,6 +7,7 @@ import numpy as np
 
 from .._grad_mode import is_grad_enabled
 from .._op import Op, dispatch
+from .._trace_hooks import ValueUnavailable
 from .._tensor import Tensor
 from ._linalg_args import (broadcast_batch, check_float, check_matrix, check_same_dtype, check_square, eye_like,
                            raise_for_info, result_type)
@@ -314,7 +315,10 @@ def lstsq(A, B, rcond=None, *, driver=None):
         rcond = float(np.finfo(A.dtype.np).eps * max(m, n))
     X, rank, sv = dispatch(LSTSQ, (A2, B2), {"rcond": float(rcond), "driver": driver})
     residuals = Tensor._wrap(np.empty((0,), A.dtype.np))
-    full = driver == "gels" or bool((rank == min(m, n)).all())
+    try:
+        full = driver == "gels" or bool((rank == min(m, n)).all())
+    except ValueUnavailable:  # (inside vmap: the residuals of every sample, full rank or not)
+        full = True
     if m > n and driver != "gelsy" and full:  # the squared residual norms, per column
         residuals = ((A2 @ X - B2) ** 2).sum(-2)
         residuals = residuals.squeeze(-1) if vector else residuals

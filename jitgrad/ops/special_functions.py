@@ -9,6 +9,7 @@ import math
 import numpy as np
 
 from .._op import dispatch
+from .._trace_hooks import ValueUnavailable
 from .._tensor import Tensor
 from ._derive import Sym, derive
 from ._table import OPS, _arr, _noncontig, binary_samples, export, unary_samples
@@ -99,7 +100,11 @@ def _polygamma_method(self, n):
 def mvlgamma(input, p):
     if p < 1:
         raise RuntimeError("p has to be greater than or equal to 1")
-    if input.numel() and not bool((input > (p - 1) / 2).all()):
+    try:
+        bad = input.numel() and not bool((input > (p - 1) / 2).all())
+    except ValueUnavailable:  # (inside vmap the values are not checked, as in PyTorch)
+        bad = False
+    if bad:
         raise RuntimeError("All elements must be greater than (p-1)/2")
     return dispatch(MVLGAMMA, (input,), {"p": int(p)})
 
