@@ -1,7 +1,8 @@
 """What more than one test module uses: ``import helpers`` (tests/ is on sys.path: pyproject.toml's pytest
 ``pythonpath``; a test file run as a script puts it there itself). No test module imports another one.
 
-- the op table's samples as tensors (ops/test_ops.py, compile/test_compile_ops.py, cuda/test_cuda_ops.py,
+- the op table's samples as tensors (ops/test_op_matrix.py, ops/test_ops.py, cuda/test_cuda_ops.py,
+  autograd/test_forward_ad.py, transforms/test_vmap_entries.py), float16/bfloat16 values (ops/test_op_matrix.py,
   nn/test_amp.py);
 - the arguments of each scalar function of kernels.scalars (cuda/test_cuda_kernels.py, cuda/test_cuda_ptx.py);
 - launches under mpiexec and the checks each rank records (distributed/test_distributed_mpi.py,
@@ -53,6 +54,56 @@ def build(args, kwargs, leaf):
 
 def outputs(result):
     return list(result) if isinstance(result, (tuple, list)) else [result]
+
+
+def copy_layout(a):
+    """A copy with the same memory layout (a transposed sample stays non-contiguous)."""
+    c = np.empty_like(a, order="K")
+    c[...] = a
+    return c
+
+
+def tensors_for(args, kwargs, requires_grad):
+    """The sample as tensors (float ones requiring grad if asked) and the list of those inputs."""
+    inputs = []
+
+    def leaf(a):
+        t = jg.from_numpy(copy_layout(a))
+        if requires_grad and a.dtype.kind == "f":
+            t.requires_grad_()
+            inputs.append(t)
+        return t
+    targs, tkwargs = build(args, kwargs, leaf)
+    return targs, tkwargs, inputs
+
+
+def as_function(op, args, kwargs):
+    """(fn, inputs): fn(*inputs) runs the op on the sample with its float tensors replaced by ``inputs``."""
+    targs, tkwargs, inputs = tensors_for(args, kwargs, True)
+    ids = {id(t): k for k, t in enumerate(inputs)}
+    call = call_of(op)
+
+    def fn(*xs):
+        def walk(obj):
+            if isinstance(obj, jg.Tensor) and id(obj) in ids:
+                return xs[ids[id(obj)]]
+            if isinstance(obj, (list, tuple)):
+                return type(obj)(walk(o) for o in obj)
+            return obj
+        return call(*walk(targs), **{k: walk(v) for k, v in tkwargs.items()})
+    return fn, inputs
+
+
+# ---------------------------------------------------------------------- float16 / bfloat16 values
+def rounded(a, dt):
+    """``a`` rounded to ``dt`` and back to float64: NumPy's float16, ml_dtypes' bfloat16 (beyond the range: inf)."""
+    with np.errstate(over="ignore"):
+        return np.asarray(a, dtype=np.float64).astype(dt.np).astype(np.float64)
+
+
+def values(t):
+    """A tensor's values as float64 NumPy (a bfloat16 tensor has no .numpy(), as in PyTorch)."""
+    return t.detach().float().numpy().astype(np.float64) if t.dtype in (jg.float16, jg.bfloat16) else t.detach().numpy()
 
 
 # ====================================================================== arguments of the scalar functions

@@ -1,12 +1,10 @@
 """Higher-order gradients: backward(create_graph=True) records the backward pass through ordinary
 table ops, so gradients of gradients work.
 
-gradgradcheck is generated over every differentiable op of the table that has samples (float64);
-third order is checked on a few ops; Hessians, Hessian-vector products and a gradient penalty are
+gradgradcheck of every differentiable entry's samples is in the op matrix (tests/ops/test_op_matrix.py);
+here, which entries claim double backward, third order on a few ops, Hessians, Hessian-vector products and a gradient penalty are
 compared with analytic results.
 """
-import zlib
-
 import numpy as np
 import pytest
 
@@ -16,76 +14,8 @@ from jitgrad.autograd.functional import hessian, hvp
 from jitgrad.ops import OPS
 
 
-# ------------------------------------------------------------------ samples of the op table -> functions
-class _Slot:
-    """Where the k-th differentiable input goes in a sample's (args, kwargs)."""
-
-    def __init__(self, k):
-        self.k = k
-
-
-def call_of(op):
-    """The public callable a sample's (args, kwargs) is applied to (the table's convention)."""
-    return op.exposure.call or getattr(jg, op.name)
-
-
-def as_function(op, args, kwargs):
-    """(fn, inputs): fn(*inputs) applies the op to the sample, its float arrays (also inside lists and
-    kwargs) replaced by ``inputs``: float64 leaves that require grad. Other arrays become constants."""
-    inputs = []
-
-    def mark(obj):
-        if isinstance(obj, np.ndarray) and obj.dtype.kind == "f":
-            inputs.append(jg.tensor(np.array(obj, dtype=np.float64), requires_grad=True))
-            return _Slot(len(inputs) - 1)
-        if isinstance(obj, np.ndarray):
-            return jg.from_numpy(obj.copy())
-        if isinstance(obj, (list, tuple)):
-            return type(obj)(mark(o) for o in obj)
-        return obj
-    template = mark(args), {k: mark(v) for k, v in kwargs.items()}
-
-    def fn(*xs):
-        def fill(obj):
-            if isinstance(obj, _Slot):
-                return xs[obj.k]
-            if isinstance(obj, (list, tuple)):
-                return type(obj)(fill(o) for o in obj)
-            return obj
-        return call_of(op)(*fill(template[0]), **{k: fill(v) for k, v in template[1].items()})
-    return fn, inputs
-
-
-def samples(op):
-    rng = np.random.default_rng(zlib.crc32(op.name.encode()))
-    return op.tests.samples(rng, np.float64)
-
-
 def second_order_ops():
     return [name for name, op in OPS.items() if op.differentiable and op.tests.samples and op.derivatives.double_backward]
-
-
-def _cases():
-    for name in second_order_ops():
-        for k in range(len(samples(OPS[name]))):
-            yield pytest.param(name, k, id="%s-%d" % (name, k))
-
-
-# ------------------------------------------------------------------ generated: every op, second order
-@pytest.mark.parametrize("name,k", list(_cases()))
-def test_gradgradcheck_op(name, k):
-    op = OPS[name]
-    args, kwargs = samples(op)[k]
-    fn, inputs = as_function(op, args, kwargs)
-    assert inputs, "a differentiable op's sample has a float input"
-    outs = fn(*inputs)
-    low_precision = any(o.dtype.is_floating_point and o.dtype is not jg.float64
-                        for o in (outs if isinstance(outs, tuple) else (outs,)))
-    if not low_precision:
-        assert gradgradcheck(fn, inputs)
-        return
-    with pytest.warns(UserWarning, match="is not a double precision"):  # float32 grad_outputs for a float32 result
-        assert gradgradcheck(fn, inputs, eps=1e-3, atol=1e-3)  # (cast): rounding needs a larger step
 
 
 def test_second_order_covers_the_table():

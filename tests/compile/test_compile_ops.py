@@ -1,10 +1,6 @@
-"""jitgrad.compile against eager, generated from the op table's samples and from random op chains.
-
-For every op with float samples: the compiled call's outputs equal eager's, the gradients through the
-CompiledFunctionBackward node equal eager's, and a second call with new values (same shapes: no
-re-trace; integer and boolean inputs permuted) still agrees, so nothing the trace saw is baked into
-the plan. The op-table sweep runs the captured plan op by op (backend="eager") and fused (the default
-backend) for the elementwise entries.
+"""jitgrad.compile against eager on random op chains (every entry's samples are in the op matrix,
+tests/ops/test_op_matrix.py: compiled op by op and, for elementwise entries, through the tape and the
+generated loops, with new values on a second call).
 """
 import numpy as np
 import pytest
@@ -12,109 +8,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import jitgrad as jg
-from jitgrad.ops import OPS
-
-from helpers import build, call_of, samples_of
-
-TOL = dict(rtol=1e-9, atol=1e-11)
-TOL32 = dict(rtol=2e-5, atol=2e-6)
-
-
-def _outputs(r):
-    return [t for t in (r if isinstance(r, (tuple, list)) else (r,)) if isinstance(t, jg.Tensor)]
-
-
-def _run(fn, args, kwargs, seed):
-    """fn's float outputs and the gradients of a fixed random weighting of them."""
-    inputs = []
-
-    def leaf(a):
-        t = jg.tensor(a.copy())
-        if a.dtype.kind == "f":
-            t.requires_grad_()
-            inputs.append(t)
-        return t
-    a, k = build(args, kwargs, leaf)
-    outs = _outputs(fn(a, k))
-    rng = np.random.default_rng(seed)
-    loss = None
-    for o in outs:
-        if o.requires_grad:
-            w = jg.tensor(rng.standard_normal(o.shape).astype(o.dtype.np))
-            term = (o * w).sum()
-            loss = term if loss is None else loss + term
-    if loss is not None:
-        loss.backward()
-    return [o.detach().numpy() for o in outs], [None if t.grad is None else t.grad.numpy() for t in inputs]
-
-
-def _perturbed(args, kwargs, rng):
-    """New values of every input: floats shifted, integer and boolean ones (indices, targets, masks)
-    permuted, so they stay valid and a plan that froze the traced ones gives other numbers."""
-    def shift(a):
-        if a.dtype.kind == "f":
-            return a + rng.uniform(-0.05, 0.05, a.shape).astype(a.dtype)
-        if a.size > 1:
-            return rng.permutation(a.reshape(-1)).reshape(a.shape)
-        return a
-    a, k = build(args, kwargs, shift)
-    return a, k
-
-
-def _check(op, dtype, backend):
-    call = call_of(op)
-    samples = samples_of(op, dtype)
-    if not samples:
-        pytest.skip("no %s samples" % np.dtype(dtype).name)
-    tol = TOL if dtype == np.float64 else TOL32
-    rng = np.random.default_rng(1)
-    for args, kwargs in samples:
-        eager = lambda a, k: call(*a, **k)  # noqa: E731
-        compiled = jg.compile(eager, backend=backend)
-        for a, k in ((args, kwargs), _perturbed(args, kwargs, rng)):
-            try:
-                want = _run(eager, a, k, 0)
-            except Exception as e:  # noqa: BLE001  (an error sample: compiled must raise the same)
-                with pytest.raises(type(e)):
-                    _run(compiled, a, k, 0)
-                continue
-            got = _run(compiled, a, k, 0)
-            for w, g in zip(want[0], got[0]):
-                np.testing.assert_allclose(g, w, **tol, err_msg="%s forward" % op.name)
-                assert g.dtype == w.dtype and g.shape == w.shape
-            for w, g in zip(want[1], got[1]):
-                assert (w is None) == (g is None) or (g is not None and not g.any()), op.name
-                if w is not None and g is not None:
-                    np.testing.assert_allclose(g, w, **tol, err_msg="%s gradient" % op.name)
-
-
-FLOAT_OPS = sorted(name for name, op in OPS.items() if op.tests.samples)
-ELEMENTWISE = sorted(name for name, op in OPS.items() if op.tests.samples and (
-    getattr(op.forward, "kernel", None) or name in ("add", "sub", "where", "masked_fill")))
-
-
-@pytest.mark.parametrize("name", FLOAT_OPS)
-def test_op_plan_matches_eager(name):
-    _check(OPS[name], np.float64, "eager")
-
-
-@pytest.fixture(params=["tape", "loops"])
-def plan(request, monkeypatch):
-    """Small graphs run as a tape (compiler/tape.py); with SMALL = 0 they get codegen's fused loops."""
-    if request.param == "loops":
-        monkeypatch.setattr(jg.compiler.tape, "SMALL", 0)
-    return request.param
-
-
-@pytest.mark.parametrize("name", ELEMENTWISE)
-def test_op_fused_matches_eager(name, plan):
-    _check(OPS[name], np.float64, "jitgrad")
-
-
-@pytest.mark.parametrize("name", ["mul", "tanh", "sigmoid", "add", "where", "relu", "exp"])
-def test_op_fused_float32(name, plan):
-    _check(OPS[name], np.float32, "jitgrad")
-
 
 # ------------------------------------------------------------------ random chains
 UNARY = ["tanh", "sigmoid", "exp", "neg", "relu", "sin", "square", "abs"]

@@ -1,5 +1,5 @@
 """Every op of the table on device='cuda' against the same op on the CPU: forward values and input
-gradients, generated from the op table's samples (as tests/ops/test_ops.py), plus a training step.
+gradients, generated from the op table's samples (as the op matrix, tests/ops/test_op_matrix.py), plus a training step.
 
 numba swaps in its CUDA simulator only if NUMBA_ENABLE_CUDASIM=1 is set before numba.cuda is first
 imported, so without a GPU these checks run in a child pytest process with the simulator on (tiny

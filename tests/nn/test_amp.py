@@ -2,8 +2,8 @@
 computed in float32 and rounded (held to NumPy: float16 is NumPy's, bfloat16 ml_dtypes'), PyTorch's
 type promotion, autocast regions and GradScaler.
 
-The op-table sweep runs every entry's samples in float16 and bfloat16 against the same op on the
-rounded inputs in float32, rounded once: the results must be equal, bit for bit.
+Every entry's samples in float16 and bfloat16 against the same op on the rounded inputs in float32,
+rounded once, bit for bit, are in the op matrix (tests/ops/test_op_matrix.py).
 """
 import io
 import math
@@ -14,9 +14,8 @@ import numpy as np
 import pytest
 
 import jitgrad as jg
-from jitgrad import _dtype as D
+from helpers import rounded, values
 from jitgrad.ops import OPS
-from helpers import build, call_of, outputs, samples_of
 
 F16, BF16, F32, F64 = jg.float16, jg.bfloat16, jg.float32, jg.float64
 REDUCED = [F16, BF16]
@@ -29,17 +28,6 @@ def _autocast_restored():
     assert not jg.is_autocast_enabled("cpu") and jg.get_autocast_dtype("cpu") is BF16
     yield
     assert not jg.is_autocast_enabled("cpu") and jg.get_autocast_dtype("cpu") is BF16, "test left autocast on"
-
-
-def rounded(a, dt):
-    """``a`` rounded to ``dt`` and back to float64: NumPy's float16, ml_dtypes' bfloat16 (beyond the range: inf)."""
-    with np.errstate(over="ignore"):
-        return np.asarray(a, dtype=np.float64).astype(dt.np).astype(np.float64)
-
-
-def values(t):
-    """A tensor's values as float64 NumPy (a bfloat16 tensor has no .numpy(), as in PyTorch)."""
-    return t.detach().float().numpy().astype(np.float64) if t.dtype in REDUCED else t.detach().numpy()
 
 
 # ------------------------------------------------------------------ the dtypes
@@ -166,67 +154,6 @@ def test_promotion_matches_pytorch():
 
 
 # ------------------------------------------------------------------ arithmetic: float32 compute, then rounding
-def _rounded_leaf(dt, requires_grad):
-    def leaf(a):
-        if a.dtype.kind != "f":
-            return jg.tensor(a)
-        return jg.tensor(a.astype(dt.np).astype(np.float32)).to(dt).requires_grad_(requires_grad)
-    return leaf
-
-
-def _float32_leaf(dt):
-    def leaf(a):
-        return jg.tensor(a.astype(dt.np).astype(np.float32)) if a.dtype.kind == "f" else jg.tensor(a)
-    return leaf
-
-
-def _leaves(obj):
-    if isinstance(obj, jg.Tensor):
-        yield obj
-    elif isinstance(obj, (list, tuple)):
-        for o in obj:
-            yield from _leaves(o)
-    elif isinstance(obj, dict):
-        for o in obj.values():
-            yield from _leaves(o)
-
-
-# Entries whose float16/bfloat16 result is wider, as in PyTorch: bincount sums any weights but float32 in float64
-WIDENED = {"bincount": jg.float64}
-
-
-@pytest.mark.parametrize("dt", REDUCED, ids=IDS)
-@pytest.mark.parametrize("name", [n for n, op in OPS.items() if op.tests.samples])
-def test_op_table_entry_computes_in_float32_and_rounds(name, dt):
-    """Every entry's samples in ``dt``: the result is the op on the same values in float32, rounded to
-    ``dt`` once (bit for bit), of dtype ``dt`` where the float32 result is float32 (a dtype the sample
-    names wins); gradients reach the leaves in ``dt``."""
-    op = OPS[name]
-    for args, kwargs in samples_of(op, np.float32):
-        a, k = build(args, kwargs, _rounded_leaf(dt, op.differentiable))
-        ref = outputs(call_of(op)(*build(args, kwargs, _float32_leaf(dt))[0], **build(args, kwargs,
-                                                                                      _float32_leaf(dt))[1]))
-        got = outputs(call_of(op)(*a, **k))
-        named = [x for x in list(args) + list(kwargs.values()) if isinstance(x, D.dtype)]
-        for g, r in zip(got, ref):
-            if not isinstance(g, jg.Tensor):
-                continue
-            want = named[0] if named else WIDENED.get(name, dt) if r.dtype is F32 else r.dtype
-            assert g.dtype is want, (name, g.dtype, want)
-            if name in WIDENED:
-                np.testing.assert_allclose(values(g), values(r), rtol=1e-6)
-            elif r.dtype is F32:
-                np.testing.assert_array_equal(values(g), rounded(r.detach().numpy(), dt))
-            else:
-                np.testing.assert_array_equal(values(g), values(r))
-        first = got[0]
-        if isinstance(first, jg.Tensor) and first.requires_grad:
-            first.float().sum().backward()
-            for leaf in _leaves((a, k)):
-                if leaf.requires_grad and leaf.grad is not None:
-                    assert leaf.grad.dtype is dt and leaf.grad.shape == leaf.shape, name
-
-
 @pytest.mark.parametrize("dt", REDUCED, ids=IDS)
 def test_other_operands_are_rounded_to_the_result_type_first(dt):
     """As PyTorch casts operands to the common dtype before its float32 math: 0.1 enters x + 0.1 as dt's

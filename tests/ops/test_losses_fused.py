@@ -1,7 +1,7 @@
 """The fused losses (ops/loss.py, kernels/loss.py): side by side with PyTorch for every reduction and
 option, node names and edges, double backward, PyTorch's errors, and the CUDA twins (simulator, PTX).
 
-(The op-table tests of tests/ops/test_ops.py cover the entries' references, gradcheck and fused VJPs.)
+(The op matrix, tests/ops/test_op_matrix.py, covers the entries' references, gradcheck and fused VJPs.)
 """
 import json
 import os

@@ -1,10 +1,6 @@
-"""Op tests generated from the op table (jitgrad.ops.OPS).
-
-For every op x dtype x sample: the forward against the entry's NumPy reference (values, shape,
-dtype, and whether the result requires grad); in float64, gradients against central finite
-differences (gradcheck); for entries with fused VJP kernels, the fused backward against the
-formula backward (create_graph=True). Binary elementwise ops also get broadcast shapes drawn by
-hypothesis. Samples come from the entries (see jitgrad/ops/_table.py for their format).
+"""Op-table tests beside the matrix (tests/ops/test_op_matrix.py): binary elementwise ops on broadcast shapes
+drawn by hypothesis, the table's coverage, and PyTorch behaviours the samples don't pin down. Samples come from
+the entries (see jitgrad/ops/_table.py for their format).
 """
 import re
 
@@ -15,32 +11,13 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import mutually_broadcastable_shapes
 
 import jitgrad as jg
-from jitgrad import _dtype as D
 from jitgrad.autograd import gradcheck
 from jitgrad.ops import OPS
 
-from helpers import build, call_of, outputs, samples_of  # (shared with the compile, CUDA and amp tests)
+from helpers import as_function, build, call_of, samples_of
 
 DTYPES = (np.float32, np.float64, np.int64, np.bool_)
-TOL = {np.float32: dict(rtol=1e-5, atol=1e-6), np.float64: dict(rtol=1e-10, atol=1e-12)}
 
-
-# (op, dtype) pairs PyTorch rejects: the exception and its message (a regex), from the entries' ``unsupported``
-# dtypes. Where a Python number is an operand of an op that broadcasts, it takes part in type promotion, so
-# the rejection applies when all operands are tensors of the dtype (REJECTED_TENSORS_ONLY).
-REJECTED, REJECTED_TENSORS_ONLY = {}, {}
-for _name, _op in OPS.items():
-    for _dt, (_exc, _msg) in _op.types.unsupported.items():
-        (REJECTED_TENSORS_ONLY if _op.broadcast else REJECTED)[(_name, _dt)] = (_exc, re.escape(_msg))
-# Rejections that the public function raises before dispatch, so no entry's ``unsupported`` states them:
-# sub's message depends on which operand is bool, matmul reports the kernel of the rank case it routes to,
-# div_rounded's message names the rounding mode.
-REJECTED[("sub", "bool")] = (RuntimeError, "Subtraction, the `-` operator, with (two bool tensors|a bool tensor) is "
-                                           "not supported")
-REJECTED[("matmul", "bool")] = (NotImplementedError, "\"(addmm_impl_cpu_|bmm|dot|addmv_impl_cpu)\" not implemented "
-                                                     "for 'Bool'")
-REJECTED_TENSORS_ONLY[("div_rounded", "bool")] = (NotImplementedError, "\"div_(trunc|floor)_cpu\" not implemented "
-                                                                       "for 'Bool'")
 
 # Ops with no samples in the table: name -> (the test file that covers them instead, a string it must contain).
 EXPLICIT = {}
@@ -48,156 +25,6 @@ EXPLICIT = {}
 # (distributions on fixed seeds, errors, and the zero gradient under the entry's node name).
 EXPLICIT.update({_name: ("test_random.py", '"%s"' % _name) for _name, _op in OPS.items()
                  if _op.forward.__module__ == "jitgrad.ops.random"})
-
-
-# ------------------------------------------------------------------ samples -> tensors
-def _copy(a):
-    """A copy with the same memory layout (a transposed sample stays non-contiguous)."""
-    c = np.empty_like(a, order="K")
-    c[...] = a
-    return c
-
-
-def tensors_for(args, kwargs, requires_grad):
-    """The sample as tensors (float ones requiring grad if asked) and the list of those inputs."""
-    inputs = []
-
-    def leaf(a):
-        t = jg.from_numpy(_copy(a))
-        if requires_grad and a.dtype.kind == "f":
-            t.requires_grad_()
-            inputs.append(t)
-        return t
-    targs, tkwargs = build(args, kwargs, leaf)
-    return targs, tkwargs, inputs
-
-
-def as_function(op, args, kwargs):
-    """(fn, inputs): fn(*inputs) runs the op on the sample with its float tensors replaced by ``inputs``."""
-    targs, tkwargs, inputs = tensors_for(args, kwargs, True)
-    ids = {id(t): k for k, t in enumerate(inputs)}
-    call = call_of(op)
-
-    def fn(*xs):
-        def walk(obj):
-            if isinstance(obj, jg.Tensor) and id(obj) in ids:
-                return xs[ids[id(obj)]]
-            if isinstance(obj, (list, tuple)):
-                return type(obj)(walk(o) for o in obj)
-            return obj
-        return call(*walk(targs), **{k: walk(v) for k, v in tkwargs.items()})
-    return fn, inputs
-
-
-def reference(op, args, kwargs):
-    """The entry's NumPy reference. Where NumPy computes bool inputs in float16 or not at all (-x), PyTorch
-    computes them in the default float dtype: so does the reference."""
-    with np.errstate(all="ignore"):
-        try:
-            out = op.tests.ref(*args, **kwargs)
-            if not any(np.asarray(o).dtype == np.float16 for o in (out if op.n_outputs > 1 else [out])):
-                return out
-        except TypeError:
-            pass
-        return op.tests.ref(*build(args, kwargs, lambda a: a.astype(np.float32) if a.dtype == bool else a)[0], **kwargs)
-
-
-def has_number(args, kwargs):
-    """Whether a Python number is among the operands."""
-    return any(isinstance(a, (int, float)) and not isinstance(a, bool) for a in list(args) + list(kwargs.values()))
-
-
-def expected_dtype(ref_out, dtype, args, kwargs):
-    """PyTorch's result dtype: a dtype named by the sample, else by the reference's kind: bool, int64, or
-    for a float result the input's float dtype (integer inputs give the default float dtype)."""
-    named = [a for a in list(args) + list(kwargs.values()) if isinstance(a, D.dtype)]
-    if named:
-        return named[0]
-    kind = np.asarray(ref_out).dtype.kind
-    if kind == "b":
-        return jg.bool
-    if kind in "iu":  # int64, but where the reference says int32 (LAPACK's pivots and infos, as PyTorch's)
-        return jg.int32 if np.asarray(ref_out).dtype == np.int32 else jg.int64
-    return D.FROM_NP[np.dtype(dtype)] if np.dtype(dtype).kind == "f" else jg.get_default_dtype()
-
-
-# ------------------------------------------------------------------ parametrization
-def _cases(dtypes=DTYPES):
-    for name, op in OPS.items():
-        for dt in dtypes:
-            for k, _ in enumerate(samples_of(op, dt)):
-                yield pytest.param(name, dt, k, id="%s-%s-%d" % (name, np.dtype(dt).name, k))
-
-
-def _sample(name, dtype, k):
-    op = OPS[name]
-    return op, samples_of(op, dtype)[k]
-
-
-# ------------------------------------------------------------------ the generated tests
-@pytest.mark.parametrize("name,dtype,k", list(_cases()))
-def test_forward(name, dtype, k):
-    op, (args, kwargs) = _sample(name, dtype, k)
-    key = (name, np.dtype(dtype).name)
-    rejected = REJECTED.get(key) or (None if has_number(args, kwargs) else REJECTED_TENSORS_ONLY.get(key))
-    floating = np.dtype(dtype).kind == "f"
-    targs, tkwargs, inputs = tensors_for(args, kwargs, floating)
-    if rejected is not None:
-        exc, msg = rejected
-        with pytest.raises(exc, match="^" + msg):
-            call_of(op)(*targs, **tkwargs)
-        return
-    expected = reference(op, args, kwargs)
-    result = call_of(op)(*targs, **tkwargs)
-    outs = outputs(result)
-    refs = list(expected) if op.n_outputs > 1 else [expected]
-    assert len(outs) == len(refs)
-    for out, ref in zip(outs, refs):
-        ref = np.asarray(ref)
-        assert isinstance(out, jg.Tensor)
-        assert out.shape == ref.shape, (out.shape, ref.shape)
-        assert out.dtype is expected_dtype(ref, dtype, args, kwargs)
-        got = out.detach().numpy()
-        if ref.dtype.kind == "f":
-            np.testing.assert_allclose(got, ref, equal_nan=True, **TOL[np.float64 if got.dtype == np.float64 else
-                                                                        np.float32])
-        else:
-            np.testing.assert_array_equal(got, ref)
-        differentiable = op.differentiable and bool(inputs) and out.dtype.is_floating_point
-        assert out.requires_grad == differentiable
-        if not any(out is t for t in inputs):  # x.to(x.dtype) is x
-            assert (out.grad_fn is not None) == differentiable
-
-
-@pytest.mark.parametrize("name,dtype,k", [c for c in _cases((np.float64,)) if OPS[c.values[0]].differentiable])
-def test_gradcheck(name, dtype, k):
-    op, (args, kwargs) = _sample(name, dtype, k)
-    fn, inputs = as_function(op, args, kwargs)
-    if not inputs:
-        pytest.skip("no float input")  # pragma: no cover  (every differentiable sample has one)
-    low_precision = any(o.dtype is not jg.float64 for o in outputs(fn(*inputs)) if o.dtype.is_floating_point)
-    tol = dict(eps=1e-3, atol=1e-3) if low_precision else {}  # a float32 output (cast) rounds the differences
-    assert gradcheck(fn, inputs, **tol)
-
-
-@pytest.mark.parametrize("name,dtype,k", [c for c in _cases((np.float64,)) if any(OPS[c.values[0]].derivatives.fused)])
-def test_fused_vjp_equals_formula(name, dtype, k):
-    op, (args, kwargs) = _sample(name, dtype, k)
-    fn, inputs = as_function(op, args, kwargs)
-    rng = np.random.default_rng(k)
-
-    def grads(create_graph):
-        outs = [o for o in outputs(fn(*inputs)) if o.requires_grad]
-        gos = [jg.tensor(rng.standard_normal(o.shape), dtype=o.dtype) for o in outs]
-        return jg.autograd.grad(outs, inputs, gos, create_graph=create_graph, allow_unused=True)
-    state = rng.bit_generator.state
-    fused = grads(False)
-    rng.bit_generator.state = state
-    formula = grads(True)
-    for a, b in zip(fused, formula):
-        assert (a is None) == (b is None)
-        if a is not None:
-            np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-10, atol=1e-12)
 
 
 BINARY = sorted(n for n, op in OPS.items() if op.broadcast and op.inputs == ("self", "other") and op.tests.ref is not None)

@@ -1,6 +1,6 @@
 """Reductions as PyTorch defines them: dim as int or tuple, keepdim, the (values, indices) of max/min with
 dim, var/std corrections, norms, logsumexp, cumsum, and the gradient rules at ties and zeros (seed 004).
-Values against NumPy on random inputs are in the generated tests (test_ops.py)."""
+Values against NumPy on random inputs are in the op matrix (test_op_matrix.py)."""
 import math
 import re
 

@@ -1,6 +1,6 @@
 """Shape ops as PyTorch defines them: which return views (shared storage and version counter) and which
 copy, size inference, the list forms (cat, stack, split, chunk, unbind), gradients, node names and errors.
-Values against NumPy on random inputs are in the generated tests (test_ops.py)."""
+Values against NumPy on random inputs are in the op matrix (test_op_matrix.py)."""
 import re
 
 import numpy as np

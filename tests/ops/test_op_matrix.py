@@ -1,0 +1,346 @@
+"""The op-table matrix: every entry x dtype x sample x check, one parametrized product (``test_entry``).
+
+The checks, each a function below, run where its ``applies`` says:
+
+- forward: the public call against the entry's NumPy reference (values, shape, dtype, whether the result
+  requires grad), or PyTorch's error for a dtype it rejects; float32, float64, int64 and bool samples;
+- grad: gradients against central finite differences (gradcheck), float64;
+- fused: the fused VJP kernels against the formulas (create_graph=True), float64;
+- gradgrad: second order (gradgradcheck) where the entry claims double backward, float64;
+- compile: jitgrad.compile's captured plan run op by op against eager, forward and gradients, called again
+  with new values (integer and boolean inputs permuted), float64; compile-tape and compile-loops: the
+  elementwise entries through the fused backends (a tape for small graphs, generated loops), float64 and,
+  for a few, float32;
+- amp: the samples in float16 and bfloat16 against the same op on the rounded values in float32, rounded
+  once (bit for bit), with gradients reaching the leaves in the reduced dtype.
+
+Forward-mode JVPs and vmap are checked per entry in tests/autograd/test_forward_ad.py and
+tests/transforms/test_vmap_entries.py; CUDA runs the forward samples in a simulator child
+(tests/cuda/test_cuda_ops.py).
+"""
+import re
+
+import numpy as np
+import pytest
+
+import jitgrad as jg
+from jitgrad import _dtype as D
+from jitgrad.autograd import gradcheck, gradgradcheck
+from jitgrad.ops import OPS
+
+from helpers import as_function, build, call_of, outputs, rounded, samples_of, tensors_for, values
+
+DTYPES = (np.float32, np.float64, np.int64, np.bool_)
+TOL = {np.float32: dict(rtol=1e-5, atol=1e-6), np.float64: dict(rtol=1e-10, atol=1e-12)}
+F16, BF16, F32 = jg.float16, jg.bfloat16, jg.float32
+
+
+# ====================================================================== forward
+# (op, dtype) pairs PyTorch rejects: the exception and its message (a regex), from the entries' ``unsupported``
+# dtypes. Where a Python number is an operand of an op that broadcasts, it takes part in type promotion, so
+# the rejection applies when all operands are tensors of the dtype (REJECTED_TENSORS_ONLY).
+REJECTED, REJECTED_TENSORS_ONLY = {}, {}
+for _name, _op in OPS.items():
+    for _dt, (_exc, _msg) in _op.types.unsupported.items():
+        (REJECTED_TENSORS_ONLY if _op.broadcast else REJECTED)[(_name, _dt)] = (_exc, re.escape(_msg))
+# Rejections that the public function raises before dispatch, so no entry's ``unsupported`` states them:
+# sub's message depends on which operand is bool, matmul reports the kernel of the rank case it routes to,
+# div_rounded's message names the rounding mode.
+REJECTED[("sub", "bool")] = (RuntimeError, "Subtraction, the `-` operator, with (two bool tensors|a bool tensor) is "
+                                           "not supported")
+REJECTED[("matmul", "bool")] = (NotImplementedError, "\"(addmm_impl_cpu_|bmm|dot|addmv_impl_cpu)\" not implemented "
+                                                     "for 'Bool'")
+REJECTED_TENSORS_ONLY[("div_rounded", "bool")] = (NotImplementedError, "\"div_(trunc|floor)_cpu\" not implemented "
+                                                                       "for 'Bool'")
+
+
+def reference(op, args, kwargs):
+    """The entry's NumPy reference. Where NumPy computes bool inputs in float16 or not at all (-x), PyTorch
+    computes them in the default float dtype: so does the reference."""
+    with np.errstate(all="ignore"):
+        try:
+            out = op.tests.ref(*args, **kwargs)
+            if not any(np.asarray(o).dtype == np.float16 for o in (out if op.n_outputs > 1 else [out])):
+                return out
+        except TypeError:
+            pass
+        return op.tests.ref(*build(args, kwargs, lambda a: a.astype(np.float32) if a.dtype == bool else a)[0], **kwargs)
+
+
+def has_number(args, kwargs):
+    """Whether a Python number is among the operands."""
+    return any(isinstance(a, (int, float)) and not isinstance(a, bool) for a in list(args) + list(kwargs.values()))
+
+
+def expected_dtype(ref_out, dtype, args, kwargs):
+    """PyTorch's result dtype: a dtype named by the sample, else by the reference's kind: bool, int64, or
+    for a float result the input's float dtype (integer inputs give the default float dtype)."""
+    named = [a for a in list(args) + list(kwargs.values()) if isinstance(a, D.dtype)]
+    if named:
+        return named[0]
+    kind = np.asarray(ref_out).dtype.kind
+    if kind == "b":
+        return jg.bool
+    if kind in "iu":  # int64, but where the reference says int32 (LAPACK's pivots and infos, as PyTorch's)
+        return jg.int32 if np.asarray(ref_out).dtype == np.int32 else jg.int64
+    return D.FROM_NP[np.dtype(dtype)] if np.dtype(dtype).kind == "f" else jg.get_default_dtype()
+
+
+def check_forward(op, dtype, args, kwargs):
+    key = (op.name, np.dtype(dtype).name)
+    rejected = REJECTED.get(key) or (None if has_number(args, kwargs) else REJECTED_TENSORS_ONLY.get(key))
+    floating = np.dtype(dtype).kind == "f"
+    targs, tkwargs, inputs = tensors_for(args, kwargs, floating)
+    if rejected is not None:
+        exc, msg = rejected
+        with pytest.raises(exc, match="^" + msg):
+            call_of(op)(*targs, **tkwargs)
+        return
+    expected = reference(op, args, kwargs)
+    result = call_of(op)(*targs, **tkwargs)
+    outs = outputs(result)
+    refs = list(expected) if op.n_outputs > 1 else [expected]
+    assert len(outs) == len(refs)
+    for out, ref in zip(outs, refs):
+        ref = np.asarray(ref)
+        assert isinstance(out, jg.Tensor)
+        assert out.shape == ref.shape, (out.shape, ref.shape)
+        assert out.dtype is expected_dtype(ref, dtype, args, kwargs)
+        got = out.detach().numpy()
+        if ref.dtype.kind == "f":
+            np.testing.assert_allclose(got, ref, equal_nan=True, **TOL[np.float64 if got.dtype == np.float64 else
+                                                                        np.float32])
+        else:
+            np.testing.assert_array_equal(got, ref)
+        differentiable = op.differentiable and bool(inputs) and out.dtype.is_floating_point
+        assert out.requires_grad == differentiable
+        if not any(out is t for t in inputs):  # x.to(x.dtype) is x
+            assert (out.grad_fn is not None) == differentiable
+
+
+# ====================================================================== gradients
+def _low_precision(fn, inputs):
+    """Whether a floating output is not float64 (a cast): finite differences then need a coarser step."""
+    return any(o.dtype is not jg.float64 for o in outputs(fn(*inputs)) if o.dtype.is_floating_point)
+
+
+def check_grad(op, dtype, args, kwargs):
+    fn, inputs = as_function(op, args, kwargs)
+    assert inputs, "a differentiable entry's sample has a float input"
+    tol = dict(eps=1e-3, atol=1e-3) if _low_precision(fn, inputs) else {}
+    assert gradcheck(fn, inputs, **tol)
+
+
+def check_fused(op, dtype, args, kwargs):
+    fn, inputs = as_function(op, args, kwargs)
+    rng = np.random.default_rng(len(op.name))
+
+    def grads(create_graph):
+        outs = [o for o in outputs(fn(*inputs)) if o.requires_grad]
+        gos = [jg.tensor(rng.standard_normal(o.shape), dtype=o.dtype) for o in outs]
+        return jg.autograd.grad(outs, inputs, gos, create_graph=create_graph, allow_unused=True)
+    state = rng.bit_generator.state
+    fused = grads(False)
+    rng.bit_generator.state = state
+    formula = grads(True)
+    for a, b in zip(fused, formula):
+        assert (a is None) == (b is None)
+        if a is not None:
+            np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-10, atol=1e-12)
+
+
+def check_gradgrad(op, dtype, args, kwargs):
+    fn, inputs = as_function(op, args, kwargs)
+    assert inputs, "a differentiable entry's sample has a float input"
+    if not _low_precision(fn, inputs):
+        assert gradgradcheck(fn, inputs)
+        return
+    with pytest.warns(UserWarning, match="is not a double precision"):  # float32 grad_outputs for a float32 result
+        assert gradgradcheck(fn, inputs, eps=1e-3, atol=1e-3)  # (cast): rounding needs a larger step
+
+
+# ====================================================================== jitgrad.compile
+def _run(fn, args, kwargs, seed):
+    """fn's float outputs and the gradients of a fixed random weighting of them."""
+    inputs = []
+
+    def leaf(a):
+        t = jg.tensor(a.copy())
+        if a.dtype.kind == "f":
+            t.requires_grad_()
+            inputs.append(t)
+        return t
+    a, k = build(args, kwargs, leaf)
+    outs = [t for t in outputs(fn(a, k)) if isinstance(t, jg.Tensor)]
+    rng = np.random.default_rng(seed)
+    loss = None
+    for o in outs:
+        if o.requires_grad:
+            w = jg.tensor(rng.standard_normal(o.shape).astype(o.dtype.np))
+            term = (o * w).sum()
+            loss = term if loss is None else loss + term
+    if loss is not None:
+        loss.backward()
+    return [o.detach().numpy() for o in outs], [None if t.grad is None else t.grad.numpy() for t in inputs]
+
+
+def _perturbed(args, kwargs, rng):
+    """New values of every input: floats shifted, integer and boolean ones (indices, targets, masks)
+    permuted, so they stay valid and a plan that froze the traced ones gives other numbers."""
+    def shift(a):
+        if a.dtype.kind == "f":
+            return a + rng.uniform(-0.05, 0.05, a.shape).astype(a.dtype)
+        if a.size > 1:
+            return rng.permutation(a.reshape(-1)).reshape(a.shape)
+        return a
+    return build(args, kwargs, shift)
+
+
+def _compiled_matches_eager(op, dtype, args, kwargs, backend):
+    call = call_of(op)
+    tol = dict(rtol=1e-9, atol=1e-11) if dtype == np.float64 else dict(rtol=2e-5, atol=2e-6)
+    eager = lambda a, k: call(*a, **k)  # noqa: E731
+    compiled = jg.compile(eager, backend=backend)
+    for a, k in ((args, kwargs), _perturbed(args, kwargs, np.random.default_rng(1))):
+        try:
+            want = _run(eager, a, k, 0)
+        except Exception as e:  # noqa: BLE001  (an error sample: compiled must raise the same)
+            with pytest.raises(type(e)):
+                _run(compiled, a, k, 0)
+            continue
+        got = _run(compiled, a, k, 0)
+        for w, g in zip(want[0], got[0]):
+            np.testing.assert_allclose(g, w, **tol, err_msg="%s forward" % op.name)
+            assert g.dtype == w.dtype and g.shape == w.shape
+        for w, g in zip(want[1], got[1]):
+            assert (w is None) == (g is None) or (g is not None and not g.any()), op.name
+            if w is not None and g is not None:
+                np.testing.assert_allclose(g, w, **tol, err_msg="%s gradient" % op.name)
+
+
+def check_compile(op, dtype, args, kwargs):
+    _compiled_matches_eager(op, dtype, args, kwargs, "eager")
+
+
+def check_compile_tape(op, dtype, args, kwargs):
+    """Small graphs run as a tape (compiler/tape.py)."""
+    _compiled_matches_eager(op, dtype, args, kwargs, "jitgrad")
+
+
+def check_compile_loops(op, dtype, args, kwargs):
+    """With the tape's size limit at 0, the graph gets codegen's fused loops."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(jg.compiler.tape, "SMALL", 0)
+        _compiled_matches_eager(op, dtype, args, kwargs, "jitgrad")
+
+
+ELEMENTWISE_EXTRA = ("add", "sub", "where", "masked_fill")  # elementwise entries composed in Python
+FUSED_FLOAT32 = ("mul", "tanh", "sigmoid", "add", "where", "relu", "exp")
+
+
+def _elementwise(op, dtype):
+    return (getattr(op.forward, "kernel", None) or op.name in ELEMENTWISE_EXTRA) and (
+        dtype == np.float64 or op.name in FUSED_FLOAT32)
+
+
+# ====================================================================== float16 / bfloat16
+# Entries whose float16/bfloat16 result is wider, as in PyTorch: bincount sums any weights but float32 in float64
+WIDENED = {"bincount": jg.float64}
+
+
+def _leaves(obj):
+    if isinstance(obj, jg.Tensor):
+        yield obj
+    elif isinstance(obj, (list, tuple)):
+        for o in obj:
+            yield from _leaves(o)
+    elif isinstance(obj, dict):
+        for o in obj.values():
+            yield from _leaves(o)
+
+
+def check_amp(op, dt, args, kwargs):
+    """The sample in ``dt``: the result is the op on the same values in float32, rounded to ``dt`` once (bit
+    for bit), of dtype ``dt`` where the float32 result is float32 (a dtype the sample names wins); gradients
+    reach the leaves in ``dt``."""
+    def rounded_leaf(a):
+        if a.dtype.kind != "f":
+            return jg.tensor(a)
+        return jg.tensor(a.astype(dt.np).astype(np.float32)).to(dt).requires_grad_(op.differentiable)
+
+    def float32_leaf(a):
+        return jg.tensor(a.astype(dt.np).astype(np.float32)) if a.dtype.kind == "f" else jg.tensor(a)
+    a, k = build(args, kwargs, rounded_leaf)
+    ra, rk = build(args, kwargs, float32_leaf)
+    ref = outputs(call_of(op)(*ra, **rk))
+    got = outputs(call_of(op)(*a, **k))
+    named = [x for x in list(args) + list(kwargs.values()) if isinstance(x, D.dtype)]
+    for g, r in zip(got, ref):
+        if not isinstance(g, jg.Tensor):
+            continue
+        want = named[0] if named else WIDENED.get(op.name, dt) if r.dtype is F32 else r.dtype
+        assert g.dtype is want, (op.name, g.dtype, want)
+        if op.name in WIDENED:
+            np.testing.assert_allclose(values(g), values(r), rtol=1e-6)
+        elif r.dtype is F32:
+            np.testing.assert_array_equal(values(g), rounded(r.detach().numpy(), dt))
+        else:
+            np.testing.assert_array_equal(values(g), values(r))
+    first = got[0]
+    if isinstance(first, jg.Tensor) and first.requires_grad:
+        first.float().sum().backward()
+        for leaf in _leaves((a, k)):
+            if leaf.requires_grad and leaf.grad is not None:
+                assert leaf.grad.dtype is dt and leaf.grad.shape == leaf.shape, op.name
+
+
+# ====================================================================== the product
+# check name -> (function, dtypes it runs in, the dtype of the samples it takes, whether it applies to an entry)
+CHECKS = {
+    "forward": (check_forward, DTYPES, None, lambda op, dt: True),
+    "grad": (check_grad, (np.float64,), None, lambda op, dt: op.differentiable),
+    "fused": (check_fused, (np.float64,), None, lambda op, dt: any(op.derivatives.fused)),
+    "gradgrad": (check_gradgrad, (np.float64,), None,
+                 lambda op, dt: op.differentiable and op.derivatives.double_backward),
+    "compile": (check_compile, (np.float64,), None, lambda op, dt: True),
+    "compile-tape": (check_compile_tape, (np.float64, np.float32), None, _elementwise),
+    "compile-loops": (check_compile_loops, (np.float64, np.float32), None, _elementwise),
+    "amp": (check_amp, (F16, BF16), np.float32, lambda op, dt: True),
+}
+
+
+def _matrix():
+    for name, op in OPS.items():
+        counts = {}
+        for check, (_, dtypes, sample_dtype, applies) in CHECKS.items():
+            for dt in dtypes:
+                if not applies(op, dt):
+                    continue
+                sdt = sample_dtype or dt
+                if sdt not in counts:
+                    counts[sdt] = len(samples_of(op, sdt))
+                label = dt.name if isinstance(dt, D.dtype) else np.dtype(dt).name
+                for k in range(counts[sdt]):
+                    yield pytest.param(name, dt, k, check, id="%s-%s-%d-%s" % (name, label, k, check))
+
+
+MATRIX = list(_matrix())
+
+
+@pytest.mark.parametrize("name,dtype,k,check", MATRIX)
+def test_entry(name, dtype, k, check):
+    fn, _, sample_dtype, _ = CHECKS[check]
+    op = OPS[name]
+    args, kwargs = samples_of(op, sample_dtype or dtype)[k]
+    fn(op, dtype, args, kwargs)
+
+
+def test_the_matrix_covers_every_entry_with_samples():
+    """Each entry with samples is in the product, with every check that applies to it."""
+    covered = {(p.values[0], p.values[3]) for p in MATRIX}
+    for name, op in OPS.items():
+        if not any(samples_of(op, dt) for dt in DTYPES):
+            continue
+        for check, (_, dtypes, sample_dtype, applies) in CHECKS.items():
+            if any(applies(op, dt) and samples_of(op, sample_dtype or dt) for dt in dtypes):
+                assert (name, check) in covered, (name, check)
