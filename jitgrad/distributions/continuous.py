@@ -25,12 +25,11 @@ def _expand_params(self, cls, names, batch_shape, _instance):
     return new
 
 
-class Normal(Distribution):
-    """N(loc, scale**2)."""
+class _LocationScale(Distribution):
+    """A family of (loc, scale): real support, positive scale, reparameterized samples."""
     arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
     support = constraints.real
     has_rsample = True
-    _mean_carrier_measure = 0
 
     def __init__(self, loc, scale, validate_args=None):
         self.loc, self.scale = broadcast_all(loc, scale)
@@ -39,7 +38,12 @@ class Normal(Distribution):
         super().__init__(batch_shape, validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
-        return _expand_params(self, Normal, ("loc", "scale"), batch_shape, _instance)
+        return _expand_params(self, type(self), ("loc", "scale"), batch_shape, _instance)
+
+
+class Normal(_LocationScale):
+    """N(loc, scale**2)."""
+    _mean_carrier_measure = 0
 
     @property
     def mean(self):
@@ -199,20 +203,8 @@ class Exponential(Distribution):
         return 1.0 - self.rate.log()
 
 
-class Laplace(Distribution):
+class Laplace(_LocationScale):
     """Laplace(loc, scale): density exp(-|x - loc| / scale) / (2 scale)."""
-    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
-    support = constraints.real
-    has_rsample = True
-
-    def __init__(self, loc, scale, validate_args=None):
-        self.loc, self.scale = broadcast_all(loc, scale)
-        batch_shape = Size() if isinstance(loc, numbers.Number) and isinstance(scale, numbers.Number) \
-            else self.loc.size()
-        super().__init__(batch_shape, validate_args=validate_args)
-
-    def expand(self, batch_shape, _instance=None):
-        return _expand_params(self, Laplace, ("loc", "scale"), batch_shape, _instance)
 
     @property
     def mean(self):
@@ -254,20 +246,8 @@ class Laplace(Distribution):
         return 1 + (2 * self.scale).log()
 
 
-class Cauchy(Distribution):
+class Cauchy(_LocationScale):
     """Cauchy(loc, scale) (Lorentz): no mean, no variance."""
-    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
-    support = constraints.real
-    has_rsample = True
-
-    def __init__(self, loc, scale, validate_args=None):
-        self.loc, self.scale = broadcast_all(loc, scale)
-        batch_shape = Size() if isinstance(loc, numbers.Number) and isinstance(scale, numbers.Number) \
-            else self.loc.size()
-        super().__init__(batch_shape, validate_args=validate_args)
-
-    def expand(self, batch_shape, _instance=None):
-        return _expand_params(self, Cauchy, ("loc", "scale"), batch_shape, _instance)
 
     @property
     def mean(self):
