@@ -18,6 +18,7 @@ from ..ops.layers import embedding, linear  # noqa: F401
 from ..ops.padding import pad  # noqa: F401  (constant, reflect, replicate, circular)
 from ..ops.resampling import interpolate  # noqa: F401
 from ..ops.fold import fold, unfold  # noqa: F401
+from ..ops.grid_sample import affine_grid, grid_sample  # noqa: F401
 from ..ops.special import glu  # noqa: F401
 from ..ops.attention import scaled_dot_product_attention  # noqa: F401
 from ._attention_functions import multi_head_attention_forward  # noqa: F401
