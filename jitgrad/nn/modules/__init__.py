@@ -8,6 +8,9 @@ from .dropout import AlphaDropout, Dropout, Dropout1d, Dropout2d, Dropout3d, Fea
 from .activation import (Hardshrink, PReLU, ReLU6, RReLU, Softmax2d, Softmin, Softshrink, Softsign,  # noqa: F401
                          Tanhshrink, Threshold)
 from .pixelshuffle import PixelShuffle, PixelUnshuffle  # noqa: F401
+from .upsampling import UpsamplingBilinear2d, UpsamplingNearest2d  # noqa: F401
+from .linear import NonDynamicallyQuantizableLinear  # noqa: F401
+from . import batchnorm, module, padding, upsampling, utils  # noqa: F401  (PyTorch's module paths)
 from .flatten import Flatten, Unflatten  # noqa: F401
 from .linear import Bilinear, Identity, Linear  # noqa: F401
 from .loss import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, KLDivLoss, L1Loss, MSELoss,  # noqa: F401
@@ -36,4 +39,4 @@ __all__ += ["CosineSimilarity", "Fold", "GLU", "PairwiseDistance", "Unfold", "Up
 __all__ += sorted(_GENERATED)
 __all__ += ["AlphaDropout", "Dropout1d", "Dropout2d", "Dropout3d", "FeatureAlphaDropout", "Hardshrink", "PReLU",
             "PixelShuffle", "PixelUnshuffle", "RReLU", "ReLU6", "Softmax2d", "Softmin", "Softshrink", "Softsign",
-            "Tanhshrink", "Threshold"]
+            "Tanhshrink", "Threshold", "UpsamplingBilinear2d", "UpsamplingNearest2d"]

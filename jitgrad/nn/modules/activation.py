@@ -204,3 +204,5 @@ def _module(name, op):
 
 GENERATED = {name: _module(name, op) for name, op in NN.items()}
 globals().update(GENERATED)
+
+from .attention import MultiheadAttention  # noqa: E402,F401  (PyTorch's module path for it)
