@@ -13,6 +13,7 @@ from . import special, sorting, scans, selection, linalg_extra, padding  # noqa:
 from . import resampling, fold  # noqa: F401,E402  (interpolate, unfold and fold)
 from . import grid_sample  # noqa: F401,E402  (affine_grid and grid_sample)
 from . import shrink, pixel_shuffle  # noqa: F401,E402  (hardshrink, softshrink, threshold; pixel (un)shuffle)
+from . import searching  # noqa: F401,E402  (searchsorted, bucketize, histc, histogram, take_along_dim, dist)
 from . import composite  # noqa: F401,E402  (functions composed of table ops: isclose, addcmul, meshgrid, ...)
 from ._table import FUNCTIONS, INPLACE, METHODS, NN, OPERATORS, OPS  # noqa: F401  (derived from the entries)
 from .shape import cast, copy_from, fill, move  # noqa: F401
