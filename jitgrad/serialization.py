@@ -10,7 +10,8 @@ The header holds the object tree -- dicts (any hashable keys of the types below)
 strings, numbers, booleans, None and tensors -- and, per tensor, its dtype, shape, offset,
 size and CRC-32. The header's own CRC-32 covers the version, the header length and the header,
 so one flipped byte anywhere but in the padding is an error, never a silently renamed key.
-Loading parses JSON and copies bytes into arrays of an allow-listed dtype. Every offset, size and checksum is validated, so a truncated, corrupt or foreign file raises a
+Loading parses JSON and copies bytes into arrays of an allow-listed dtype. Every offset, size and
+checksum is validated, so a truncated, corrupt or foreign file raises a
 RuntimeError naming the file. Version 1 files (no header checksum) are still read.
 
 Anything else -- a whole model, an optimizer, a dict holding them, any picklable object -- is pickled, as

@@ -292,7 +292,8 @@ GRID_SAMPLE = register(Op("grid_sampler_2d", _grid_sample_forward, inputs=("self
                           samples=_float_only(_grid_sample_samples),
                           bench={"sizes": [(2, 3, 8, 8), (16, 32, 64, 64)]}))
 GRID_SAMPLE_BWD = register(Op("grid_sampler_2d_backward", _grid_sample_backward_forward, inputs=("grad", "self", "grid"),
-                              vjp=[_backward_grad_grad], fused=[_backward_grad_grad], double_backward=False, n_outputs=2, outputs=("grad_input", "grad_grid"), dtype="promote",
+                              vjp=[_backward_grad_grad], fused=[_backward_grad_grad], double_backward=False,
+                              n_outputs=2, outputs=("grad_input", "grad_grid"), dtype="promote",
                               call=_grid_sample_bwd_call, ref=_np_grid_sample_bwd, samples=_float_only(
                                   lambda rng, dtype: [((_arr(rng, (1, 2, 2, 3), -1.0, 1.0, dtype), seed), kw)
                                                       for seed, kw in enumerate(

@@ -43,3 +43,12 @@ def test_nn_modules_linear_subclass_and_utils():
     up = jg.nn.UpsamplingBilinear2d(scale_factor=2)
     assert repr(up) == "UpsamplingBilinear2d(scale_factor=2.0, mode='bilinear')"
     assert up(jg.ones(1, 1, 2, 2)).shape == (1, 1, 4, 4)
+
+
+def test_sum_to_size_to_an_incompatible_size():
+    x = jg.ones(2, 3)
+    for size in [(4,), (1, 2, 3, 4)]:
+        with pytest.raises(RuntimeError, match=r"size \{\[%s\]\} is not expandable to size \{\[2, 3\]\}\."
+                                               % ", ".join(map(str, size))):
+            x.sum_to_size(*size)
+    assert x.sum_to_size(2, 1).tolist() == [[3.0], [3.0]]
