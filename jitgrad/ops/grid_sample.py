@@ -242,8 +242,8 @@ def _grid_sample_samples(rng, dtype):
 def _fixed_operands(seed, dtype):
     """The x [1, 2, 3, 3] and grid [1, 2, 3, 2] of the backward's samples, made from a seed: the backward is
     differentiable in its output gradient only, so its samples hold the others constant."""
-    rng = np.random.default_rng(seed)
-    return rng.uniform(-1, 1, (1, 2, 3, 3)).astype(dtype), rng.uniform(-1.2, 1.2, (1, 2, 3, 2)).astype(dtype)
+    rng = np.random.default_rng(seed)  # (multiples of 1/64: the same values in every floating dtype)
+    return (rng.integers(-64, 65, (1, 2, 3, 3)) / 64).astype(dtype), (rng.integers(-77, 78, (1, 2, 3, 2)) / 64).astype(dtype)
 
 
 def _grid_sample_bwd_call(g, seed, padding_mode="zeros", align_corners=False):
