@@ -87,6 +87,8 @@ from . import random  # noqa: F401,E402
 from . import special  # noqa: F401,E402
 from . import cpu  # noqa: F401,E402
 from .serialization import load, save  # noqa: F401,E402
+from . import testing  # noqa: F401,E402
+from math import e, inf, nan, pi  # noqa: F401,E402  (torch.e, torch.inf, torch.nan, torch.pi)
 from . import accelerator, backends  # noqa: F401,E402
 from . import distributed  # noqa: F401,E402
 from .nn import parallel as _parallel  # noqa: F401,E402  (jitgrad.nn.parallel, above distributed)

@@ -123,6 +123,42 @@ class Tensor:
         return self._data.__class__ is not np.ndarray
 
     @property
+    def is_cpu(self):
+        return self._data.__class__ is np.ndarray
+
+    # PyTorch's predicates of devices and layouts jitgrad has none of, for code that branches on them
+    is_xpu = is_mps = is_meta = is_ipu = is_xla = is_hpu = is_maia = is_mtia = is_vulkan = is_mkldnn = is_quantized = \
+        is_nested = property(lambda self: False)
+
+    def is_signed(self):
+        return self.dtype.name not in ("bool", "uint8")
+
+    def is_nonzero(self):
+        if self.numel() == 0:
+            raise RuntimeError("Boolean value of Tensor with no values is ambiguous")
+        if self.numel() > 1:
+            raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
+        return bool(self._host().reshape(()).item())
+
+    def is_same_size(self, other):
+        return tuple(self.shape) == tuple(other.shape)
+
+    def is_shared(self):
+        return False
+
+    def is_pinned(self, device=None):
+        return False
+
+    def is_conj(self):
+        return False
+
+    def is_neg(self):
+        return False
+
+    def is_distributed(self):
+        return False
+
+    @property
     def __cuda_array_interface__(self):
         """Zero-copy view for CUDA libraries (CuPy, PyTorch, numba kernels); CPU tensors have none."""
         if self._data.__class__ is np.ndarray:

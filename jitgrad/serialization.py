@@ -10,9 +10,17 @@ The header holds the object tree -- dicts (any hashable keys of the types below)
 strings, numbers, booleans, None and tensors -- and, per tensor, its dtype, shape, offset,
 size and CRC-32. The header's own CRC-32 covers the version, the header length and the header,
 so one flipped byte anywhere but in the padding is an error, never a silently renamed key.
-Loading parses JSON and copies bytes into arrays of an allow-listed dtype; it never unpickles.
-Every offset, size and checksum is validated, so a truncated, corrupt or foreign file raises a
+Loading parses JSON and copies bytes into arrays of an allow-listed dtype. Every offset, size and
+checksum is validated, so a truncated, corrupt or foreign file raises a
 RuntimeError naming the file. Version 1 files (no header checksum) are still read.
+
+Anything else -- a whole model, an optimizer, a dict holding them, any picklable object -- is pickled, as
+``torch.save`` does: the tree is then ``{"t": "pickle", "i": n}``, tensor ``n`` (uint8) holding the pickle,
+whose tensors are persistent ids into the same tensor table (a tensor shared by the model and the
+optimizer's state is stored once and loads as one tensor). ``load`` unpickles it with PyTorch 2.6+'s
+default ``weights_only=True``: a restricted unpickler (_weights_only_unpickler.py) that builds tensors,
+containers and allowlisted globals only; ``weights_only=False`` is the explicit opt-in to full unpickling.
+A file that is only a tree never unpickles, whatever ``weights_only`` says.
 
 ``save`` writes a temporary file in the target directory and renames it over the target, so a
 failed or interrupted save leaves any old file intact. The temporary file's name holds the
@@ -20,9 +28,11 @@ writer's process id: one left behind by a writer that was killed is removed by t
 the same path.
 """
 import collections
+import io
 import json
 import numbers
 import os
+import pickle
 import struct
 import tempfile
 import zlib
@@ -30,6 +40,8 @@ import zlib
 import numpy as np
 
 from . import _dtype as D
+from . import _weights_only_unpickler as _wo
+from ._weights_only_unpickler import add_safe_globals, clear_safe_globals, get_safe_globals, safe_globals  # noqa: F401
 from ._tensor import Tensor
 from .nn.parameter import Parameter
 
@@ -39,10 +51,11 @@ _PREAMBLE = struct.Struct("<8sIQ")  # magic, format version, header length (the 
 _HEADER_CRC = struct.Struct("<I")  # from version 2 on: CRC-32 of the version, header length and header
 MAX_NDIM = 64  # NumPy's limit
 _TMP_SUFFIX = ".jgtmp"
+DEFAULT_PROTOCOL = 2  # torch.save's pickle protocol
 _ALIGN = 64
 # dtype name in the file -> little-endian NumPy dtype; nothing else is ever read. bfloat16 (ml_dtypes', which has
 # no byte orders) is stored as its bits, little-endian uint16, and viewed as bfloat16 when loaded (_BITS_OF).
-_DTYPES = {"bool": np.dtype("|b1"), "int32": np.dtype("<i4"), "int64": np.dtype("<i8"),
+_DTYPES = {"bool": np.dtype("|b1"), "uint8": np.dtype("|u1"), "int32": np.dtype("<i4"), "int64": np.dtype("<i8"),
            "float32": np.dtype("<f4"), "float64": np.dtype("<f8"), "float16": np.dtype("<f2"),
            "bfloat16": np.dtype("<u2")}
 _BITS_OF = {"bfloat16": D.bfloat16.np}
@@ -82,14 +95,13 @@ class _Encoder:
             return obj if obj is None else str(obj)
         if isinstance(obj, (dict, list, tuple)):
             if id(obj) in self._active:
-                raise ValueError("jitgrad.save: %s contains itself; recursive structures can't be saved" % where)
+                raise _NotATree("jitgrad.save: %s contains itself" % where)
             self._active.add(id(obj))
             try:
                 return self._container(obj, where)
             finally:
                 self._active.discard(id(obj))
-        raise TypeError("jitgrad.save can't save %s of type %s (supported: Tensor, dict, list, tuple, str, int, float, "
-                        "bool, None)" % (where, type(obj).__qualname__))
+        raise _NotATree("jitgrad.save can't save %s of type %s" % (where, type(obj).__qualname__))
 
     def _container(self, obj, where):
         if isinstance(obj, dict):
@@ -109,7 +121,7 @@ class _Encoder:
         if isinstance(k, np.generic):
             k = k.item()
         if not isinstance(k, _SCALARS):
-            raise TypeError("jitgrad.save can't save a dict key of type %s in %s" % (type(k).__qualname__, where))
+            raise _NotATree("jitgrad.save can't save a dict key of type %s in %s" % (type(k).__qualname__, where))
         return self.encode(k, where)
 
     def _tensor(self, t, where):
@@ -123,15 +135,36 @@ class _Encoder:
         if name in _BITS_OF:
             data = np.asarray(t._host()).view(np.uint16)
         arr = np.asarray(data, dtype=_DTYPES[name], order="C")
-        entry = {"dtype": name, "shape": list(arr.shape), "nbytes": arr.nbytes,
-                 "crc32": zlib.crc32(_bytes(arr)), "requires_grad": bool(t.requires_grad)}
-        if isinstance(t, Parameter):
-            entry["parameter"] = True
-        i = self._index[id(t)] = len(self.arrays)
+        i = self._index[id(t)] = self.add(arr, name, bool(t.requires_grad), isinstance(t, Parameter))
         self._keep.append(t)
+        return i
+
+    def add(self, arr, name, requires_grad=False, parameter=False):
+        """Index of a new entry for contiguous array ``arr`` of file dtype ``name``."""
+        entry = {"dtype": name, "shape": list(arr.shape), "nbytes": arr.nbytes,
+                 "crc32": zlib.crc32(_bytes(arr)), "requires_grad": requires_grad}
+        if parameter:
+            entry["parameter"] = True
         self.arrays.append(arr)
         self.tensors.append(entry)
-        return i
+        return len(self.arrays) - 1
+
+
+class _NotATree(Exception):
+    """The object is not a tree of the types the header holds: save pickles it instead."""
+
+
+class _Pickler(pickle.Pickler):
+    """Pickles an object with its tensors as persistent ids: indices into the file's tensor table."""
+
+    def __init__(self, f, protocol, encoder):
+        super().__init__(f, protocol)
+        self.encoder = encoder
+
+    def persistent_id(self, obj):
+        if isinstance(obj, Tensor):
+            return self.encoder._tensor(obj, "a tensor")
+        return None
 
 
 def _bytes(arr):
@@ -139,10 +172,20 @@ def _bytes(arr):
     return memoryview(arr.reshape(-1)).cast("B") if arr.size else b""
 
 
-def _serialize(obj):
-    """(header bytes, arrays): everything is checked before any file is touched."""
+def _serialize(obj, protocol=DEFAULT_PROTOCOL):
+    """(header bytes, arrays): everything is checked before any file is touched. A tree of containers,
+    tensors and scalars goes in the header; anything else is pickled."""
     enc = _Encoder()
-    tree = enc.encode(obj)
+    try:
+        tree = enc.encode(obj)
+    except _NotATree as e:
+        enc = _Encoder()
+        buf = io.BytesIO()
+        try:
+            _Pickler(buf, protocol, enc).dump(obj)
+        except (pickle.PicklingError, TypeError, AttributeError) as pe:
+            raise TypeError("%s, and it can't be pickled (%s)" % (e, pe)) from pe
+        tree = {"t": "pickle", "i": enc.add(np.frombuffer(buf.getbuffer(), np.uint8), "uint8")}
     offset = 0
     for entry in enc.tensors:
         entry["offset"] = offset
@@ -182,13 +225,18 @@ def _file_mode(path):
         return 0o666 & ~umask
 
 
-def save(obj, f):
-    """Save ``obj`` (nested dicts, lists and tuples of tensors, numbers, strings, booleans and None) to ``f``.
+def save(obj, f, pickle_module=None, pickle_protocol=DEFAULT_PROTOCOL, _use_new_zipfile_serialization=True,
+         _disable_byteorder_record=False):
+    """Save ``obj`` to ``f``: nested dicts, lists and tuples of tensors, numbers, strings, booleans and None
+    (a state dict) as a checked tree that loads without unpickling; anything else (a model, an optimizer, a
+    checkpoint dict holding them) pickled with its tensors stored beside the pickle, as torch.save does.
 
     ``f`` is a path (written atomically: a temporary file in the same directory, then renamed over
     ``f``) or a binary file object opened for writing.
     """
-    header, arrays, entries = _serialize(obj)
+    if pickle_module is not None and pickle_module is not pickle:
+        raise ValueError("jitgrad.save pickles with Python's pickle module only")
+    header, arrays, entries = _serialize(obj, pickle_protocol)
     if hasattr(f, "write"):
         _write(f, header, arrays, entries)
         return
@@ -272,8 +320,9 @@ def _foreign(head):
 
 
 class _Reader:
-    def __init__(self, f, size):
+    def __init__(self, f, size, weights_only=True, location=None, unpickle=_wo.load):
         self.f, self.size, self.base = f, size, f.tell()  # a file object may hold the data after other bytes
+        self.weights_only, self.location, self.unpickle = weights_only, location, unpickle
 
     def read(self):
         head = self.f.read(_PREAMBLE.size)
@@ -335,6 +384,16 @@ class _Reader:
         _check(_is_int(i) and i < len(self.entries), "refers to a tensor that is not in the file")
         if i in self.loaded:
             return self.loaded[i]
+        arr, requires_grad, parameter = self._array(i)
+        t = Tensor._wrap(arr)
+        if self.location is not None:
+            t = self.location(t)
+        t = Parameter(t, requires_grad=requires_grad) if parameter else t.requires_grad_(requires_grad)
+        self.loaded[i] = t
+        return t
+
+    def _array(self, i):
+        """Entry ``i``'s array (read and checked), whether it requires grad and whether it is a Parameter."""
         dtype, shape, offset, nbytes, crc, requires_grad, parameter, bits_of = self.entries[i]
         try:
             arr = np.empty(shape, dtype=dtype)
@@ -350,12 +409,13 @@ class _Reader:
         arr = arr.astype(dtype.newbyteorder("="), copy=False)
         if bits_of is not None:
             arr = arr.view(bits_of)
-        if parameter:
-            t = Parameter(Tensor._wrap(arr), requires_grad=requires_grad)
-        else:
-            t = Tensor._wrap(arr, requires_grad)
-        self.loaded[i] = t
-        return t
+        return arr, requires_grad, parameter
+
+    def _unpickle(self, i):
+        _check(_is_int(i) and i < len(self.entries) and self.entries[i][0] == np.uint8 and
+               len(self.entries[i][1]) == 1, "has a corrupt pickle entry")
+        data = self._array(i)[0].tobytes()
+        return self.unpickle(data, self._tensor, self.weights_only)
 
     def _decode(self, node):
         if node is None or isinstance(node, (str, bool, int, float)):
@@ -364,6 +424,8 @@ class _Reader:
         tag, items = node.get("t"), node.get("items", [])
         if tag == "tensor":
             return self._tensor(node.get("i"))
+        if tag == "pickle":
+            return self._unpickle(node.get("i"))
         if tag in ("list", "tuple"):
             values = [self._decode(v) for v in items]
             return values if tag == "list" else tuple(values)
@@ -381,12 +443,25 @@ class _Reader:
         raise _Corrupt("has an unknown object tag %r" % (tag,))
 
 
-def load(f, map_location=None, weights_only=True):
+def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=None, **pickle_load_args):
     """Load an object saved with :func:`save` from a path or a binary file object.
 
-    Loading never executes code (``weights_only`` is accepted for PyTorch compatibility; it is
-    always in effect). ``map_location`` moves the loaded tensors to a device.
+    A state dict (a tree of containers, tensors and scalars) loads without unpickling. A pickled object
+    loads, by default (``weights_only=True``, as PyTorch 2.6+), with a restricted unpickler that builds
+    tensors, containers and the globals marked safe (``add_safe_globals``, ``safe_globals``) and raises
+    PyTorch's ``UnpicklingError`` for anything else; ``weights_only=False`` unpickles anything (only for
+    files from a trusted source). ``map_location`` (a device, a string, a dict from location to location,
+    or a function ``(tensor, location) -> tensor``) places the loaded tensors; every tensor is read to
+    the CPU, its location "cpu".
     """
+    if weights_only is None:
+        weights_only = True
+    if weights_only and pickle_module is not None:
+        raise RuntimeError("Can not safely load weights when explicit pickle_module is specified")
+    return _read(f, weights_only=weights_only, location=_location(map_location))
+
+
+def _read(f, **reader_args):
     if hasattr(f, "read"):
         name = getattr(f, "name", None) or repr(f)
         if not f.seekable():
@@ -395,32 +470,39 @@ def load(f, map_location=None, weights_only=True):
         f.seek(0, os.SEEK_END)
         size = f.tell() - start
         f.seek(start)
-        obj = _load_from(f, size, name)
-    else:
-        path = os.fspath(f)
-        name = path
-        with open(path, "rb") as fh:
-            obj = _load_from(fh, os.fstat(fh.fileno()).st_size, name)
-    if map_location is not None:
-        obj = _map(obj, map_location)
-    return obj
+        return _load_from(f, size, name, reader_args)
+    path = os.fspath(f)
+    name = path
+    with open(path, "rb") as fh:
+            return _load_from(fh, os.fstat(fh.fileno()).st_size, name, reader_args)
 
 
-def _load_from(f, size, name):
+def _load_from(f, size, name, reader_args):
     try:
-        return _Reader(f, size).read()
+        return _Reader(f, size, **reader_args).read()
     except _Corrupt as e:
         raise RuntimeError("jitgrad.load: %r %s" % (name, e)) from None
 
 
-def _map(obj, location):
-    if isinstance(obj, Tensor):
-        return obj.to(location)
-    if isinstance(obj, dict):
-        out = type(obj)()
-        for k, v in obj.items():
-            out[k] = _map(v, location)
-        return out
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_map(v, location) for v in obj)
-    return obj
+def _location(map_location):
+    """map_location as a function of a loaded (CPU) tensor, or None."""
+    if map_location is None:
+        return None
+    if callable(map_location):
+        return lambda t: _moved(t, map_location(t, "cpu"))
+    if isinstance(map_location, dict):
+        to = map_location.get("cpu")
+        return None if to is None else lambda t: t.to(to)
+    return lambda t: t.to(map_location)
+
+
+def _moved(t, result):
+    return t if result is None else result
+
+
+def get_unsafe_globals_in_checkpoint(f):
+    """The globals a pickled object in file ``f`` names that a ``weights_only=True`` load would refuse
+    (read without unpickling; a state dict has none)."""
+    seen = []
+    _read(f, unpickle=lambda data, persistent_load, weights_only: seen.extend(_wo.unsafe_globals_in(data)))
+    return sorted(set(seen))

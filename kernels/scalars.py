@@ -146,6 +146,13 @@ def log2(x): return math.log2(x) if x > 0 else (-math.inf if x == 0 else math.na
 def log10(x): return math.log10(x) if x > 0 else (-math.inf if x == 0 else math.nan)
 @scalar
 def exp2(x): return 2.0 ** x
+# shrinkage and thresholds (ops/shrink.py): NaN passes through, as PyTorch's comparisons let it
+@scalar
+def hardshrink(x, lambd): return 0.0 * x if -lambd <= x <= lambd else x
+@scalar
+def softshrink(x, lambd): return x - lambd if x > lambd else (x + lambd if x < -lambd else x * 0.0)
+@scalar
+def threshold(x, threshold, value): return value if x <= threshold else x
 
 
 # ---------------------------------------------------------------- binary / ternary forward

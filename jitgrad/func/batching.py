@@ -546,6 +546,10 @@ def _declare():
                  "avg_pool2d_backward"):
         RULES[name] = fold(0)
     RULES["max_pool2d_backward"] = max_pool2d_backward
+    RULES["grid_sampler_2d"] = fold(0, 1)
+    RULES["grid_sampler_2d_backward"] = RULES["grid_sampler_2d_grid_jvp"] = fold(0, 1, 2)
+    RULES["affine_grid_generator"] = fold(0)
+    RULES["pixel_shuffle"] = RULES["pixel_unshuffle"] = leading(0)
     for name, op in OPS.items():
         if name.startswith(("reflect_pad", "replicate_pad", "circular_pad", "upsample_")):
             RULES[name] = fold(0)

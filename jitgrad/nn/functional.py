@@ -1,6 +1,7 @@
 """nn.functional: the stateless forms of the layers. Convolution, pooling, linear, embedding and
 pad are op-table entries (jitgrad/ops/conv.py, pool.py, layers.py); normalisation, dropout and the
 losses (_loss_functions.py) are composed from table ops, so their gradients of any order follow."""
+import math
 import warnings
 
 import numpy as np
@@ -11,6 +12,8 @@ from .._tensor import Tensor
 from ..ops import NN as _NN
 from ..ops._table import autocast_policy
 from ..ops import softmax as _S
+from ..ops import shrink as _shrink
+from ..ops.shrink import softshrink  # noqa: F401
 from ..ops.conv import conv1d, conv2d, conv_transpose1d, conv_transpose2d  # noqa: F401
 from ..ops.pool import adaptive_avg_pool2d, avg_pool2d, max_pool2d  # noqa: F401
 from ..ops.indexing import one_hot  # noqa: F401
@@ -19,6 +22,8 @@ from ..ops.layers import embedding, linear  # noqa: F401
 from ..ops.padding import pad  # noqa: F401  (constant, reflect, replicate, circular)
 from ..ops.resampling import interpolate  # noqa: F401
 from ..ops.fold import fold, unfold  # noqa: F401
+from ..ops.grid_sample import affine_grid, grid_sample  # noqa: F401
+from ..ops.pixel_shuffle import pixel_shuffle, pixel_unshuffle  # noqa: F401
 from ..ops.special import glu  # noqa: F401
 from ..ops.attention import scaled_dot_product_attention  # noqa: F401
 from ._attention_functions import multi_head_attention_forward  # noqa: F401
@@ -62,6 +67,67 @@ _ACTIVATIONS = {}
 for _op in _NN.values():
     _ACTIVATIONS[_op.name], _ACTIVATIONS[_op.name + "_"] = _activation(_op)
 globals().update(_ACTIVATIONS)
+
+
+def hardshrink(input, lambd=0.5):
+    return _shrink.HARDSHRINK.exposure.call(input, lambd)
+
+
+def threshold(input, threshold, value, inplace=False):
+    """``value`` where input <= threshold, else input."""
+    return input.threshold_(threshold, value) if inplace else _shrink.threshold(input, threshold, value)
+
+
+def threshold_(input, threshold, value):
+    return input.threshold_(threshold, value)
+
+
+def relu6(input, inplace=False):
+    """min(max(0, x), 6): PyTorch's hardtanh(0, 6) (HardtanhBackward0)."""
+    return hardtanh(input, 0.0, 6.0, inplace)  # noqa: F821  (generated above from the hardtanh entry)
+
+
+def softsign(input):
+    """x / (1 + |x|), composed as PyTorch's (DivBackward0)."""
+    return input / (input.abs() + 1)
+
+
+def tanhshrink(input):
+    """x - tanh(x), composed as PyTorch's (SubBackward0)."""
+    return input - input.tanh()
+
+
+def softmin(input, dim=None, _stacklevel=3, dtype=None):
+    """softmax(-input) along dim."""
+    return _S.softmax(-input, _implicit_dim("softmin", input, dim), dtype=dtype)
+
+
+def prelu(input, weight):
+    """max(0, x) + weight * min(0, x), with one weight or one per channel (dim 1)."""
+    channels = input.shape[1] if input.ndim >= 2 else 1
+    if weight.numel() != 1 and weight.numel() != channels:
+        raise RuntimeError("Mismatch of parameter numbers and input channel size. Found parameter numbers = %d and "
+                           "channel size = %d." % (weight.numel(), channels))
+    if weight.ndim > 1:
+        raise RuntimeError("prelu: Expected `weight` to be a scalar or 1D tensor, but got: ndim = %d" % weight.ndim)
+    w = weight.reshape((1, -1) + (1,) * (input.ndim - 2)) if input.ndim >= 2 and weight.numel() > 1 else \
+        weight.reshape(())
+    return input.where(input > 0, w * input)
+
+
+def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
+    """Randomized leaky ReLU: in training, each negative element's slope drawn from U(lower, upper); in
+    evaluation, the slope (lower + upper) / 2."""
+    if not training:
+        return leaky_relu(input, (lower + upper) / 2, inplace)  # noqa: F821  (generated from the entry)
+    slopes = generator().uniform(lower, upper, tuple(input.shape))
+    noise = Tensor._wrap(np.where(input.detach().cpu().numpy() >= 0, 1.0, slopes).astype(input.dtype.np))
+    noise = noise.to(input.device)
+    return input.mul_(noise) if inplace else input * noise
+
+
+def rrelu_(input, lower=1.0 / 8, upper=1.0 / 3, training=False):
+    return rrelu(input, lower, upper, training, True)
 
 
 def _implicit_dim(name, input, dim):
@@ -115,6 +181,101 @@ def dropout(input, p=0.5, training=True, inplace=False):
     scale = Tensor._wrap((keep * (1.0 / (1.0 - p)) if p < 1.0 else np.zeros(input.shape)).astype(input.dtype.np))
     scale = scale.to(input.device)  # the mask is drawn on the host, from the default generator
     return input.mul_(scale) if inplace else input * scale
+
+
+def _keep_mask(input, shape, p, scale):
+    """``scale`` where a draw keeps (probability 1 - p), 0 elsewhere, of ``shape``, on input's device and dtype."""
+    keep = generator().random(shape) >= p
+    return Tensor._wrap((keep * scale).astype(input.dtype.np)).to(input.device)
+
+
+def _check_p(p):
+    if p < 0.0 or p > 1.0 or p != p:
+        raise ValueError("dropout probability has to be between 0 and 1, but got %s" % p)
+
+
+def _feature_dropout(input, p, training, inplace):
+    """Zero whole channels (dim 1 of a batched input), scaling the rest by 1 / (1 - p)."""
+    _check_p(p)
+    if not training or p == 0.0:
+        return input
+    mask = _keep_mask(input, tuple(input.shape[:2]) + (1,) * (input.ndim - 2), p, 1.0 / (1.0 - p) if p < 1 else 0.0)
+    return input.mul_(mask) if inplace else input * mask
+
+
+def _unbatched(input, p, training, inplace, batched_ndim):
+    """A channel-wise dropout of an input without its batch dim: as a batch of one."""
+    if input.ndim == batched_ndim or not training or p == 0.0:
+        return _feature_dropout(input, p, training, inplace)
+    out = _feature_dropout(input.unsqueeze(0), p, training, False).squeeze(0)
+    return input.copy_(out) if inplace else out
+
+
+def dropout1d(input, p=0.5, training=True, inplace=False):
+    """Zero whole channels of an (N, C, L) or (C, L) input."""
+    if input.ndim not in (2, 3):
+        raise RuntimeError("dropout1d: Expected 2D or 3D input, but received a %dD input. Note that dropout1d exists to "
+                           "provide channel-wise dropout on inputs with 1 spatial dimension, a channel dimension, and an "
+                           "optional batch dimension (i.e. 2D or 3D inputs)." % input.ndim)
+    return _unbatched(input, p, training, inplace, 3)
+
+
+def dropout2d(input, p=0.5, training=True, inplace=False):
+    """Zero whole channels of an (N, C, H, W) input (a 3-D input is taken as (N, C, L), with PyTorch's warning)."""
+    if input.ndim not in (3, 4):
+        warnings.warn("dropout2d: Received a %d-D input to dropout2d, which is deprecated and will result in an error "
+                      "in a future release. To retain the behavior and silence this warning, please use dropout instead. "
+                      "Note that dropout2d exists to provide channel-wise dropout on inputs with 2 spatial dimensions, a "
+                      "channel dimension, and an optional batch dimension (i.e. 3D or 4D inputs)." % input.ndim,
+                      UserWarning, stacklevel=2)
+    if input.ndim == 3:
+        warnings.warn("dropout2d: Received a 3D input to dropout2d and assuming that channel-wise 1D dropout behavior is "
+                      "desired - input is interpreted as shape (N, C, L), where C is the channel dim. This behavior will "
+                      "change in a future release to interpret the input as one without a batch dimension, i.e. shape "
+                      "(C, H, W). To maintain the 1D channel-wise dropout behavior, please switch to using dropout1d "
+                      "instead.", UserWarning, stacklevel=2)
+    return _feature_dropout(input, p, training, inplace)
+
+
+def dropout3d(input, p=0.5, training=True, inplace=False):
+    """Zero whole channels of an (N, C, D, H, W) or (C, D, H, W) input."""
+    if input.ndim not in (4, 5):
+        warnings.warn("dropout3d: Received a %d-D input to dropout3d, which is deprecated and will result in an error "
+                      "in a future release. To retain the behavior and silence this warning, please use dropout instead. "
+                      "Note that dropout3d exists to provide channel-wise dropout on inputs with 3 spatial dimensions, a "
+                      "channel dimension, and an optional batch dimension (i.e. 4D or 5D inputs)." % input.ndim,
+                      UserWarning, stacklevel=2)
+        return _feature_dropout(input, p, training, inplace)
+    return _unbatched(input, p, training, inplace, 5)
+
+
+_SELU_ALPHA_SCALED = 1.7580993408473766  # SELU's scale * alpha: the value a dropped unit takes, negated
+
+
+def _alpha_dropout(input, p, training, inplace, shape):
+    """PyTorch's alpha dropout: dropped units set to SELU's saturation value, then an affine map that keeps the
+    mean and variance (a * (x * keep + alpha' * (1 - keep)) + b)."""
+    _check_p(p)
+    if not training or p == 0.0:
+        return input
+    if p == 1.0:
+        return input.mul_(0.0) if inplace else input * 0.0
+    keep = _keep_mask(input, shape, p, 1.0)
+    alpha = _SELU_ALPHA_SCALED
+    a = 1.0 / math.sqrt((alpha * alpha * p + 1) * (1 - p))
+    b = (keep - 1) * (alpha * a) + alpha * a * p
+    noise = keep * a
+    return input.mul_(noise).add_(b) if inplace else input * noise + b
+
+
+def alpha_dropout(input, p=0.5, training=False, inplace=False):
+    """Dropout that keeps a SELU network's self-normalization (mean 0, variance 1)."""
+    return _alpha_dropout(input, p, training, inplace, tuple(input.shape))
+
+
+def feature_alpha_dropout(input, p=0.5, training=False, inplace=False):
+    """Alpha dropout of whole channels (dim 1)."""
+    return _alpha_dropout(input, p, training, inplace, tuple(input.shape[:2]) + (1,) * (input.ndim - 2))
 
 
 # ---------------------------------------------------------------------- normalisation
@@ -233,7 +394,9 @@ def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
 
 __all__ = ["adaptive_avg_pool2d", "avg_pool2d", "batch_norm", "bilinear", "binary_cross_entropy",
            "binary_cross_entropy_with_logits", "conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d",
-           "cosine_similarity", "cross_entropy", "dropout", "elu", "embedding", "fold", "gelu", "glu", "group_norm",
+           "cosine_similarity", "cross_entropy", "dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout",
+           "feature_alpha_dropout", "affine_grid", "grid_sample", "hardshrink", "softshrink", "threshold",
+           "threshold_", "pixel_shuffle", "pixel_unshuffle", "relu6", "softsign", "tanhshrink", "softmin", "prelu", "rrelu", "rrelu_", "elu", "embedding", "fold", "gelu", "glu", "group_norm",
            "huber_loss", "interpolate", "kl_div", "l1_loss", "layer_norm", "leaky_relu", "linear", "log_softmax",
            "max_pool2d", "mse_loss", "multi_head_attention_forward", "nll_loss", "normalize", "one_hot", "pad",
            "pairwise_distance", "relu", "relu_", "scaled_dot_product_attention", "sigmoid", "silu", "smooth_l1_loss",

@@ -3,6 +3,7 @@
 Each runs under no_grad and draws from jitgrad's random generator (``jitgrad.manual_seed`` makes it
 reproducible)."""
 import math
+import warnings
 
 import numpy as np
 
@@ -126,3 +127,69 @@ def kaiming_normal_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", gener
         return tensor
     std = calculate_gain(nonlinearity, a) / math.sqrt(_calculate_correct_fan(tensor, mode))
     return normal_(tensor, 0.0, std, generator)
+
+
+def orthogonal_(tensor, gain=1, generator=None):
+    """A (semi-)orthogonal matrix (the tensor flattened to rows x rest): Q of the QR decomposition of a normal draw,
+    with the signs of R's diagonal, times ``gain``."""
+    if tensor.ndim < 2:
+        raise ValueError("Only tensors with 2 or more dimensions are supported")
+    if tensor.numel() == 0:
+        return tensor
+    rows = tensor.shape[0]
+    cols = tensor.numel() // rows
+    flat = _rng(generator).normal(0.0, 1.0, (rows, cols))
+    if rows < cols:
+        flat = flat.T
+    q, r = np.linalg.qr(flat)
+    q = q * np.sign(np.diag(r))
+    if rows < cols:
+        q = q.T
+    return _fill(tensor, (q * gain).reshape(tuple(tensor.shape)))
+
+
+def sparse_(tensor, sparsity, std=0.01, generator=None):
+    """A 2-D tensor drawn from N(0, std^2) with a ``sparsity`` fraction of each column's rows set to zero."""
+    if tensor.ndim != 2:
+        raise ValueError("Only tensors with 2 dimensions are supported")
+    rows, cols = tensor.shape
+    num_zeros = int(math.ceil(sparsity * rows))
+    rng = _rng(generator)
+    values = rng.normal(0.0, std, (rows, cols))
+    for col in range(cols):
+        values[rng.permutation(rows)[:num_zeros], col] = 0
+    return _fill(tensor, values)
+
+
+def dirac_(tensor, groups=1):
+    """The identity of a convolution (3-, 4- or 5-D weight): a 1 at the centre of each kernel (out channel d of a
+    group, in channel d), per group."""
+    if tensor.ndim not in (3, 4, 5):
+        raise ValueError("Only tensors with 3, 4, or 5 dimensions are supported")
+    sizes = tuple(tensor.shape)
+    if sizes[0] % groups != 0:
+        raise ValueError("dim 0 must be divisible by groups")
+    per_group = sizes[0] // groups
+    values = np.zeros(sizes)
+    centre = tuple(s // 2 for s in sizes[2:])
+    for g in range(groups):
+        for d in range(min(per_group, sizes[1])):
+            values[(g * per_group + d, d) + centre] = 1
+    return _fill(tensor, values)
+
+
+def _deprecated(fn):
+    """The old name without the trailing underscore (PyTorch's FutureWarning)."""
+    name = fn.__name__[:-1]
+
+    def old(*args, **kwargs):
+        warnings.warn("`nn.init.%s` is now deprecated in favor of `nn.init.%s`." % (name, fn.__name__), FutureWarning,
+                      stacklevel=2)
+        return fn(*args, **kwargs)
+    old.__name__ = old.__qualname__ = name
+    return old
+
+
+(uniform, normal, constant, xavier_uniform, xavier_normal, kaiming_uniform, kaiming_normal, orthogonal, sparse, dirac,
+ eye) = (_deprecated(f) for f in (uniform_, normal_, constant_, xavier_uniform_, xavier_normal_, kaiming_uniform_,
+                                   kaiming_normal_, orthogonal_, sparse_, dirac_, eye_))

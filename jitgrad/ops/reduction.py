@@ -269,9 +269,9 @@ def sum_to_size(self, *size):
     if tuple(self.shape) == shape:
         return self
     lead = self.ndim - len(shape)
-    if lead < 0:
-        raise RuntimeError("size {%s} is not expandable to size {%s}." % (", ".join(map(str, shape)),
-                                                                        ", ".join(map(str, self.shape))))
+    if lead < 0 or any(n not in (1, m) for n, m in zip(shape, self.shape[lead:])):
+        raise RuntimeError("size {[%s]} is not expandable to size {[%s]}." % (", ".join(map(str, shape)),
+                                                                            ", ".join(map(str, self.shape))))
     dims = tuple(range(lead)) + tuple(lead + i for i, n in enumerate(shape) if n == 1 and self.shape[lead + i] != 1)
     out = sum(self, dims, keepdim=True) if dims else self
     return out.reshape(shape) if lead else out

@@ -22,7 +22,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 IN_CHILD = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" or os.environ.get("JITGRAD_CUDA_TESTS") == "gpu"
 
 # Ops whose kernels have no CUDA twin yet, and the reason (the op raises a clear error on cuda).
-CPU_ONLY = {}
+CPU_ONLY = {name: "grid_sample's kernels (kernels/grid_sample.py) have no CUDA twin yet"
+            for name in ("grid_sampler_2d", "grid_sampler_2d_backward", "grid_sampler_2d_grid_jvp")}
 
 
 def _leaves(args, kwargs, device):

@@ -4,7 +4,13 @@ from .activation import GELU, LogSoftmax, Sigmoid, Softmax, Softplus, Tanh  # no
 from .activation import GENERATED as _GENERATED  # modules named by op-table entries (ReLU, ELU, Hardtanh, ...)
 from .container import ModuleDict, ModuleList, Sequential  # noqa: F401
 from .conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d  # noqa: F401
-from .dropout import Dropout  # noqa: F401
+from .dropout import AlphaDropout, Dropout, Dropout1d, Dropout2d, Dropout3d, FeatureAlphaDropout  # noqa: F401
+from .activation import (Hardshrink, PReLU, ReLU6, RReLU, Softmax2d, Softmin, Softshrink, Softsign,  # noqa: F401
+                         Tanhshrink, Threshold)
+from .pixelshuffle import PixelShuffle, PixelUnshuffle  # noqa: F401
+from .upsampling import UpsamplingBilinear2d, UpsamplingNearest2d  # noqa: F401
+from .linear import NonDynamicallyQuantizableLinear  # noqa: F401
+from . import batchnorm, module, padding, upsampling, utils  # noqa: F401  (PyTorch's module paths)
 from .flatten import Flatten, Unflatten  # noqa: F401
 from .linear import Bilinear, Identity, Linear  # noqa: F401
 from .loss import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, KLDivLoss, L1Loss, MSELoss,  # noqa: F401
@@ -31,3 +37,6 @@ globals().update(_GENERATED)
 globals().update(_PADDING)
 __all__ += ["CosineSimilarity", "Fold", "GLU", "PairwiseDistance", "Unfold", "Upsample"] + sorted(_PADDING)
 __all__ += sorted(_GENERATED)
+__all__ += ["AlphaDropout", "Dropout1d", "Dropout2d", "Dropout3d", "FeatureAlphaDropout", "Hardshrink", "PReLU",
+            "PixelShuffle", "PixelUnshuffle", "RReLU", "ReLU6", "Softmax2d", "Softmin", "Softshrink", "Softsign",
+            "Tanhshrink", "Threshold", "UpsamplingBilinear2d", "UpsamplingNearest2d"]

@@ -4,11 +4,7 @@ from .._attention_functions import batch_first_self_attention, multi_head_attent
 from .. import init
 from ..module import Module
 from ..parameter import Parameter
-from .linear import Linear
-
-
-class NonDynamicallyQuantizableLinear(Linear):
-    """The Linear of MultiheadAttention's output projection (PyTorch's class name, for its repr)."""
+from .linear import NonDynamicallyQuantizableLinear
 
 
 class MultiheadAttention(Module):

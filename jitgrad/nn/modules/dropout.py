@@ -1,9 +1,9 @@
-"""Dropout: active in training mode only."""
+"""Dropout layers: active in training mode only."""
 from .. import functional as F
 from ..module import Module
 
 
-class Dropout(Module):
+class _DropoutNd(Module):
     def __init__(self, p=0.5, inplace=False):
         super().__init__()
         if p < 0 or p > 1:
@@ -11,8 +11,35 @@ class Dropout(Module):
         self.p = p
         self.inplace = inplace
 
+    def extra_repr(self):
+        return "p={}, inplace={}".format(self.p, self.inplace)
+
+
+class Dropout(_DropoutNd):
     def forward(self, input):
         return F.dropout(input, self.p, self.training, self.inplace)
 
-    def extra_repr(self):
-        return "p={}, inplace={}".format(self.p, self.inplace)
+
+class Dropout1d(_DropoutNd):
+    def forward(self, input):
+        return F.dropout1d(input, self.p, self.training, self.inplace)
+
+
+class Dropout2d(_DropoutNd):
+    def forward(self, input):
+        return F.dropout2d(input, self.p, self.training, self.inplace)
+
+
+class Dropout3d(_DropoutNd):
+    def forward(self, input):
+        return F.dropout3d(input, self.p, self.training, self.inplace)
+
+
+class AlphaDropout(_DropoutNd):
+    def forward(self, input):
+        return F.alpha_dropout(input, self.p, self.training)
+
+
+class FeatureAlphaDropout(_DropoutNd):
+    def forward(self, input):
+        return F.feature_alpha_dropout(input, self.p, self.training)

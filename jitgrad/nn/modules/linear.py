@@ -78,3 +78,8 @@ class Bilinear(Module):
     def extra_repr(self):
         return "in1_features=%d, in2_features=%d, out_features=%d, bias=%s" % (
             self.in1_features, self.in2_features, self.out_features, self.bias is not None)
+
+
+class NonDynamicallyQuantizableLinear(Linear):
+    """The Linear of MultiheadAttention's output projection (PyTorch's class name, for its repr and for the
+    programs that import it from nn.modules.linear)."""

@@ -1,0 +1,23 @@
+"""nn.modules.utils: PyTorch's argument helpers (_single, _pair, _triple, _quadruple, _ntuple)."""
+import collections.abc
+from itertools import repeat
+
+
+def _ntuple(n, name="parse"):
+    def parse(x):
+        if isinstance(x, collections.abc.Iterable):
+            return tuple(x)
+        return tuple(repeat(x, n))
+    parse.__name__ = name
+    return parse
+
+
+_single = _ntuple(1, "_single")
+_pair = _ntuple(2, "_pair")
+_triple = _ntuple(3, "_triple")
+_quadruple = _ntuple(4, "_quadruple")
+
+
+def _reverse_repeat_tuple(t, n):
+    """Each element of ``t`` reversed, repeated ``n`` times (F.pad's order)."""
+    return tuple(x for x in reversed(t) for _ in range(n))
