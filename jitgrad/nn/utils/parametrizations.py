@@ -1,20 +1,19 @@
 """nn.utils.parametrizations: orthogonal, spectral_norm and weight_norm, as parametrizations (PyTorch's
 modules, buffers, state-dict layout and errors).
 
-The orthogonal maps are composed of table ops, so gradients of any order follow: the matrix exponential
-by scaling and squaring of a Taylor polynomial, the Cayley map by Gauss-Jordan elimination (its matrix
-``I - A/2``, A skew-symmetric, has a positive definite symmetric part: no pivot is ever zero) and
-the Householder product reflector by reflector. Making a matrix orthogonal in ``right_inverse`` (no
-gradient) is NumPy's QR, the LAPACK geqrf/orgqr PyTorch calls.
+The orthogonal maps are jitgrad.linalg's ``matrix_exp``, the Cayley map's ``solve`` and
+``householder_product``, differentiable as PyTorch's; ``right_inverse`` makes a matrix orthogonal with ``qr``
+and ``geqrf``, as PyTorch does.
 """
-import math
 from enum import Enum, auto
 
 import numpy as np
 
+from ... import linalg
 from ..._factories import eye, zeros_like
 from ..._grad_mode import no_grad
 from ..._tensor import Tensor
+from ...ops.decompositions import geqrf
 from ...ops.join import cat
 from .. import functional as F
 from ..module import Module
@@ -24,61 +23,14 @@ from . import parametrize
 __all__ = ["orthogonal", "spectral_norm", "weight_norm"]
 
 
-# ---------------------------------------------------------------------- matrix functions over table ops
 def _identity_like(a, n):
     return eye(n, dtype=a.dtype, device=a.device)
 
 
-def _matrix_exp(a):
-    """exp(a) for square matrices (..., n, n): (T_18(a / 2^s))^(2^s), T_18 the Taylor polynomial (Horner),
-    s making the scaled 1-norm at most 1/2 (truncation error below 1e-22)."""
-    n = a.shape[-1]
-    with no_grad():
-        norm = a.abs().sum(-2).max().item() if a.numel() else 0.0
-    s = max(0, math.ceil(math.log2(norm / 0.5))) if norm > 0.5 else 0
-    x = a / (2.0 ** s)
-    ident = _identity_like(a, n)
-    e = ident
-    for k in range(18, 0, -1):
-        e = ident + x.matmul(e) / k
-    for _ in range(s):
-        e = e.matmul(e)
-    return e
-
-
-def _solve(a, b):
-    """a^-1 b by Gauss-Jordan elimination without pivoting (for matrices whose pivots never vanish)."""
-    n = a.shape[-1]
-    for i in range(n):
-        onehot = _identity_like(a, n)[:, i:i + 1]  # (n, 1): row i
-        pivot = a[..., i:i + 1, i:i + 1]
-        row_a, row_b = a[..., i:i + 1, :] / pivot, b[..., i:i + 1, :] / pivot
-        factor = a[..., :, i:i + 1] * (1 - onehot)
-        a = (a - factor * row_a) * (1 - onehot) + onehot * row_a
-        b = (b - factor * row_b) * (1 - onehot) + onehot * row_b
-    return b
-
-
-def _householder_product(a, tau):
-    """The first k columns of H_0 H_1 ... H_{k-1}, H_i = I - tau_i v_i v_i^H, v_i column i of ``a`` below the
-    diagonal with a 1 on it (torch.linalg.householder_product)."""
-    n, k = a.shape[-2], a.shape[-1]
-    ident = _identity_like(a, n)
-    below = Tensor._wrap(np.tri(n, k, -1, dtype=bool)).to(a.device)
-    v_all = a * below + ident[:, :k]
-    q = ident.expand(tuple(a.shape[:-2]) + (n, n))
-    for i in range(k):
-        v = v_all[..., :, i:i + 1]
-        q = q - (tau[..., i:i + 1].unsqueeze(-1) * q.matmul(v)).matmul(v.mT)
-    return q[..., :, :k]
-
-
 def _make_orthogonal(a):
     """The Q of a's QR decomposition with the signs of R's diagonal (PyTorch's _make_orthogonal), no grad."""
-    host = a.detach().numpy()
-    q, r = np.linalg.qr(host)
-    q = q * np.sign(np.diagonal(r, axis1=-2, axis2=-1))[..., None, :]
-    return Tensor._wrap(np.ascontiguousarray(q.astype(host.dtype))).to(a.device)
+    q, r = linalg.qr(a)
+    return q * r.diagonal(0, -2, -1).sign().unsqueeze(-2)
 
 
 def _is_orthogonal(q):
@@ -114,16 +66,16 @@ class _Orthogonal(Module):
                 X = cat([X, X.new_zeros((n, n - k)).expand(tuple(X.shape[:-2]) + (n, n - k))], -1)
             A = X - X.mT
             if self.orthogonal_map == _OrthMaps.matrix_exp:
-                Q = _matrix_exp(A)
+                Q = linalg.matrix_exp(A)
             else:
                 ident = _identity_like(A, n)
-                Q = _solve(ident - 0.5 * A, ident + 0.5 * A)
+                Q = linalg.solve(ident - 0.5 * A, ident + 0.5 * A)
             if n != k:
                 Q = Q[..., :k]
         else:
             A = X.tril(-1)
             tau = 2.0 / (1.0 + (A * A).sum(-2))
-            Q = _householder_product(A, tau)
+            Q = linalg.householder_product(A, tau)
             Q = Q * X.diagonal(0, -2, -1).int().unsqueeze(-2)
         if hasattr(self, "base"):
             Q = self.base.matmul(Q)
@@ -145,17 +97,9 @@ class _Orthogonal(Module):
                     raise NotImplementedError("It is not possible to assign to the matrix exponential or the Cayley "
                                               "parametrizations when use_trivialization=False.")
                 # geqrf's reflectors below the diagonal, the signs of R on it (PyTorch's right_inverse)
-                host = Q.detach().numpy()
-                flat = host.reshape((-1,) + host.shape[-2:])
-                out = np.empty_like(flat)
-                for b, m in enumerate(flat):
-                    h, tau = np.linalg.qr(m, mode="raw")
-                    a = h.T.copy()
-                    d = np.sign(np.diagonal(a)).copy()
-                    d[tau == 0.0] *= -1
-                    np.fill_diagonal(a, d)
-                    out[b] = a
-                A = Tensor._wrap(np.ascontiguousarray(out.reshape(host.shape))).to(Q.device)
+                A, tau = geqrf(Q)
+                sign = A.diagonal(0, -2, -1).sign()
+                A.diagonal(0, -2, -1).copy_(sign.where(tau != 0.0, -sign))
                 return A.mT if transpose else A
             if n == k:
                 Q = _make_orthogonal(Q) if not _is_orthogonal(Q) else Q.clone()
