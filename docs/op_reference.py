@@ -217,8 +217,8 @@ def op_section(op, public):
     if op.types.unsupported:
         lines.append("- **Unsupported dtypes:** " + "; ".join(
             "%s (%s: %s)" % (code(d), exc.__name__, text(msg)) for d, (exc, msg) in sorted(op.types.unsupported.items())))
-    half = "computed in float32, rounded to the storage dtype" if op.types.reduced_precision == "float32" \
-        else "run on the stored values"
+    half = {"float32": "computed in float32, rounded to the storage dtype",
+            "refused": "refused, as PyTorch refuses them"}.get(op.types.reduced_precision, "run on the stored values")
     lines.append("- **float16 / bfloat16:** " + half)
     if op.types.autocast:
         lines.append("- **Autocast:** " + ", ".join("%s: %s" % (code(k), code(v))

@@ -42,7 +42,8 @@ class TypeRule:
     # op for. Checked only when dispatch first sees an operand-type pattern (the hot path pays nothing).
     unsupported: dict
     # float16/bfloat16 operands: "float32" computes in float32 and rounds the results to the storage dtype;
-    # "native" runs the forward on the stored values (views, copies, casts: ops that only move values)
+    # "native" runs the forward on the stored values (views, copies, casts: ops that only move values);
+    # "refused": the public function raises PyTorch's error for them (LAPACK-backed ops have no such kernels)
     reduced_precision: str
     # with a float16/bfloat16 result, the other operands are rounded to it before the float32 math (PyTorch's
     # cast to the common dtype); True: numbers and 0-d tensors enter it unrounded (PyTorch's mul and div)

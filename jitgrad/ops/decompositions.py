@@ -639,35 +639,35 @@ def _np_householder(a, tau):
 
 
 # ---------------------------------------------------------------------- the entries
-CHOLESKY = register(Op("linalg_cholesky", _cholesky_forward, vjp=[_cholesky_grad], n_outputs=2,
+CHOLESKY = register(Op("linalg_cholesky", _cholesky_forward, reduced_precision="refused", vjp=[_cholesky_grad], n_outputs=2,
                        outputs=("result", "info"), node="LinalgCholeskyExBackward0", params={"upper": False},
                        call=hermitian_input(cholesky_ex), samples=_floats(_chol_samples), ref=_np_cholesky_ex))
-SOLVE_TRIANGULAR = register(Op("linalg_solve_triangular", _triangular_forward, inputs=("self", "other"),
+SOLVE_TRIANGULAR = register(Op("linalg_solve_triangular", _triangular_forward, reduced_precision="refused", inputs=("self", "other"),
                                vjp=[_triangular_grad_a, _triangular_grad_b], node="LinalgSolveTriangularBackward0",
                                call=solve_triangular, samples=_floats(_triangular_samples), ref=_np_triangular))
-LU_FACTOR = register(Op("linalg_lu_factor", _lu_forward, vjp=[_lu_factor_grad], n_outputs=3,
+LU_FACTOR = register(Op("linalg_lu_factor", _lu_forward, reduced_precision="refused", vjp=[_lu_factor_grad], n_outputs=3,
                         outputs=("result", "pivots", "info"), node="LinalgLuFactorExBackward0", call=lu_factor_ex,
                         samples=_floats(_lu_samples), ref=_np_lu_factor_ex))
-QR_OP = register(Op("linalg_qr", _qr_forward, vjp=[_qr_grad], n_outputs=2, outputs=("Q", "R"),
+QR_OP = register(Op("linalg_qr", _qr_forward, reduced_precision="refused", vjp=[_qr_grad], n_outputs=2, outputs=("Q", "R"),
                     node="LinalgQrBackward0", call=qr, samples=_floats(_qr_samples), ref=_np_qr,
                     params={"mode": "reduced"}))
 PERMUTATION = register(Op("lu_pivots_to_permutation", _permutation_forward, inputs=("pivots",), dtype="int64",
                           differentiable=False, call=permutation, keep_inputs=(0,), samples=_floats(
                               lambda rng, dt: [((_np_lu_factor_ex(_general(rng, (2, 4, 4), np.float64))[1],), {})]),
                           ref=_np_permutation))
-GEQRF = register(Op("geqrf", _geqrf_forward, n_outputs=2, outputs=("a", "tau"), differentiable=False, call=geqrf,
+GEQRF = register(Op("geqrf", _geqrf_forward, reduced_precision="refused", n_outputs=2, outputs=("a", "tau"), differentiable=False, call=geqrf,
                     samples=_floats(_geqrf_samples), ref=_np_geqrf))
-HOUSEHOLDER = register(Op("linalg_householder_product", _householder_forward, inputs=("self", "tau"),
+HOUSEHOLDER = register(Op("linalg_householder_product", _householder_forward, reduced_precision="refused", inputs=("self", "tau"),
                           vjp=[_householder_grad(0), _householder_grad(1)], node="LinalgHouseholderProductBackward0",
                           call=householder_product, samples=_floats(_householder_samples), ref=_np_householder))
-EIGH = register(Op("linalg_eigh", _eigh_forward, vjp=[_eigh_grad], n_outputs=2,
+EIGH = register(Op("linalg_eigh", _eigh_forward, reduced_precision="refused", vjp=[_eigh_grad], n_outputs=2,
                    outputs=("eigenvalues", "eigenvectors"), node="LinalgEighBackward0", call=hermitian_input(eigh),
                    samples=_floats(_eigh_samples), ref=_np_eigh))
-EIGVALSH = register(Op("linalg_eigvalsh", _eigh_forward, vjp=[_eigvalsh_grad], n_outputs=2,
+EIGVALSH = register(Op("linalg_eigvalsh", _eigh_forward, reduced_precision="refused", vjp=[_eigvalsh_grad], n_outputs=2,
                        outputs=("result", "eigenvectors"), node="LinalgEighBackward0", call=hermitian_input(eigvalsh),
                        samples=_floats(_eigh_samples), ref=_np_eigvalsh))
-SVD_OP = register(Op("linalg_svd", _svd_forward, vjp=[_svd_grad], n_outputs=3, outputs=("U", "S", "Vh"),
+SVD_OP = register(Op("linalg_svd", _svd_forward, reduced_precision="refused", vjp=[_svd_grad], n_outputs=3, outputs=("U", "S", "Vh"),
                      node="LinalgSvdBackward0", call=svd, samples=_floats(_svd_samples), ref=_np_svd))
-SVDVALS = register(Op("linalg_svdvals", _svdvals_forward, vjp=[_svdvals_grad], n_outputs=3, outputs=("result", "U", "Vh"),
+SVDVALS = register(Op("linalg_svdvals", _svdvals_forward, reduced_precision="refused", vjp=[_svdvals_grad], n_outputs=3, outputs=("result", "U", "Vh"),
                       node="LinalgSvdBackward0", call=svdvals, samples=_floats(_svdvals_samples),
                       ref=lambda a: (np.linalg.svd(a, compute_uv=False),)))

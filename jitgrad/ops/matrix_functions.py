@@ -180,9 +180,9 @@ def _slogdet_samples(rng, dtype):
     return [((_general(rng, s, dtype) * np.asarray(-1.0, dtype),), {}) for s in ((2, 2), (3, 3), (2, 4, 4))]
 
 
-DET = register(Op("linalg_det", _det_forward, vjp=[_det_grad], node="LinalgDetBackward0", call=det,
+DET = register(Op("linalg_det", _det_forward, reduced_precision="refused", vjp=[_det_grad], node="LinalgDetBackward0", call=det,
                   samples=_floats(_det_samples), ref=lambda a: np.linalg.det(a) if a.size else np.ones(a.shape[:-2])))
-SLOGDET = register(Op("linalg_slogdet", _slogdet_forward, vjp=[_slogdet_grad], n_outputs=2,
+SLOGDET = register(Op("linalg_slogdet", _slogdet_forward, reduced_precision="refused", vjp=[_slogdet_grad], n_outputs=2,
                       outputs=("sign", "logabsdet"), node="LinalgSlogdetBackward0", call=slogdet,
                       samples=_floats(_slogdet_samples), ref=np.linalg.slogdet))
 

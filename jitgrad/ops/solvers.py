@@ -400,17 +400,17 @@ def _np_lstsq_solution(a, b, rcond=None, driver=None):
 
 
 # ---------------------------------------------------------------------- the entries
-INV = register(Op("linalg_inv", _inv_forward, vjp=[_inv_grad], n_outputs=2, outputs=("result", "info"),
+INV = register(Op("linalg_inv", _inv_forward, reduced_precision="refused", vjp=[_inv_grad], n_outputs=2, outputs=("result", "info"),
                   node="LinalgInvExBackward0", call=inv_ex, samples=_floats(_inv_samples), ref=_np_inv_ex))
-SOLVE = register(Op("linalg_solve", _solve_forward, inputs=("self", "other"), vjp=[_solve_grad_a, _solve_grad_b],
+SOLVE = register(Op("linalg_solve", _solve_forward, reduced_precision="refused", inputs=("self", "other"), vjp=[_solve_grad_a, _solve_grad_b],
                     n_outputs=4, outputs=("result", "LU", "pivots", "info"), node="LinalgSolveExBackward0",
                     call=solve_ex, samples=_floats(_solve_samples), ref=_np_solve_ex))
-LU_SOLVE = register(Op("linalg_lu_solve", _lu_solve_forward, inputs=("LU", "pivots", "other"),
+LU_SOLVE = register(Op("linalg_lu_solve", _lu_solve_forward, reduced_precision="refused", inputs=("LU", "pivots", "other"),
                        vjp=[_lu_solve_grad_lu, None, _lu_solve_grad_b], node="LinalgLuSolveBackward0", call=lu_solve,
                        keep_inputs=(1,), samples=_floats(_lu_solve_samples), ref=_np_lu_solve))
-PINV = register(Op("linalg_pinv", _pinv_forward, vjp=[_pinv_grad], node="LinalgPinvBackward0", call=pinv,
+PINV = register(Op("linalg_pinv", _pinv_forward, reduced_precision="refused", vjp=[_pinv_grad], node="LinalgPinvBackward0", call=pinv,
                    samples=_floats(_pinv_samples), ref=_np_pinv))
-LSTSQ = register(Op("linalg_lstsq", _lstsq_forward, inputs=("self", "other"),
+LSTSQ = register(Op("linalg_lstsq", _lstsq_forward, reduced_precision="refused", inputs=("self", "other"),
                     vjp=[lambda g, s: _lstsq_grads(g, s)[0], lambda g, s: _lstsq_grads(g, s)[1]], n_outputs=3,
                     outputs=("solution", "rank", "singular_values"), node="LinalgLstsqBackward0",
                     call=lambda A, B, **kw: lstsq(A, B, **kw)[:1], samples=_floats(_lstsq_samples),
