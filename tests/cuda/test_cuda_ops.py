@@ -26,6 +26,18 @@ CPU_ONLY = {name: "grid_sample's kernels (kernels/grid_sample.py) have no CUDA t
             for name in ("grid_sampler_2d", "grid_sampler_2d_backward", "grid_sampler_2d_grid_jvp")}
 
 
+def _calls_lapack(fn, depth=2):
+    """Whether forward ``fn`` (or a function of its module it calls) runs the backend's ``xp.linalg`` kernels."""
+    names = fn.__code__.co_names
+    return "linalg" in names or depth > 0 and any(
+        _calls_lapack(f, depth - 1) for f in (fn.__globals__.get(n) for n in names)
+        if callable(f) and getattr(f, "__module__", None) == fn.__module__ and hasattr(f, "__code__"))
+
+
+CPU_ONLY.update({name: "LAPACK's kernels (kernels/linalg.py): on CUDA they need cuSOLVER" for name, op in OPS.items()
+                 if hasattr(op.forward, "__code__") and _calls_lapack(op.forward)})
+
+
 def _leaves(args, kwargs, device):
     inputs = []
 
