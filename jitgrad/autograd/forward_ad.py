@@ -324,7 +324,10 @@ def _jvp(op, args, params, outs, tangents):
             formula = (lambda f, k: lambda g, s: f(g, s, k))(formula, k)
         if formula is None:
             continue  # (an input the op is not differentiable in: its tangent does not reach the output)
-        if elementwise:  # a diagonal Jacobian: the formula applied to the tangent is the JVP
+        if k in op.derivatives.linear:  # multilinear in this input: the op on its tangent, the others' primals
+            with no_grad():
+                terms = (dispatch(op, args[:k] + (t,) + args[k + 1:], params),)
+        elif elementwise:  # a diagonal Jacobian: the formula applied to the tangent is the JVP
             out = outs[0]
             with no_grad():
                 terms = (formula(t.expand(out.shape) if tuple(t.shape) != tuple(out.shape) else t, s),)

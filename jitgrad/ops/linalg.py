@@ -129,7 +129,8 @@ def _matmul_operator(self, other):
 
 # ---------------------------------------------------------------------- the entries (PyTorch has no bool GEMM)
 def _linop(name, forward, vjps, samples, node=None, ref=np.matmul, kernel=None, api=None, **kw):
-    return register(Op(name, forward, inputs=("self", "other"), vjp=vjps, dtype="promote", ref=ref,
+    # (bilinear: the JVP is op(da, b) + op(a, db), the op itself on each tangent)
+    return register(Op(name, forward, inputs=("self", "other"), vjp=vjps, linear=(0, 1), dtype="promote", ref=ref,
                        samples=samples, node=node, bench={"sizes": [(16, 16, 16), (1024, 1024, 1024)]},
                        unsupported=no_kernel(kernel, "bool") if kernel else {}, api=api or (name,), **kw))
 
