@@ -22,6 +22,10 @@ from ._batched import LEVELS, move_out, unwrap_all, wrap_levels
 from .vmap import vmap
 
 _DEPTH = [0]  # open grad/vjp/jvp transforms: an inner one records its backward for the outer ones
+_REVERSE = [0]  # open grad/vjp transforms recording their function (forward mode inside them is refused)
+REVERSE_OVER_FORWARD = ("jitgrad.func: forward-mode transforms (jvp, jacfwd, linearize) inside reverse-mode ones (grad, "
+                        "vjp, jacrev) are not supported yet: the tangents would not be differentiated. Compose them "
+                        "the other way, forward over reverse (jacfwd(jacrev(f)), as hessian does).")
 
 
 # ------------------------------------------------------------------ arguments
@@ -148,6 +152,7 @@ def grad_and_value(func, argnums=0, has_aux=False):
         def main(output):
             return output[0] if has_aux and isinstance(output, tuple) and len(output) == 2 else output
         _DEPTH[0] += 1
+        _REVERSE[0] += 1
         try:
             with enable_grad():
                 output, pairs, levels = _record(run, flat, _levels_in((args, kwargs)), main)
@@ -168,6 +173,7 @@ def grad_and_value(func, argnums=0, has_aux=False):
                 grads = iter(_backward([output], [ones_like(output)], leaves, levels, create_graph))
         finally:
             _DEPTH[0] -= 1
+            _REVERSE[0] -= 1
         g = _pytree.unflatten([next(grads) if p[1] is not None else None for p in pairs], spec)
         value = _strip(output, create_graph)
         return g, ((value, _pytree.tree_map(lambda a: _strip(a, create_graph), aux)) if has_aux else value)
@@ -195,6 +201,7 @@ def vjp(func, *primals, has_aux=False):
     def main(output):
         return output[0] if has_aux and isinstance(output, tuple) and len(output) == 2 else output
     _DEPTH[0] += 1
+    _REVERSE[0] += 1
     try:
         with enable_grad():
             output, pairs, levels = _record(lambda inputs: func(*_pytree.unflatten(inputs, spec)), flat,
@@ -207,6 +214,7 @@ def vjp(func, *primals, has_aux=False):
                 output, aux = output
     finally:
         _DEPTH[0] -= 1
+        _REVERSE[0] -= 1
     flat_out, out_spec = _pytree.flatten(output)
     _check_tensors(flat_out, "vjp(f, *primals)", "outputs")
     leaves = [p[1] for p in pairs]
@@ -265,6 +273,8 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
                            "tangents with structure %s" % (api, p_spec, t_spec))
     _check_tensors(flat_p, api, "primals")
     _check_tensors(flat_t, api, "tangents")
+    if _REVERSE[0]:
+        raise NotImplementedError(REVERSE_OVER_FORWARD)
     _DEPTH[0] += 1
     try:
         with fwAD.nested_level():  # (levels nest: jvp of jvp, jacfwd of jacfwd)

@@ -270,3 +270,19 @@ def test_the_tutorials_match_torch_func():
     _, t1 = F.jvp(lambda z: (z.sin() * z).cumsum(0), (T(v),), (T(A[0]),))
     _, t2 = torch.func.jvp(lambda z: (z.sin() * z).cumsum(0), (torch.tensor(v),), (torch.tensor(A[0]),))
     np.testing.assert_allclose(t1.numpy(), t2.numpy(), rtol=1e-12)
+
+
+def test_forward_mode_inside_reverse_mode_is_refused_not_wrong():
+    """jacrev(jacfwd(f)) would differentiate tangents that forward mode computes without history: refused with
+    a clear error, while forward over reverse (hessian) and reverse over reverse agree."""
+    x = jg.tensor([0.3, -0.7, 1.1], dtype=jg.float64)
+    W = jg.tensor(np.random.default_rng(0).standard_normal((3, 3)))
+
+    def f(x):
+        return ((W @ (W @ x).tanh()).tanh() ** 2).sum()
+    with pytest.raises(NotImplementedError, match="forward-mode transforms .* inside reverse-mode ones"):
+        F.jacrev(F.jacfwd(f))(x)
+    with pytest.raises(NotImplementedError, match="inside reverse-mode ones"):
+        F.grad(lambda x: F.jvp(f, (x,), (jg.ones_like(x),))[1])(x)
+    np.testing.assert_allclose(F.hessian(f)(x).numpy(), F.jacrev(F.jacrev(f))(x).numpy(), rtol=1e-10, atol=1e-12)
+    assert F.jacrev(F.jacrev(f))(x).grad_fn is None
