@@ -23,7 +23,18 @@ def test_the_entries_without_a_batching_rule():
     assert missing() == WITHOUT_RULE
 
 
-ENTRIES = sorted(n for n, op in OPS.items() if op.tests.samples and RULES.get(n) is not random_rule)
+# entries whose outputs' shapes depend on each sample's values: vmap refuses them, as PyTorch's does
+REFUSED = sorted(n for n, r in RULES.items() if r.__qualname__.startswith("dynamic_shape."))
+ENTRIES = sorted(n for n, op in OPS.items() if op.tests.samples and RULES.get(n) is not random_rule and n not in REFUSED)
+
+
+@pytest.mark.parametrize("name", REFUSED)
+def test_value_shaped_entries_are_refused(name):
+    op = OPS[name]
+    (x, *rest), kwargs = _samples(op)[0]
+    rest = [jg.tensor(r) if isinstance(r, np.ndarray) else r for r in rest]
+    with pytest.raises(RuntimeError, match="dynamic shape"):
+        jg.vmap(lambda t: call_of(op)(t, *rest, **kwargs))(jg.tensor(np.stack([x, x])))
 SAMPLE = ENTRIES[::5]
 
 
