@@ -17,9 +17,22 @@ _SCALAR_TYPES = {"int64": "Long", "int32": "Int", "bool": "Bool", "uint8": "Byte
                  "bfloat16": "BFloat16"}
 
 
+# PyTorch's CPU kernel that reports a float16/bfloat16 input, by function (NotImplementedError "K" not implemented
+# for 'Half'); the others check the dtype first ("Low precision dtypes not supported").
+_LOW_PRECISION_KERNEL = {"linalg.cholesky": "cholesky_cpu", "linalg.cholesky_ex": "cholesky_cpu", "linalg.det": "lu_cpu",
+                         "linalg.solve": "lu_cpu", "linalg.solve_ex": "lu_cpu", "linalg.lu_factor": "lu_cpu",
+                         "linalg.lu_factor_ex": "lu_cpu", "linalg.lu": "lu_cpu", "linalg.eigh": "linalg_eigh_cpu",
+                         "linalg.eigvalsh": "linalg_eigh_cpu", "linalg.svd": "linalg_svd_cpu",
+                         "linalg.svdvals": "linalg_svd_cpu", "linalg.qr": "geqrf_cpu", "torch.geqrf": "geqrf_cpu",
+                         "linalg.solve_triangular": "triangular_solve_cpu"}
+
+
 def check_float(t, fname, what="input"):
     if not t.dtype.is_floating_point or t.dtype.name in ("float16", "bfloat16"):
         if t.dtype.is_floating_point:
+            kernel = _LOW_PRECISION_KERNEL.get(fname)
+            if kernel is not None:
+                raise NotImplementedError("\"%s\" not implemented for '%s'" % (kernel, _SCALAR_TYPES[t.dtype.name]))
             raise RuntimeError("%s: Low precision dtypes not supported. Got %s" % (fname, _SCALAR_TYPES[t.dtype.name]))
         raise RuntimeError("%s: Expected a floating point or complex tensor as %s. Got %s"
                            % (fname, what, _SCALAR_TYPES.get(t.dtype.name, t.dtype.name)))

@@ -303,3 +303,16 @@ def test_programs_match_pytorch():
         outs.append((loss.item(), a.grad.numpy()))
     np.testing.assert_allclose(outs[0][0], outs[1][0], rtol=1e-10)
     np.testing.assert_allclose(outs[0][1], outs[1][1], rtol=1e-8, atol=1e-10)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_low_precision_inputs_get_pytorch_s_error(dtype):
+    """PyTorch's CPU kernels report float16/bfloat16 by name where they get them, or its dtype check says so."""
+    name = {"float16": "Half", "bfloat16": "BFloat16"}[dtype]
+    A = jg.eye(3).to(getattr(jg, dtype))
+    for fn, kernel in ((jg.linalg.cholesky, "cholesky_cpu"), (jg.linalg.det, "lu_cpu"), (jg.linalg.eigh, "linalg_eigh_cpu"),
+                       (jg.linalg.svdvals, "linalg_svd_cpu"), (jg.linalg.qr, "geqrf_cpu")):
+        with pytest.raises(NotImplementedError, match="^\"%s\" not implemented for '%s'$" % (kernel, name)):
+            fn(A)
+    with pytest.raises(RuntimeError, match="^linalg.inv: Low precision dtypes not supported. Got %s$" % name):
+        jg.linalg.inv(A)
