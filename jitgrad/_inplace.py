@@ -14,7 +14,7 @@ from ._grad_mode import SPECIAL, STATE, no_grad
 from ._graph import Node, edge, overlaps
 from ._index_key import _is_basic, normalize_key
 from ._op import dispatch
-from ._tensor import Tensor
+from ._tensor import Tensor, has_tangent
 from ._trace_hooks import side_effect
 
 _CAST_NAMES = {"float32": "Float", "float64": "Double", "int64": "Long", "int32": "Int", "bool": "Bool",
@@ -121,16 +121,13 @@ def inplace(self, fn, args, kwargs):
 
 def _carry_tangent(t, r, what):
     """Forward-mode AD: ``t``, written with ``r``, takes ``r``'s tangent."""
-    if SPECIAL[0] and STATE.dual is not None and (t._fw_grad is not None or r._fw_grad is not None or
-                                                  t._base is not None and t._base._fw_grad is not None):
+    if SPECIAL[0] and STATE.dual is not None and (has_tangent(t) or r._fw_grad is not None):
         STATE.dual.written(t, r._fw_grad, what)
 
 
 def setitem(self, key, value):
     side_effect("an in-place op (Tensor.__setitem__)")
-    if SPECIAL[0] and STATE.dual is not None and (self._fw_grad is not None or getattr(value, "_fw_grad", None)
-                                                  is not None or self._base is not None and
-                                                  self._base._fw_grad is not None):
+    if SPECIAL[0] and STATE.dual is not None and (has_tangent(self) or getattr(value, "_fw_grad", None) is not None):
         hook, STATE.dual = STATE.dual, None  # (the primal written as usual, then the tangent's region)
         try:
             setitem(self, key, value)

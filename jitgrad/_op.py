@@ -16,7 +16,7 @@ from ._device import cuda_backend
 from .kernels import config as KERNEL_CONFIG, cpu as CPU_BACKEND
 from ._grad_mode import SPECIAL, STATE
 from ._op_node import OpNode, _attach, record
-from ._tensor import Tensor
+from ._tensor import Tensor, has_tangent
 
 EMPTY = {}
 
@@ -120,9 +120,9 @@ class Op:
         fused = tuple(f.spec(self, k) if hasattr(f, "spec") else f for k, f in enumerate(fused))
         # per input: the fused kernel as an op of its own, which a backward traced by jitgrad.compile records
         # as one node where eager's formula would record several
-        self.derivatives = Derivatives(vjp, fused, tuple(fused_op(f) for f in fused),
-                                       tuple(_saved_names(self.inputs, self.outputs, vjp[k], fused[k]) for k in range(n)),
-                                       double_backward, tuple(linear))
+        saves = tuple(_saved_names(self.inputs, self.outputs, vjp[k], fused[k]) for k in range(n))
+        self.derivatives = Derivatives(vjp, fused, tuple(fused_op(f) for f in fused), saves, double_backward,
+                                       tuple(linear))
         self.differentiable = any(vjp) if differentiable is None else differentiable
         self.node_name = node or "".join(p.capitalize() for p in name.split("_")) + "Backward0"
         self.node_cls = type(self.node_name, (OpNode,), {"__slots__": (), "n_outputs": n_outputs})
@@ -259,8 +259,7 @@ def dispatch(op, args, params=EMPTY):
             return STATE.capture(op, args, params)
         if STATE.vmap is not None and STATE.vmap.claims(op, args):  # jitgrad.vmap: the entry's batching rule
             return STATE.vmap(op, args, params)
-        if STATE.dual is not None and any(isinstance(a, Tensor) and (a._fw_grad is not None or a._base is not None
-                                                                    and a._base._fw_grad is not None) for a in args):
+        if STATE.dual is not None and any(isinstance(a, Tensor) and has_tangent(a) for a in args):
             return STATE.dual(op, args, params)  # forward-mode AD: the primal and its tangent
     key = []
     arrays = []

@@ -542,6 +542,11 @@ class Tensor:
         return self.to("cuda" if device is None else device)
 
 
+def has_tangent(t):
+    """Whether forward-mode AD gives tensor ``t`` a tangent: its own, or (a view) its base's."""
+    return t._fw_grad is not None or t._base is not None and t._base._fw_grad is not None
+
+
 def _type_from_name(name):
     """(dtype, device) for a legacy type name: 'torch.FloatTensor', 'jitgrad.cuda.LongTensor'."""
     parts = name.split(".")
