@@ -6,7 +6,7 @@ import numbers
 from .._tensor import Size, Tensor
 from . import constraints
 from .distribution import Distribution
-from .utils import broadcast_all, finfo, jg, lazy_property, logits_to_probs, probs_to_logits
+from .utils import BinaryParams, broadcast_all, finfo, jg, lazy_property, logits_to_probs, probs_to_logits
 
 __all__ = ["Bernoulli", "Binomial", "Categorical", "Geometric", "Multinomial", "OneHotCategorical", "Poisson"]
 
@@ -20,7 +20,7 @@ def _tensor(x):
     return x if isinstance(x, Tensor) else jg.tensor(float(x))
 
 
-class Bernoulli(Distribution):
+class Bernoulli(BinaryParams, Distribution):
     """Bernoulli(probs): 1 with probability ``probs``, else 0 (or given the log-odds ``logits``)."""
     arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
     support = constraints.boolean
@@ -62,18 +62,6 @@ class Bernoulli(Distribution):
     @property
     def variance(self):
         return self.probs * (1 - self.probs)
-
-    @lazy_property
-    def logits(self):
-        return probs_to_logits(self.probs, is_binary=True)
-
-    @lazy_property
-    def probs(self):
-        return logits_to_probs(self.logits, is_binary=True)
-
-    @property
-    def param_shape(self):
-        return self._param.size()
 
     def sample(self, sample_shape=Size()):
         shape = self._extended_shape(sample_shape)
@@ -261,7 +249,7 @@ def _clamp_by_zero(x):
     return (x.clamp(min=0) + x - x.clamp(max=0)) / 2
 
 
-class Binomial(Distribution):
+class Binomial(BinaryParams, Distribution):
     """The number of successes in ``total_count`` Bernoulli(probs) trials."""
     arg_constraints = {"total_count": constraints.nonnegative_integer, "probs": constraints.unit_interval,
                        "logits": constraints.real}
@@ -307,18 +295,6 @@ class Binomial(Distribution):
     @property
     def variance(self):
         return self.total_count * self.probs * (1 - self.probs)
-
-    @lazy_property
-    def logits(self):
-        return probs_to_logits(self.probs, is_binary=True)
-
-    @lazy_property
-    def probs(self):
-        return logits_to_probs(self.logits, is_binary=True)
-
-    @property
-    def param_shape(self):
-        return self._param.size()
 
     def sample(self, sample_shape=Size()):
         shape = self._extended_shape(sample_shape)

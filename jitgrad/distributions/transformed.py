@@ -10,8 +10,7 @@ from .discrete import Categorical
 from .distribution import Distribution
 from .independent import Independent
 from .transforms import AbsTransform, AffineTransform, ComposeTransform, ExpTransform, SigmoidTransform, Transform
-from .utils import _sum_rightmost, broadcast_all, clamp_probs, euler_constant, finfo, jg, lazy_property, \
-    logits_to_probs, probs_to_logits
+from .utils import BinaryParams, _sum_rightmost, broadcast_all, clamp_probs, euler_constant, finfo, jg
 
 __all__ = ["ExpRelaxedCategorical", "Gumbel", "HalfNormal", "LogNormal", "LogitRelaxedBernoulli", "RelaxedBernoulli",
            "RelaxedOneHotCategorical", "TransformedDistribution"]
@@ -259,7 +258,7 @@ class Gumbel(TransformedDistribution):
         return self.scale.log() + (1 + euler_constant)
 
 
-class LogitRelaxedBernoulli(Distribution):
+class LogitRelaxedBernoulli(BinaryParams, Distribution):
     """The logit of a RelaxedBernoulli sample (Maddison et al., 2017)."""
     arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
     support = constraints.real
@@ -290,18 +289,6 @@ class LogitRelaxedBernoulli(Distribution):
         Distribution.__init__(new, batch_shape, validate_args=False)
         new._validate_args = self._validate_args
         return new
-
-    @lazy_property
-    def logits(self):
-        return probs_to_logits(self.probs, is_binary=True)
-
-    @lazy_property
-    def probs(self):
-        return logits_to_probs(self.logits, is_binary=True)
-
-    @property
-    def param_shape(self):
-        return self._param.size()
 
     def rsample(self, sample_shape=Size()):
         shape = self._extended_shape(sample_shape)

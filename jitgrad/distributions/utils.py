@@ -89,6 +89,23 @@ class _lazy_property_and_property(lazy_property, property):
         property.__init__(self, wrapped)
 
 
+class BinaryParams:
+    """A family given by the probability of success or its logit (``_param``, whichever was given): the other
+    is derived on first use."""
+
+    @lazy_property
+    def logits(self):
+        return probs_to_logits(self.probs, is_binary=True)
+
+    @lazy_property
+    def probs(self):
+        return logits_to_probs(self.logits, is_binary=True)
+
+    @property
+    def param_shape(self):
+        return self._param.size()
+
+
 def tril_matrix_to_vec(mat, diag=0):
     n = mat.shape[-1]
     rows, cols = np.tril_indices(n, diag)
