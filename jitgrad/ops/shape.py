@@ -310,6 +310,59 @@ def split(tensor, split_size_or_sections, dim=0):
 
 
 @export()
+def tensor_split(input, indices_or_sections, dim=0):
+    """Sections of sizes differing by at most one (the first ones larger), or the pieces between the given
+    indices, as Python slices take them (torch.tensor_split)."""
+    d = input._wrap_dim(dim)
+    n = input.shape[d]
+    if isinstance(indices_or_sections, Tensor):
+        if indices_or_sections.dtype.name != "int64" or indices_or_sections.ndim > 1:
+            raise RuntimeError("tensor_split expected tensor_indices_or_sections to have dtype of long, and be a "
+                               "0-D or 1-D tensor, but got a tensor with dtype %s and %d dims"
+                               % (indices_or_sections.dtype.name, indices_or_sections.ndim))
+        indices_or_sections = indices_or_sections.tolist()
+    if isinstance(indices_or_sections, int):
+        k = indices_or_sections
+        if k <= 0:
+            raise RuntimeError("number of sections must be larger than 0, got %d" % k)
+        q, r = divmod(n, k)
+        bounds = [i * q + min(i, r) for i in range(1, k)]
+    else:
+        bounds = list(indices_or_sections)
+    edges = [0] + bounds + [n]
+    pieces = []
+    for a, b in zip(edges[:-1], edges[1:]):
+        a, b, _ = slice(a, b).indices(n)  # x[a:b], negative indices counted from the end
+        pieces.append(getitem(input, (slice(None),) * d + (slice(a, max(a, b)),)))
+    return tuple(pieces)
+
+
+def _split_along(name, input, sections, dim, need):
+    if input.ndim < need:
+        raise RuntimeError("torch.%s requires a tensor with at least %d dimension, but got a tensor with %d dimensions!"
+                           % (name, need, input.ndim))
+    if isinstance(sections, int) and (sections == 0 or input.shape[dim] % sections):
+        raise RuntimeError("torch.%s attempted to split along dimension %d, but the size of the dimension %d is not "
+                           "divisible by the split_size %d!" % (name, dim, input.shape[dim], sections))
+    return tensor_split(input, sections, dim)
+
+
+@export()
+def hsplit(input, indices_or_sections):
+    return _split_along("hsplit", input, indices_or_sections, 1 if input.ndim > 1 else 0, 1)
+
+
+@export()
+def vsplit(input, indices_or_sections):
+    return _split_along("vsplit", input, indices_or_sections, 0, 2)
+
+
+@export()
+def dsplit(input, indices_or_sections):
+    return _split_along("dsplit", input, indices_or_sections, 2, 3)
+
+
+@export()
 def chunk(input, chunks, dim=0):
     if chunks <= 0:
         raise RuntimeError("chunk expects `chunks` to be greater than 0, got: %d" % chunks)
