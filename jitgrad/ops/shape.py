@@ -8,7 +8,7 @@ import numpy as np
 
 from .. import _dtype as D
 from .. import _memory_format as MF
-from .._device import CPU, cuda_backend
+from .._device import CPU, backend as xp_of, cuda_backend
 from .._op import Op, dispatch
 from .._tensor import Tensor
 from ..kernels import cpu
@@ -86,7 +86,17 @@ def view(self, *shape):
 
 
 def reshape(input, *shape):
-    return dispatch(RESHAPE, (input,), {"shape": infer_shape(_sizes(shape), input.numel())})
+    shape = infer_shape(_sizes(shape), input.numel())
+    if not input.is_contiguous() and xp_of(input._data).view(input._data, shape) is None:
+        # the layout allows no view: a contiguous copy and a view of it, recorded as PyTorch records them
+        # (UnsafeViewBackward0 after CloneBackward0); the result is no view of the input
+        return dispatch(UNSAFE_VIEW, (clone(input, memory_format=MF.contiguous_format),), {"shape": shape})
+    return dispatch(RESHAPE, (input,), {"shape": shape})
+
+
+def _unsafe_view(input, *shape):
+    """A reshape of a contiguous tensor whose result is no view of it (what reshape records after its copy)."""
+    return dispatch(UNSAFE_VIEW, (input,), {"shape": infer_shape(_sizes(shape), input.numel())})
 
 
 @export(function=False)
@@ -433,6 +443,8 @@ VIEW = _shape_op("view", _view_forward, _back_reshape, node="ViewBackward0", cal
 RESHAPE = _shape_op("reshape", _reshape_forward, _back_reshape, node="ViewBackward0", call=reshape, api=("reshape",),
                     ref=_np_reshape, samples=_cases(((2, 3), (3, 2)), ((2, 3), (-1,)), ((), (1,)), ([3, 2], (6,)),
                                                     ([3, 2], (2, -1))))
+UNSAFE_VIEW = _shape_op("unsafe_view", _reshape_forward, _back_reshape, view=False, ref=_np_reshape, call=_unsafe_view,
+                        samples=_cases(((2, 3), (3, 2)), ((2, 3), (-1,))))
 SQUEEZE = _shape_op("squeeze", _reshape_forward, _back_reshape, node="SqueezeBackward0", call=squeeze,
                     api=("squeeze",), ref=np.squeeze, samples=_cases(((1, 3, 1),), ((),), ((2, 3),), ([3, 1],)))
 SQUEEZE_DIM = _shape_op("squeeze_dim", _reshape_forward, _back_reshape, node="SqueezeBackward1", call=squeeze,

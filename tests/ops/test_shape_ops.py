@@ -288,3 +288,17 @@ def test_hsplit_vsplit_dsplit():
         jg.dsplit(jg.ones(2, 2), 2)
     with pytest.raises(RuntimeError, match="number of sections must be larger than 0, got 0"):
         jg.tensor_split(x, 0)
+
+
+def test_reshape_that_copies_records_clone_then_unsafe_view():
+    x = jg.tensor(np.arange(6.0).reshape(2, 3), requires_grad=True)
+    y = x.t().reshape(6)  # a transposed layout allows no view: PyTorch copies, then views the copy
+    assert y.grad_fn.name() == "UnsafeViewBackward0"
+    assert [f.name() for f, _ in y.grad_fn.next_functions] == ["CloneBackward0"]
+    assert y._base is None
+    y.detach()[0] = 100.0  # the copy is the result's own storage
+    assert x[0, 0].item() == 0.0
+    (y * jg.arange(6.0, dtype=jg.float64)).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.arange(6.0).reshape(3, 2).T)
+    assert x.reshape(3, 2).grad_fn.name() == "ViewBackward0"  # contiguous: a view, as before
+    assert gradcheck(lambda a: a.t().reshape(3, 2) ** 2, (x.detach().requires_grad_(),))
