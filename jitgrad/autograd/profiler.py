@@ -14,8 +14,7 @@ import sys
 import threading
 import time
 
-import numpy as np
-
+from .._device import may_share_memory
 from .._grad_mode import SPECIAL, STATE
 from .._graph import AccumulateGrad
 from .._op import dispatch
@@ -66,12 +65,11 @@ def _user_stack():
 
 def _new_bytes(out, args):
     """Bytes of the arrays an op returned that are new (not views of its operands)."""
+    inputs = [a._data for a in args if isinstance(a, Tensor)]
     total = 0
     for t in out if isinstance(out, (tuple, list)) else (out,):
         d = getattr(t, "_data", None)
-        if d is not None and not any(isinstance(a, Tensor) and np.may_share_memory(d, a._data)
-                                     if d.__class__ is np.ndarray and a._data.__class__ is np.ndarray else False
-                                     for a in args):
+        if d is not None and not any(may_share_memory(d, a) for a in inputs):
             total += d.nbytes
     return total
 

@@ -195,6 +195,10 @@ class EventList(list):
             if group_by_stack_n > 0:
                 key += tuple(e.stack[:group_by_stack_n])
             stats[key].add(e)
+        for avg in stats.values():  # (as PyTorch: what the averages were not grouped by is left out)
+            avg.stack = avg.stack[:group_by_stack_n]
+            if not group_by_input_shape:
+                avg.input_shapes = ""
         return EventList(stats.values(), use_device=self._use_device, profile_memory=self._profile_memory,
                          with_flops=self._with_flops)
 
