@@ -214,3 +214,14 @@ def test_same_graph_interface_as_torch_onnx():
         assert [v.name for v in a] == [v.name for v in b]
         assert [[d.dim_param or d.dim_value for d in v.type.tensor_type.shape.dim] for v in a] == \
             [[d.dim_param or d.dim_value for d in v.type.tensor_type.shape.dim] for v in b]
+
+
+def test_onnx_digits_example(tmp_path):
+    pytest.importorskip("sklearn")
+    import os
+    import runpy
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    main = runpy.run_path(os.path.join(root, "examples", "onnx_digits.py"))["main"]
+    result = main(["--epochs", "1", "--out", str(tmp_path / "cnn.onnx")])
+    assert result["agree"] >= 0.99 and result["max_diff"] < 1e-4
+    onnx.checker.check_model(str(tmp_path / "cnn.onnx"))

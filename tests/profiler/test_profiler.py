@@ -322,3 +322,18 @@ def test_event_names_of_a_training_step_as_torch():
             "aten::relu"} <= ours
     forward = {n for n in ours if n.startswith("aten::")}
     assert forward - theirs <= {"aten::reshape", "aten::square"}, forward - theirs
+
+
+def test_profile_training_example(tmp_path):
+    pytest.importorskip("sklearn")
+    import os
+    import runpy
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    main = runpy.run_path(os.path.join(root, "examples", "profile_training.py"))["main"]
+    result = main(["--steps", "6", "--batch-size", "16", "--trace", str(tmp_path / "t.json")])
+    rows = [r.split()[0] for r in result["table"].splitlines()[3:-2]]
+    assert len(rows) == 10 and result["traces"] == 1
+    steps = sorted(e.name for e in result["events"] if e.name.startswith("ProfilerStep#"))
+    assert steps == ["ProfilerStep#3", "ProfilerStep#4", "ProfilerStep#5"]  # skip 2, warm up 1, record 3
+    assert sum(e.name == "forward" for e in result["events"]) == 3
+    assert json.loads((tmp_path / "t.json").read_text())["traceEvents"]
