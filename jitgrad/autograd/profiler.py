@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 
+import numpy as np
 from .._device import may_share_memory
 from .._grad_mode import SPECIAL, STATE
 from .._graph import AccumulateGrad
@@ -98,11 +99,15 @@ class _JitTimer(numba_event.Listener):
 class Recorder:
     """Collects the events of one profile on one thread (``start()`` .. ``close()``)."""
 
-    def __init__(self, record_shapes=False, profile_memory=False, with_stack=False):
+    def __init__(self, record_shapes=False, profile_memory=False, with_stack=False, device_time=False):
         self.record_shapes = record_shapes
         self.profile_memory = profile_memory
         self.with_stack = with_stack
         self.events = []  # in order of start
+        # CUDA activity: ops on device arrays get a pair of CUDA events around their kernels, on the default
+        # stream every kernel runs on; their elapsed times are read once the profile ends
+        self.device_time = device_time
+        self.timed = []  # (event, start, stop)
         self.open = []  # started, not yet ended (innermost last)
         self.thread = threading.get_native_id()
         # perf_counter_ns() + offset: microseconds since the epoch, as Chrome traces expect
@@ -134,18 +139,46 @@ class Recorder:
             self.open.remove(ev)
 
     def close(self):
-        """The events, every one ended (a range still open ends now)."""
+        """The events, every one ended (a range still open ends now), with the device times of their kernels."""
         while self.open:
             self.end(self.open[-1])
         numba_event.unregister("numba:compiler_lock", self.jit)
+        if self.timed:
+            device = {}
+            for ev, start, stop in self.timed:
+                stop.synchronize()
+                device[ev] = max(start.elapsed_time(stop), 0.0) * 1e3  # (the CUDA simulator answers -1)
+            for ev in reversed(self.events):  # children (started later) before their parents
+                inner = sum(c.device_time_total for c in ev.cpu_children)
+                ev.device_time_total = device.get(ev, inner)  # a range without CUDA events: its children's
+                ev.self_device_time_total = max(ev.device_time_total - inner, 0.0)
         return self.events
+
+    def _device_start(self, values):
+        """A CUDA event recorded now, where ``values`` hold a tensor on a CUDA device and the CUDA activity
+        is on (else None)."""
+        if self.device_time and any(isinstance(a, Tensor) and a._data.__class__ is not np.ndarray for a in values):
+            from numba import cuda  # (numba-cuda: the device arrays' backend has imported it)
+            start = cuda.event()
+            start.record()
+            return start
+        return None
+
+    def _device_stop(self, ev, start):
+        from numba import cuda
+        stop = cuda.event()
+        stop.record()
+        self.timed.append((ev, start, stop))
 
     def op(self, op, args, params):
         """Called by dispatch for each table op."""
         ev = self.begin(aten_name(op), _shapes(args) if self.record_shapes else ())
+        start = self._device_start(args)
         try:
             out = dispatch(op, args, params, True)
         finally:
+            if start is not None:
+                self._device_stop(ev, start)
             self.end(ev)
         fn = getattr(out, "grad_fn", None)
         if fn is not None:
@@ -160,9 +193,12 @@ class Recorder:
         outer = self.begin("autograd::engine::evaluate_function: " + name, sequence_nr=node._seq)
         try:
             inner = self.begin(name, _shapes(grads) if self.record_shapes else (), node._seq)
+            start = self._device_start(grads)
             try:
                 return apply(node, grads)
             finally:
+                if start is not None:
+                    self._device_stop(inner, start)
                 self.end(inner)
         finally:
             self.end(outer)
@@ -209,8 +245,8 @@ def optimizer_range(optimizer, method):
 class profile:
     """Records the ops, backward nodes and ``record_function`` ranges run on this thread while entered.
 
-    ``use_cuda`` / ``use_device`` are accepted; device ops are timed on the CPU side (their launch and
-    any synchronisation). ``record_shapes`` keeps each op's input shapes, ``profile_memory`` the bytes of
+    With ``use_cuda=True`` (or ``use_device="cuda"``) an op on CUDA tensors also gets the GPU time of its kernels
+    (``device_time_total``), from CUDA events around them, read when the profile ends. ``record_shapes`` keeps each op's input shapes, ``profile_memory`` the bytes of
     the arrays each op made, ``with_stack`` the Python frames (outside jitgrad) it was called from.
     """
 
@@ -246,7 +282,8 @@ class profile:
     def _start(self):
         if STATE.profiler is not None:
             raise RuntimeError("Profiler is already enabled on this thread")
-        self.recorder = Recorder(self.record_shapes, self.profile_memory, self.with_stack)
+        self.recorder = Recorder(self.record_shapes, self.profile_memory, self.with_stack,
+                                 self.use_device == "cuda")
         self.recorder.start()
         STATE.profiler = self.recorder
 

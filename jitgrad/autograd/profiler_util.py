@@ -182,7 +182,8 @@ class EventList(list):
         """PyTorch's table of these events: one row each, sorted (descending) by the attribute ``sort_by``
         ("cpu_time_total", "self_cpu_time_total", "count", "self_compile_time_total", ...)."""
         return _build_table(self, sort_by, header, row_limit, max_src_column_width, max_name_column_width,
-                            max_shapes_column_width, self._profile_memory, top_level_events_only, time_unit)
+                            max_shapes_column_width, self._profile_memory, top_level_events_only, time_unit,
+                            self._use_device)
 
     def key_averages(self, group_by_input_shape=False, group_by_stack_n=0, group_by_overload_name=False):
         """One FunctionEventAvg per event name (and input shapes, and the first ``group_by_stack_n`` stack
@@ -272,7 +273,7 @@ def _with_unit(time_us, unit):
 
 
 def _build_table(events, sort_by, header, row_limit, max_src_column_width, max_name_column_width,
-                 max_shapes_column_width, profile_memory, top_level_events_only, time_unit):
+                 max_shapes_column_width, profile_memory, top_level_events_only, time_unit, use_device=None):
     """PyTorch's layout (torch.autograd.profiler_util._build_table), with "Numba compile" after "# of Calls"."""
     if len(events) == 0:
         return ""
@@ -293,7 +294,11 @@ def _build_table(events, sort_by, header, row_limit, max_src_column_width, max_n
         if max_src_column_width is not None:
             src_width = min(src_width, max_src_column_width)
 
+    has_device_time = any(e.self_device_time_total > 0 for e in events)
+    device = (use_device or "cuda").upper()
     headers = ["Name", "Self CPU %", "Self CPU", "CPU total %", "CPU total", "CPU time avg"]
+    if has_device_time:
+        headers += ["Self %s" % device, "Self %s %%" % device, "%s total" % device, "%s time avg" % device]
     if profile_memory:
         headers += ["CPU Mem", "Self CPU Mem"]
     headers += ["# of Calls", "Numba compile"]
@@ -307,6 +312,7 @@ def _build_table(events, sort_by, header, row_limit, max_src_column_width, max_n
     row_format = "".join("{: %s%d}  " % (d, w) for w, d in widths)
     header_sep = "".join("-" * w + "  " for w, _ in widths)
     total = sum(e.self_cpu_time_total for e in events)
+    device_total = sum(e.self_device_time_total for e in events)
 
     def trim_path(path):
         if len(path) > src_width:
@@ -334,6 +340,10 @@ def _build_table(events, sort_by, header, row_limit, max_src_column_width, max_n
         row = [name, _format_time_share(e.self_cpu_time_total, total), _with_unit(e.self_cpu_time_total, time_unit),
                _format_time_share(e.cpu_time_total, total), _with_unit(e.cpu_time_total, time_unit),
                _with_unit(e.cpu_time, time_unit)]
+        if has_device_time:
+            row += [_with_unit(e.self_device_time_total, time_unit), _format_time_share(e.self_device_time_total,
+                                                                                         device_total),
+                    _with_unit(e.device_time_total, time_unit), _with_unit(e.device_time, time_unit)]
         if profile_memory:
             row += [_format_memory(e.cpu_memory_usage), _format_memory(e.self_cpu_memory_usage)]
         row += [e.count, _with_unit(e.self_compile_time_total, time_unit)]
@@ -347,4 +357,6 @@ def _build_table(events, sort_by, header, row_limit, max_src_column_width, max_n
                 lines.append(row_format.format(*([""] * (len(headers) - 1) + [trim_path(entry)])))
             lines.append(row_format.format(*([""] * len(headers))))
     lines += [header_sep, "Self CPU time total: %s" % _with_unit(total, time_unit)]
+    if has_device_time:
+        lines.append("Self %s time total: %s" % (device, _with_unit(device_total, time_unit)))
     return "".join(line + "\n" for line in lines)

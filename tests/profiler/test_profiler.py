@@ -1,5 +1,9 @@
 """jitgrad.profiler / jitgrad.autograd.profiler: events, their averages, the table, the trace, schedules."""
 import json
+import os
+import runpy
+import subprocess
+import sys
 import threading
 
 import numba
@@ -8,7 +12,11 @@ import pytest
 import jitgrad as jg
 import jitgrad.nn as nn
 from jitgrad._grad_mode import SPECIAL, STATE
+from jitgrad.autograd.profiler import Recorder
+from jitgrad.autograd.profiler_util import EventList
 from jitgrad.profiler import ProfilerAction, ProfilerActivity, profile, record_function, schedule
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # the checkout
 
 A = ProfilerAction
 TORCH_COLUMNS = ["Name", "Self CPU %", "Self CPU", "CPU total %", "CPU total", "CPU time avg", "# of Calls"]
@@ -227,6 +235,59 @@ def test_cuda_activity_is_accepted_on_the_cpu():
     assert ProfilerActivity.CPU in jg.profiler.supported_activities()
 
 
+class _FakeCudaEvent:
+    """A CUDA event pair's start, answering a fixed elapsed time (milliseconds)."""
+
+    def __init__(self, ms):
+        self.ms = ms
+
+    def elapsed_time(self, stop):
+        return self.ms
+
+    def synchronize(self):
+        pass
+
+
+def test_device_times_add_up_the_tree_and_get_pytorch_columns():
+    rec = Recorder(device_time=True)
+    rec.start()
+    outer = rec.begin("range", user=True)
+    node = rec.begin("MulBackward0")
+    op = rec.begin("aten::mul")
+    rec.end(op)
+    rec.end(node)
+    rec.end(outer)
+    rec.timed += [(op, _FakeCudaEvent(0.002), _FakeCudaEvent(0)), (node, _FakeCudaEvent(0.005), _FakeCudaEvent(0))]
+    events = EventList(rec.close(), use_device="cuda")
+    assert (op.device_time_total, op.self_device_time_total) == pytest.approx((2.0, 2.0))  # microseconds
+    assert (node.device_time_total, node.self_device_time_total) == pytest.approx((5.0, 3.0))
+    assert (outer.device_time_total, outer.self_device_time_total) == pytest.approx((5.0, 0.0))
+    table = events.table()
+    assert header(table) == TORCH_COLUMNS[:6] + ["Self CUDA", "Self CUDA %", "CUDA total", "CUDA time avg",
+                                                 "# of Calls", "Numba compile"]
+    assert table.splitlines()[-1] == "Self CUDA time total: 5.000us"
+
+
+def test_cuda_tensors_under_the_simulator():
+    """Ops and nodes on CUDA tensors, with the CUDA activity: CUDA events around them (numba's simulator, in a
+    child process: it must be switched on before numba.cuda is imported)."""
+    pytest.importorskip("numba.cuda")
+    code = ("import jitgrad as jg\n"
+            "from jitgrad.profiler import profile, ProfilerActivity as A\n"
+            "x = jg.ones(8, device='cuda', requires_grad=True)\n"
+            "with profile(activities=[A.CPU, A.CUDA]) as prof:\n"
+            "    (x * 2).sum().backward()\n"
+            "rec = prof.profiler.recorder\n"
+            "timed = sorted(e.name for e, _, _ in rec.timed)\n"
+            "assert {'MulBackward0', 'SumBackward0', 'aten::mul', 'aten::sum'} <= set(timed), timed\n"
+            "assert all(e.device_time_total >= 0 for e in prof.events())\n"
+            "print(prof.key_averages().table())\n")
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", PYTHONPATH=ROOT)
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "aten::mul" in done.stdout
+
+
 def test_error_inside_an_op_ends_its_event():
     with profile() as prof:
         with pytest.raises(RuntimeError):
@@ -326,10 +387,7 @@ def test_event_names_of_a_training_step_as_torch():
 
 def test_profile_training_example(tmp_path):
     pytest.importorskip("sklearn")
-    import os
-    import runpy
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    main = runpy.run_path(os.path.join(root, "examples", "profile_training.py"))["main"]
+    main = runpy.run_path(os.path.join(ROOT, "examples", "profile_training.py"))["main"]
     result = main(["--steps", "6", "--batch-size", "16", "--trace", str(tmp_path / "t.json")])
     rows = [r.split()[0] for r in result["table"].splitlines()[3:-2]]
     assert len(rows) == 10 and result["traces"] == 1
