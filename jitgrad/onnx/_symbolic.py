@@ -30,7 +30,7 @@ for _name, _type in {"relu": "Relu", "sigmoid": "Sigmoid", "tanh": "Tanh", "exp"
                      "sqrt": "Sqrt", "abs": "Abs", "neg": "Neg", "reciprocal": "Reciprocal", "erf": "Erf",
                      "floor": "Floor", "ceil": "Ceil", "sign": "Sign", "sin": "Sin", "cos": "Cos", "tan": "Tan",
                      "asin": "Asin", "acos": "Acos", "atan": "Atan", "sinh": "Sinh", "cosh": "Cosh",
-                     "asinh": "Asinh", "acosh": "Acosh", "atanh": "Atanh", "round": "Round", "clone": "Identity",
+                     "asinh": "Asinh", "acosh": "Acosh", "atanh": "Atanh", "clone": "Identity",
                      "logical_not": "Not", "isnan": "IsNaN", "selu": "Selu"}.items():
     _simple(_name, _type)
 _simple("hardsigmoid", "HardSigmoid", alpha=1.0 / 6, beta=0.5)  # (ONNX's default alpha is 0.2)
@@ -47,6 +47,13 @@ def _binary(b, n, x):
     if alpha != 1:  # add/sub(input, other, alpha=a): other * a
         other = b.op("Mul", [other, b.const(alpha, n.cnp)])
     return [b.op(_BINARY[n.op.name], [x[0], other])]
+
+
+@rule("round")
+def _round(b, n, x):
+    if n.params.get("decimals", 0):
+        b.unsupported(n, "decimals=%r" % n.params["decimals"])
+    return [b.op("Round", x[:1])]  # (half to even, as PyTorch)
 
 
 @rule("hardswish")
@@ -306,7 +313,7 @@ def _var(b, n, x):
 
 
 # ------------------------------------------------------------------ shapes
-@rule("reshape", "view", "squeeze", "squeeze_dim", "unsqueeze", "flatten", "_unsafe_view")
+@rule("reshape", "view", "squeeze", "squeeze_dim", "unsqueeze")
 def _reshape(b, n, x):
     return [b.reshape(x[0], n.params["shape"])]
 

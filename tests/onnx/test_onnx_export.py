@@ -225,3 +225,40 @@ def test_onnx_digits_example(tmp_path):
     result = main(["--epochs", "1", "--out", str(tmp_path / "cnn.onnx")])
     assert result["agree"] >= 0.99 and result["max_diff"] < 1e-4
     onnx.checker.check_model(str(tmp_path / "cnn.onnx"))
+
+
+LAYERS = [
+    (lambda x, w: F.conv1d(x, w[:, :3, :, 0], stride=2, padding=1), (2, 3, 9)),
+    (lambda x, w: F.conv2d(x, w[:4, :2], padding=2, dilation=2, groups=2), (2, 4, 7, 7)),
+    (lambda x, w: F.max_pool2d(x, 3, stride=2, padding=1, ceil_mode=True), (2, 3, 7, 8)),
+    (lambda x, w: F.avg_pool2d(x, 3, stride=2, padding=1, count_include_pad=False), (2, 3, 7, 8)),
+    (lambda x, w: F.avg_pool2d(x, (2, 3), stride=(1, 2), ceil_mode=True), (2, 3, 7, 8)),
+    (lambda x, w: F.adaptive_avg_pool2d(x, (2, 4)), (2, 3, 6, 8)),
+    (lambda x, w: F.pixel_shuffle(x, 2) + 0, (2, 8, 3, 3)),
+    (lambda x, w: F.embedding((x.abs() * 2).long().clamp(max=3), w[0, 0]), (3, 5)),
+    (lambda x, w: jg.mv(x, w[0, 0, 0]) + jg.dot(w[0, 0, 0], w[1, 0, 0]), (5, 4)),
+    (lambda x, w: (x * 3).round() + jg.isnan(x).float() + (x == x.round()).float() - (x != 0).float() +
+     (jg.logical_and(x > 0, x < 1) | (x > 2)).float(), (3, 5)),
+    (lambda x, w: x.clamp(min=w[0, 0, 0, 0], max=w[0, 0, 0, 0] + 1), (3, 4)),
+]
+
+
+@pytest.mark.parametrize("k", range(len(LAYERS)))
+def test_layers_and_their_options(k):
+    fn, shape = LAYERS[k]
+    jg.manual_seed(k)
+    x, w = jg.randn(*shape), jg.randn(4, 4, 4, 4)
+    want = fn(x, w)
+    proto = exported(fn, (x, w))
+    got = run_onnx(proto, {"x": x, "w": w})[0]
+    np.testing.assert_allclose(got, want.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_every_rule_is_an_entry_and_in_the_docs():
+    from jitgrad.onnx._symbolic import RULES
+    from jitgrad.ops import OPS
+    assert set(RULES) <= set(OPS)
+    import os
+    doc = open(os.path.join(os.path.dirname(__file__), "..", "..", "docs", "onnx.md")).read()
+    missing = [name for name in RULES if "`%s`" % name not in doc]
+    assert not missing, missing
