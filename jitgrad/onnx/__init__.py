@@ -283,6 +283,9 @@ def _build(onnx, g, lines, tensors, outputs, input_names, output_names, dynamic,
                 x.append(b.const(a, n.cnp))
         outs = rule(b, n, x)
         for v, name in zip(n.outs, outs):
+            dtype = g.arrays[v].dtype
+            if name is not None and n.op.name != "cast" and dtype.kind == "f" and dtype != n.cnp:
+                name = b.op("Cast", [name], to=b.dtype_code(dtype))  # float16 computed in float32, rounded back
             names[v] = name
             if name is not None:
                 b.shapes[name] = g.arrays[v].shape

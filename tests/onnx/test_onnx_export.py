@@ -262,3 +262,13 @@ def test_every_rule_is_an_entry_and_in_the_docs():
     doc = open(os.path.join(os.path.dirname(__file__), "..", "..", "docs", "onnx.md")).read()
     missing = [name for name in RULES if "`%s`" % name not in doc]
     assert not missing, missing
+
+
+def test_float16_model_computes_in_float32_and_rounds_as_jitgrad():
+    jg.manual_seed(3)
+    m = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3), nn.LayerNorm(3)).half()
+    x = jg.randn(5, 4).half()
+    proto = exported(m, (x,))
+    (got,) = run_onnx(proto, {"input": x})
+    assert got.dtype == np.float16
+    np.testing.assert_allclose(got.astype(np.float32), m(x).detach().float().numpy(), rtol=2e-3, atol=2e-3)
