@@ -509,7 +509,7 @@ def _declare():
         RULES[name] = elementwise_full
     for name in _REDUCTIONS:
         RULES[name] = reduction
-    for name in ("cumsum", "cumprod", "cummax", "cummin", "softmax", "log_softmax", "sort", "topk", "kthvalue",
+    for name in ("cumsum", "cumprod", "cummax", "cummin", "logcumsumexp", "softmax", "log_softmax", "sort", "topk", "kthvalue",
                  "median_dim"):
         RULES[name] = zero_d_dim("dim")
     for name in ("glu", "gather", "scatter_add", "cat", "stack"):
