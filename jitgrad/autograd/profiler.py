@@ -15,12 +15,13 @@ import threading
 import time
 
 import numpy as np
+from numba.core import event as numba_event
+
 from .._device import may_share_memory
 from .._grad_mode import SPECIAL, STATE
 from .._graph import AccumulateGrad
 from .._op import dispatch
 from .._tensor import Tensor
-from numba.core import event as numba_event
 from .profiler_util import EventList, FunctionEvent, FunctionEventAvg  # noqa: F401
 
 _JITGRAD_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -110,8 +111,10 @@ class Recorder:
         self.timed = []  # (event, start, stop)
         self.open = []  # started, not yet ended (innermost last)
         self.thread = threading.get_native_id()
-        # perf_counter_ns() + offset: microseconds since the epoch, as Chrome traces expect
-        self.offset_us = time.time_ns() / 1e3 - time.perf_counter_ns() / 1e3
+        # event times are microseconds since the profile began (perf_counter_ns, less t0); the profile began
+        # at epoch_us microseconds since the epoch (a Chrome trace's timestamps)
+        self.t0 = time.perf_counter_ns()
+        self.epoch_us = time.time_ns() / 1e3
         self.jit = _JitTimer(threading.get_ident())
 
     def start(self):
@@ -127,16 +130,20 @@ class Recorder:
         self.open.append(ev)
         self.events.append(ev)
         ev._jit = self.jit.seconds
-        ev.time_range.start = time.perf_counter_ns() / 1e3 + self.offset_us
+        ev.epoch_us = self.epoch_us
+        ev.time_range.start = (time.perf_counter_ns() - self.t0) / 1e3
         return ev
 
     def end(self, ev):
-        ev.time_range.end = time.perf_counter_ns() / 1e3 + self.offset_us
-        ev.compile_time_total = 1e6 * (self.jit.seconds - ev._jit)
+        now = (time.perf_counter_ns() - self.t0) / 1e3
         if self.open and self.open[-1] is ev:
             self.open.pop()
         elif ev in self.open:
             self.open.remove(ev)
+        else:
+            return  # ended already: the profile stopped inside the range
+        ev.time_range.end = now
+        ev.compile_time_total = 1e6 * (self.jit.seconds - ev._jit)
 
     def close(self):
         """The events, every one ended (a range still open ends now), with the device times of their kernels."""

@@ -51,7 +51,9 @@ class _Totals:
 
 
 class FunctionEvent(_Totals):
-    """One timed region: an op (``aten::mul``), a backward node, or a ``record_function`` range."""
+    """One timed region: an op (``aten::mul``), a backward node, or a ``record_function`` range. Its
+    ``time_range`` is in microseconds since its profile began, at ``epoch_us`` microseconds since the epoch."""
+    epoch_us = 0.0
 
     def __init__(self, id, name, thread, start_us, end_us, input_shapes=None, stack=None, sequence_nr=-1,
                  is_user_annotation=False, cpu_memory_usage=0, compile_time_total=0.0):
@@ -241,7 +243,8 @@ def chrome_trace(events, name=""):
         if e.stack:
             args["Call stack"] = ";".join(e.stack)
         out.append({"ph": "X", "cat": "user_annotation" if e.is_user_annotation else "cpu_op", "name": e.name,
-                    "pid": pid, "tid": e.thread, "ts": e.time_range.start, "dur": e.cpu_time_total, "args": args})
+                    "pid": pid, "tid": e.thread, "ts": e.epoch_us + e.time_range.start, "dur": e.cpu_time_total,
+                    "args": args})
     return {"schemaVersion": 1, "deviceProperties": [], "displayTimeUnit": "ms", "traceEvents": out,
             "traceName": name}
 

@@ -166,7 +166,7 @@ def test_chrome_trace_is_valid(tmp_path):
     mul = next(e for e in complete if e["name"] == "aten::mul")
     assert block["cat"] == "user_annotation" and mul["cat"] == "cpu_op"
     assert mul["args"]["Input Dims"] == [[3, 4], [3, 4]]
-    assert block["ts"] <= mul["ts"] and mul["ts"] + mul["dur"] <= block["ts"] + block["dur"] + 1e-3
+    assert block["ts"] <= mul["ts"] + 1 and mul["ts"] + mul["dur"] <= block["ts"] + block["dur"] + 1  # (us; float rounding)
     assert any(e["ph"] == "M" and e["name"] == "thread_name" for e in trace["traceEvents"])
 
 
@@ -295,6 +295,19 @@ def test_error_inside_an_op_ends_its_event():
         jg.ones(2).exp()
     ev = {e.name: e for e in prof.events()}
     assert ev["aten::exp"].cpu_parent is None and ev["aten::add"].time_range.end >= ev["aten::add"].time_range.start
+
+
+def test_a_range_open_when_the_profile_stops_ends_there():
+    with record_function("outside") as outer:
+        with profile() as prof:
+            inner = record_function("left open").__enter__()
+            jg.ones(2) * 2
+        left = prof.events()[0]
+        end = left.time_range.end
+        jg.ones(2).exp()  # the profile has stopped: its events are final
+        inner.__exit__(None, None, None)
+    assert names(prof.events()) == ["left open", "aten::mul"] and outer.event is None
+    assert left.time_range.end == end >= prof.events()[1].time_range.end
 
 
 def test_other_threads_are_not_recorded():
