@@ -252,9 +252,10 @@ def optimizer_range(optimizer, method):
 class profile:
     """Records the ops, backward nodes and ``record_function`` ranges run on this thread while entered.
 
-    With ``use_cuda=True`` (or ``use_device="cuda"``) an op on CUDA tensors also gets the GPU time of its kernels
-    (``device_time_total``), from CUDA events around them, read when the profile ends. ``record_shapes`` keeps each op's input shapes, ``profile_memory`` the bytes of
-    the arrays each op made, ``with_stack`` the Python frames (outside jitgrad) it was called from.
+    ``record_shapes`` keeps each op's input shapes, ``profile_memory`` the bytes of the arrays each op made,
+    ``with_stack`` the Python frames (outside jitgrad) it was called from. With ``use_cuda=True`` (or
+    ``use_device="cuda"``) an op on CUDA tensors also gets the GPU time of its kernels (``device_time_total``),
+    from CUDA events around them, read when the profile ends.
     """
 
     def __init__(self, enabled=True, *, use_cuda=False, use_device=None, record_shapes=False, with_flops=False,

@@ -117,9 +117,10 @@ ELEMENTWISE = [
     lambda x: F.gelu(x, approximate="tanh") + F.mish(x) + F.hardtanh(x, -0.5, 0.5),
     lambda x: x.clamp(-0.3, 0.4) + x.clamp(min=0) + F.threshold(x, 0.1, 2.0) + jg.where(x > 0, x, 0.5 * x),
     lambda x: (x.abs() + 1).sqrt().log().exp().rsqrt() ** 2 - x.square() + x.pow(3) + jg.erf(x) + x.sin() * x.cos(),
-    lambda x: jg.maximum(x, -x * 0.5) + jg.minimum(x, x.flip(0) if False else x * 0.3) - x.neg().reciprocal().clamp(-5, 5),
+    lambda x: jg.maximum(x, -x * 0.5) + jg.minimum(x, x * 0.3) - x.neg().reciprocal().clamp(-5, 5),
     lambda x: jg.cat([x, x.softmax(0)], dim=1).mean(1, keepdim=True) + x.sum() - x.amax(1, keepdim=True),
-    lambda x: jg.stack([x, x.t().t()], dim=1).var(1) + x.std(0) + x.max(1)[0].unsqueeze(1) + x.logsumexp(1, keepdim=True),
+    lambda x: jg.stack([x, x.t().t()], dim=1).var(1) + x.std(0) + x.max(1)[0].unsqueeze(1) +
+    x.logsumexp(1, keepdim=True),
     lambda x: x.unsqueeze(0).expand(3, 4, 5).sum(0) + F.pad(x, (1, 2))[:, 1:6] + x.repeat(1, 2)[:, ::2],
     lambda x: x[1] + x[:, 2].unsqueeze(1).transpose(0, 1).T.squeeze(1)[:, None].flatten()[:, None][:4].expand(4, 5),
     lambda x: (x > 0).float() + (x <= 0.2).to(jg.float32) * x.double().float() + x.floor() - x.ceil() + x.sign(),
@@ -132,10 +133,7 @@ def test_elementwise_reductions_and_shapes(k, opset):
     fn = ELEMENTWISE[k]
     jg.manual_seed(k)
     x = jg.randn(4, 5)
-    try:
-        want = fn(x)
-    except (RuntimeError, TypeError, IndexError) as exc:
-        pytest.skip("not a jitgrad program: %s" % exc)
+    want = fn(x)
     proto = exported(fn, (x,), opset_version=opset)
     assert proto.opset_import[0].version == opset
     (got,) = run_onnx(proto, {"x": x})

@@ -166,7 +166,8 @@ def test_chrome_trace_is_valid(tmp_path):
     mul = next(e for e in complete if e["name"] == "aten::mul")
     assert block["cat"] == "user_annotation" and mul["cat"] == "cpu_op"
     assert mul["args"]["Input Dims"] == [[3, 4], [3, 4]]
-    assert block["ts"] <= mul["ts"] + 1 and mul["ts"] + mul["dur"] <= block["ts"] + block["dur"] + 1  # (us; float rounding)
+    # (microseconds since the epoch, as floats: 1 us of rounding)
+    assert block["ts"] <= mul["ts"] + 1 and mul["ts"] + mul["dur"] <= block["ts"] + block["dur"] + 1
     assert any(e["ph"] == "M" and e["name"] == "thread_name" for e in trace["traceEvents"])
 
 
