@@ -520,7 +520,7 @@ def _declare():
     RULES["median"] = median_all
     RULES["roll"] = roll
     RULES["constant_pad_nd"] = constant_pad
-    for name in ("view", "reshape", "squeeze", "squeeze_dim", "unsqueeze"):
+    for name in ("view", "reshape", "unsafe_view", "squeeze", "squeeze_dim", "unsqueeze"):
         RULES[name] = with_shape(via="reshape")
     RULES["expand"] = with_shape()
     RULES["transpose"] = transpose
