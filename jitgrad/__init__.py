@@ -98,6 +98,8 @@ from .func import vmap  # noqa: F401,E402
 from . import distributions  # noqa: F401,E402  (above nn: its losses and one_hot)
 from . import compiler  # noqa: F401,E402
 from .compiler import compile  # noqa: F401,E402
+from . import profiler  # noqa: F401,E402  (torch.profiler; above cuda)
+from . import onnx  # noqa: F401,E402  (torch.onnx; above compiler, whose capture it exports)
 
 float = float32
 double = float64

@@ -4,10 +4,10 @@ import threading
 
 
 # How many threads are in a rare mode (inference mode, saved-tensor hooks, anomaly mode, autocast, a
-# jitgrad.compile trace). Reading a thread-local costs ~0.1 us, so the per-op path reads these modes
+# jitgrad.compile trace, the profiler). Reading a thread-local costs ~0.1 us, so the per-op path reads these modes
 # only while SPECIAL[0] is not 0.
 SPECIAL = [0]
-_SPECIAL_FIELDS = frozenset(("inference", "saved_tensors_hooks", "anomaly", "capture", "autocast", "dual", "vmap"))
+_SPECIAL_FIELDS = frozenset(("inference", "saved_tensors_hooks", "anomaly", "capture", "autocast", "dual", "vmap", "profiler"))
 _special_lock = threading.Lock()
 
 
@@ -22,6 +22,8 @@ class _State(threading.local):
     dual = None
     # inside jitgrad.vmap (jitgrad/func/): a hook whose ``claims(op, args)`` says whether dispatch hands it the op
     vmap = None
+    # inside jitgrad.profiler.profile while it records: the recorder dispatch and the engine time ops with
+    profiler = None
     # jitgrad.autocast (jitgrad/amp/): {device type: dtype} of the device types it is on for, the dtypes
     # set per device type (None: the defaults), whether casts of leaf weights are cached, how many autocast
     # regions are open, and the cache {id(weight): (weight, its cast)}. Mappings are replaced, never changed.
@@ -33,7 +35,8 @@ class _State(threading.local):
 
     def _special(self):
         return bool(self.inference or self.saved_tensors_hooks or self.anomaly or self.capture is not None
-                    or self.autocast or self.dual is not None or self.vmap is not None)
+                    or self.autocast or self.dual is not None or self.vmap is not None
+                    or self.profiler is not None)
 
     def __setattr__(self, name, value):
         if name not in _SPECIAL_FIELDS:

@@ -255,14 +255,14 @@ def broadcast_shapes(*shapes):
     return tuple(out)
 
 
-def dispatch(op, args, params=EMPTY):
+def dispatch(op, args, params=EMPTY, profiled=False):
     """Run ``op`` on ``args`` (tensors and numbers) and record it if grad mode is on.
 
     This is the per-op hot path: one pass over the operands collects their arrays, the plan-cache
     key (dtypes, 0-d flags, number types), whether any input requires grad and whether the shapes
     differ (only then is broadcasting checked). The plan, cached per key, holds the compute dtype,
     the operands to convert to it (the common case converts none) and, for an elementwise entry,
-    its kernel, called directly.
+    its kernel, called directly. (``profiled``: the profiler's own call, timing this one.)
     """
     if SPECIAL[0]:
         if STATE.capture is not None:  # jitgrad.compile is tracing: it runs the op and records it
@@ -271,6 +271,8 @@ def dispatch(op, args, params=EMPTY):
             return STATE.vmap(op, args, params)
         if STATE.dual is not None and any(isinstance(a, Tensor) and has_tangent(a) for a in args):
             return STATE.dual(op, args, params)  # forward-mode AD: the primal and its tangent
+        if STATE.profiler is not None and not profiled:  # jitgrad.profiler: an event around the op
+            return STATE.profiler.op(op, args, params)
     key = []
     arrays = []
     grad = False

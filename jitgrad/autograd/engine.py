@@ -214,6 +214,8 @@ def run(roots, retain_graph, create_graph, targets=None, accumulate_leaves=True)
     heapq.heapify(ready)
     captured = [None] * (len(targets) if targets is not None else 0)
     anomaly = STATE.anomaly
+    profiler = STATE.profiler  # jitgrad.profiler: an event around each node it runs
+    observed = anomaly or profiler is not None
     pop, push = heapq.heappop, heapq.heappush
     node = None  # the next node to run, when it was the only one to become ready (a chain: no heap)
     every = needed is None and accumulate_leaves  # every node reached runs
@@ -233,7 +235,7 @@ def run(roots, retain_graph, create_graph, targets=None, accumulate_leaves=True)
             outs = ()
             if (grads[0] is not None or any(g is not None for g in grads)) and (every or (
                     needed is None or node in needed) and (accumulate_leaves or node.__class__ is not AccumulateGrad)):
-                outs = _apply_with_anomaly(node, grads) if anomaly else node.apply(grads)
+                outs = _apply_observed(node, grads, anomaly, profiler) if observed else node.apply(grads)
                 if hooked and node._post_hooks:
                     outs = _post_hooks(node, outs, grads)
                 if not retain_graph:
@@ -284,6 +286,16 @@ def _sum_grads(a, b, create_graph):
         return a + b
     d = a._data
     return Tensor._wrap(backend(d).run("add", d.dtype, d, b._data))
+
+
+def _apply_observed(node, grads, anomaly, profiler):
+    """node.apply(grads) in anomaly mode (errors annotated, NaN checked) and/or timed by the profiler."""
+    apply = _apply_with_anomaly if anomaly else _apply
+    return apply(node, grads) if profiler is None else profiler.node(node, apply, grads)
+
+
+def _apply(node, grads):
+    return node.apply(grads)
 
 
 def _apply_with_anomaly(node, grads):

@@ -265,10 +265,10 @@ def _zero_grad(opt, set_to_none):
     opt.zero_grad(set_to_none)
 
 
-def trace(fn, args, kwargs, fullgraph, tensors):
+def trace(fn, args, kwargs, fullgraph, tensors, tracer=None):
     """Run ``fn(*args, **kwargs)`` recording its ops; ``tensors`` are its input tensors, in order.
-    Returns (tracer, result)."""
-    tracer = Tracer(fullgraph)
+    Returns (tracer, result). (``tracer``: a Tracer of the caller's own, jitgrad.onnx's.)"""
+    tracer = Tracer(fullgraph) if tracer is None else tracer
     for i, t in enumerate(tensors):
         if id(t._data) not in tracer.graph.by_id:
             tracer.graph.value(t, ("input", i))

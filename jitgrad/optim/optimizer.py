@@ -20,6 +20,7 @@ from .._dtype import FLOATING_NP, FROM_NP, REDUCED_NP
 from .._grad_mode import enable_grad, no_grad
 from .._tensor import Tensor
 from .._trace_hooks import NOT_CAPTURED, side_effect, step_call
+from ..autograd.profiler import optimizer_range
 from ..kernels import optim as cpu_kernels
 
 
@@ -254,6 +255,10 @@ class Optimizer:
         # jitgrad.compile's trace records the call (its plan makes it at run time)
         if step_call("optimizer.zero_grad", self, None, (set_to_none,), {}) is not NOT_CAPTURED:
             return
+        with optimizer_range(self, "zero_grad"):
+            self._zero_grad(set_to_none)
+
+    def _zero_grad(self, set_to_none):
         for group in self.param_groups:
             for p in group["params"]:
                 g = p._grad
@@ -273,15 +278,16 @@ class Optimizer:
         # jitgrad.compile's trace records the call (its plan makes it at run time)
         if step_call("optimizer.step", self, None, (closure,), {}) is not NOT_CAPTURED:
             return None
-        loss = None
-        if closure is not None:
-            with enable_grad():
-                loss = closure()
-        with no_grad():
-            for group in self.param_groups:
-                for p in group["params"]:
-                    if p._grad is not None:
-                        self._step_param(p, group)
+        with optimizer_range(self, "step"):
+            loss = None
+            if closure is not None:
+                with enable_grad():
+                    loss = closure()
+            with no_grad():
+                for group in self.param_groups:
+                    for p in group["params"]:
+                        if p._grad is not None:
+                            self._step_param(p, group)
         return loss
 
     def _step_param(self, p, group):
