@@ -9,7 +9,6 @@ import numpy as np
 
 from .. import _dtype as D
 from .. import _op
-from .._device import to_device
 from .._layout import sparse_coo, sparse_csr, strided
 from .._tensor import Tensor
 from .._factories import tensor as _as_tensor
@@ -39,7 +38,7 @@ def _values_tensor(values, dtype):
 
 
 def _check_device(device):
-    if device is not None and to_device(device).type != "cpu":
+    if device is not None and str(device).split(":")[0] != "cpu":
         raise NotImplementedError("sparse tensors are CPU tensors in jitgrad: device=%s is not supported" % device)
 
 
@@ -147,8 +146,11 @@ def addmm(mat, mat1, mat2, *, beta=1.0, alpha=1.0):
     """beta * mat + alpha * (mat1 @ mat2) for sparse mat1, as torch.sparse.addmm."""
     _need_sparse(mat1, "addmm")
     F.check_mm(mat1, mat2)
-    if tuple(mat.shape) != (mat1.shape[0], mat2.shape[1]):
-        raise RuntimeError("addmm: Argument #1 (t): Expected dim 0 size %d, got %d" % (mat1.shape[0], mat.shape[0]))
+    out = (mat1.shape[0], mat2.shape[1])
+    if len(mat.shape) > 2 or any(n not in (1, m) for n, m in zip(tuple(mat.shape)[::-1], out[::-1])):
+        raise RuntimeError("The expanded size of the tensor (%d) must match the existing size (%d) at non-singleton "
+                           "dimension 1.  Target sizes: [%d, %d].  Tensor sizes: %s" % (out[1], mat.shape[-1], out[0],
+                                                                                        out[1], list(mat.shape)))
     return F.SparseAddmm.apply(mat, mat1, mat2, beta, alpha)
 
 
@@ -162,7 +164,7 @@ def sum(input, dim=None, dtype=None):
         input = input.to(dtype)
     dims = tuple(range(input.ndim)) if dim is None else (dim,) if isinstance(dim, int) else tuple(dim)
     dims = tuple(sorted(input._wrap_dim(d) for d in dims))
-    return F.SparseSum.apply(input, dims)
+    return (F.SparseSum if dim is not None else F.SparseSumAll).apply(input, dims)
 
 
 def _softmax(cls, input, dim, dtype):

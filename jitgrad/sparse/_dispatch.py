@@ -28,8 +28,8 @@ def _mm(args, params):
     a, b = args
     if _sparse(a):
         F.check_mm(a, b, "mm")
-    else:
-        F.check_mm(b, a.t(), "mm")
+    elif b.dense_dim():
+        raise RuntimeError("mm: matrices expected, got %dD tensor" % b.sparse_dim())
     return F.Mm.apply(a, b)
 
 

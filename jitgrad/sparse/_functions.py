@@ -349,6 +349,11 @@ class SparseSum(_SparseSum):
     pass
 
 
+@_named("SumBackward0")
+class SparseSumAll(_SparseSum):  # (torch.sparse.sum without dims: PyTorch's node name is that of sum())
+    pass
+
+
 @_named("SumBackward1")
 class SumDim(_SparseSum):
     pass

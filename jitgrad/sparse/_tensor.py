@@ -92,26 +92,29 @@ class SparseTensor(Tensor):
             raise RuntimeError("%s expected sparse row compressed tensor layout but got %s" % (what, layout_name(self)))
 
     # ------------------------------------------------------------- what has no meaning without an array
-    def stride(self, dim=None):  # (PyTorch 2.13 gives zeros)
+    def stride(self, dim=None):  # (PyTorch 2.13 gives a COO tensor zeros)
+        if self._lay is sparse_csr:
+            raise RuntimeError("Sparse CSR tensors do not have strides")
         st = (0,) * self.ndim
         return st if dim is None else st[self._wrap_dim(dim)]
 
     def is_contiguous(self, memory_format=None):
+        if self._lay is sparse_csr:
+            raise RuntimeError("Sparse CSR tensors do not have is_contiguous")
         return False
 
     def data_ptr(self):
         raise RuntimeError("Cannot access data pointer of Tensor that doesn't have storage")
 
     def storage_offset(self):
-        raise RuntimeError("Cannot access storage of %sTensorImpl" % ("Sparse" if self._lay is sparse_coo else
-                                                                     "SparseCsr"))
+        return 0
 
     def numpy(self, *, force=False):
         raise TypeError("can't convert %s layout tensor to numpy. Use Tensor.to_dense() first."
                         % layout_name(self))
 
     def _host(self):
-        return dense_array(self)
+        raise RuntimeError("Cannot access data pointer of Tensor that doesn't have storage")
 
     # ------------------------------------------------------------- aliases and copies
     def _alias(self, grad_fn=None, output_nr=0, share_version=True):
@@ -188,7 +191,8 @@ def keys(t):
 
 def flat_values(t):
     """The values as (nnz, K): dense dims flattened."""
-    return t._vals.reshape(t._vals.shape[0], -1)
+    v = t._vals
+    return v.reshape(v.shape[0], int(np.prod(v.shape[1:], dtype=np.int64)))
 
 
 def coalesced(t):
