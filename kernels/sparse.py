@@ -138,7 +138,9 @@ def _sddmm(rows, cols, a, b, out):
         out[p] = s
 
 
-_sddmm_ser, _sddmm_par = twins(_sddmm)
+# reassociation lets numba vectorize each dot product (a chain of dependent adds is 2-3x slower); the order it
+# picks depends on the row length only (the loop writes no array), so every call gives the same bits
+_sddmm_ser, _sddmm_par = twins(_sddmm, fastmath=config.FOLD_FASTMATH)
 
 
 def sddmm(rows, cols, a, b):
