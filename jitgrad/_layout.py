@@ -36,5 +36,7 @@ class SparseMeta:
         self.size = n
 
     def __getattr__(self, name):
+        if name.startswith("__"):  # (protocol lookups, NumPy's __array_interface__...: the attribute is absent)
+            raise AttributeError(name)
         raise NotImplementedError("this operation is not supported on tensors with layout %r (it needs the "
                                   "tensor's strided array, '%s'): convert with to_dense() first" % (self.layout, name))

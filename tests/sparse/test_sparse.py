@@ -310,6 +310,20 @@ def test_errors():
         jg.zeros(2, 3, 4).to_sparse(1).transpose(1, 2)
 
 
+def test_copies_pickling_and_saving():
+    import copy
+    import io
+    import pickle
+    s = jg.sparse_coo_tensor(IND, VAL, (3, 3), requires_grad=True)
+    for c in (copy.deepcopy(s), pickle.loads(pickle.dumps(s))):
+        assert c.layout is jg.sparse_coo and c.requires_grad and c.is_leaf
+        np.testing.assert_array_equal(c.detach().to_dense().numpy(), dense_of(IND, VAL, (3, 3)))
+    d = s.detach()
+    assert d.layout is jg.sparse_coo and not d.requires_grad and d._values()._data is s._values()._data
+    with pytest.raises(NotImplementedError, match="can't save .* layout jitgrad.sparse_coo"):
+        jg.save(s, io.BytesIO())
+
+
 # ---------------------------------------------------------------------- printing
 def test_repr():
     s = jg.sparse_coo_tensor([[0, 1], [2, 0]], [3.0, 4.0], (2, 3))
