@@ -42,7 +42,8 @@ def _check_device(device):
         raise NotImplementedError("sparse tensors are CPU tensors in jitgrad: device=%s is not supported" % device)
 
 
-def _leaf(out, values, requires_grad):
+def _leaf(out, requires_grad):
+    """``requires_grad=True``: the tensor is a leaf of its own that requires grad (as PyTorch's factories)."""
     if requires_grad:
         if not out.dtype.is_floating_point:
             raise RuntimeError("only Tensors of floating point dtype can require gradients")
@@ -77,7 +78,7 @@ def sparse_coo_tensor(indices, values, size=None, *, dtype=None, device=None, pi
                                                                               list(v.shape)))
     _check_bounds(ind, size)  # (PyTorch leaves it to check_invariants; the kernels index without bounds checks)
     out = F.CooTensor.apply(v, ind, size, bool(is_coalesced))
-    return _leaf(out, v, requires_grad)
+    return _leaf(out, requires_grad)
 
 
 def _check_bounds(ind, size):
@@ -123,7 +124,7 @@ def sparse_csr_tensor(crow_indices, col_indices, values, size=None, *, dtype=Non
     if nnz and (col.min() < 0 or col.max() >= size[1]):
         raise RuntimeError("`0 <= col_indices < ncols` is not satisfied.")
     out = F.CsrTensor.apply(v, crow, col, size)
-    return _leaf(out, v, requires_grad)
+    return _leaf(out, requires_grad)
 
 
 # ---------------------------------------------------------------------- torch.sparse's functions
@@ -205,8 +206,8 @@ def _to_sparse(self, sparse_dim=None, *, layout=None, blocksize=None, dense_dim=
         raise NotImplementedError("to_sparse: layout %r is not supported by jitgrad" % (layout,))
     if self.layout is sparse_coo:
         if sparse_dim is not None and sparse_dim != self.sparse_dim():
-            raise RuntimeError("to_sparse: conversion from Sparse to Sparse with sparse_dim argument !=self.sparse_dim() "
-                               "is not supported")
+            raise RuntimeError("to_sparse: conversion from Sparse to Sparse with sparse_dim argument "
+                               "!=self.sparse_dim() is not supported")
         return self
     if sparse_dim is not None:
         if self.layout is not strided:

@@ -124,7 +124,8 @@ class ToSparseCsr(Function):
     @staticmethod
     def forward(ctx, x):
         if x.ndim != 2:
-            raise NotImplementedError("to_sparse_csr: jitgrad's CSR tensors are 2-D matrices, got a %dD tensor" % x.ndim)
+            raise NotImplementedError("to_sparse_csr: jitgrad's CSR tensors are 2-D matrices, got a %dD tensor"
+                                      % x.ndim)
         ctx.coo = x.layout is sparse_coo
         if not ctx.coo:
             ind, vals = _dense_to_coo(x._data, 2)
@@ -469,8 +470,8 @@ class _Transpose(Function):
                                       "not have: convert with to_sparse() (COO) first")
         sd = x.sparse_dim()
         if d0 >= sd or d1 >= sd:
-            raise RuntimeError("sparse transpose: transposed dimensions must be sparse Got sparse_dim: %d, d0: %d, d1: %d"
-                               % (sd, d0, d1))
+            raise RuntimeError("sparse transpose: transposed dimensions must be sparse Got sparse_dim: %d, d0: %d, "
+                               "d1: %d" % (sd, d0, d1))
         ctx.dims = (d0, d1)
         ind = x._ind.copy()
         ind[[d0, d1]] = ind[[d1, d0]]

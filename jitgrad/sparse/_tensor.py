@@ -135,8 +135,8 @@ class SparseTensor(Tensor):
 
     def __deepcopy__(self, memo):
         if self.grad_fn is not None:
-            raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) support the deepcopy protocol "
-                               "at the moment.")
+            raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) support the deepcopy "
+                               "protocol at the moment.")
         ind = tuple(a.copy() for a in self._ind) if self._lay is sparse_csr else self._ind.copy()
         t = _new(self._lay, ind, self._vals.copy(), self._data.shape, self._coalesced, self._requires_grad)
         if self._grad is not None:
