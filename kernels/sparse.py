@@ -166,7 +166,7 @@ def to_dense(keys, values, n_sparse):
     """The dense (n_sparse, K) array of COO entries (duplicates summed)."""
     out = np.zeros((n_sparse, values.shape[1]), values.dtype)
     if values.dtype == np.bool_:
-        out[keys] |= values
+        np.logical_or.at(out, keys, values)  # (or-ed, as PyTorch sums booleans)
         return out
     scatter_add(out, keys, values)
     return out

@@ -63,6 +63,11 @@ def test_coalesce_sorts_and_sums_duplicates():
     np.testing.assert_array_equal(c.values().detach().numpy(), a.data)
     np.testing.assert_array_equal(s._indices().numpy(), IND)  # the raw entries stay as given
     assert jg.sparse_coo_tensor(IND, VAL, (3, 3), is_coalesced=True).is_coalesced()
+    ints = jg.sparse_coo_tensor(IND, np.arange(5), (3, 3))
+    assert ints.dtype is jg.int64 and ints.sum().item() == 10
+    np.testing.assert_array_equal(ints.to_dense().numpy(), dense_of(IND, np.arange(5), (3, 3)))
+    bools = jg.sparse_coo_tensor(IND, jg.tensor([False, True, False, True, False]), (3, 3))
+    np.testing.assert_array_equal(bools.to_dense().numpy(), dense_of(IND, [0, 1, 0, 1, 0], (3, 3)) != 0)
 
 
 def test_to_sparse_round_trips():
