@@ -169,8 +169,8 @@ def accumulate_into(var, g):
         g = g.to(var.dtype)
     old = var._grad
     if g.layout is not strided or old is not None and old.layout is not strided:
-        # a sparse gradient (jitgrad.sparse): the sum made out of place, dense + sparse giving a dense one
-        var._grad = g if old is None else old + g if old.layout is strided or g.layout is not strided else g + old
+        # sparse gradients (jitgrad.sparse) are summed out of place; with a dense one the sum is dense + sparse
+        var._grad = g if old is None else old + g if g.layout is not strided else g + old
         return
     if old is None:
         var._grad = g if STATE.grad_enabled or _can_steal(g) else g._owned_copy()
