@@ -572,3 +572,25 @@ WORKLOADS.update((f.__name__, f) for f in (gp_nll_512, eigvalsh_256, lstsq_256, 
     decompositions_1024(k) for k in ("cholesky", "solve", "eigh", "svd")))
 BAR.update({"gp_nll_512": 0.55, "eigvalsh_256": 0.85, "lstsq_256": 0.6, "solve_256": 0.8, "small3_100k": 0.5,
             "cholesky_1024": 1.1, "solve_1024": 1.1, "eigh_1024": 1.1, "svd_1024": 1.1})
+
+
+# ---------------------------------------------------------------------- sparse tensors (issue 35)
+def spmm_10k(lib):
+    """``torch.sparse.mm`` of a 10k x 10k COO matrix at 1% density (1M entries, coalesced, values requiring
+    grad) and a 10k x 64 float32 matrix, forward and backward (a sparse gradient on the matrix's pattern)."""
+    rng = np.random.default_rng(SEED)
+    n, nnz = 10000, 1000000
+    keys = np.unique(rng.integers(0, n * n, nnz))
+    ind = np.stack([keys // n, keys % n]).astype(np.int64)
+    s = lib.sparse_coo_tensor(lib.from_numpy(ind), lib.from_numpy(_f32(rng, keys.size)), (n, n)).coalesce()
+    s.requires_grad_()
+    d = _leaf(lib, _f32(rng, n, 64))
+
+    def step():
+        _clear(s, d)
+        lib.sparse.mm(s, d).sum().backward()
+    return step
+
+
+WORKLOADS["spmm_10k"] = spmm_10k
+BAR["spmm_10k"] = 1.0

@@ -8,8 +8,8 @@
 Imports go one way: a module imports only the modules listed before it here.
 
 1. ``kernels/`` (``jitgrad.kernels``): numba kernels on arrays; nothing about tensors.
-2. ``_dtype``, ``_memory_format``, ``_grad_mode``, ``_device``, ``_jit_stats``: dtypes, memory formats, grad
-   modes, devices and their backends.
+2. ``_dtype``, ``_memory_format``, ``_layout``, ``_grad_mode``, ``_device``, ``_jit_stats``: dtypes, memory
+   formats, layouts, grad modes, devices and their backends.
 3. ``_anomaly``, ``_graph``: anomaly mode's machinery; Node, AccumulateGrad, edges, hooks, ``.grad``
    accumulation.
 4. ``_repr``, ``_tensor``: Tensor and its printing.
@@ -21,7 +21,8 @@ Imports go one way: a module imports only the modules listed before it here.
 8. ``autograd/``: the engine (backward, grad), Function, functional, gradcheck, and the public
    ``graph`` and ``anomaly`` modules.
 9. ``optim/``, ``amp/`` (autocast regions, GradScaler), ``cuda/``, ``cpu/``, ``random``, ``viz``, ``nn/`` (except
-   ``nn/parallel/``), ``serialization``, ``precompile``, ``accelerator``, ``backends/``.
+   ``nn/parallel/``), ``serialization``, ``precompile``, ``accelerator``, ``backends/``, ``sparse/`` (sparse
+   tensors; it sets dispatch's sparse branch when it loads).
 10. ``distributed/``: process groups and collectives over MPI (mpi4py, imported when a group is
     created); above nn and optim, though it needs only Tensor.
 11. ``nn/parallel/`` (DistributedDataParallel) and ``utils/`` (checkpoint; data, whose
@@ -96,6 +97,9 @@ from . import utils  # noqa: F401,E402  (utils.data's DistributedSampler is abov
 from . import func  # noqa: F401,E402  (function transforms: vmap, grad, jacrev...; above autograd and nn)
 from .func import vmap  # noqa: F401,E402
 from . import distributions  # noqa: F401,E402  (above nn: its losses and one_hot)
+from . import sparse  # noqa: F401,E402  (torch.sparse: above autograd, whose Functions its ops are)
+from .sparse import sparse_coo_tensor, sparse_csr_tensor, spmm  # noqa: F401,E402
+from ._layout import layout, sparse_coo, sparse_csc, sparse_csr, strided  # noqa: F401,E402
 from . import compiler  # noqa: F401,E402
 from .compiler import compile  # noqa: F401,E402
 from . import profiler  # noqa: F401,E402  (torch.profiler; above cuda)

@@ -14,6 +14,7 @@ from ._anomaly import record_trace
 from ._device import backend
 from ._dtype import FROM_NP, REDUCED_NP
 from ._grad_mode import SPECIAL, STATE
+from ._layout import strided
 
 SEQUENCE = itertools.count()  # creation order of nodes: the engine runs the latest first
 _handle_ids = itertools.count()
@@ -167,6 +168,10 @@ def accumulate_into(var, g):
     if g._data.dtype != var._data.dtype:
         g = g.to(var.dtype)
     old = var._grad
+    if g.layout is not strided or old is not None and old.layout is not strided:
+        # sparse gradients (jitgrad.sparse) are summed out of place; with a dense one the sum is dense + sparse
+        var._grad = g if old is None else old + g if g.layout is not strided else g + old
+        return
     if old is None:
         var._grad = g if STATE.grad_enabled or _can_steal(g) else g._owned_copy()
     elif STATE.grad_enabled:

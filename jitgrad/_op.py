@@ -15,10 +15,13 @@ from . import _dtype as D
 from ._device import cuda_backend
 from .kernels import config as KERNEL_CONFIG, cpu as CPU_BACKEND
 from ._grad_mode import SPECIAL, STATE
+from ._layout import SparseMeta
 from ._op_node import OpNode, _attach, record
 from ._tensor import Tensor, has_tangent
 
 EMPTY = {}
+# jitgrad.sparse's dispatch (a layer above), set when it loads: an op with a sparse operand goes there
+SPARSE_DISPATCH = [None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -295,11 +298,14 @@ def dispatch(op, args, params=EMPTY, profiled=False):
                 grad = True
             if d.__class__ is not kind:  # (device arrays come in more than one class: the host's is NumPy's)
                 if kind is not None and (kind is np.ndarray or d.__class__ is np.ndarray):
-                    _device_mismatch(args)
-                kind = d.__class__
+                    kind = _mixed_kinds(args)
+                else:
+                    kind = d.__class__
         else:
             key.append(a.__class__)
             arrays.append(a)
+    if kind is not np.ndarray and kind is SparseMeta:
+        return SPARSE_DISPATCH[0](op, args, params)
     plan = op._dtypes.get(tuple(key))
     if plan is None:
         plan = op._dtypes[tuple(key)] = _plan(op, args)
@@ -395,6 +401,14 @@ def _round(xp, out, compute, to):
     if out.__class__ in (tuple, list):
         return tuple(_round(xp, o, compute, to) for o in out)
     return xp.astype(out, to) if out.dtype == compute else out
+
+
+def _mixed_kinds(args):
+    """The array kind of an op whose operands are of different kinds: sparse where one is sparse (jitgrad.sparse
+    then takes the op), else PyTorch's device error."""
+    if any(isinstance(a, Tensor) and a._data.__class__ is SparseMeta for a in args):
+        return SparseMeta
+    _device_mismatch(args)
 
 
 def _device_mismatch(args):

@@ -13,6 +13,7 @@ import numpy as np
 from . import _dtype as D
 from . import _graph as G
 from . import _memory_format as MF
+from ._layout import strided
 from ._device import CPU, Device, backend, device_of, to_device
 from ._grad_mode import SPECIAL, STATE
 from ._trace_hooks import side_effect, value_read
@@ -52,6 +53,8 @@ class Tensor:
     _acc_node = None
     _hooks = None
     _inference = False
+    layout = strided  # sparse tensors (jitgrad/sparse/) have their own
+    is_sparse = is_sparse_csr = False
     __array_priority__ = 1000  # NumPy scalars and arrays defer to Tensor's operators
 
     # jitgrad.Tensor(data) / Tensor(*sizes): the legacy constructor, jitgrad/_legacy.py's tensor_new,

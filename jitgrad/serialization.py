@@ -128,6 +128,9 @@ class _Encoder:
         i = self._index.get(id(t))
         if i is not None:
             return i
+        if t.is_sparse or t.is_sparse_csr:
+            raise NotImplementedError("jitgrad.save can't save %s: a tensor with layout %r (save its indices and values, "
+                                      "or to_dense())" % (where, t.layout))
         data = t._data
         name = _DTYPE_NAMES.get(data.dtype.newbyteorder("="))
         if name is None:

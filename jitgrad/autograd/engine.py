@@ -17,6 +17,7 @@ from .._device import backend
 from .._dtype import REDUCED_NP
 from .._factories import zeros_like
 from .._grad_mode import STATE, set_grad_enabled
+from .._layout import strided
 from .._graph import AccumulateGrad, accumulate_locked, edge, type_name
 from .._tensor import Tensor
 from .._trace_hooks import NOT_CAPTURED, side_effect, step_call
@@ -281,6 +282,8 @@ def _post_hooks(node, outs, grads):
 def _sum_grads(a, b, create_graph):
     """a + b for two gradients of one tensor: a recorded op under create_graph, else one kernel on the
     arrays (same shape and dtype by now), skipping the op layer's dispatch."""
+    if a.layout is not strided or b.layout is not strided:  # sparse gradients (jitgrad.sparse): with a dense one,
+        return b + a if b.layout is strided else a + b  # the sum is dense (there is no sparse + dense)
     if create_graph or a._data.shape != b._data.shape or a._data.dtype != b._data.dtype or \
             a._data.dtype in REDUCED_NP:  # (float16/bfloat16: the op computes in float32)
         return a + b
@@ -312,7 +315,7 @@ def _add(buffers, node, k, g):
     buf = buffers.get(node)
     if buf is None:
         buf = buffers[node] = [None] * node.n_outputs
-    buf[k] = g if buf[k] is None else buf[k] + g
+    buf[k] = g if buf[k] is None else _sum_grads(buf[k], g, True)
 
 
 def _pre_hooks(node, grads):

@@ -1,0 +1,42 @@
+"""Tensor layouts (``jitgrad.strided``, ``jitgrad.sparse_coo``, ``jitgrad.sparse_csr``) and what a sparse
+tensor holds in place of an array (jitgrad/sparse/ builds sparse tensors; dispatch hands their ops there)."""
+
+
+class layout:
+    __slots__ = ("name",)
+
+    def __init__(self, name):
+        self.name = name
+
+    def __repr__(self):
+        return "jitgrad." + self.name
+
+    def __reduce__(self):  # (pickled by name: unpickling gives back the same object)
+        return self.name
+
+
+strided = layout("strided")
+sparse_coo = layout("sparse_coo")
+sparse_csr = layout("sparse_csr")
+sparse_csc = layout("sparse_csc")
+
+
+class SparseMeta:
+    """A sparse tensor's ``_data``: the dense shape and dtype, which the code common to all tensors reads
+    (shape, dim, numel, dtype, the engine's shape checks). It holds no values: dispatch sees its class and
+    hands the op to jitgrad.sparse, and anything else that reaches for an array gets a clear error."""
+    __slots__ = ("shape", "dtype", "ndim", "size", "layout")
+
+    def __init__(self, shape, dtype, layout):
+        self.shape, self.dtype, self.layout = tuple(shape), dtype, layout
+        self.ndim = len(self.shape)
+        n = 1
+        for s in self.shape:
+            n *= s
+        self.size = n
+
+    def __getattr__(self, name):
+        if name.startswith("__"):  # (protocol lookups, NumPy's __array_interface__...: the attribute is absent)
+            raise AttributeError(name)
+        raise NotImplementedError("this operation is not supported on tensors with layout %r (it needs the "
+                                  "tensor's strided array, '%s'): convert with to_dense() first" % (self.layout, name))
