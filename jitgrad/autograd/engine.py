@@ -98,8 +98,9 @@ def tensor_backward(self, gradient=None, retain_graph=None, create_graph=False, 
 COMPILED = [None]
 _ENV = os.environ.get("JITGRAD_COMPILED_AUTOGRAD", "0").strip().lower()
 # whether backward runs compiled plans, and on which occurrence of a graph its plan is built (1: the first)
+# (and whether larger graphs' plans fuse ops into loops: faster, but not bit for bit the engine's results)
 SETTINGS = {"enabled": _ENV not in ("", "0", "false", "off", "no"), "threshold": 1 if _ENV in ("always", "force")
-            else 2}
+            else 2, "fuse": os.environ.get("JITGRAD_COMPILED_AUTOGRAD_FUSE", "0") not in ("", "0")}
 
 
 def set_compiled_autograd(enabled=True, threshold=None):

@@ -38,7 +38,6 @@ import time
 
 import numpy as np
 
-from .._dtype import REDUCED_NP
 from .._graph import AccumulateGrad, accumulate_into
 from .._grad_mode import SPECIAL, STATE, enable_grad
 from .._jit_stats import AUTOGRAD
@@ -49,11 +48,14 @@ from ..autograd import engine
 from ..kernels import config
 from .capture import Tracer
 from .ir import Graph
-from .tape import compile_plan
+from .codegen import generate
+from .tape import tape_plan
 
 SETTINGS = engine.SETTINGS  # enabled, threshold (autograd/engine.py: the switch and its environment variable)
 MAX_KEYS = 4096  # keys remembered (seen counts and plans); past it the oldest half is forgotten
-_ARRAY_KINDS = frozenset("fiub")  # dtype kinds a plan handles (complex and objects run eagerly)
+# the dtypes of the arrays a plan reads (float16, bfloat16 and complex values run eagerly)
+_DTYPES = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.bool_, np.int8, np.int16, np.int32, np.int64,
+                                          np.uint8))
 _OK_FLOATS = frozenset((np.dtype(np.float32), np.dtype(np.float64)))
 
 _seen = {}  # key -> backward passes seen (until its plan is built)
@@ -119,7 +121,7 @@ def _param_key(v, arrays):
 
 def _array_key(d):
     dt = d.dtype
-    if dt.kind not in _ARRAY_KINDS or dt in REDUCED_NP:
+    if dt not in _DTYPES:
         raise _Eager("float16, bfloat16 or complex values")
     if d.__class__ is np.ndarray:
         return (d.shape, dt, d.strides)
@@ -158,24 +160,25 @@ def _walk(roots, targets):
             raise _Eager("a %s node" % type(n).__name__)
         if n._hooked:
             raise _Eager("hooks")
-        local = [n.op, len(arrays)]
+        local = [n.op]
         for name, v in n.saved.items():
             if v.__class__ is SavedTensor:
-                if v._version is None or v._vc[0] != v._version:
-                    raise _Eager("a saved tensor freed or modified in place")
-                if v._hooks is not None:
-                    raise _Eager("saved-tensor hooks")
+                if v._vc[0] != v._version or v._hooks is not None:  # (a freed one's _version is None)
+                    raise _Eager("saved-tensor hooks" if v._hooks is not None else
+                                 "a saved tensor freed or modified in place")
                 d = v._data if v._node is not None else v._data._data
+                if d.dtype not in _DTYPES:
+                    raise _Eager("float16, bfloat16 or complex values")
                 arrays.append(d)
-                local.append((name, _array_key(d)))
+                local.append((name, d.shape, d.dtype, d.strides))
             else:
                 local.append((name, _param_key(v, arrays)))
-        for name, v in n.params.items():
-            local.append((name, _param_key(v, arrays)))
-        for m in n.input_meta:
-            local.append(m)
-        for nf in n.next_functions:
-            m = nf[0]
+        params = n.params
+        if params:
+            for name, v in params.items():
+                local.append((name, _param_key(v, arrays)))
+        local += n.input_meta
+        for m, nr in n.next_functions:
             if m is None:
                 local.append(-1)
                 continue
@@ -183,7 +186,7 @@ def _walk(roots, targets):
             if j is None:
                 j = index[m] = len(nodes)
                 nodes.append(m)
-            local.append((j, nf[1]))
+            local.append((j, nr))
         key.append(tuple(local))
         i += 1
     for e, g in roots:
@@ -261,7 +264,10 @@ def _build(roots, targets, arrays, nodes, leaves, accumulate):
     if not outs:
         return "no gradient"
     try:
-        plan = compile_plan(bg, outs, True, "backward")
+        # fuse=False: a tape (one instruction per op, each the eager kernel's scalar function on the same operands)
+        # or generated code calling each op's kernel: the engine's results to the last bit. fuse=True: fused loops
+        # (fewer passes over memory; last-bit differences where a loop contracts a multiply and an add of two ops)
+        plan = (tape_plan(bg, outs, "backward") or generate(bg, outs, SETTINGS["fuse"], "backward"))
     except Exception as exc:
         return "lowering failed: %s" % type(exc).__name__
     sources = []

@@ -170,7 +170,7 @@ def _same(a, b):
         for u, v in zip(ga + ra, gb + rb):
             assert (u is None) == (v is None)
             if u is not None:
-                np.testing.assert_allclose(u, v, rtol=1e-10, atol=1e-12)
+                np.testing.assert_array_equal(u, v)  # (plans give the engine's results to the last bit)
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
