@@ -46,6 +46,7 @@ from .._saved import SavedTensor
 from .._tensor import Tensor
 from ..autograd import engine
 from ..kernels import config
+from ..kernels.conv import KeptColumns
 from .capture import Tracer
 from .ir import Graph
 from .codegen import generate
@@ -104,8 +105,10 @@ def _param_key(v, arrays):
         d = v._data
         arrays.append(d)
         return _array_key(d)
-    if c is tuple or c is list:
+    if c is tuple or c is list or isinstance(v, tuple):  # (jitgrad.Size, named tuples)
         return (c,) + tuple(_param_key(x, arrays) for x in v)
+    if c is KeptColumns:  # conv2d's im2col columns for its own weight gradient: a plan computes them again
+        return (c,)
     if c is slice:
         return (c, _param_key(v.start, arrays), _param_key(v.stop, arrays), _param_key(v.step, arrays))
     if c is np.ndarray or hasattr(v, "__cuda_array_interface__"):
@@ -237,6 +240,7 @@ def _build(roots, targets, arrays, nodes, leaves, accumulate):
     tvars = targets if targets is not None else [nodes[i].variable for i in leaves]
     ran = []
     tracer = Tracer(True, bg, serial=True, fused_vjps=True)
+    tracer.fused_functions = True  # (softmax's and the losses' fused VJP functions recorded as calls of them)
     prev = STATE.capture
     STATE.capture = tracer
     try:
