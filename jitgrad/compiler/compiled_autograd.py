@@ -141,57 +141,52 @@ def _walk(roots, targets):
             index[n] = len(nodes)
             nodes.append(n)
     arrays = []
-    key = []
-    leaves = []  # positions of the AccumulateGrad nodes, in walk order
-    i = 0
-    while i < len(nodes):
-        n = nodes[i]
-        cls = n.__class__
-        if cls is AccumulateGrad:
+    key = []  # one entry per node, in walk order
+    leaves = []  # positions of the AccumulateGrad nodes
+    add = arrays.append
+    for n in nodes:  # (the list grows while it is walked: breadth first)
+        if n.__class__ is AccumulateGrad:
             v = n.variable
             if v._hooks or n._post_acc_hooks or n._hooked:
                 raise _Eager("hooks")
             d = v._data
-            dt = d.dtype
-            if dt not in _OK_FLOATS:
+            if d.dtype not in _OK_FLOATS:
                 raise _Eager("float16, bfloat16 or complex values")
-            key.append((d.shape, dt, d.__class__))
-            leaves.append(i)
-            i += 1
+            leaves.append(len(key))
+            key.append((d.shape, d.dtype, d.__class__))
             continue
-        if not isinstance(n, OpNode):
-            raise _Eager("a %s node" % type(n).__name__)
-        if n._hooked:
-            raise _Eager("hooks")
+        if n._hooked or not isinstance(n, OpNode):
+            raise _Eager("hooks" if n._hooked else "a %s node" % type(n).__name__)
+        # (the names and order of the saved values follow from the entry and which inputs take gradients)
         local = [n.op]
-        for name, v in n.saved.items():
+        for v in n.saved.values():
             if v.__class__ is SavedTensor:
                 if v._vc[0] != v._version or v._hooks is not None:  # (a freed one's _version is None)
                     raise _Eager("saved-tensor hooks" if v._hooks is not None else
                                  "a saved tensor freed or modified in place")
                 d = v._data if v._node is not None else v._data._data
-                if d.dtype not in _DTYPES:
+                dt = d.dtype
+                if dt not in _DTYPES:
                     raise _Eager("float16, bfloat16 or complex values")
-                arrays.append(d)
-                local.append((name, d.shape, d.dtype, d.strides))
+                add(d)
+                local += (d.shape, dt, d.strides)
             else:
-                local.append((name, _param_key(v, arrays)))
+                local.append(_param_key(v, arrays))
         params = n.params
         if params:
             for name, v in params.items():
-                local.append((name, _param_key(v, arrays)))
+                local += (name, _param_key(v, arrays))
         local += n.input_meta
         for m, nr in n.next_functions:
             if m is None:
                 local.append(-1)
-                continue
-            j = index.get(m)
-            if j is None:
-                j = index[m] = len(nodes)
-                nodes.append(m)
-            local.append((j, nr))
+            else:
+                j = index.get(m)
+                if j is None:
+                    j = index[m] = len(nodes)
+                    nodes.append(m)
+                local += (j, nr)
         key.append(tuple(local))
-        i += 1
     for e, g in roots:
         d = g._data
         key.append((index[e[0]], e[1], _array_key(d)))
