@@ -273,7 +273,12 @@ def _attach(op, args, params, outs):
     for i, a in enumerate(args):
         if isinstance(a, Tensor) and a._requires_grad and vjp[0 if variadic else i] is not None:
             fn = a.grad_fn
-            nexts.append((fn, a._output_nr) if fn is not None else (accumulate_node(a), 0))
+            if fn is not None:
+                nexts.append((fn, a._output_nr))
+            else:  # a leaf: its AccumulateGrad node, alive while a graph holds it (accumulate_node makes one)
+                ref = a._acc_node
+                fn = ref() if ref is not None else None
+                nexts.append((fn if fn is not None else accumulate_node(a), 0))
             d = a._data
             meta.append((d.shape, d.dtype))
             active |= 1 << i
