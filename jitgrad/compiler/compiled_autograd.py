@@ -229,7 +229,7 @@ def _build(roots, targets, arrays, nodes, leaves, accumulate):
     bg = Graph(parent)
     placeholders = []
     for k, (e, g) in enumerate(roots):
-        gk = Tensor._wrap(g._data.copy())  # (an array of its own: the value is the gradient placeholder k)
+        gk = g._owned_copy()  # (an array of its own, on g's device: the value is the gradient placeholder k)
         bg.value(gk, ("grad", k))
         placeholders.append((e, gk))
     tvars = targets if targets is not None else [nodes[i].variable for i in leaves]
