@@ -101,7 +101,7 @@ def _param_key(v, arrays):
         return (c, v)
     if c is float:
         return (c, v, math.copysign(1.0, v))  # (0.0 == -0.0, and 2 == 2.0: the type and the sign are kept)
-    if c is Tensor:
+    if isinstance(v, Tensor):  # (a Parameter too)
         d = v._data
         arrays.append(d)
         return _array_key(d)
@@ -116,6 +116,8 @@ def _param_key(v, arrays):
         return _array_key(v)
     if c is dict:
         return (c,) + tuple((k, _param_key(x, arrays)) for k, x in v.items())
+    if isinstance(v, np.floating):
+        return (c, float(v), math.copysign(1.0, v))
     if isinstance(v, (np.generic, np.dtype)) or c is type(Ellipsis) or getattr(c, "__module__", "").startswith(
             "jitgrad._dtype"):
         return (c, v)
