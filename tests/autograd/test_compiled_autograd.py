@@ -173,10 +173,25 @@ def _same(a, b):
                 np.testing.assert_array_equal(u, v)  # (plans give the engine's results to the last bit)
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
-@given(program=st.lists(st.sampled_from(INSTRUCTIONS), min_size=1, max_size=6), loss=st.sampled_from(LOSSES),
-       seed=st.integers(0, 2 ** 16))
+_PROGRAMS = dict(program=st.lists(st.sampled_from(INSTRUCTIONS), min_size=1, max_size=6),
+                 loss=st.sampled_from(LOSSES), seed=st.integers(0, 2 ** 16))
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck))
+@given(**_PROGRAMS)
 def test_differential_programs(program, loss, seed):
+    _differential(program, loss, seed)
+
+
+@pytest.mark.slow
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@given(program=st.lists(st.sampled_from(INSTRUCTIONS), min_size=1, max_size=12), loss=st.sampled_from(LOSSES),
+       seed=st.integers(0, 2 ** 16))
+def test_differential_programs_sweep(program, loss, seed):
+    _differential(program, loss, seed)
+
+
+def _differential(program, loss, seed):
     prev = dict(ca.SETTINGS)
     ca.reset()
     try:
