@@ -289,7 +289,7 @@ def _build(roots, targets, arrays, nodes, leaves, accumulate):
                for r in results]
     seconds = time.perf_counter() - start
     if config.LOG_COMPILES:
-        print("jitgrad: compiled autograd plan (%d nodes, %d backward ops, %s) in %.3f s"
+        print("jitgrad: autograd plan built (%d nodes, %d backward ops, %s) in %.3f s"
               % (len(nodes), len(bg.nodes), "tape" if plan.instructions else "%d fused groups" % len(plan.groups),
                  seconds), file=sys.stderr, flush=True)
     return Plan(plan.fn, sources, results, ran, seconds, len(bg.nodes))
