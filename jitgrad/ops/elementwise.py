@@ -123,6 +123,12 @@ def sub(input, other, *, alpha=1):
         dispatch(SUB, (input, other), _alpha(input, other, alpha))
 
 
+@export(method=False)
+def rsub(input, other, *, alpha=1):
+    """other - alpha * input (torch.rsub)."""
+    return sub(other, input, alpha=alpha)
+
+
 def _is_bool(x):
     return x.__class__ is bool or (isinstance(x, Tensor) and x._data.dtype == np.bool_)
 
@@ -335,7 +341,8 @@ ADD = _binary("add", [lambda g, s: g, lambda g, s: g * s.params["alpha"] if s.pa
 SUB = _binary("sub", [lambda g, s: g, lambda g, s: -g * s.params["alpha"] if s.params else -g], forward=_sub_forward,
               params={"alpha": 1},
               ref=lambda a, b, alpha=1: a - alpha * b, samples=joined(binary_samples(), _alpha_samples), call=sub,
-              api=("sub", "subtract"), inplace=True, operators=("__sub__", "__rsub__", "__isub__"))
+              api=("sub", "subtract"), inplace=True, operators=("__sub__", "__rsub__", "__isub__"),
+              scalar_nodes=("RsubBackward1", None))
 MUL = _binary("mul", [lambda g, s: g * s.other, lambda g, s: g * s.self],
               [("mul", ("g", "other")), ("mul", ("g", "self"))], ref=np.multiply, call=mul, api=("mul", "multiply"),
               inplace=True, operators=("__mul__", "__rmul__", "__imul__"), original_scalars=True)
@@ -351,7 +358,8 @@ POW = _binary("pow", [lambda g, s: _pow_grad_self(g, s.self, s.other),
                       lambda g, s: _pow_grad_other(g, s.self, s.other, s.result)],
               [derive("pow_vjp_self"), derive("pow_vjp_other")],
               ref=np.power, samples=_pow_samples, unsupported=no_kernel("pow", "bool"), call=pow, api=("pow",),
-              inplace=True, operators=("__pow__", "__rpow__", "__ipow__"))
+              inplace=True, operators=("__pow__", "__rpow__", "__ipow__"), node="PowBackward1",
+              scalar_nodes=("PowBackward2", "PowBackward0"))
 # ties split the gradient; a NaN on either side passes it to both inputs (PyTorch's formulas)
 MAXIMUM = _binary("maximum", [lambda g, s: _extreme_grad(g, s.self, s.other),
                               lambda g, s: _extreme_grad(g, s.other, s.self)],
