@@ -198,9 +198,11 @@ def _walk(roots, targets):
             n = fn if fn is not None else t._acc_node() if t._acc_node is not None else None  # (weak)
             key.append((index.get(n, -1), t._output_nr if fn is not None else 0))
     # which collected arrays are one array: a plan built where two are one reads one value for both
-    first = {}
-    alias = tuple(first.setdefault(id(a), k) for k, a in enumerate(arrays))
-    key.append(alias if len(first) != len(arrays) else None)
+    if len(set(map(id, arrays))) == len(arrays):
+        key.append(None)
+    else:
+        first = {}
+        key.append(tuple(first.setdefault(id(a), k) for k, a in enumerate(arrays)))
     kinds = {a.__class__ for a in arrays}
     kinds.update(g._data.__class__ for _, g in roots)
     if len(kinds) > 1:
@@ -335,9 +337,11 @@ def run_compiled(roots, retain_graph, targets, accumulate):
         AUTOGRAD["hits"] += 1
     args = [roots[k][1]._data if s == 0 else arrays[k] if s == 1 else k for s, k in plan.sources]
     res = plan.fn(*args)
-    if not retain_graph:
+    if not retain_graph:  # OpNode._release, inlined (no saved tensor here has hooks: see _walk)
         for i in plan.ran:
-            nodes[i]._release()
+            for v in nodes[i].saved.values():
+                if v.__class__ is SavedTensor:
+                    v._data = v._saved_fn = v._version = None
     enabled, STATE.grad_enabled = STATE.grad_enabled, False  # (as the engine accumulates: no graph of it)
     try:
         if accumulate:
