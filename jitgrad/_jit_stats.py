@@ -10,6 +10,10 @@ from .kernels import _background, _jit
 # One dict per graph jitgrad.compile built (appended by jitgrad/compiler/stats.py): function, op counts,
 # fused groups, compile seconds and kernels loaded from the disk cache.
 GRAPHS = []
+# compiled autograd's counters (jitgrad/compiler/compiled_autograd.py): plans built, backward passes run by a plan
+# (hits), by the engine before their key's plan was due (misses) or instead of a plan (fallbacks, by reason)
+AUTOGRAD = {"plans": 0, "hits": 0, "misses": 0, "fallbacks": 0, "build_failures": 0, "compile_seconds": 0.0,
+            "fallback_reasons": {}}
 
 
 def jit_stats(per_kernel=False):
@@ -25,6 +29,9 @@ def jit_stats(per_kernel=False):
     - ``graphs``: one dict per graph ``jitgrad.compile`` built (``function``, ``nodes``,
       ``backward_nodes``, ``fused_groups``, ``compile_seconds``, ``kernels_from_cache``), and
       ``graph_compile_seconds``, their total;
+    - ``compiled_autograd``: eager backward passes run by compiled plans: ``plans`` built (``compile_seconds``),
+      ``hits``, ``misses`` (a graph not seen often enough yet), ``fallbacks`` to the node-by-node engine with
+      ``fallback_reasons`` counted, ``build_failures``;
     - ``per_kernel`` (with ``per_kernel=True``): ``(name, signature, seconds)`` per compilation,
       slowest first.
 
@@ -45,6 +52,7 @@ def jit_stats(per_kernel=False):
         "background_builds": len(_background.REQUESTS),
         "graphs": [dict(g) for g in GRAPHS],
         "graph_compile_seconds": sum(g["compile_seconds"] for g in GRAPHS),
+        "compiled_autograd": dict(AUTOGRAD, fallback_reasons=dict(AUTOGRAD["fallback_reasons"])),
     }
     if per_kernel:
         out["per_kernel"] = sorted(((n, s, t) for n, s, t, _ in top), key=lambda c: -c[2])

@@ -16,6 +16,7 @@ from ._device import cuda_backend
 from .kernels import config as KERNEL_CONFIG, cpu as CPU_BACKEND
 from ._grad_mode import SPECIAL, STATE
 from ._layout import SparseMeta
+from . import _op_node
 from ._op_node import OpNode, _attach, record
 from ._tensor import Tensor, has_tangent
 
@@ -430,3 +431,28 @@ def _check_broadcast(arrays):
             elif x.shape != shape:
                 broadcast_shapes(*[y.shape for y in arrays if y is not None and y.ndim])
                 return
+
+
+def _fused_function_forward(xp, dt, *arrays, vjp):
+    n = vjp.n_grads
+    g = Tensor._wrap(arrays[0]) if vjp.op.n_outputs == 1 else tuple(Tensor._wrap(a) for a in arrays[:n])
+    return vjp.op.derivatives.fused[vjp.i](g, vjp.node(arrays[n:]))._data
+
+
+# A fused VJP function's call (softmax's, the losses'), recorded by a traced backward as one op: see
+# _op_node.FusedCall. Not in the table, not differentiable; one per number of operands, every operand (the
+# gradient, saved tensors, integer targets) passed as it is: the function computes in the gradient's dtype.
+_FUSED_FUNCTIONS = {}
+
+
+def fused_function_op(n):
+    op = _FUSED_FUNCTIONS.get(n)
+    if op is None:
+        op = _FUSED_FUNCTIONS[n] = Op("fused_vjp_function", _fused_function_forward,
+                                     inputs=tuple("x%d" % i for i in range(n)), dtype="keep",
+                                     keep_inputs=range(n), differentiable=False,
+                                     call=lambda *args, vjp: dispatch(op, args, {"vjp": vjp}))
+    return op
+
+
+_op_node.FUSED_FUNCTION_OP[0] = fused_function_op

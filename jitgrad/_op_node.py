@@ -26,8 +26,7 @@ class OpNode(Node):
         # no graph of the backward: the entry's fused kernels where it has them (variadic entries have none)
         fused = op.derivatives.fused if not STATE.grad_enabled and not op.variadic else None
         # a backward that jitgrad.compile traces records the entry's fused kernels as ops (Derivatives.fused_ops)
-        traced = fused is None and SPECIAL[0] and op.n_outputs == 1 and not op.variadic and getattr(
-            STATE.capture, "fused_vjps", False)
+        traced = fused is None and SPECIAL[0] and not op.variadic and getattr(STATE.capture, "fused_vjps", False)
         meta = self.input_meta
         out = []
         for i, nf in enumerate(self.next_functions):
@@ -35,8 +34,10 @@ class OpNode(Node):
                 out.append(None)
                 continue
             spec = fused[i] if fused is not None else None
-            if traced and op.derivatives.fused_ops[i] is not None:
+            if traced and op.n_outputs == 1 and op.derivatives.fused_ops[i] is not None:
                 gi = _call_fused_op(self, op.derivatives.fused_ops[i], op.derivatives.fused[i][1], g)
+            elif traced and callable(op.derivatives.fused[i]) and getattr(STATE.capture, "fused_functions", False):
+                gi = _call_fused_function(self, i, g)
             elif spec is not None and (spec.__class__ is tuple or not _reduced_operands(self, g)):
                 gi = _run_fused(self, spec, g)
             elif op.variadic:
@@ -169,6 +170,51 @@ def _call_fused_op(node, fop, names, g):
     return fop.exposure.call(*args)
 
 
+# the op that runs a fused VJP function of n operands (set by _op.py, which defines ops): see _call_fused_function
+FUSED_FUNCTION_OP = [None]
+_EDGE = (True, 0)  # a stand-in node's entry for an input that takes a gradient
+
+
+class FusedCall:
+    """What a fused VJP function (softmax's: ``fn(g, node)``) reads of its node, without the node's tensors: a
+    traced backward records the call as one op whose operands are the gradient and those tensors (compiled
+    autograd's plans then run the function the engine runs, to its last bit)."""
+    __slots__ = ("op", "i", "saved", "params", "tensor_params", "meta", "edges", "n_grads")
+
+    def node(self, arrays):
+        """A stand-in node holding ``arrays`` (the saved tensors', then the tensor params') where the node's were."""
+        node = _new(self.op.node_cls)
+        node.op, node.input_meta, node.next_functions, node._seq = self.op, self.meta, self.edges, 0
+        it = iter(arrays)
+        node.saved = {n: save_input(Tensor._wrap(next(it))) if v is _MISSING else v for n, v in self.saved}
+        params = dict(self.params)
+        for n in self.tensor_params:
+            params[n] = Tensor._wrap(next(it))
+        node.params = params
+        return node
+
+
+def _call_fused_function(node, i, g):
+    call = FusedCall()
+    call.op, call.i, call.meta = node.op, i, node.input_meta
+    call.edges = tuple(NO_EDGE if nf[0] is None else _EDGE for nf in node.next_functions)
+    args = list(g) if g.__class__ is tuple else [g]  # (a node of several outputs: a gradient for each)
+    call.n_grads = len(args)
+    call.saved = []
+    for n, v in node.saved.items():
+        if v.__class__ is SavedTensor:
+            args.append(v.unpack())
+            v = _MISSING
+        elif isinstance(v, Tensor):
+            args.append(v)
+            v = _MISSING
+        call.saved.append((n, v))
+    call.params = {k: v for k, v in node.params.items() if not isinstance(v, Tensor)}
+    call.tensor_params = [k for k, v in node.params.items() if isinstance(v, Tensor)]
+    args += [node.params[k] for k in call.tensor_params]
+    return FUSED_FUNCTION_OP[0](len(args)).exposure.call(*args, vjp=call)
+
+
 def record(op, args, params, out, grad=None):
     """Wrap kernel output(s) as tensors; attach a grad_fn when grad mode is on and an input needs grad."""
     if op.n_outputs == 1:
@@ -234,7 +280,12 @@ def _attach(op, args, params, outs):
     for i, a in enumerate(args):
         if isinstance(a, Tensor) and a._requires_grad and vjp[0 if variadic else i] is not None:
             fn = a.grad_fn
-            nexts.append((fn, a._output_nr) if fn is not None else (accumulate_node(a), 0))
+            if fn is not None:
+                nexts.append((fn, a._output_nr))
+            else:  # a leaf: its AccumulateGrad node, alive while a graph holds it (accumulate_node makes one)
+                ref = a._acc_node
+                fn = ref() if ref is not None else None
+                nexts.append((fn if fn is not None else accumulate_node(a), 0))
             d = a._data
             meta.append((d.shape, d.dtype))
             active |= 1 << i

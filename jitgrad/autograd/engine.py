@@ -8,6 +8,7 @@
    then its post-hooks. Saved tensors are freed afterwards unless retain_graph.
 """
 import heapq
+import os
 import warnings
 
 import numpy as np
@@ -92,6 +93,32 @@ def tensor_backward(self, gradient=None, retain_graph=None, create_graph=False, 
     if step_call("backward", self, tensor_backward, (gradient, retain_graph, create_graph, inputs), {}) is NOT_CAPTURED:
         backward(self, gradient, retain_graph, create_graph, inputs=inputs)
 
+
+# compiled autograd (jitgrad/compiler/compiled_autograd.py, a layer above), set when it loads: run_compiled(roots,
+# retain_graph, targets, accumulate_leaves) -> the targets' gradients, or None where this engine runs the graph
+COMPILED = [None]
+_ENV = os.environ.get("JITGRAD_COMPILED_AUTOGRAD", "0").strip().lower()
+# whether backward runs compiled plans, and on which occurrence of a graph its plan is built (1: the first)
+# (and whether larger graphs' plans fuse ops into loops: faster, but not bit for bit the engine's results)
+SETTINGS = {"enabled": _ENV not in ("", "0", "false", "off", "no"), "threshold": 1 if _ENV in ("always", "force")
+            else 2, "fuse": os.environ.get("JITGRAD_COMPILED_AUTOGRAD_FUSE", "0") not in ("", "0")}
+
+
+def set_compiled_autograd(enabled=True, threshold=None):
+    """Switch compiled autograd on or off (default: the environment variable JITGRAD_COMPILED_AUTOGRAD, ``1`` on,
+    ``always`` on from the first backward); ``threshold``: on which occurrence of a graph its plan is built (1:
+    from the first backward; 2 by default). Returns the previous setting of ``enabled``."""
+    prev = SETTINGS["enabled"]
+    if threshold is not None:
+        if int(threshold) < 1:
+            raise ValueError("threshold must be at least 1, got %r" % (threshold,))
+        SETTINGS["threshold"] = int(threshold)
+    SETTINGS["enabled"] = bool(enabled)
+    return prev
+
+
+def is_compiled_autograd_enabled():
+    return SETTINGS["enabled"]
 
 # jitgrad.func's vmap (a layer above), set when jitgrad.func loads: grad(is_grads_batched=True), the vectorized
 # Jacobians of autograd.functional and gradcheck's batched checks run the backward under it
@@ -194,13 +221,20 @@ def _dependencies(roots, needed):
     return deps
 
 
-def run(roots, retain_graph, create_graph, targets=None, accumulate_leaves=True):
+def run(roots, retain_graph, create_graph, targets=None, accumulate_leaves=True, ran=None):
     """Execute the graph below ``roots`` [(edge, grad)]; return the gradients captured for ``targets``.
 
     One loop: take the ready node created last, give it the sum of the gradients that reached it,
     run it, and hand its input gradients to the nodes it points to (ready once all have arrived).
+    Without create_graph, a graph seen before runs as a compiled plan instead (compiled autograd), unless
+    it holds what only this loop runs (see compiler/compiled_autograd.py; the profiler times this loop's
+    nodes). ``ran`` collects the nodes run.
     """
     side_effect("autograd.backward() or autograd.grad()")  # (a compiled trace captures Tensor.backward() alone)
+    if not create_graph and SETTINGS["enabled"] and COMPILED[0] is not None and STATE.profiler is None:
+        captured = COMPILED[0](roots, retain_graph, targets, accumulate_leaves)
+        if captured is not None:
+            return captured
     capture = {}  # (node, output_nr) -> positions in ``targets`` whose gradient flows in there
     for k, e in enumerate([edge(t) for t in targets] if targets is not None else ()):
         if e is not None:
@@ -237,6 +271,8 @@ def run(roots, retain_graph, create_graph, targets=None, accumulate_leaves=True)
             if (grads[0] is not None or any(g is not None for g in grads)) and (every or (
                     needed is None or node in needed) and (accumulate_leaves or node.__class__ is not AccumulateGrad)):
                 outs = _apply_observed(node, grads, anomaly, profiler) if observed else node.apply(grads)
+                if ran is not None:
+                    ran.append(node)
                 if hooked and node._post_hooks:
                     outs = _post_hooks(node, outs, grads)
                 if not retain_graph:

@@ -16,6 +16,7 @@ captured and generated.
 import functools
 
 from ..nn.module import Module
+from . import compiled_autograd  # noqa: F401  (registers compiled autograd with the engine)
 from .capture import Unsupported
 from .explain import explain
 from .driver import CompiledFunction

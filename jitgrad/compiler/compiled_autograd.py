@@ -1,0 +1,374 @@
+"""Compiled autograd: eager ``backward()`` / ``autograd.grad`` of a graph seen before runs a compiled plan.
+
+A training loop records the same graph every step. The engine (autograd/engine.py ``run``) hands each
+backward without ``create_graph`` to ``run_compiled`` here, which walks the graph once (breadth first
+from the roots, a deterministic order):
+
+- it builds the graph's **structural key**: per node its entry, non-tensor params and saved scalars, the
+  shapes, dtypes, device class and contiguity of its saved arrays and tensor params, the metadata of the
+  gradients it returns, and the positions of the nodes it points to (so sharing in the DAG is part of the
+  key), plus the roots' gradients, the targets' positions and which collected arrays are one array;
+- it collects, in that order, **every array the backward reads** (saved tensors, tensor params, the arrays
+  inside index keys) from the graph it is about to run, and checks that the graph may run as a plan.
+
+The plan of a key is built when the key is met for the ``threshold``-th time (2 by default): the engine's
+own backward runs once more under the compiler's tracer (capture.Tracer, with create_graph: the VJP
+formulas and the entries' fused VJP ops recorded as a graph whose inputs are the collected arrays and the
+roots' gradients), which the compiler lowers as it lowers ``jitgrad.compile``'s backward (compile_plan:
+the tape interpreter for small graphs, fused loops otherwise). A plan is a function of arrays: each run
+passes the arrays just collected, so it never reads a value of the graph it was built from. Its results
+go into ``.grad`` as AccumulateGrad puts them (under the leaf's lock, stolen where the plan owns the
+array), or back to ``autograd.grad`` / ``backward(inputs=...)``; saved tensors are freed unless
+``retain_graph``, for exactly the nodes the eager engine would have run.
+
+**The one eager branch.** ``_why_eager`` (what the whole backward sees) and ``_walk`` (each node) send a
+backward to the node-by-node engine, which then gives PyTorch's semantics itself, where the graph holds
+something a plan does not express: a node other than a table op's (custom ``autograd.Function``,
+CopySlices of an in-place write into a view, a compiled region) or a leaf's; any tensor, node, retain_grad
+or post-accumulate hook; saved-tensor hooks; a saved tensor modified in place or freed (the engine raises
+PyTorch's error); anomaly mode, a trace, vmap, forward AD or autocast active; float16, bfloat16 or complex
+values; arrays on more than one device; nodes from which no leaf is reached. A plan that fails to build
+(the trace needs a value in Python, the lowering fails) marks its key eager for good; none of it is an
+error. ``jit_stats()["compiled_autograd"]`` counts plans built, hits, misses and each fallback's reason.
+"""
+import math
+import sys
+import threading
+import time
+
+import numpy as np
+
+from .._graph import AccumulateGrad, accumulate_into
+from .._grad_mode import SPECIAL, STATE, enable_grad
+from .._jit_stats import AUTOGRAD
+from .._op_node import OpNode
+from .._saved import SavedTensor
+from .._tensor import Tensor
+from ..autograd import engine
+from ..kernels import config
+from ..kernels.conv import KeptColumns
+from .capture import Tracer
+from .ir import Graph
+from .codegen import generate
+from .tape import tape_plan
+
+SETTINGS = engine.SETTINGS  # enabled, threshold (autograd/engine.py: the switch and its environment variable)
+MAX_KEYS = 4096  # keys remembered (seen counts and plans); past it the oldest half is forgotten
+# the dtypes of the arrays a plan reads (float16, bfloat16 and complex values run eagerly)
+_DTYPES = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.bool_, np.int8, np.int16, np.int32, np.int64,
+                                          np.uint8))
+_OK_FLOATS = frozenset((np.dtype(np.float32), np.dtype(np.float64)))
+
+_seen = {}  # key -> backward passes seen (until its plan is built)
+_plans = {}  # key -> Plan, or the reason it could not be built (a str)
+_lock = threading.Lock()
+
+
+def reset():
+    """Forget every key and plan (the counters stay)."""
+    with _lock:
+        _seen.clear()
+        _plans.clear()
+
+
+def _fallback(reason):
+    AUTOGRAD["fallbacks"] += 1
+    reasons = AUTOGRAD["fallback_reasons"]
+    reasons[reason] = reasons.get(reason, 0) + 1
+    return None
+
+
+class _Eager(Exception):
+    """The graph (this time) needs the node-by-node engine; args[0] is the reason."""
+
+
+def _why_eager(roots, targets):
+    if SPECIAL[0] and STATE._special():
+        return ("anomaly mode" if STATE.anomaly else "inside a jitgrad.compile trace" if STATE.capture is not None
+                else "vmap, forward AD, autocast or inference mode active")
+    for e, g in roots:
+        if e is None or e[0].__class__ is AccumulateGrad:
+            return "a root that is a leaf"
+        if getattr(g, "_level", 0) or g.__class__ is not Tensor:
+            return "a batched or subclassed gradient"
+    return None
+
+
+def _param_key(v, arrays):
+    """A param or saved non-tensor value as part of the key; its arrays go to ``arrays`` (read from each graph)."""
+    c = v.__class__
+    if c is int or c is bool or c is str or v is None:
+        return (c, v)
+    if c is float:
+        return (c, v, math.copysign(1.0, v))  # (0.0 == -0.0, and 2 == 2.0: the type and the sign are kept)
+    if isinstance(v, Tensor):  # (a Parameter too)
+        d = v._data
+        arrays.append(d)
+        return _array_key(d)
+    if c is tuple or c is list or isinstance(v, tuple):  # (jitgrad.Size, named tuples)
+        return (c,) + tuple(_param_key(x, arrays) for x in v)
+    if c is KeptColumns:  # conv2d's im2col columns for its own weight gradient: a plan computes them again
+        return (c,)
+    if c is slice:
+        return (c, _param_key(v.start, arrays), _param_key(v.stop, arrays), _param_key(v.step, arrays))
+    if c is np.ndarray or hasattr(v, "__cuda_array_interface__"):
+        arrays.append(v)
+        return _array_key(v)
+    if c is dict:
+        return (c,) + tuple((k, _param_key(x, arrays)) for k, x in v.items())
+    if isinstance(v, np.floating):
+        return (c, float(v), math.copysign(1.0, v))
+    if isinstance(v, (np.generic, np.dtype)) or c is type(Ellipsis) or getattr(c, "__module__", "").startswith(
+            "jitgrad._dtype"):
+        return (c, v)
+    raise _Eager("a param of type %s" % c.__name__)
+
+
+def _array_key(d):
+    dt = d.dtype
+    if dt not in _DTYPES:
+        raise _Eager("float16, bfloat16 or complex values")
+    if d.__class__ is np.ndarray:
+        return (d.shape, dt, d.strides)
+    return (d.shape, dt, d.__class__, d.strides)
+
+
+def _walk(roots, targets):
+    """(key, arrays, nodes, leaves) of the graph below ``roots``; raises _Eager where it must run eagerly."""
+    nodes = []
+    index = {}
+    for e, _ in roots:
+        n = e[0]
+        if n not in index:
+            index[n] = len(nodes)
+            nodes.append(n)
+    arrays = []
+    key = []  # one entry per node, in walk order
+    leaves = []  # positions of the AccumulateGrad nodes
+    add = arrays.append
+    for n in nodes:  # (the list grows while it is walked: breadth first)
+        if n.__class__ is AccumulateGrad:
+            v = n.variable
+            if v._hooks or n._post_acc_hooks or n._hooked:
+                raise _Eager("hooks")
+            d = v._data
+            if d.dtype not in _OK_FLOATS:
+                raise _Eager("float16, bfloat16 or complex values")
+            leaves.append(len(key))
+            key.append((d.shape, d.dtype, d.__class__))
+            continue
+        if n._hooked or not isinstance(n, OpNode):
+            raise _Eager("hooks" if n._hooked else "a %s node" % type(n).__name__)
+        # (the names and order of the saved values follow from the entry and which inputs take gradients)
+        local = [n.op]
+        for v in n.saved.values():
+            if v.__class__ is SavedTensor:
+                if v._vc[0] != v._version or v._hooks is not None:  # (a freed one's _version is None)
+                    raise _Eager("saved-tensor hooks" if v._hooks is not None else
+                                 "a saved tensor freed or modified in place")
+                d = v._data if v._node is not None else v._data._data
+                dt = d.dtype
+                if dt not in _DTYPES:
+                    raise _Eager("float16, bfloat16 or complex values")
+                add(d)
+                local += (d.shape, dt, d.strides)
+            else:
+                local.append(_param_key(v, arrays))
+        params = n.params
+        if params:
+            for name, v in params.items():
+                local += (name, _param_key(v, arrays))
+        local += n.input_meta
+        for m, nr in n.next_functions:
+            if m is None:
+                local.append(-1)
+            else:
+                j = index.get(m)
+                if j is None:
+                    j = index[m] = len(nodes)
+                    nodes.append(m)
+                local += (j, nr)
+        key.append(tuple(local))
+    for e, g in roots:
+        d = g._data
+        key.append((index[e[0]], e[1], _array_key(d)))
+    if targets is not None:
+        for t in targets:
+            fn = t.grad_fn
+            n = fn if fn is not None else t._acc_node() if t._acc_node is not None else None  # (weak)
+            key.append((index.get(n, -1), t._output_nr if fn is not None else 0))
+    # which collected arrays are one array: a plan built where two are one reads one value for both
+    if len(set(map(id, arrays))) == len(arrays):
+        key.append(None)
+    else:
+        first = {}
+        key.append(tuple(first.setdefault(id(a), k) for k, a in enumerate(arrays)))
+    kinds = {a.__class__ for a in arrays}
+    kinds.update(g._data.__class__ for _, g in roots)
+    if len(kinds) > 1:
+        raise _Eager("arrays on more than one device")
+    return tuple(key), arrays, nodes, leaves
+
+
+class Plan:
+    """A compiled backward: ``fn(*arrays)`` from the arguments ``sources`` name -> one array per result."""
+
+    def __init__(self, fn, sources, results, ran, seconds, size):
+        self.fn = fn
+        self.sources = sources  # per argument: (0, root k) | (1, collected array k) | (2, constant array)
+        self.results = results  # per target: (position in fn's results, plan owns the array) or None
+        self.ran = ran  # positions of the nodes the eager engine runs (freed after, without retain_graph)
+        self.seconds = seconds
+        self.size = size  # nodes of the backward graph
+
+
+def _build(roots, targets, arrays, nodes, leaves, accumulate):
+    """Trace the engine's backward of this graph into a compiler graph and lower it; a Plan, or a reason."""
+    start = time.perf_counter()
+    parent = Graph()
+    fwd = {}  # forward value -> collected position
+    for k, a in enumerate(arrays):
+        if id(a) not in parent.by_id:
+            fwd[parent.value(Tensor._wrap(a), ("input", k))] = k
+    bg = Graph(parent)
+    placeholders = []
+    for k, (e, g) in enumerate(roots):
+        gk = g._owned_copy()  # (an array of its own, on g's device: the value is the gradient placeholder k)
+        bg.value(gk, ("grad", k))
+        placeholders.append((e, gk))
+    tvars = targets if targets is not None else [nodes[i].variable for i in leaves]
+    ran = []
+    tracer = Tracer(True, bg, serial=True, fused_vjps=True)
+    tracer.fused_functions = True  # (softmax's and the losses' fused VJP functions recorded as calls of them)
+    prev = STATE.capture
+    STATE.capture = tracer
+    try:
+        with enable_grad():
+            grads = engine.run(placeholders, True, True, targets=tvars, accumulate_leaves=False, ran=ran)
+    except Exception as exc:  # (the tracer's Unsupported at a value read, or any failure of a formula)
+        return "trace failed: %s" % type(exc).__name__
+    finally:
+        STATE.capture = prev
+    if bg.breaks:
+        return "trace: " + bg.breaks[0][0]
+    at = {id(n): i for i, n in enumerate(nodes)}
+    ran = sorted(at[id(n)] for n in ran)
+    if accumulate and len(ran) + len(leaves) != len(nodes):
+        return "nodes from which no leaf is reached"
+    outs = []
+    results = []
+    for gr in grads:
+        if gr is None:
+            results.append(None)
+            continue
+        v = bg.value(gr)
+        results.append(len(outs))
+        outs.append(v)
+    if not outs:
+        return "no gradient"
+    try:
+        # fuse=False: a tape (one instruction per op, each the eager kernel's scalar function on the same operands)
+        # or generated code calling each op's kernel: the engine's results to the last bit. fuse=True: fused loops
+        # (fewer passes over memory; last-bit differences where a loop contracts a multiply and an add of two ops)
+        plan = (tape_plan(bg, outs, "backward") or generate(bg, outs, SETTINGS["fuse"], "backward"))
+    except Exception as exc:
+        return "lowering failed: %s" % type(exc).__name__
+    sources = []
+    for v in plan.boundary:
+        kind = bg.kinds[v]
+        if kind[0] == "grad":
+            sources.append((0, kind[1]))
+        elif kind[0] == "fwd":
+            sources.append((1, fwd[kind[1]]))
+        elif kind[0] == "ext":  # a constant a formula made (zeros of a shape): part of the structure
+            sources.append((2, kind[1]._data))
+        else:
+            return "a plan argument of kind %s" % kind[0]
+    # per target: (result position, whether the plan owns the array, the root whose gradient it is or None)
+    owned = {v for v, k in enumerate(bg.kinds) if k[0] == "op"}
+    results = [None if r is None else (r, outs[r] in owned and outs.count(outs[r]) == 1,
+                                       bg.kinds[outs[r]][1] if bg.kinds[outs[r]][0] == "grad" else None)
+               for r in results]
+    seconds = time.perf_counter() - start
+    if config.LOG_COMPILES:
+        print("jitgrad: autograd plan built (%d nodes, %d backward ops, %s) in %.3f s"
+              % (len(nodes), len(bg.nodes), "tape" if plan.instructions else "%d fused groups" % len(plan.groups),
+                 seconds), file=sys.stderr, flush=True)
+    return Plan(plan.fn, sources, results, ran, seconds, len(bg.nodes))
+
+
+def _remember(key, value, table):
+    if len(table) >= MAX_KEYS:
+        for k in list(table)[:MAX_KEYS // 2]:
+            del table[k]
+    table[key] = value
+
+
+def run_compiled(roots, retain_graph, targets, accumulate):
+    """The engine's backward of ``roots`` by a compiled plan: the targets' gradients (``[]`` when they went to
+    the leaves' ``.grad``), or None where the engine must run it (a fallback, counted)."""
+    why = _why_eager(roots, targets)
+    if why is not None:
+        return _fallback(why)
+    try:
+        key, arrays, nodes, leaves = _walk(roots, targets)
+    except _Eager as exc:
+        return _fallback(exc.args[0])
+    plan = _plans.get(key)
+    if plan is None:
+        with _lock:
+            seen = _seen.get(key, 0) + 1
+            if seen < SETTINGS["threshold"]:
+                _remember(key, seen, _seen)
+                AUTOGRAD["misses"] += 1
+                return None
+            _seen.pop(key, None)
+        plan = _build(roots, targets, arrays, nodes, leaves, accumulate)
+        with _lock:
+            _remember(key, plan, _plans)
+        if plan.__class__ is str:
+            AUTOGRAD["build_failures"] += 1
+            return _fallback(plan)
+        AUTOGRAD["plans"] += 1
+        AUTOGRAD["compile_seconds"] += plan.seconds
+    elif plan.__class__ is str:
+        return _fallback(plan)
+    else:
+        AUTOGRAD["hits"] += 1
+    args = [roots[k][1]._data if s == 0 else arrays[k] if s == 1 else k for s, k in plan.sources]
+    res = plan.fn(*args)
+    if not retain_graph:  # OpNode._release, inlined (no saved tensor here has hooks: see _walk)
+        for i in plan.ran:
+            for v in nodes[i].saved.values():
+                if v.__class__ is SavedTensor:
+                    v._data = v._saved_fn = v._version = None
+    enabled, STATE.grad_enabled = STATE.grad_enabled, False  # (as the engine accumulates: no graph of it)
+    try:
+        if accumulate:
+            for i, r in zip(leaves, plan.results):
+                if r is not None:
+                    node = nodes[i]
+                    with node._lock:
+                        _accumulate(node.variable, res[r[0]], r[1])
+            return []
+        out = []
+        for r in plan.results:  # (a root's own gradient passed through is that tensor, as the engine hands it on)
+            out.append(None if r is None else roots[r[2]][1] if r[2] is not None else
+                       Tensor._wrap(res[r[0]]) if r[1] else Tensor._wrap(res[r[0]])._owned_copy())
+        return out
+    finally:
+        STATE.grad_enabled = enabled
+
+
+def _accumulate(var, a, owned):
+    """AccumulateGrad's ``var.grad += a`` for a plan's result: a new ``.grad`` takes the array where the plan
+    made it (it is nobody else's), else the engine's accumulation."""
+    if var._grad is None and owned and a.__class__ is np.ndarray and a.base is None and a.flags.c_contiguous \
+            and a.flags.writeable and a.dtype == var._data.dtype:
+        var._grad = Tensor._wrap(a)
+        return
+    g = Tensor._wrap(a)
+    accumulate_into(var, g if owned else g._owned_copy())
+
+
+engine.COMPILED[0] = run_compiled

@@ -1,0 +1,39 @@
+"""Compiled autograd on device='cuda': plans of CUDA graphs (generated code calling the CUDA backend) give the
+CPU's gradients. Without a GPU the check runs in a child process under numba's CUDA simulator; set
+JITGRAD_CUDA_TESTS=gpu on a machine with a GPU to run it for real."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+import helpers
+
+pytestmark = pytest.mark.cuda
+
+CHECK = """
+import numpy as np, jitgrad as jg
+rng = np.random.default_rng(0)
+for step in range(3):  # new values each step: the plan (built on the first, forced) reads each step's arrays
+    x0, w0 = rng.standard_normal((4, 3)).astype(np.float32), rng.standard_normal(3).astype(np.float32)
+    res = []
+    for dev in ("cuda", "cpu"):
+        x = jg.tensor(x0, device=dev, requires_grad=True)
+        w = jg.tensor(w0, device=dev, requires_grad=True)
+        loss = (((x * w).tanh() + x) ** 2).sum() + jg.nn.functional.softmax(x, 1).mean()
+        loss.backward()
+        res.append((x.grad.cpu().numpy(), w.grad.cpu().numpy()))
+    for a, b in zip(*res):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+s = jg.jit_stats()["compiled_autograd"]
+assert s["plans"] == 2 and s["hits"] == 4 and not s["fallbacks"], s
+print("ok")
+"""
+
+
+def test_cuda_graphs_run_as_plans():
+    env = dict(os.environ, JITGRAD_COMPILED_AUTOGRAD="always", PYTHONPATH=str(helpers.ROOT))
+    if os.environ.get("JITGRAD_CUDA_TESTS") != "gpu":
+        env["NUMBA_ENABLE_CUDASIM"] = "1"
+    r = subprocess.run([sys.executable, "-c", CHECK], env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stdout + r.stderr
