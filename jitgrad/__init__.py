@@ -62,6 +62,7 @@ from . import ops as _ops
 from .ops import FUNCTIONS as _FUNCTIONS
 from . import autograd  # noqa: F401
 from . import linalg  # noqa: F401,E402  (torch.linalg)
+from . import fft  # noqa: F401,E402  (torch.fft)
 from .autograd.anomaly import is_anomaly_check_nan_enabled, is_anomaly_enabled  # noqa: F401
 from .autograd.engine import tensor_backward as _tensor_backward
 

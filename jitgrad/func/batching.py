@@ -514,6 +514,8 @@ def _declare():
         RULES[name] = zero_d_dim("dim")
     for name in ("glu", "gather", "scatter_add", "cat", "stack"):
         RULES[name] = shift_dims("dim")
+    for name in ("fft_c2c", "fft_r2c", "fft_c2r"):  # transforms over dims: the batch dim is one more
+        RULES[name] = shift_dims("dim")
     RULES["index_select"] = leading_or_loop(shift_dims("dim", full=False), 0)
     RULES["flip"] = shift_dims("dims")
     RULES["diagonal"] = shift_dims("dim1", "dim2")

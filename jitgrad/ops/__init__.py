@@ -17,6 +17,7 @@ from . import shrink, pixel_shuffle  # noqa: F401,E402  (hardshrink, softshrink,
 from . import searching  # noqa: F401,E402  (searchsorted, bucketize, histc, histogram, take_along_dim, dist)
 from . import composite  # noqa: F401,E402  (functions composed of table ops: isclose, addcmul, meshgrid, ...)
 from . import decompositions, solvers, matrix_functions, products  # noqa: F401,E402  (torch.linalg)
+from . import fft  # noqa: F401,E402  (torch.fft)
 from ._table import FUNCTIONS, INPLACE, METHODS, NN, OPERATORS, OPS  # noqa: F401  (derived from the entries)
 from .shape import cast, copy_from, fill, move  # noqa: F401
 
