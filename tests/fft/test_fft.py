@@ -51,8 +51,10 @@ def _scipy_nd(fname, x, s, dim, norm):
     axes = dim if dim is not None else default if default is not None and s is None else (
         tuple(range(x.ndim - len(s), x.ndim)) if s is not None else tuple(range(x.ndim)))
     axes = tuple(a % x.ndim for a in axes)
-    if s is None and fname in C2R:
-        s = tuple(x.shape[a] for a in axes[:-1]) + (2 * (x.shape[axes[-1]] - 1),)
+    if s is None:
+        s = (-1,) * len(axes)
+    s = tuple(x.shape[a] if n == -1 else n for n, a in zip(s[:-1], axes)) + (  # -1: the input's size
+        (2 * (x.shape[axes[-1]] - 1) if fname in C2R else x.shape[axes[-1]]) if s[-1] == -1 else s[-1],)
     return ref(x, s, axes, norm)
 
 
