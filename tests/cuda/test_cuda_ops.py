@@ -36,6 +36,8 @@ def _calls_lapack(fn, depth=2):
 
 CPU_ONLY.update({name: "LAPACK's kernels (kernels/linalg.py): on CUDA they need cuSOLVER" for name, op in OPS.items()
                  if hasattr(op.forward, "__code__") and _calls_lapack(op.forward)})
+CPU_ONLY.update({name: "pocketfft's kernels (kernels/fft.py): on CUDA they need cuFFT" for name, op in OPS.items()
+                 if "fft" in getattr(getattr(op.forward, "__code__", None), "co_names", ())})
 
 
 def _leaves(args, kwargs, device):
