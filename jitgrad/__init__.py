@@ -50,6 +50,7 @@ from ._memory_format import (channels_last, channels_last_3d, contiguous_format,
                              preserve_format)
 from ._dtype import (bool_ as bool, bfloat16, dtype, float16, float32, float64, get_default_dtype, int32,  # noqa: F401
                      int64, uint8)
+from ._dtype import complex64, complex128  # noqa: F401,E402
 from ._generator import Generator  # noqa: F401
 from ._factories import *  # noqa: F401,F403
 from ._factories import METHODS as _FACTORY_METHODS
@@ -102,6 +103,7 @@ from .compiler import compile  # noqa: F401,E402
 
 float = float32
 double = float64
+cfloat, cdouble = complex64, complex128
 half = float16
 long = int64
 int = int32
@@ -137,3 +139,7 @@ def promote_types(type1, type2):
 
 def is_floating_point(input):
     return input.dtype.is_floating_point
+
+
+def is_complex(input):
+    return input.dtype.is_complex

@@ -210,7 +210,7 @@ def copy_slices(base, chain, key, value, op_name="__setitem__"):
     """Write ``value`` into ``region(base)`` and record it as a CopySlices node on ``base``."""
     old = (base.grad_fn, base._output_nr) if base.grad_fn is not None else None
     _write(base, value, chain, key, op_name)
-    node = CopySlices((old, edge(value) if value.dtype.is_floating_point else None))
+    node = CopySlices((old, edge(value) if value.dtype.is_inexact else None))
     node.chain, node.key, node.base_shape = chain, key, base.shape
     node.value_meta = (value.shape, value.dtype)
     base.grad_fn, base._output_nr, base._requires_grad = node, 0, True

@@ -120,9 +120,9 @@ def make_dual(tensor, tangent, *, level=None):
     if not _L.open:
         raise RuntimeError("Trying to create a dual Tensor for forward AD but no level exists, make sure to "
                            "enter_dual_level() first.")
-    if not tensor.dtype.is_floating_point:
+    if not tensor.dtype.is_inexact:
         raise ValueError("Expected primal to be floating point or complex, but got: %s" % tensor.dtype)
-    if not tangent.dtype.is_floating_point:
+    if not tangent.dtype.is_inexact:
         raise ValueError("Expected tangent to be floating point or complex, but got: %s" % tangent.dtype)
     _check_size(tensor, tangent)
     out = tensor.view_as(tensor)  # (a view, as PyTorch's: it shares the primal's storage and version)
@@ -308,7 +308,7 @@ def _owned(jvps, tangents):
 
 
 def _differentiable(o):
-    return o.dtype.is_floating_point
+    return o.dtype.is_inexact
 
 
 def _jvp(op, args, params, outs, tangents):

@@ -412,7 +412,7 @@ def _transposed_batched(formula, s, outs, x, t):
     tp, levels = unwrap_all(t)
     batch = tuple(tp.shape[:len(levels)])
     with enable_grad():  # (u: physical zeros, leaves, batched at t's levels)
-        us = [wrap_levels(o.detach().new_zeros(batch + tuple(o.shape)).requires_grad_(o.dtype.is_floating_point),
+        us = [wrap_levels(o.detach().new_zeros(batch + tuple(o.shape)).requires_grad_(o.dtype.is_inexact),
                           levels) for o in outs]
         pulled = fwAD._pulled(formula, s, us, x, t, lambda r: unwrap_all(r)[0])
     return tuple(None if j is None else wrap_levels(fwAD._detached(j), levels) for j in pulled)

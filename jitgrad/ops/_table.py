@@ -14,8 +14,10 @@ METHODS = {}  # Tensor method name -> function(self, ...)
 FUNCTIONS = {}  # jitgrad.<name> -> function
 
 
-_TYPE_NAMES = {"bool": "Bool", "int32": "Int", "int64": "Long"}
+_TYPE_NAMES = {"bool": "Bool", "int32": "Int", "int64": "Long", "float32": "Float", "float64": "Double",
+               "complex64": "ComplexFloat", "complex128": "ComplexDouble"}
 INTS = ("int32", "int64")
+COMPLEX = ("complex64", "complex128")
 EMPTY = {}
 
 
@@ -185,6 +187,8 @@ def _arr(rng, shape, lo, hi, dtype):
         a, b = (a, b) if a <= b else (int(np.floor(lo)), int(np.ceil(hi)))
         return np.asarray(rng.integers(a, b + 1, size=shape), dtype=dtype)
     a = rng.uniform(lo, hi, size=shape)
+    if np.dtype(dtype).kind == "c":  # both parts in the domain's range
+        a = a + 1j * rng.uniform(lo, hi, size=shape)
     return np.asarray(a, dtype=dtype)
 
 

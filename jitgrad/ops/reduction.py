@@ -84,7 +84,7 @@ def _prod_grad(g, s):
     safe = x.masked_fill(zeros, 1.0)
     p_nz = _reduce(PROD, PROD, safe, dims, True)  # the table op: the public prod() takes one int dim only
     grad = where(nz == 0, p_nz / safe, where(zeros & (nz == 1), p_nz, 0.0))
-    return _unreduce(g, s) * grad
+    return _unreduce(g, s) * grad.conj()
 
 
 def _var_forward(xp, dt, x, dims, keepdim, correction):
@@ -168,7 +168,7 @@ def _cumsum_forward(xp, dt, x, dim):
 def _cast_for(input, dtype):
     if dtype is not None:
         return input.to(dtype)
-    if not input.dtype.is_floating_point:
+    if input.dtype.category < 2:  # bool and integers sum in int64; floating and complex in their own dtype
         return input.to(D.int64)
     return input
 
@@ -338,16 +338,17 @@ def _red(name, forward, vjp, dtype="same", node=None, **kw):
 
 
 SUM = _red("sum", _reduce_forward("sum"), lambda g, s: _unreduce(g, s), node="SumBackward1", ref=_np_reduce(np.sum),
-           samples=_DIMS, call=sum, api=("sum",), autocast=CUDA_FP32)
+           samples=_DIMS, call=sum, api=("sum",), autocast=CUDA_FP32, complex=True)
 SUM_ALL = _red("sum_all", _reduce_forward("sum"), lambda g, s: _unreduce(g, s), node="SumBackward0",
-               ref=_np_reduce(np.sum), samples=_ALL, call=sum, autocast=CUDA_FP32)
+               ref=_np_reduce(np.sum), samples=_ALL, call=sum, autocast=CUDA_FP32, complex=True)
 MEAN = _red("mean", _mean_forward, lambda g, s: _unreduce(g / _count(s), s), node="MeanBackward1",
-            ref=_np_reduce(np.mean), samples=_DIMS, unsupported=_MEAN_REJECTS, call=mean, api=("mean",))
+            ref=_np_reduce(np.mean), samples=_DIMS, unsupported=_MEAN_REJECTS, call=mean, api=("mean",), complex=True)
 MEAN_ALL = _red("mean_all", _mean_forward, lambda g, s: _unreduce(g / _count(s), s), node="MeanBackward0",
-                ref=_np_reduce(np.mean), samples=_ALL, unsupported=_MEAN_REJECTS, call=mean)
+                ref=_np_reduce(np.mean), samples=_ALL, unsupported=_MEAN_REJECTS, call=mean, complex=True)
 PROD = _red("prod", _reduce_forward("prod"), _prod_grad, node="ProdBackward1", ref=_np_reduce(np.prod),
             samples=_cases(((2, 3), {}), ((2, 3), {"dim": 1}), ((2, 3), {"dim": -1, "keepdim": True}), ((), {}),
-                           ([3, 2], {"dim": 0}), lo=-1.5, hi=1.5), call=prod, api=("prod",), autocast=FP32)
+                           ([3, 2], {"dim": 0}), lo=-1.5, hi=1.5), call=prod, api=("prod",), autocast=FP32,
+            complex=True)
 VAR = _red("var", _var_forward, _var_grad, node="VarBackward0", ref=_np_var, samples=_VAR, unsupported=_VAR_REJECTS,
            call=var, api=("var",))
 STD = _red("std", _std_forward, _std_grad, node="StdBackward0", ref=lambda *args, **kwargs: np.sqrt(_np_var(*args, **kwargs)),
