@@ -415,11 +415,11 @@ def _np_axes(x, s, dim):
     return tuple(range(x.ndim))
 
 
-C2C = register(Op("fft_c2c", _c2c_forward, vjp=[_c2c_grad], linear=(0,), dtype="keep", node="FftC2CBackward0",
+C2C = register(Op("fft_c2c", _c2c_forward, vjp=[_c2c_grad], linear=(0,), dtype="keep", complex=True, node="FftC2CBackward0",
                   reduced_precision="refused", call=fftn, samples=_floats(_fftn_samples), ref=_np_fftn))
-R2C = register(Op("fft_r2c", _r2c_forward, vjp=[_r2c_grad], linear=(0,), dtype="keep", node="FftR2CBackward0",
+R2C = register(Op("fft_r2c", _r2c_forward, vjp=[_r2c_grad], linear=(0,), dtype="keep", complex=True, node="FftR2CBackward0",
                   reduced_precision="refused", call=rfftn, samples=_floats(_rfftn_samples), ref=_np_rfftn))
-C2R = register(Op("fft_c2r", _c2r_forward, vjp=[_c2r_grad], linear=(0,), dtype="keep", node="FftC2RBackward0",
+C2R = register(Op("fft_c2r", _c2r_forward, vjp=[_c2r_grad], linear=(0,), dtype="keep", complex=True, node="FftC2RBackward0",
                   reduced_precision="refused", call=irfftn, samples=_floats(_irfftn_samples), ref=_np_irfftn))
 
 __all__ = ["fft", "ifft", "rfft", "irfft", "hfft", "ihfft", "fft2", "ifft2", "rfft2", "irfft2", "hfft2", "ihfft2",
