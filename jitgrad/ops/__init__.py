@@ -19,6 +19,7 @@ from . import composite  # noqa: F401,E402  (functions composed of table ops: is
 from . import complex  # noqa: F401,E402  (real/imag views, view_as_real/view_as_complex, complex, polar)
 from . import decompositions, solvers, matrix_functions, products  # noqa: F401,E402  (torch.linalg)
 from . import fft  # noqa: F401,E402  (torch.fft)
+from . import eig  # noqa: F401,E402  (torch.linalg.eig, eigvals)
 from ._table import FUNCTIONS, INPLACE, METHODS, NN, OPERATORS, OPS  # noqa: F401  (derived from the entries)
 from .shape import cast, copy_from, fill, move  # noqa: F401
 

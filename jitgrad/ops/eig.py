@@ -8,6 +8,7 @@ from .._op import Op, dispatch
 from .._tensor import Tensor
 from ._linalg_args import LinAlgError, check_square, diag_embed, eye_like, is_zero_grad, result_type
 from ._table import register
+from .complex import complex
 from .join import cat
 from .solvers import solve
 
@@ -31,12 +32,7 @@ def _solve_adjoint(V, B):
     n = P.shape[-1]
     M = cat([cat([P, Q], -1), cat([-Q, P], -1)], -2)
     XY = solve(M, cat([B.real, B.imag], -2))
-    return _complex(XY[..., :n, :], XY[..., n:, :])
-
-
-def _complex(re, im):
-    from . import complex_ops  # noqa: F401 (placeholder replaced at merge)
-    raise NotImplementedError
+    return complex(XY[..., :n, :], XY[..., n:, :])
 
 
 def eig_grad(gL, gV, L, V, real_input):
@@ -71,7 +67,7 @@ def _eigvals_grad(g, s):
 
 
 def _check(A, fname):
-    check_square(A, fname)
+    check_square(A, fname, float_input=not A.dtype.is_complex)
     return {"real_input": not A.dtype.is_complex, "fname": fname}
 
 
@@ -112,10 +108,10 @@ def _np_eig(a):
     return w.astype(cdt), np.abs(v).astype(a.dtype)
 
 
-EIG = register(Op("linalg_eig", _eig_forward, reduced_precision="refused", vjp=[_eig_grad], n_outputs=2,
+EIG = register(Op("linalg_eig", _eig_forward, reduced_precision="refused", complex=True, vjp=[_eig_grad], n_outputs=2,
                   outputs=("eigenvalues", "eigenvectors"), node="LinalgEigBackward0", call=_gauge_invariant(eig),
                   samples=_samples, ref=_np_eig))
-EIGVALS = register(Op("linalg_eigvals", _eig_forward, reduced_precision="refused", vjp=[_eigvals_grad], n_outputs=2,
+EIGVALS = register(Op("linalg_eigvals", _eig_forward, reduced_precision="refused", complex=True, vjp=[_eigvals_grad], n_outputs=2,
                       outputs=("result", "eigenvectors"), node="LinalgEigBackward0",
                       call=lambda A: eigvals(A), samples=_samples,
                       ref=lambda a: (np.linalg.eigvals(a).astype(np.complex64 if a.dtype == np.float32 else

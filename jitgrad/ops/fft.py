@@ -391,16 +391,20 @@ def _irfftn_samples(rng, dtype):
             ((_real(rng, (3, 4), dtype),), {"dim": 1})]
 
 
+def _np_s(s):
+    return (s,) if isinstance(s, int) else s
+
+
 def _np_fftn(x, s=None, dim=None, norm=None):
-    return np.fft.fftn(x, s, _np_axes(x, s, dim), norm)
+    return np.fft.fftn(x, _np_s(s), _np_axes(x, s, dim), norm)
 
 
 def _np_rfftn(x, s=None, dim=None, norm=None):
-    return np.fft.rfftn(x, s, _np_axes(x, s, dim), norm)
+    return np.fft.rfftn(x, _np_s(s), _np_axes(x, s, dim), norm)
 
 
 def _np_irfftn(x, s=None, dim=None, norm=None):
-    axes = _np_axes(x, s, dim)
+    axes, s = _np_axes(x, s, dim), _np_s(s)
     if s is None:
         s = [x.shape[a] for a in axes[:-1]] + [2 * (x.shape[axes[-1]] - 1)]
     return np.fft.irfftn(x, s, axes, norm)

@@ -11,8 +11,8 @@ RNG = np.random.default_rng(0)
 
 def _matrix(*shape, complex_=False):
     n = shape[-1]
-    a = np.diag(np.arange(1.0, n + 1)) + 0.4 * RNG.standard_normal(shape)  # separated eigenvalues
-    return a + 0.3j * RNG.standard_normal(shape) if complex_ else a
+    a = np.diag(2.0 * np.arange(1.0, n + 1)) + 0.3 * RNG.standard_normal(shape)  # separated eigenvalues
+    return a + 0.2j * RNG.standard_normal(shape) if complex_ else a
 
 
 ROTATION = np.array([[0.2, -2.0, 0.1], [2.0, 0.3, 0.4], [0.1, 0.2, 3.0]])  # a real matrix with a complex pair
