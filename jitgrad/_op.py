@@ -227,9 +227,11 @@ def _result_dtypes(rule, args, unsupported=EMPTY):
         exc, msg = unsupported[t.name]
         raise exc(msg)
 
-    if rule == "float" and t.category < 2:  # (complex stays complex)
+    if rule in ("float", "float_real") and t.category < 2:  # (complex stays complex)
         t = D.get_default_dtype()
-    if rule == "real":  # abs, angle: a complex operand gives its parts' dtype
+    if rule == "real":  # abs: a complex operand gives its parts' dtype
+        return t, t.to_real()
+    if rule == "float_real":  # angle: "float", and a complex operand gives its parts' dtype
         return t, t.to_real()
     if rule == "bool":
         return t, D.bool_
@@ -373,7 +375,8 @@ def _plan(op, args):
     via = (t.np, through) if through else None
     convert = tuple(i for i, a in enumerate(args)
                     if not isinstance(a, Tensor) or a._data.dtype != compute and i not in rule.keep_inputs or i in through)
-    out_dtype = None if op.kernel is None else np.dtype(op.kernel_out or (out.np if rule.rule == "real" else compute))
+    out_dtype = None if op.kernel is None else np.dtype(op.kernel_out or (out.np if t.is_complex and not out.is_complex
+                                                                          else compute))
     # an elementwise entry whose operands are tensors of one shape and numbers (no 0-d tensors): its
     # serial flat loop for this pattern of arrays and scalars, which dispatch calls on 1-D operands
     loop = None

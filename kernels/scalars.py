@@ -711,11 +711,9 @@ def angle(x): return math.pi if x < 0 else (x if x != x else 0.0 * x)  # a real 
 @scalar
 def complex_angle(x): return cmath.phase(x)
 @scalar
-def conj(x): return x.conjugate()
+def conj_physical(x): return x  # a real number's conjugate
 @scalar
-def real_part(x): return x.real
-@scalar
-def imag_part(x): return x.imag
+def complex_conj_physical(x): return x.conjugate()
 
 
 COMPLEX = {n[len("complex_"):]: n for n in SCALARS if n.startswith("complex_")}  # kernel -> its complex twin

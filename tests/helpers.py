@@ -69,7 +69,7 @@ def tensors_for(args, kwargs, requires_grad):
 
     def leaf(a):
         t = jg.from_numpy(copy_layout(a))
-        if requires_grad and a.dtype.kind == "f":
+        if requires_grad and a.dtype.kind in "fc":
             t.requires_grad_()
             inputs.append(t)
         return t

@@ -330,7 +330,12 @@ def _jvp(op, args, params, outs, tangents):
         elif elementwise:  # a diagonal Jacobian: the formula applied to the tangent is the JVP
             out = outs[0]
             with no_grad():
-                terms = (formula(t.expand(out.shape) if tuple(t.shape) != tuple(out.shape) else t, s),)
+                t = t.expand(out.shape) if tuple(t.shape) != tuple(out.shape) else t
+                if t.dtype.is_complex or out.dtype.is_complex:  # the formula gives conj(f'(z)) g: J t is its conjugate
+                    j = formula(t.conj(), s).conj()  # at conj(t) (a real output keeps the real part: abs, angle)
+                    terms = (j.real if j.dtype.is_complex and not out.dtype.is_complex else j,)
+                else:
+                    terms = (formula(t, s),)
         else:
             s.__dict__.pop("_fused_parts", None)  # (parts a formula cached for another input's gradients)
             terms = _transposed(formula, s, outs, args[k], t)
@@ -372,7 +377,8 @@ def _pulled(formula, s, us, x, t, unwrap):
         return (None,) * len(us)
     if tuple(v.shape) != tuple(x.shape):
         v = v.sum_to_size(x.shape)
-    r = unwrap((v * t).sum())
+    # <v, t>: Re(sum(conj(v) t)) for complex ones, whose gradient in u (PyTorch's convention) is J t
+    r = unwrap((v.conj() * t).sum().real if v.dtype.is_complex or t.dtype.is_complex else (v * t).sum())
     # (outer levels open: the backward's formulas run as table ops, carrying their tangents on)
     grads = iter(engine.grad([r], [unwrap(u) for u in leaves], [r.new_ones(r.shape)], allow_unused=True,
                              create_graph=STATE.dual is not None))

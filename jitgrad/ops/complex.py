@@ -16,8 +16,10 @@ from .unary import sgn
 
 
 def _complex_samples(rng, dtype):
-    """Complex inputs: the parts' samples in dtype's complex twin (the matrix runs these entries in its complex dtypes)."""
-    c = D.from_np(np.dtype(dtype)).to_complex().np if np.dtype(dtype).kind in "fc" else np.complex128
+    """Complex inputs, for the complex dtypes only (the matrix runs the entries' complex checks in those)."""
+    if np.dtype(dtype).kind != "c":
+        return []
+    c = np.dtype(dtype)
     return [((_arr(rng, s, -2.0, 2.0, c),), {}) for s in [(), (5,), (2, 3)]] + [((_arr(rng, (2, 3), -2.0, 2.0, c).T,), {})]
 
 
@@ -93,14 +95,16 @@ def complex(real, imag):
     if real.dtype is not imag.dtype:
         raise RuntimeError("Expected object of scalar type %s but got scalar type %s for second argument"
                            % (real.dtype.scalar_type, imag.dtype.scalar_type))
-    if real.dtype not in (D.float32, D.float64, D.float16):
+    if real.dtype in (D.float16, D.bfloat16):
+        raise RuntimeError("complex: %s inputs are not supported (jitgrad has no complex32)" % real.dtype.scalar_type)
+    if real.dtype not in (D.float32, D.float64):
         raise RuntimeError("Expected both inputs to be Half, Float or Double tensors but got %s and %s"
                            % (real.dtype.scalar_type, imag.dtype.scalar_type))
     return dispatch(COMPLEX_, (real, imag))
 
 
 def _complex_forward(xp, dt, re, im):
-    c = np.complex64 if re.dtype in (np.float32, np.float16) else np.complex128
+    c = np.complex64 if re.dtype == np.float32 else np.complex128
     out = np.empty(np.broadcast_shapes(re.shape, im.shape), c)
     out.real, out.imag = re, im
     return out
@@ -117,9 +121,13 @@ def _polar_forward(xp, dt, r, theta):
     return _complex_forward(xp, dt, r * np.cos(theta), r * np.sin(theta))
 
 
-def _complex_pair_samples(rng, dtype):
-    A = lambda s: _arr(rng, s, -2.0, 2.0, dtype)  # noqa: E731
-    return [((A((2, 3)), A((2, 3))), {}), ((A(()), A(())), {}), ((A((2, 1)), A((3,))), {})]
+def _complex_pair_samples(lo):
+    def samples(rng, dtype):
+        if np.dtype(dtype).kind != "f":
+            return []
+        A = lambda s, lo=-2.0: _arr(rng, s, lo, 2.0, dtype)  # noqa: E731
+        return [((A((2, 3), lo), A((2, 3))), {}), ((A((), lo), A(())), {}), ((A((2, 1), lo), A((3,))), {})]
+    return samples
 
 
 REAL = register(Op("real", _real_forward, vjp=[lambda g, s: g], dtype="real", view=True, complex=True,
@@ -130,19 +138,20 @@ VIEW_AS_REAL = register(Op("view_as_real", _view_as_real_forward, vjp=[lambda g,
                            dtype="real", view=True, complex=True, samples=_complex_samples, call=view_as_real,
                            ref=lambda x: np.stack([x.real, x.imag], -1)))
 VIEW_AS_COMPLEX = register(Op("view_as_complex", _view_as_complex_forward, vjp=[lambda g, s: view_as_real(g)],
-                              dtype="keep", view=True, call=view_as_complex,
+                              dtype="keep", view=True, call=view_as_complex, reduced_precision="refused",
                               samples=lambda rng, dt: [((_arr(rng, s, -2.0, 2.0, dt),), {}) for s in [(2,), (3, 2)]]
                               if np.dtype(dt).kind == "f" else [],
                               ref=lambda x: x[..., 0] + 1j * x[..., 1]))
 COMPLEX_ = register(Op("complex", _complex_forward, inputs=("real", "imag"), dtype="keep", broadcast=True,
-                       vjp=[lambda g, s: g.real, lambda g, s: imag(g)], call=complex, reduced_precision="native",
-                       samples=lambda rng, dt: _complex_pair_samples(rng, dt) if np.dtype(dt).kind == "f" else [],
+                       vjp=[lambda g, s: g.real, lambda g, s: imag(g)], call=complex, reduced_precision="refused",
+                       samples=_complex_pair_samples(-2.0),
                        ref=lambda re, im: re + 1j * im))
 # PyTorch's polar_backward: the gradient in abs is Re(conj(g) sgn(result)) (so a negative abs gets the sign of
 # its result's direction), in angle Re(conj(g) i result)
 POLAR = register(Op("polar", _polar_forward, inputs=("abs", "angle"), dtype="keep", broadcast=True, call=polar,
+                    reduced_precision="refused",
                     vjp=[lambda g, s: (g.conj() * sgn(s.result)).real, lambda g, s: (g.conj() * s.result * 1j).real],
-                    samples=lambda rng, dt: _complex_pair_samples(rng, dt) if np.dtype(dt).kind == "f" else [],
+                    samples=_complex_pair_samples(0.5),  # (abs > 0: where the formula is the derivative)
                     ref=lambda r, theta: r * np.cos(theta) + 1j * r * np.sin(theta)))
 
 Tensor.real = property(real, _set_part(real))

@@ -93,7 +93,7 @@ def _masked_fill_samples(rng, dtype):
 
 
 def _alpha_samples(rng, dtype):
-    alpha = {"f": -0.5, "i": 2, "b": True}[np.dtype(dtype).kind]  # alpha must fit the tensors' kind
+    alpha = {"f": -0.5, "i": 2, "b": True, "c": 0.5 - 1j}[np.dtype(dtype).kind]  # alpha must fit the tensors' kind
     return binary_samples(scalar=None, alpha=alpha)(rng, dtype)
 
 
@@ -108,7 +108,7 @@ def _alpha(input, other, alpha):
     t = _result_dtypes("promote", (input, other))[1]
     if isinstance(alpha, bool) and t is not D.bool_:
         raise RuntimeError("Boolean alpha only supported for Boolean results.")
-    if not t.is_floating_point and not isinstance(alpha, (int, np.integer)):
+    if t.category < 2 and not isinstance(alpha, (int, np.integer)):
         raise RuntimeError("For integral input tensors, argument alpha must not be a floating point number.")
     return {"alpha": D.check_scalar(alpha, t)}
 
@@ -237,6 +237,8 @@ def _masked_fill_scalar(input, mask, value):
 def clamp(input, min=None, max=None):
     if min is None and max is None:
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
+    if isinstance(input, Tensor) and input.dtype.is_complex:
+        raise NotImplementedError("clamp is not supported for complex types")
     lo = -math.inf if min is None else min
     hi = math.inf if max is None else max
     if isinstance(min, Tensor) != isinstance(max, Tensor) and (min is None or max is None):

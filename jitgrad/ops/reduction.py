@@ -253,6 +253,8 @@ def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
 
 
 def logsumexp(input, dim, keepdim=False):
+    if input.dtype.is_complex:
+        raise NotImplementedError("\"logsumexp\" not implemented for '%s'" % input.dtype.scalar_type)
     return _reduce(LOGSUMEXP, None, input.float() if not input.dtype.is_floating_point else input, dim, keepdim)
 
 

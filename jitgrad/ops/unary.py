@@ -149,11 +149,11 @@ NEG = _unary("neg", lambda g, s: -g, dtype="same", ref=np.negative, inplace=True
                                  "are trying to invert a mask, use the `~` or `logical_not()` operator instead.", "bool"))
 ABS = _unary("abs", lambda g, s: _abs_grad(g, s.self), derive("abs_vjp"), dtype="real", ref=np.abs,
              inplace=True, operators=("__abs__",), unsupported=no_kernel("abs_cpu", "bool"), complex=True)
-ANGLE = _unary("angle", lambda g, s: _angle_grad(g, s.self), dtype="real", complex=True,
+ANGLE = _unary("angle", lambda g, s: _angle_grad(g, s.self), dtype="float_real", complex=True,
                ref=lambda x: np.angle(x) if x.dtype.kind == "c" else np.where(x < 0, np.pi, np.where(np.isnan(x), x, 0.0)).astype(x.dtype if x.dtype.kind == "f" else np.float32),
                unsupported=no_kernel("angle_cpu", "bool"))
-CONJ_PHYSICAL = _unary("conj_physical", lambda g, s: _c(g), dtype="same", ref=np.conj, kernel="conj", inplace=True,
-                       complex=True)
+CONJ_PHYSICAL = _unary("conj_physical", lambda g, s: _c(g), dtype="same", inplace=True, complex=True,
+                       ref=lambda x: np.conj(x) if x.dtype.kind == "c" else x.copy())
 SIGN = _unary("sign", zero_grad, dtype="same", inplace=True,
               unsupported=rejects(NotImplementedError, "Unlike NumPy, torch.sign is not intended to support complex "
                                   "numbers. Please use torch.sgn instead.", *COMPLEX_DTYPES),
