@@ -9,8 +9,8 @@ from jitgrad.autograd import gradcheck, gradgradcheck
 RNG = np.random.default_rng(0)
 
 
-def _matrix(*shape, complex_=False):
-    n = shape[-1]
+def _matrix(n, batch=(), complex_=False):
+    shape = tuple(batch) + (n, n)
     a = np.diag(2.0 * np.arange(1.0, n + 1)) + 0.3 * RNG.standard_normal(shape)  # separated eigenvalues
     return a + 0.2j * RNG.standard_normal(shape) if complex_ else a
 
@@ -18,7 +18,7 @@ def _matrix(*shape, complex_=False):
 ROTATION = np.array([[0.2, -2.0, 0.1], [2.0, 0.3, 0.4], [0.1, 0.2, 3.0]])  # a real matrix with a complex pair
 
 
-@pytest.mark.parametrize("a", [_matrix(4), ROTATION, _matrix(2, 3, 3), _matrix(3, 3, complex_=True)],
+@pytest.mark.parametrize("a", [_matrix(4), ROTATION, _matrix(3, (2,)), _matrix(3, complex_=True)],
                          ids=["real", "complex-pair", "batch", "complex"])
 def test_values_match_numpy(a):
     L, V = jg.linalg.eig(jg.tensor(a))
@@ -43,7 +43,7 @@ def _gauge_invariant(A):
     return L, V.abs()
 
 
-@pytest.mark.parametrize("a", [_matrix(4), ROTATION, _matrix(2, 3, 3), _matrix(3, 3, complex_=True)],
+@pytest.mark.parametrize("a", [_matrix(4), ROTATION, _matrix(3, (2,)), _matrix(3, complex_=True)],
                          ids=["real", "complex-pair", "batch", "complex"])
 def test_gradcheck(a):
     A = jg.tensor(a, requires_grad=True)
@@ -85,7 +85,7 @@ def test_errors(k):
 
 
 @pytest.mark.torch
-@pytest.mark.parametrize("a", [_matrix(4), ROTATION, _matrix(3, 3, complex_=True)], ids=["real", "pair", "complex"])
+@pytest.mark.parametrize("a", [_matrix(4), ROTATION, _matrix(3, complex_=True)], ids=["real", "pair", "complex"])
 def test_gradients_match_torch(a):
     torch = pytest.importorskip("torch")
     grads = []
