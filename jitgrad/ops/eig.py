@@ -93,19 +93,27 @@ def _gauge_invariant(fn):
 
 
 def _samples(rng, dtype):
-    if np.dtype(dtype).kind != "f":
+    """Well-separated eigenvalues (a diagonal plus a perturbation: well-conditioned gradients, an order LAPACK keeps
+    under finite differences), a real matrix with a complex pair, a batch; complex matrices in the complex dtypes."""
+    kind = np.dtype(dtype).kind
+    if kind not in "fc":
         return []
-    # well-separated eigenvalues (a diagonal plus a perturbation): the gradients are well-conditioned
-    a = np.diag(np.arange(1.0, 5.0)) + 0.3 * rng.uniform(-1, 1, (4, 4))
-    b = np.array([[0.0, -2.0, 0.3], [2.0, 0.1, 0.2], [0.1, 0.4, 3.0]])  # a complex pair
-    c = np.diag([1.0, -2.0]) + 0.2 * rng.uniform(-1, 1, (3, 2, 2))
-    return [((np.asarray(m, dtype),), {}) for m in (a, b, c)]
+
+    def m(*shape):
+        a = 0.3 * rng.uniform(-1, 1, shape)
+        return a + 0.2j * rng.uniform(-1, 1, shape) if kind == "c" else a
+    pair = np.array([[0.0, -2.0, 0.3], [2.0, 0.1, 0.2], [0.1, 0.4, 3.0]])
+    return [((np.asarray(a, dtype),), {}) for a in (np.diag([1.0, 2.5, 4.0, 5.5]) + m(4, 4), pair + m(3, 3),
+                                                   np.diag([1.0, -2.0]) + m(3, 2, 2))]
+
+
+def _complex_of(a):
+    return np.complex64 if a.dtype in (np.float32, np.complex64) else np.complex128
 
 
 def _np_eig(a):
     w, v = np.linalg.eig(a)
-    cdt = np.complex64 if a.dtype == np.float32 else np.complex128
-    return w.astype(cdt), np.abs(v).astype(a.dtype)
+    return w.astype(_complex_of(a)), np.abs(v).astype(np.float32 if _complex_of(a) == np.complex64 else np.float64)
 
 
 EIG = register(Op("linalg_eig", _eig_forward, reduced_precision="refused", complex=True, vjp=[_eig_grad], n_outputs=2,
@@ -114,5 +122,4 @@ EIG = register(Op("linalg_eig", _eig_forward, reduced_precision="refused", compl
 EIGVALS = register(Op("linalg_eigvals", _eig_forward, reduced_precision="refused", complex=True, vjp=[_eigvals_grad], n_outputs=2,
                       outputs=("result", "eigenvectors"), node="LinalgEigBackward0",
                       call=lambda A: eigvals(A), samples=_samples,
-                      ref=lambda a: (np.linalg.eigvals(a).astype(np.complex64 if a.dtype == np.float32 else
-                                                                 np.complex128),)))
+                      ref=lambda a: (np.linalg.eigvals(a).astype(_complex_of(a)),)))

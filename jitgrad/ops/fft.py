@@ -356,39 +356,35 @@ def ifftshift(input, dim=None):
 
 
 # ---------------------------------------------------------------------- samples and references
-def _complex(rng, shape, dtype):
-    re, im = rng.uniform(-1, 1, shape), rng.uniform(-1, 1, shape)
-    return np.asarray(re + 1j * im, np.complex64 if dtype == np.float32 else np.complex128)
+def _values(rng, shape, dtype):
+    """Sample values in ``dtype``: complex ones where it is complex (the matrix's complex dtypes), real otherwise."""
+    a = rng.uniform(-1, 1, shape)
+    return np.asarray(a + 1j * rng.uniform(-1, 1, shape) if np.dtype(dtype).kind == "c" else a, dtype)
 
 
-def _real(rng, shape, dtype):
-    return np.asarray(rng.uniform(-1, 1, shape), dtype)
-
-
-def _floats(fn):
+def _inexact(fn, kinds="fc"):
     def samples(rng, dtype):
-        return fn(rng, dtype) if np.dtype(dtype).kind == "f" else []
+        return fn(rng, dtype) if np.dtype(dtype).kind in kinds else []
     return samples
 
 
 def _fftn_samples(rng, dtype):
-    c = lambda *s: _complex(rng, s, dtype)  # noqa: E731
-    return [((c(7),), {}), ((c(8),), {"norm": "ortho"}), ((c(3, 6),), {"dim": (-1,), "norm": "forward"}),
-            ((c(2, 5, 4),), {"s": (6, 3)}), ((c(4, 5),), {"dim": 0, "s": 3}),
-            ((_real(rng, (5, 4), dtype),), {"dim": (0,)}), ((c(4, 5).T,), {})]
+    x = lambda *s: _values(rng, s, dtype)  # noqa: E731
+    return [((x(7),), {}), ((x(8),), {"norm": "ortho"}), ((x(3, 6),), {"dim": (-1,), "norm": "forward"}),
+            ((x(2, 5, 4),), {"s": (6, 3)}), ((x(4, 5),), {"dim": 0, "s": 3}), ((x(5, 4),), {"dim": (0,)}),
+            ((x(4, 5).T,), {})]
 
 
 def _rfftn_samples(rng, dtype):
-    r = lambda *s: _real(rng, s, dtype)  # noqa: E731
+    r = lambda *s: _values(rng, s, dtype)  # noqa: E731
     return [((r(7),), {}), ((r(8),), {"norm": "ortho"}), ((r(3, 6),), {"dim": -1, "norm": "forward"}),
             ((r(2, 5, 4),), {"s": (3, 6)}), ((r(5, 4),), {"dim": 0, "s": 9}), ((r(4, 5).T,), {})]
 
 
 def _irfftn_samples(rng, dtype):
-    c = lambda *s: _complex(rng, s, dtype)  # noqa: E731
-    return [((c(5),), {}), ((c(5),), {"s": 9, "norm": "ortho"}), ((c(3, 4),), {"dim": -1, "norm": "forward"}),
-            ((c(2, 5, 4),), {"s": (3, 7)}), ((c(4, 3),), {"dim": (1, 0), "s": (4, 5)}),
-            ((_real(rng, (3, 4), dtype),), {"dim": 1})]
+    x = lambda *s: _values(rng, s, dtype)  # noqa: E731
+    return [((x(5),), {}), ((x(5),), {"s": 9, "norm": "ortho"}), ((x(3, 4),), {"dim": -1, "norm": "forward"}),
+            ((x(2, 5, 4),), {"s": (3, 7)}), ((x(4, 3),), {"dim": (1, 0), "s": (4, 5)})]
 
 
 def _np_s(s):
@@ -420,11 +416,11 @@ def _np_axes(x, s, dim):
 
 
 C2C = register(Op("fft_c2c", _c2c_forward, vjp=[_c2c_grad], linear=(0,), dtype="keep", complex=True, node="FftC2CBackward0",
-                  reduced_precision="refused", call=fftn, samples=_floats(_fftn_samples), ref=_np_fftn))
-R2C = register(Op("fft_r2c", _r2c_forward, vjp=[_r2c_grad], linear=(0,), dtype="keep", complex=True, node="FftR2CBackward0",
-                  reduced_precision="refused", call=rfftn, samples=_floats(_rfftn_samples), ref=_np_rfftn))
+                  reduced_precision="refused", call=fftn, samples=_inexact(_fftn_samples), ref=_np_fftn))
+R2C = register(Op("fft_r2c", _r2c_forward, vjp=[_r2c_grad], linear=(0,), dtype="keep", node="FftR2CBackward0",
+                  reduced_precision="refused", call=rfftn, samples=_inexact(_rfftn_samples, "f"), ref=_np_rfftn))
 C2R = register(Op("fft_c2r", _c2r_forward, vjp=[_c2r_grad], linear=(0,), dtype="keep", complex=True, node="FftC2RBackward0",
-                  reduced_precision="refused", call=irfftn, samples=_floats(_irfftn_samples), ref=_np_irfftn))
+                  reduced_precision="refused", call=irfftn, samples=_inexact(_irfftn_samples), ref=_np_irfftn))
 
 __all__ = ["fft", "ifft", "rfft", "irfft", "hfft", "ihfft", "fft2", "ifft2", "rfft2", "irfft2", "hfft2", "ihfft2",
            "fftn", "ifftn", "rfftn", "irfftn", "hfftn", "ihfftn", "fftfreq", "rfftfreq", "fftshift", "ifftshift"]
