@@ -18,7 +18,7 @@ from ._tensor import Tensor, has_tangent
 from ._trace_hooks import side_effect
 
 _CAST_NAMES = {"float32": "Float", "float64": "Double", "int64": "Long", "int32": "Int", "bool": "Bool",
-               "float16": "Half", "bfloat16": "BFloat16"}
+               "float16": "Half", "bfloat16": "BFloat16", "complex64": "ComplexFloat", "complex128": "ComplexDouble"}
 
 
 def check_inplace(t):
@@ -94,6 +94,8 @@ def inplace(self, fn, args, kwargs):
         if done is not None:
             return done
     check_inplace(self)
+    if self.dtype.is_complex and fn.__name__ == "abs":  # (its result is real: PyTorch has no in-place form of it)
+        raise RuntimeError("In-place abs is not supported for complex tensors.")
     record = STATE.grad_enabled and (self._requires_grad or any(
         isinstance(a, Tensor) and a._requires_grad for a in list(args) + list(kwargs.values())))
     if not record:
