@@ -10,6 +10,7 @@ import numpy as np
 
 from ._anomaly import note_inplace
 from ._device import backend
+from ._dtype import check_scalar
 from ._grad_mode import SPECIAL, STATE, no_grad
 from ._graph import Node, edge, overlaps
 from ._index_key import _is_basic, normalize_key
@@ -142,8 +143,10 @@ def setitem(self, key, value):
         raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place operation.")
     check_inplace(self)
     if not isinstance(value, Tensor):
-        if not isinstance(value, (bool, int, float, np.number, np.bool_)):
+        if not isinstance(value, (bool, int, float, complex, np.number, np.bool_)):
             raise TypeError("can't assign a %s to a %s" % (type(value).__name__, self.type()))
+        if isinstance(value, (complex, np.complexfloating)):  # (into a real tensor: PyTorch's error)
+            check_scalar(value, self.dtype)
         value = Tensor._wrap(np.asarray(value, dtype=self.dtype.np))
     elif value.ndim:
         value = _fit_value(self, key, value)
