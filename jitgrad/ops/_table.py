@@ -26,6 +26,11 @@ def no_kernel(kernel, *dtypes):
     return rejects(NotImplementedError, "\"%s\" not implemented for '%%(type)s'" % kernel, *dtypes)
 
 
+def no_complex(exc, message):
+    """``TypeRule.unsupported`` for complex64 and complex128 (PyTorch's error, which names no dtype)."""
+    return {d: (exc, message) for d in COMPLEX}
+
+
 def rejects(exc, message, *dtypes):
     """``TypeRule.unsupported``: ``exc(message)`` for these input dtypes (``%(type)s``: PyTorch's name, 'Long')."""
     return {d: (exc, message % {"type": _TYPE_NAMES[d]}) for d in dtypes}

@@ -11,7 +11,7 @@ from .. import _dtype as D
 from .._op import Op, _result_dtypes, broadcast_shapes, dispatch
 from .._tensor import Tensor
 from ._derive import derive
-from ._table import _arr, _noncontig, binary_samples, export, joined, no_kernel, register
+from ._table import COMPLEX, _arr, _noncontig, binary_samples, export, joined, no_complex, no_kernel, register
 from .unary import LOGICAL_NOT, POS, _c, _is_complex, _on, ew_forward, square, zero_grad
 
 
@@ -139,6 +139,9 @@ def div(input, other, *, rounding_mode=None):
     if rounding_mode not in ("trunc", "floor"):
         raise RuntimeError("div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '%s'"
                            % rounding_mode)
+    t = _result_dtypes("promote", (input, other))[1]
+    if t.is_complex:
+        raise NotImplementedError("\"div_%s_cpu\" not implemented for '%s'" % (rounding_mode, t.scalar_type))
     return dispatch(DIV_ROUNDED, (input, other), {"rounding_mode": rounding_mode})
 
 
@@ -281,6 +284,9 @@ def clamp_max(input, max):
 @export(inplace=True, operators=("__mod__", "__rmod__"))
 def remainder(input, other):
     """Python's modulo: the result has the sign of the divisor."""
+    t = _result_dtypes("promote", (input, other))[1]
+    if t.is_complex:
+        raise NotImplementedError("\"remainder_cpu\" not implemented for '%s'" % t.scalar_type)
     return input - div(input, other, rounding_mode="floor") * other
 
 
@@ -362,25 +368,33 @@ POW = _binary("pow", [lambda g, s: _pow_grad_self(g, s.self, s.other),
 MAXIMUM = _binary("maximum", [lambda g, s: _extreme_grad(g, s.self, s.other),
                               lambda g, s: _extreme_grad(g, s.other, s.self)],
                   [derive("maximum_vjp"), derive("maximum_vjp_other")],
-                  ref=np.maximum, scalar=None, call=maximum, api=("maximum",), inplace=True)
+                  ref=np.maximum, scalar=None, call=maximum, api=("maximum",), inplace=True,
+                  unsupported=no_complex(RuntimeError, "maximum not implemented for complex tensors."))
 MINIMUM = _binary("minimum", [lambda g, s: _extreme_grad(g, s.other, s.self),
                               lambda g, s: _extreme_grad(g, s.self, s.other)],
                   [derive("minimum_vjp"), derive("minimum_vjp_other")],
-                  ref=np.minimum, scalar=None, call=minimum, api=("minimum",), inplace=True)
+                  ref=np.minimum, scalar=None, call=minimum, api=("minimum",), inplace=True,
+                  unsupported=no_complex(RuntimeError, "minimum not implemented for complex tensors."))
 ATAN2 = _binary("atan2", [lambda g, s: _atan2_grad(g, s.other, s.self, s.other),
                           lambda g, s: _atan2_grad(-g, s.self, s.self, s.other)],
                 [derive("atan2_vjp_self"), derive("atan2_vjp_other")],
-                dtype="float", ref=np.arctan2, scalar=None, call=atan2, api=("atan2", "arctan2"), inplace=("atan2",))
+                dtype="float", ref=np.arctan2, scalar=None, call=atan2, api=("atan2", "arctan2"), inplace=("atan2",),
+                unsupported=no_kernel("atan2_cpu", *COMPLEX))
 
 # PyTorch takes a Python number as the second operand of a comparison only, and none in a logical op
 _COMPARE_SAMPLES = joined(binary_samples(scalar=None), lambda rng, dt: [
     ((_arr(rng, (2, 3), -2.0, 2.0, dt), 1), {}), ((_arr(rng, (3,), -2.0, 2.0, dt), 0.5), {})])
 EQ = _compare("eq", np.equal, operators=("__eq__",), samples=_COMPARE_SAMPLES, complex=True)
 NE = _compare("ne", np.not_equal, ("ne", "not_equal"), ("__ne__",), samples=_COMPARE_SAMPLES, complex=True)
-LT = _compare("lt", np.less, ("lt", "less"), ("__lt__",), samples=_COMPARE_SAMPLES)
-LE = _compare("le", np.less_equal, ("le", "less_equal"), ("__le__",), samples=_COMPARE_SAMPLES)
-GT = _compare("gt", np.greater, ("gt", "greater"), ("__gt__",), samples=_COMPARE_SAMPLES)
-GE = _compare("ge", np.greater_equal, ("ge", "greater_equal"), ("__ge__",), samples=_COMPARE_SAMPLES)
+# complex numbers have no order: PyTorch has no kernel of these for them
+LT = _compare("lt", np.less, ("lt", "less"), ("__lt__",), samples=_COMPARE_SAMPLES,
+              unsupported=no_kernel("lt_cpu", *COMPLEX))
+LE = _compare("le", np.less_equal, ("le", "less_equal"), ("__le__",), samples=_COMPARE_SAMPLES,
+              unsupported=no_kernel("le_cpu", *COMPLEX))
+GT = _compare("gt", np.greater, ("gt", "greater"), ("__gt__",), samples=_COMPARE_SAMPLES,
+              unsupported=no_kernel("gt_cpu", *COMPLEX))
+GE = _compare("ge", np.greater_equal, ("ge", "greater_equal"), ("__ge__",), samples=_COMPARE_SAMPLES,
+              unsupported=no_kernel("ge_cpu", *COMPLEX))
 LOGICAL_AND = _compare("logical_and", np.logical_and, samples=binary_samples(scalar=None))
 LOGICAL_OR = _compare("logical_or", np.logical_or, samples=binary_samples(scalar=None))
 LOGICAL_XOR = _compare("logical_xor", np.logical_xor, samples=binary_samples(scalar=None))

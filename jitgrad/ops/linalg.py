@@ -18,7 +18,8 @@ def _samples(*shapes):
 
 
 _NAMES = {"float32": "float", "float64": "double", "int64": "long", "int32": "int", "bool": "bool",
-          "float16": "c10::Half", "bfloat16": "c10::BFloat16"}
+          "float16": "c10::Half", "bfloat16": "c10::BFloat16", "complex64": "c10::complex<float>",
+          "complex128": "c10::complex<double>"}
 
 
 def _same_dtype(a, b, what="m1 and m2"):

@@ -13,7 +13,7 @@ from .. import _dtype as D
 from .._grad_mode import STATE
 from .._op import Op, dispatch
 from .._tensor import Tensor
-from ._table import CUDA_FP32, FP32, INTS, _arr, _noncontig, autocasts, export, register, rejects
+from ._table import CUDA_FP32, FP32, INTS, OPS, _arr, _noncontig, autocasts, export, register, rejects
 from .elementwise import where
 
 
@@ -223,6 +223,9 @@ def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
         dim, unbiased = unbiased, None
     correction = _correction(unbiased, correction)
     _check_dof("var", input, dim, correction)
+    if input.dtype.is_complex:  # E|z - mean|^2, real: the variances of the two parts, added
+        return var(input.real, dim, keepdim=keepdim, correction=correction) + \
+            var(input.imag, dim, keepdim=keepdim, correction=correction)
     return _reduce(VAR, None, input, dim, keepdim, {"correction": correction})
 
 
@@ -231,6 +234,8 @@ def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
         dim, unbiased = unbiased, None
     correction = _correction(unbiased, correction)
     _check_dof("std", input, dim, correction)
+    if input.dtype.is_complex:
+        return var(input, dim, keepdim=keepdim, correction=correction).sqrt()
     return _reduce(STD, None, input, dim, keepdim, {"correction": correction})
 
 
@@ -249,6 +254,8 @@ def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
         raise RuntimeError("norm: p=%r is not supported; use a number, inf or 'fro'" % p)
     if dtype is not None:
         input = input.to(dtype)
+    if input.dtype.is_complex:  # the norm of the moduli (real)
+        input = input.abs()
     return _reduce(NORM, None, input, dim, keepdim, {"p": float(p)})
 
 
@@ -261,6 +268,8 @@ def logsumexp(input, dim, keepdim=False):
 @autocasts("cumsum")
 def cumsum(input, dim, *, dtype=None):
     input = _cast_for(input, dtype)
+    if input.dtype.is_complex:  # each part's running sum (the scan kernels are real)
+        return dispatch(OPS["complex"], (cumsum(input.real, dim), cumsum(input.imag, dim)))
     return dispatch(CUMSUM, (input,), {"dim": input._wrap_dim(dim) if input.ndim else 0})
 
 

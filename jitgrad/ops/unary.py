@@ -11,8 +11,8 @@ from .._op import Op, dispatch
 from .._tensor import Tensor
 from ._derive import derive
 from ..kernels.scalars import COMPLEX, SELU_ALPHA, SELU_SCALE
-from ._table import COMPLEX as COMPLEX_DTYPES, CUDA_FP32, EMPTY, INTS, autocasts, export, no_kernel, register, rejects, \
-    unary_samples
+from ._table import COMPLEX as COMPLEX_DTYPES, CUDA_FP32, EMPTY, INTS, autocasts, export, no_complex, no_kernel, \
+    register, rejects, unary_samples
 
 
 def ew_forward(kernel, out=None):
@@ -144,6 +144,7 @@ def gelu(input, approximate="none"):
 
 
 POS = (0.5, 2.0)
+_NO_CLAMP = no_complex(NotImplementedError, "clamp is not supported for complex types")  # (relu, hardtanh)
 NEG = _unary("neg", lambda g, s: -g, dtype="same", ref=np.negative, inplace=True, operators=("__neg__",), complex=True,
              unsupported=rejects(RuntimeError, "Negation, the `-` operator, on a bool tensor is not supported. If you "
                                  "are trying to invert a mask, use the `~` or `logical_not()` operator instead.", "bool"))
@@ -184,15 +185,15 @@ SIGMOID = _unary("sigmoid", lambda g, s: g * _c(s.result) * _c(1 - s.result), de
                  ref=lambda x: 1 / (1 + np.exp(-x)), inplace=True, complex=True)
 RELU = _unary("relu", lambda g, s: _on(s.result > 0, g), derive("relu_vjp"), dtype="same",
               ref=lambda x: np.maximum(x, 0), inplace=True, module="ReLU",
-              unsupported=rejects(RuntimeError, "Boolean inputs not supported for relu", "bool"))
+              unsupported=rejects(RuntimeError, "Boolean inputs not supported for relu", "bool") | _NO_CLAMP)
 LEAKY_RELU = _unary("leaky_relu", lambda g, s: g.where(s.self > 0, g * s.negative_slope),
                     derive("leaky_relu_vjp"),
                     ref=lambda x, negative_slope=0.01: np.where(x > 0, x, x * negative_slope),
                     params={"negative_slope": 0.01}, inplace=True, module="LeakyReLU",
-                    unsupported=no_kernel("leaky_relu_cpu", "bool", *INTS))
+                    unsupported=no_kernel("leaky_relu_cpu", "bool", *INTS, *COMPLEX_DTYPES))
 ELU = _unary("elu", lambda g, s: g.where(s.self > 0, g * s.alpha * s.self.exp()), derive("elu_vjp"),
              ref=lambda x, alpha=1.0: np.where(x > 0, x, alpha * np.expm1(x)), params={"alpha": 1.0}, inplace=True,
-             module="ELU", unsupported=no_kernel("elu_cpu", "bool", *INTS))
+             module="ELU", unsupported=no_kernel("elu_cpu", "bool", *INTS, *COMPLEX_DTYPES))
 
 
 def celu(input, alpha=1.0):
@@ -204,42 +205,49 @@ def celu(input, alpha=1.0):
 
 CELU = _unary("celu", lambda g, s: g.where(s.self > 0, g * (s.self / s.alpha).exp()), derive("celu_vjp"),
               ref=lambda x, alpha=1.0: np.where(x > 0, x, alpha * np.expm1(x / alpha)), params={"alpha": 1.0},
-              call=celu, method=False, inplace=True, module="CELU", unsupported=no_kernel("elu_cpu", "bool", *INTS))
+              call=celu, method=False, inplace=True, module="CELU", unsupported=no_kernel("elu_cpu", "bool", *INTS, *COMPLEX_DTYPES))
 SELU = _unary("selu", lambda g, s: (g * SELU_SCALE).where(s.self > 0, g * (SELU_SCALE * SELU_ALPHA) * s.self.exp()),
               derive("selu_vjp"), ref=lambda x: SELU_SCALE * np.where(x > 0, x, SELU_ALPHA * np.expm1(x)),
               node="EluBackward0", method=False, inplace=True, module="SELU",
-              unsupported=no_kernel("elu_cpu", "bool", *INTS))
+              unsupported=no_kernel("elu_cpu", "bool", *INTS, *COMPLEX_DTYPES))
 # PyTorch's hardtanh keeps integer dtypes (its bounds cut to integers) and passes g strictly inside the bounds
 HARDTANH = _unary("hardtanh", lambda g, s: _on(~((s.self <= s.min_val) | (s.self >= s.max_val)), g),
                   derive("hardtanh_vjp"), dtype="same",
                   ref=lambda x, min_val=-1.0, max_val=1.0: np.clip(x, min_val, max_val).astype(x.dtype),
                   params={"min_val": -1.0, "max_val": 1.0}, inplace=True, module="Hardtanh",
-                  unsupported=rejects(RuntimeError, "Bool inputs not supported for hardtanh", "bool"))
+                  unsupported=rejects(RuntimeError, "Bool inputs not supported for hardtanh", "bool") | _NO_CLAMP)
 GELU = _unary("gelu", lambda g, s: g * (0.5 * (1 + (s.self * _SQRT1_2).erf())
                                         + s.self * _INV_SQRT_2PI * (-0.5 * s.self * s.self).exp()),
               derive("gelu_vjp"), ref=lambda x: 0.5 * x * (1 + _np_erf(x / np.sqrt(2))), call=gelu,
-              inplace=True, unsupported=no_kernel("GeluKernelImpl", "bool", *INTS))
+              inplace=True, unsupported=no_kernel("GeluKernelImpl", "bool", *INTS, *COMPLEX_DTYPES))
 GELU_TANH = _unary("gelu_tanh", lambda g, s: _gelu_tanh_grad(g, s.self), derive("gelu_tanh_vjp"),
                    node="GeluBackward0", call=gelu, api=(), samples=unary_samples(approximate="tanh"),
                    ref=lambda x, approximate="tanh": 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3))),
-                   unsupported=no_kernel("GeluKernelImpl", "bool", *INTS))
+                   unsupported=no_kernel("GeluKernelImpl", "bool", *INTS, *COMPLEX_DTYPES))
 SILU = _unary("silu", lambda g, s: g * s.self.sigmoid() * (1 + s.self * (1 - s.self.sigmoid())),
               derive("silu_vjp"), ref=lambda x: x / (1 + np.exp(-x)), inplace=True, module="SiLU",
-              unsupported=no_kernel("silu_cpu", "bool", *INTS))
+              unsupported=no_kernel("silu_cpu", "bool", *INTS, *COMPLEX_DTYPES))
 SOFTPLUS = _unary("softplus", lambda g, s: g.where(s.self * s.beta > s.threshold, g * (s.self * s.beta).sigmoid()),
                   derive("softplus_vjp"), params={"beta": 1.0, "threshold": 20.0},
                   ref=lambda x, beta=1.0, threshold=20.0: np.where(x * beta > threshold, x, np.log1p(np.exp(beta * x)) / beta),
-                  unsupported=no_kernel("softplus_cpu", "bool", *INTS), autocast=CUDA_FP32)
-FLOOR = _unary("floor", zero_grad, dtype="same", ref=np.floor, inplace=True, unsupported=no_kernel("floor_vml_cpu", "bool"))
-CEIL = _unary("ceil", zero_grad, dtype="same", ref=np.ceil, inplace=True, unsupported=no_kernel("ceil_vml_cpu", "bool"))
-ROUND = _unary("round", zero_grad, dtype="same", ref=np.round, inplace=True, unsupported=no_kernel("round_vml_cpu", "bool"))
-TRUNC = _unary("trunc", zero_grad, dtype="same", ref=np.trunc, inplace=True, unsupported=no_kernel("trunc_vml_cpu", "bool"))
-ERF = _unary("erf", lambda g, s: g * (2 / math.sqrt(math.pi)) * (-s.self * s.self).exp(), ref=_np_erf, inplace=True)
+                  unsupported=no_kernel("softplus_cpu", "bool", *INTS, *COMPLEX_DTYPES), autocast=CUDA_FP32)
+FLOOR = _unary("floor", zero_grad, dtype="same", ref=np.floor, inplace=True, unsupported=no_kernel("floor_vml_cpu", "bool")
+               | no_complex(NotImplementedError, "floor is not supported for complex inputs"))
+CEIL = _unary("ceil", zero_grad, dtype="same", ref=np.ceil, inplace=True, unsupported=no_kernel("ceil_vml_cpu", "bool")
+              | no_complex(NotImplementedError, "ceil is not supported for complex inputs"))
+ROUND = _unary("round", zero_grad, dtype="same", ref=np.round, inplace=True,
+               unsupported=no_kernel("round_vml_cpu", "bool", *COMPLEX_DTYPES))
+TRUNC = _unary("trunc", zero_grad, dtype="same", ref=np.trunc, inplace=True, unsupported=no_kernel("trunc_vml_cpu", "bool")
+               | no_complex(NotImplementedError, "trunc is not supported for complex inputs"))
+ERF = _unary("erf", lambda g, s: g * (2 / math.sqrt(math.pi)) * (-s.self * s.self).exp(), ref=_np_erf, inplace=True,
+             unsupported=no_kernel("erf_vml_cpu", *COMPLEX_DTYPES))
 LOGICAL_NOT = _unary("logical_not", dtype="bool", ref=np.logical_not, inplace=True)
 ISNAN = _unary("isnan", dtype="bool", ref=np.isnan, complex=True)
 ISINF = _unary("isinf", dtype="bool", ref=np.isinf, complex=True)
-ISPOSINF = _unary("isposinf", dtype="bool", ref=np.isposinf)
-ISNEGINF = _unary("isneginf", dtype="bool", ref=np.isneginf)
+ISPOSINF = _unary("isposinf", dtype="bool", ref=np.isposinf,
+                  unsupported=no_complex(RuntimeError, "isposinf does not support complex inputs."))
+ISNEGINF = _unary("isneginf", dtype="bool", ref=np.isneginf,
+                  unsupported=no_complex(RuntimeError, "isneginf does not support complex inputs."))
 ISFINITE = _unary("isfinite", dtype="bool", ref=np.isfinite, complex=True)
 # inverse trigonometric and hyperbolic functions, base-2 and base-10 logs and powers (PyTorch's formulas)
 ASIN = _unary("asin", lambda g, s: g * (1 - s.self * s.self).rsqrt(), ref=np.arcsin, domain=(-0.9, 0.9),

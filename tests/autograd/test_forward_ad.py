@@ -69,23 +69,26 @@ def _check_entry(name):
     call = call_of(op)
     rng = np.random.default_rng(len(name))
     checked = 0
-    for args, kwargs in samples_of(op, np.float64):
+    # (complex samples too, for the entries that take them: the JVP of a holomorphic op is f'(z) t)
+    dtypes = (np.float64, np.complex128) if op.types.complex else (np.float64,)
+    for args, kwargs in [s for dt in dtypes for s in samples_of(op, dt)]:
         floats = []
 
         def collect(a):
-            if a.dtype.kind == "f":
+            if a.dtype.kind in "fc":
                 floats.append(a)
             return a
         build(args, kwargs, collect)
         if not floats:
             continue
-        tangents = [rng.standard_normal(a.shape) for a in floats]
+        tangents = [rng.standard_normal(a.shape) + (1j * rng.standard_normal(a.shape) if a.dtype.kind == "c" else 0)
+                    for a in floats]
 
         def run(shift, dual):
             it = iter(range(len(floats)))
 
             def leaf(a):
-                if a.dtype.kind != "f":
+                if a.dtype.kind not in "fc":
                     return jg.tensor(a)
                 k = next(it)
                 t = jg.tensor(a + shift * tangents[k])
@@ -100,11 +103,12 @@ def _check_entry(name):
             pytest.fail("%s has no forward AD" % name)
         except Exception:  # noqa: BLE001  (a sample that raises in eager raises here too)
             continue
-        if y.dtype.is_floating_point is False:
+        if y.dtype.is_inexact is False:
             continue
-        wide = y.dtype is jg.float64  # (a float32 result, as cast's, takes a coarser difference)
+        wide = y.dtype in (jg.float64, jg.complex128)  # (a float32 result, as cast's, takes a coarser difference)
         eps = 1e-6 if wide else 1e-2
-        fd = (run(eps, False).detach().numpy().astype(np.float64) - run(-eps, False).detach().numpy()) / (2 * eps)
+        fd = (run(eps, False).detach().numpy().astype(np.complex128 if y.dtype.is_complex else np.float64)
+              - run(-eps, False).detach().numpy()) / (2 * eps)
         assert jvp is not None, name
         np.testing.assert_allclose(jvp.numpy(), fd, rtol=1e-4 if wide else 1e-2, atol=1e-5 if wide else 1e-3,
                                    err_msg=name)
