@@ -90,10 +90,6 @@ def _c2r_grad(g, s):
 
 
 # ---------------------------------------------------------------------- argument handling
-def _complex_dtype(dt):
-    return D.from_np(np.dtype(np.complex64) if dt is D.float32 else np.dtype(np.complex128))
-
-
 def _promote(x, require_complex):
     """PyTorch's promote_type_fft: integers compute in the default float dtype; float16 and bfloat16 have no CPU
     kernel; real inputs become complex where the transform is complex-to-something."""
@@ -105,7 +101,7 @@ def _promote(x, require_complex):
     elif dt.compute is not dt:
         raise RuntimeError("Unsupported dtype %s" % dt.scalar_type)
     if require_complex:
-        dt = _complex_dtype(dt)
+        dt = dt.to_complex()
     return x if dt is x.dtype else x.to(dt)
 
 
@@ -183,6 +179,7 @@ def _c2c(x, n, dim, norm, forward):
     if n is not None:
         _points(n)
         x = _resize(x, (d,), (n,))
+    _points(x.shape[d])
     return fft_c2c(x, (d,), forward, mode)
 
 
@@ -325,13 +322,13 @@ def _frequencies(fname, k, n, d, dtype, device, requires_grad):
     return tensor(np.asarray(k, np.float64) / (n * d), dtype=dtype, device=device, requires_grad=requires_grad)
 
 
-def fftfreq(n, d=1.0, *, dtype=None, layout=None, device=None, requires_grad=False, out=None):
+def fftfreq(n, d=1.0, *, dtype=None, layout=None, device=None, requires_grad=False):
     """The sample frequencies of an n-point transform with spacing d: [0, 1, ..., -(n // 2), ..., -1] / (d n)."""
     k = np.concatenate([np.arange((n + 1) // 2), np.arange(-(n // 2), 0)]) if n > 0 else np.zeros(0)
     return _frequencies("fftfreq", k, n, d, dtype, device, requires_grad)
 
 
-def rfftfreq(n, d=1.0, *, dtype=None, layout=None, device=None, requires_grad=False, out=None):
+def rfftfreq(n, d=1.0, *, dtype=None, layout=None, device=None, requires_grad=False):
     """The sample frequencies of rfft's n // 2 + 1 bins: [0, 1, ..., n // 2] / (d n)."""
     return _frequencies("rfftfreq", np.arange(n // 2 + 1) if n > 0 else np.zeros(0), n, d, dtype, device,
                         requires_grad)

@@ -146,6 +146,7 @@ ERRORS = [
     (lambda: jg.fft.fft(jg.randn(8), n=0), RuntimeError, r"Invalid number of data points \(0\) specified"),
     (lambda: jg.fft.rfft(jg.randn(8), n=-1), RuntimeError, r"Invalid number of data points \(-1\) specified"),
     (lambda: jg.fft.irfft(jg.randn(1)), RuntimeError, r"Invalid number of data points \(0\) specified"),
+    (lambda: jg.fft.fft(jg.randn(2, 0).to(jg.complex64)), RuntimeError, r"Invalid number of data points \(0\)"),
     (lambda: jg.fft.fft(jg.randn(8), dim=3), IndexError, r"Dimension out of range \(expected to be in range of "
                                                          r"\[-1, 0\], but got 3\)"),
     (lambda: jg.fft.fft(jg.tensor(1.0)), IndexError, "Dimension specified as -1 but tensor has no dimensions"),
