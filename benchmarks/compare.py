@@ -16,7 +16,9 @@ step, the jitgrad/PyTorch ratio and the speed targets. The cold-start row times 
 processes that import the library and run a first MLP step, after one untimed run has warmed
 numba's on-disk cache. A third worker runs jitgrad.compile'd forms of the workloads that have one
 (workloads.COMPILED; the compiled columns compare them with PyTorch eager). PyTorch runs with 2 threads; without it (not installed) only jitgrad's
-times are shown.
+times are shown. Where JAX is installed (a benchmark-only tool: ``pip install jax``), a JAX worker runs the
+function-transform workloads as a JAX user writes them (jax_workloads.py: under ``jax.jit``) in a column of
+its own; ``--no-jax`` leaves it out.
 """
 import argparse
 import gc
@@ -31,6 +33,7 @@ import traceback
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import coldstart  # noqa: E402
+import jax_workloads  # noqa: E402
 import workloads  # noqa: E402
 
 IDLE_GAP = 0.1  # seconds between samples: spinning OpenMP/BLAS threads of the other worker go to sleep
@@ -64,7 +67,7 @@ def _serve(conn, lib_name, cpu_time=False):
         TIMER = time.process_time
     compiled = lib_name == "jitgrad-compiled"
     try:
-        lib = workloads.library("jitgrad" if compiled else lib_name)
+        lib = __import__("jax") if lib_name == "jax" else workloads.library("jitgrad" if compiled else lib_name)
         conn.send(("ok", _versions(lib)))
     except ImportError as e:
         conn.send(("missing", str(e)))
@@ -76,7 +79,12 @@ def _serve(conn, lib_name, cpu_time=False):
             if cmd == "build":  # arg: seconds one sample should last
                 if compiled and name not in workloads.COMPILED:
                     raise NotImplementedError("%s has no compiled form" % name)
-                step = workloads.WORKLOADS[name](lib, compiled=True) if compiled else workloads.WORKLOADS[name](lib)
+                if lib_name == "jax":
+                    if name not in jax_workloads.WORKLOADS:
+                        raise NotImplementedError("%s has no JAX form" % name)
+                    step = jax_workloads.WORKLOADS[name]()
+                else:
+                    step = workloads.WORKLOADS[name](lib, compiled=True) if compiled else workloads.WORKLOADS[name](lib)
                 step()  # warm-up: compile / load kernels, allocate
                 steps[name] = (step, max(1, int(arg / max(_sample(step, 1, time.perf_counter), 1e-9))))
                 reply = None
@@ -172,20 +180,25 @@ def _vs(a, b, bar):
 
 
 def table(results, cold):
-    """The comparison as a Markdown table (the compiled columns: jitgrad.compile against PyTorch eager)."""
+    """The comparison as a Markdown table (the compiled columns: jitgrad.compile against PyTorch eager; the JAX
+    columns, where a workload has a JAX form: JAX under jit, and jitgrad eager against it)."""
+    jax = any(r.get("jax") is not None for r in results.values())
     lines = ["| workload | jitgrad (ms) | jitgrad compiled (ms) | PyTorch (ms) | jitgrad / PyTorch | bar | meets bar "
-             "| compiled / PyTorch | bar | meets bar |",
-             "|---|---:|---:|---:|---:|---:|:---:|---:|---:|:---:|"]
+             "| compiled / PyTorch | bar | meets bar |" + (" JAX jit (ms) | jitgrad / JAX |" if jax else ""),
+             "|---|---:|---:|---:|---:|---:|:---:|---:|---:|:---:|" + ("---:|---:|" if jax else "")]
     for name, r in results.items():
-        jg, jc, pt = r.get("jitgrad"), r.get("jitgrad-compiled"), r.get("torch")
-        lines.append("| %s | " % name + " | ".join(
-            [_ms(jg), _ms(jc) if jc is not None else "", _ms(pt)] + _vs(jg, pt, workloads.BAR[name]) +
-            _vs(jc, pt, workloads.COMPILED_BAR.get(name) if jc is not None else None)) + " |")
+        jg, jc, pt, jx = r.get("jitgrad"), r.get("jitgrad-compiled"), r.get("torch"), r.get("jax")
+        cells = [_ms(jg), _ms(jc) if jc is not None else "", _ms(pt)] + _vs(jg, pt, workloads.BAR[name]) + \
+            _vs(jc, pt, workloads.COMPILED_BAR.get(name) if jc is not None else None)
+        if jax:
+            cells += [_ms(jx), "%.2f" % (jg / jx) if jx and jg is not None else ""] if jx is not None else ["", ""]
+        lines.append("| %s | " % name + " | ".join(cells) + " |")
     if cold is not None:
         jg, pt = cold.get("jitgrad"), cold.get("torch")
         lines.append("| cold start: import + first mlp_step, warm cache (s) | %.2f | | %s | %s | <= %.1f s | %s "
                      "| | | |" % (jg, "%.2f" % pt if pt else "n/a", "%.2f" % (jg / pt) if pt else "n/a",
-                                  workloads.COLD_START_BAR, "yes" if jg <= workloads.COLD_START_BAR else "no"))
+                                  workloads.COLD_START_BAR, "yes" if jg <= workloads.COLD_START_BAR else "no")
+                     + (" | |" if jax else ""))
     return "\n".join(lines)
 
 
@@ -198,6 +211,8 @@ def _versions(lib):
     """Version and threads of a library (and of numba, NumPy for jitgrad), as seen in its worker."""
     if lib.__name__ == "torch":
         return ["PyTorch %s (%d threads)" % (lib.__version__, lib.get_num_threads())]
+    if lib.__name__ == "jax":
+        return ["JAX %s (jit, CPU)" % lib.__version__]
     import numba
     import numpy
     return ["NumPy %s (%s)" % (numpy.__version__, workloads.blas_kernels()),
@@ -221,6 +236,7 @@ def main(argv=None):
                         help="time samples in CPU time of each worker process instead of wall time: steadier on a "
                              "machine shared with other jobs (counts the work of a library's own threads too)")
     parser.add_argument("--no-compiled", action="store_true", help="skip the jitgrad.compile columns")
+    parser.add_argument("--no-jax", action="store_true", help="skip the JAX column of the transform workloads")
     a = parser.parse_args(argv)
     names = a.only.split(",") if a.only else list(workloads.WORKLOADS)
     for n in names:
@@ -234,6 +250,10 @@ def main(argv=None):
         workers["torch"] = torch_worker
     else:
         print("PyTorch is not installed: showing jitgrad's times only", file=sys.stderr)
+    if not a.no_jax and any(n in jax_workloads.WORKLOADS for n in names):
+        jax_worker = Worker("jax", a.cpu_time)
+        if jax_worker.available:
+            workers["jax"] = jax_worker
     load_start = _load()
     results = {}
     try:
@@ -246,7 +266,7 @@ def main(argv=None):
     cold = None
     if not a.no_cold_start:
         print("timing cold start ...", file=sys.stderr, flush=True)
-        cold = measure_cold_start([n for n in workers if n != "jitgrad-compiled"], max(3, a.repeats // 2))
+        cold = measure_cold_start([n for n in workers if n in ("jitgrad", "torch")], max(3, a.repeats // 2))
     command = " ".join(["python benchmarks/compare.py"] + list(argv if argv is not None else sys.argv[1:]))
     text = "Machine: %s\n\nMedians of %d alternating samples%s, from `%s` (load average %s at the start, %s " \
            "at the end):\n\n%s\n" % (machine(workers), a.repeats, " (CPU time)" if a.cpu_time else "", command,

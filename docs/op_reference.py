@@ -223,8 +223,12 @@ def op_section(op, public):
     if op.types.autocast:
         lines.append("- **Autocast:** " + ", ".join("%s: %s" % (code(k), code(v))
                                                     for k, v in sorted(op.types.autocast.items())))
+    node = code(op.node_name)
+    if op.scalar_nodes:
+        node += "".join("; %s when input %d is a Python number" % (code(c.__name__), k)
+                        for k, c in enumerate(op.scalar_nodes) if c is not op.node_cls)
     lines.append("- **View:** %s; **autograd node:** %s; **devices:** %s"
-                 % ("yes" if op.view else "no", code(op.node_name), _devices(op)))
+                 % ("yes" if op.view else "no", node, _devices(op)))
     fwd = op.forward
     if op.kernel:
         lines.append("- **Forward kernel:** " + code(op.kernel))

@@ -99,7 +99,7 @@ class Op:
                  broadcast=False, bench=None, keep_inputs=(), double_backward=True, unsupported=EMPTY, call=None,
                  params=EMPTY, api=(), method=True, function=True, inplace=False, operators=(), module=None,
                  reduced_precision=None, original_scalars=False, autocast=EMPTY, value_shaped=None, linear=(),
-                 complex=None):
+                 scalar_nodes=None, complex=None):
         self.name = name
         self.forward = forward  # forward(xp, np_dtype, *arrays, **params) -> array or tuple of arrays
         # names of the positional tensor inputs ('self', 'other'); None: any number of them (cat, stack),
@@ -134,6 +134,11 @@ class Op:
         self.differentiable = any(vjp) if differentiable is None else differentiable
         self.node_name = node or "".join(p.capitalize() for p in name.split("_")) + "Backward0"
         self.node_cls = type(self.node_name, (OpNode,), {"__slots__": (), "n_outputs": n_outputs})
+        # PyTorch names a binary op's node by its overload: (name when input 0 is a Python number, name when
+        # input 1 is), e.g. 1 - x records RsubBackward1, 2 ** x PowBackward2
+        self.scalar_nodes = None if scalar_nodes is None else tuple(
+            self.node_cls if n is None else type(n, (OpNode,), {"__slots__": (), "n_outputs": n_outputs})
+            for n in scalar_nodes)
         # an elementwise entry (forward made by ew_forward): the kernel it runs when called without params,
         # and its output dtype (None: the compute dtype); dispatch calls it directly
         self.kernel = getattr(forward, "kernel", None)

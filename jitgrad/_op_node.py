@@ -233,6 +233,13 @@ def _save_plan(op, active):
     return plan
 
 
+def _scalar_node(op, args):
+    for k, a in enumerate(args):
+        if not isinstance(a, Tensor):
+            return op.scalar_nodes[k]
+    return op.node_cls
+
+
 def _attach(op, args, params, outs):
     nexts = []
     meta = []  # per input that takes a gradient: (shape, NumPy dtype) the gradient is brought back to
@@ -254,7 +261,7 @@ def _attach(op, args, params, outs):
     if op.n_outputs > 1:
         params = dict(params)
         params["_out_meta"] = [(o.shape, o.dtype) for o in outs]
-    node = _new(op.node_cls)
+    node = _new(op.node_cls if op.scalar_nodes is None else _scalar_node(op, args))
     node.next_functions = tuple(nexts)
     node._seq = next(SEQUENCE)
     node.op = op

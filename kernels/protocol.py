@@ -47,7 +47,7 @@ class Backend(Protocol):
     # ---------------------------------------------------------------- math
     def run(self, fn, out_dtype, *args, out=None): """Scalar function ``fn`` of kernels/scalars.py, broadcast."""
     def reduce(self, kind, x, dims): """sum/prod/amax/amin/argmax/argmin/logsumexp over ``dims`` (kept as size 1)."""
-    def scan(self, kind, x, dim): """cumsum/cumprod/cummax/cummin along ``dim``."""
+    def scan(self, kind, x, dim): """cumsum/cumprod/cummax/cummin/logcumsumexp along ``dim``."""
     def matmul(self, a, b): """NumPy's matmul (GEMM)."""
     def outer(self, a, b): """The outer product."""
     def softmax(self, x, dim, log): """(log-)softmax along ``dim``."""

@@ -4,7 +4,7 @@ A reduction kind is a fold over a two-part state (v, w): (value, unused) for sum
 (value, index) for argmax/argmin, (running max, sum of exp(x - max)) for logsumexp. An element x
 at position r enters as the state (x, r), or (x, 1) for logsumexp; ``final`` turns the state into
 the result. A scan is the running fold of a reduction (cumsum: sum, cumprod: prod, cummax: amax,
-cummin: amin). These scalar functions are the whole definition of a kind: the CPU loops below are
+cummin: amin, logcumsumexp: logsumexp). These scalar functions are the whole definition of a kind: the CPU loops below are
 generated from them, and kernels/cuda/reduce.py compiles the same functions into its block kernels
 (with DEVICE_MATH and DEVICE_FUNCTIONS in place of the CPU's primitives). logsumexp alone keeps a
 CPU kernel of its own (two passes, max then sum of exp, which vectorize; its fold does not).
@@ -167,7 +167,8 @@ REDUCTIONS = {
     "logsumexp": Reduction("lse_fold", "1.0", "lse_final", lambda dt: (dt.type(-np.inf), np.float64(0))),
 }
 
-SCANS = {"cumsum": "sum", "cumprod": "prod", "cummax": "amax", "cummin": "amin"}  # scan -> its reduction
+# scan -> its reduction
+SCANS = {"cumsum": "sum", "cumprod": "prod", "cummax": "amax", "cummin": "amin", "logcumsumexp": "logsumexp"}
 
 
 def result_dtype(kind, dtype):
@@ -483,7 +484,7 @@ def _reduce_repeats(kind, x, dims):
 
 
 def scan(kind, x, dim):
-    """Running reduction of ``x`` along ``dim``: kind in cumsum/cumprod/cummax/cummin (cumsum and
+    """Running reduction of ``x`` along ``dim``: kind in SCANS (cumsum and
     cumprod accumulate in the reduction's dtype)."""
     if kind not in SCANS:
         raise ValueError("unknown scan kind: %s" % kind)

@@ -158,11 +158,24 @@ class Function(metaclass=_FunctionMeta):
         raise NotImplementedError("You must implement the jvp function for custom autograd.Function to use it with "
                                   "forward mode AD.")
 
+    # under jitgrad.vmap: True runs forward on the batched inputs (its ops' batching rules make the rule);
+    # otherwise the Function's own vmap(info, in_dims, *args) -> (outputs, out_dims) is called
+    generate_vmap_rule = False
+
+    @staticmethod
+    def vmap(info, in_dims, *args):
+        raise NotImplementedError("To use autograd.Function with vmap, you must either override the vmap staticmethod "
+                                  "or set generate_vmap_rule=True.")
+
     @classmethod
     def apply(cls, *args, **kwargs):
         if cls._legacy:
             raise RuntimeError("Legacy autograd function with non-static forward method is deprecated. Please use "
                                "new-style autograd function with static forward method.")
+        if STATE.vmap is not None:  # inside jitgrad.vmap: the Function's vmap rule, where an input is batched
+            out = STATE.vmap.function(cls, args, kwargs)
+            if out is not NotImplemented:
+                return out
         ctx = cls._backward_cls()
         is_tensor = [isinstance(a, Tensor) for a in args]
         ctx.needs_input_grad = tuple(t and a._requires_grad for t, a in zip(is_tensor, args))

@@ -168,7 +168,7 @@ def joint_graph(fg, bg, outputs, grad):
 
 # view ops whose result, where it has its input's shape, is the input as it is (the VJP formulas reshape
 # gradients to the shapes they have already)
-SAME_SHAPE_IS_INPUT = frozenset(("reshape", "view", "expand", "squeeze", "squeeze_dim"))
+SAME_SHAPE_IS_INPUT = frozenset(("reshape", "unsafe_view", "view", "expand", "squeeze", "squeeze_dim"))
 
 
 def without_own_shape_views(graph, outputs):

@@ -21,7 +21,7 @@ from .fusion import NUMPY_CASTS, REDUCTIONS, converted, fusable, scalar_form
 
 SMALL = 4096  # elements per value at most
 _TABLE = frozenset((np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.bool_)))
-_MOVES = frozenset(("reshape", "view", "expand", "squeeze", "unsqueeze", "flatten", "clone", "contiguous",
+_MOVES = frozenset(("reshape", "unsafe_view", "view", "expand", "squeeze", "unsqueeze", "flatten", "clone", "contiguous",
                     "expand_as", "view_as", "reshape_as"))
 _FIRST = 3  # an instruction: opcode, result row, elements, then its operands' rows
 

@@ -518,7 +518,7 @@ def _declare():
         RULES[name] = elementwise_full
     for name in _REDUCTIONS:
         RULES[name] = reduction
-    for name in ("cumsum", "cumprod", "cummax", "cummin", "softmax", "log_softmax", "sort", "topk", "kthvalue",
+    for name in ("cumsum", "cumprod", "cummax", "cummin", "logcumsumexp", "softmax", "log_softmax", "sort", "topk", "kthvalue",
                  "median_dim"):
         RULES[name] = zero_d_dim("dim")
     for name in ("glu", "gather", "scatter_add", "cat", "stack"):
@@ -531,7 +531,7 @@ def _declare():
     RULES["median"] = median_all
     RULES["roll"] = roll
     RULES["constant_pad_nd"] = constant_pad
-    for name in ("view", "reshape", "squeeze", "squeeze_dim", "unsqueeze"):
+    for name in ("view", "reshape", "unsafe_view", "squeeze", "squeeze_dim", "unsqueeze"):
         RULES[name] = with_shape(via="reshape")
     RULES["expand"] = with_shape()
     RULES["transpose"] = transpose

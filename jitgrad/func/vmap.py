@@ -9,10 +9,12 @@ innermost level first seen among an op's operands and reach the outer levels thr
 import functools
 import threading
 import warnings
+from typing import NamedTuple
 
 from .._grad_mode import STATE
 from .._tensor import Tensor
 from .._factories import empty
+from ..autograd.function import Function
 from ..ops._table import OPS
 from ..ops.random import normal_fill, uniform
 from . import _pytree
@@ -28,6 +30,24 @@ INPLACE_ERROR = ("vmap: inplace arithmetic(self, *extra_args) is not possible be
                  "but `self` not being vmapped over in a vmap. Please try to use out-of-place operators instead of "
                  "inplace arithmetic. If said operator is being called inside the PyTorch framework, please file a "
                  "bug report instead.")
+
+
+FUNCTION_VMAP_ERROR = ("You tried to vmap over %s, but it does not have vmap support. Please override and implement "
+                       "the vmap staticmethod or set generate_vmap_rule=True. For more details, please see "
+                       "https://pytorch.org/docs/main/notes/extending.func.html")
+FUNCTION_SETUP_ERROR = ("In order to use an autograd.Function with functorch transforms (vmap, grad, jvp, jacrev, ...), "
+                        "it must override the setup_context staticmethod. For more details, please see "
+                        "https://pytorch.org/docs/main/notes/extending.func.html")
+
+GENERATED_GRAD_ERROR = ("jitgrad: %s sets generate_vmap_rule=True, which runs its forward on the batched inputs but "
+                        "cannot differentiate through its backward under vmap; implement the vmap staticmethod "
+                        "(calling apply on the unbatched inputs) to take gradients of it inside vmap")
+
+
+class VmapInfo(NamedTuple):
+    """What a custom Function's vmap rule is told: the batch size and the vmap's randomness mode."""
+    batch_size: int
+    randomness: str
 
 
 class _Hook(threading.local):
@@ -51,6 +71,50 @@ class _Hook(threading.local):
         return uniform(blank) if name == "rand" else normal_fill(blank)
 
     getitem = staticmethod(getitem)  # (indexing's public getitem asks it first: batched index tensors)
+
+    def function(self, cls, args, kwargs):
+        """A custom autograd.Function applied to batched inputs: its own vmap rule, called on the inputs
+        unbatched at the innermost level with their batch dims (0), its outputs batched again at their
+        out_dims (None: the same for every sample). NotImplemented: run forward on the batched inputs
+        (generate_vmap_rule=True without gradients, or no input batched)."""
+        level = max((a._level for a in args if a.__class__ is BatchedTensor), default=0)
+        if level == 0:
+            return NotImplemented
+        if cls.setup_context is Function.setup_context:
+            raise RuntimeError(FUNCTION_SETUP_ERROR)
+        if cls.generate_vmap_rule:
+            if cls.vmap is not Function.vmap:
+                raise RuntimeError("You tried to vmap over %s, but it has both generate_vmap_rule=True and an "
+                                   "overriden vmap staticmethod. Please set generate_vmap_rule=False or delete the "
+                                   "overriden vmap staticmethod to avoid ambiguity." % cls.__name__)
+            if STATE.grad_enabled and any(isinstance(a, Tensor) and a._requires_grad for a in args):
+                # its node would sit on the logical tensors, outside the graph the batching rules record
+                raise NotImplementedError(GENERATED_GRAD_ERROR % cls.__name__)
+            return NotImplemented
+        if cls.vmap is Function.vmap:
+            raise RuntimeError(FUNCTION_VMAP_ERROR % cls.__name__)
+        lv = LEVELS[level - 1]
+        values = [a._value if a.__class__ is BatchedTensor and a._level == level else a for a in args]
+        in_dims = tuple(0 if v is not a else None for v, a in zip(values, args))
+        saved = self.ceiling
+        self.ceiling = level
+        try:
+            result = cls.vmap(VmapInfo(lv.size, lv.randomness), in_dims, *values, **kwargs)
+        finally:
+            self.ceiling = saved
+        if not (isinstance(result, tuple) and len(result) == 2):
+            raise RuntimeError("Expected the vmap staticmethod to have two returns, an output and out_dims with "
+                               "pytree structure compatible with the output. Got %r" % (result,))
+        out, out_dims = result
+        single = not isinstance(out, tuple)
+        outs, dims = ((out,), (out_dims,)) if single else (out, out_dims if isinstance(out_dims, tuple)
+                                                           else (out_dims,) * len(out))
+        if len(dims) != len(outs):
+            raise RuntimeError("The vmap staticmethod of %s returned %d outputs but %d out_dims"
+                               % (cls.__name__, len(outs), len(dims)))
+        wrapped = tuple(o if d is None or not isinstance(o, Tensor) else batched(o.movedim(d, 0), level)
+                        for o, d in zip(outs, dims))
+        return wrapped[0] if single else wrapped
 
     @staticmethod
     def inplace(target, fn, args, kwargs):

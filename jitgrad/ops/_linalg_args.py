@@ -118,3 +118,20 @@ def is_zero_grad(g):
 
 def is_tensor(x):
     return isinstance(x, Tensor)
+
+
+def default_rtol(A):
+    """PyTorch's default relative tolerance of pinv and matrix_rank: eps * max(m, n)."""
+    return float(np.finfo(A.dtype.np).eps * max(A.shape[-2:]))
+
+
+def tolerance(A, smax, atol, rtol):
+    """The threshold max(atol, rtol * smax) (shape (..., 1) against smax's (..., 1)) of pinv and matrix_rank
+    for tolerances given as numbers or tensors (broadcast over the batch). rtol left out is eps * max(m, n),
+    or 0 where atol is given and positive."""
+    as_t = lambda v: v.to(smax.dtype) if isinstance(v, Tensor) else smax.new_tensor(float(v))  # noqa: E731
+    if rtol is None:
+        eps = default_rtol(A)
+        rtol = as_t(eps) if atol is None else (as_t(atol) > 0).logical_not().to(smax.dtype) * eps
+    tol = as_t(rtol).unsqueeze(-1) * smax
+    return tol if atol is None else tol.maximum(as_t(atol).unsqueeze(-1))

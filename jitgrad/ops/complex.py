@@ -28,12 +28,21 @@ def _check_complex(input, name):
         raise RuntimeError("%s is not implemented for tensors with non-complex dtypes." % name)
 
 
+def _host(*arrays):
+    """Complex tensors live on the CPU: the CUDA backend has no complex kernels yet."""
+    for a in arrays:
+        if a.__class__ is not np.ndarray:
+            raise NotImplementedError("complex tensors are not supported on CUDA in jitgrad yet (no complex kernels)")
+
+
 def _real_forward(xp, dt, x):
-    return x.real if x.__class__ is np.ndarray else xp.real(x)
+    _host(x)
+    return x.real
 
 
 def _imag_forward(xp, dt, x):
-    return x.imag if x.__class__ is np.ndarray else xp.imag(x)
+    _host(x)
+    return x.imag
 
 
 @export(method=False)  # (Tensor.real and Tensor.imag are properties, below)
@@ -75,10 +84,12 @@ def view_as_complex(input):
 
 
 def _view_as_real_forward(xp, dt, x):
+    _host(x)
     return x[..., None].view(x.real.dtype)  # (a trailing dim of 1: any layout views as its (re, im) pairs)
 
 
 def _view_as_complex_forward(xp, dt, x):
+    _host(x)
     # (the layout checks read the array: under vmap the tensor the user sees is not the one laid out)
     if x.strides[-1] != x.itemsize:
         raise RuntimeError("Tensor must have a last dimension with stride 1")
@@ -105,6 +116,7 @@ def complex(real, imag):
 
 
 def _complex_forward(xp, dt, re, im):
+    _host(re, im)
     c = np.complex64 if re.dtype == np.float32 else np.complex128
     out = np.empty(np.broadcast_shapes(re.shape, im.shape), c)
     out.real, out.imag = re, im
@@ -119,6 +131,7 @@ def polar(abs, angle):
 
 
 def _polar_forward(xp, dt, r, theta):
+    _host(r, theta)
     return _complex_forward(xp, dt, r * np.cos(theta), r * np.sin(theta))
 
 

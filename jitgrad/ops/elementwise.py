@@ -125,6 +125,12 @@ def sub(input, other, *, alpha=1):
         dispatch(SUB, (input, other), _alpha(input, other, alpha))
 
 
+@export(method=False)
+def rsub(input, other, *, alpha=1):
+    """other - alpha * input (torch.rsub)."""
+    return sub(other, input, alpha=alpha)
+
+
 def _is_bool(x):
     return x.__class__ is bool or (isinstance(x, Tensor) and x._data.dtype == np.bool_)
 
@@ -161,7 +167,7 @@ def floor_divide(input, other):
 
 
 def pow(input, exponent):
-    if isinstance(input, Tensor) and not input.dtype.is_floating_point and isinstance(exponent, int) and exponent < 0:
+    if isinstance(input, Tensor) and input.dtype.category < 2 and isinstance(exponent, int) and exponent < 0:
         raise RuntimeError("Integers to negative integer powers are not allowed.")
     if exponent.__class__ in (int, float) and exponent == 2 and isinstance(input, Tensor) and \
             (exponent.__class__ is int or input.dtype.is_floating_point):
@@ -347,9 +353,11 @@ SUB = _binary("sub", [lambda g, s: g, lambda g, s: -g * _c(s.params["alpha"]) if
               complex=True,
               params={"alpha": 1},
               ref=lambda a, b, alpha=1: a - alpha * b, samples=joined(binary_samples(), _alpha_samples), call=sub,
-              api=("sub", "subtract"), inplace=True, operators=("__sub__", "__rsub__", "__isub__"))
+              api=("sub", "subtract"), inplace=True, operators=("__sub__", "__rsub__", "__isub__"),
+              scalar_nodes=("RsubBackward1", None))
 MUL = _binary("mul", [lambda g, s: g * _c(s.other), lambda g, s: g * _c(s.self)],
-              [("mul", ("g", "other")), ("mul", ("g", "self"))], complex=True, ref=np.multiply, call=mul, api=("mul", "multiply"),
+              [("mul", ("g", "other")), ("mul", ("g", "self"))], complex=True, ref=np.multiply, call=mul,
+              api=("mul", "multiply"),
               inplace=True, operators=("__mul__", "__rmul__", "__imul__"), original_scalars=True)
 DIV = _binary("div", [lambda g, s: g / _c(s.other), lambda g, s: -g * _c(s.self) / _c(s.other * s.other)],
               [("div", ("g", "other")), derive("div_vjp_other")], complex=True, dtype="float",
@@ -362,8 +370,9 @@ DIV_ROUNDED = _binary("div_rounded", [zero_grad, zero_grad], forward=_div_rounde
 POW = _binary("pow", [lambda g, s: _pow_grad_self(g, s.self, s.other),
                       lambda g, s: _pow_grad_other(g, s.self, s.other, s.result)],
               [derive("pow_vjp_self"), derive("pow_vjp_other")],
-              ref=np.power, samples=_pow_samples, unsupported=no_kernel("pow", "bool"), call=pow, api=("pow",), complex=True,
-              inplace=True, operators=("__pow__", "__rpow__", "__ipow__"))
+              ref=np.power, samples=_pow_samples, unsupported=no_kernel("pow", "bool"), call=pow, api=("pow",),
+              inplace=True, operators=("__pow__", "__rpow__", "__ipow__"), node="PowBackward1",
+              scalar_nodes=("PowBackward2", "PowBackward0"), complex=True)
 # ties split the gradient; a NaN on either side passes it to both inputs (PyTorch's formulas)
 MAXIMUM = _binary("maximum", [lambda g, s: _extreme_grad(g, s.self, s.other),
                               lambda g, s: _extreme_grad(g, s.other, s.self)],

@@ -8,9 +8,9 @@ import numpy as np
 
 from .._grad_mode import is_grad_enabled
 from .._op import Op, dispatch
-from ._linalg_args import check_float, check_matrix, check_square, eye_like, result_type
+from ._linalg_args import check_float, check_matrix, check_square, eye_like, result_type, tolerance
 from ._table import export, register
-from .decompositions import _floats, _general, svd, svdvals
+from .decompositions import _floats, _general, eigvalsh, svd, svdvals
 from .join import cat
 from .reduction import norm as _vector_norm
 from .solvers import _solve, inv, inv_ex
@@ -160,14 +160,12 @@ def cond(A, p=None):
 def matrix_rank(A, *, atol=None, rtol=None, hermitian=False, tol=None):
     check_matrix(A, "linalg.matrix_rank")
     check_float(A, "linalg.matrix_rank")
-    S = svdvals(A.detach())
+    # hermitian: the eigenvalues' magnitudes, from the lower triangle alone as PyTorch reads it
+    S = eigvalsh(A.detach()).abs() if hermitian else svdvals(A.detach())
     if tol is not None:
         atol, rtol = tol, 0.0
-    if rtol is None:
-        rtol = float(np.finfo(A.dtype.np).eps * max(A.shape[-2:])) if atol is None or atol <= 0 else 0.0
     smax = S.amax(-1, keepdim=True) if S.shape[-1] else S.sum(-1, keepdim=True)
-    tol_ = (smax * rtol).clamp(min=float(atol or 0.0))
-    return (S > tol_).sum(-1)
+    return (S > tolerance(A, smax, atol, rtol)).sum(-1)
 
 
 # ---------------------------------------------------------------------- samples and references

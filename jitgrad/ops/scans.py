@@ -1,11 +1,12 @@
-"""Scans beyond cumsum: cumprod (its gradient exact where the input has zeros) and cummax/cummin with
-the index of the running extreme. The running folds are kernels/reduce.py's, on both backends."""
+"""Scans beyond cumsum: cumprod (its gradient exact where the input has zeros), cummax/cummin with
+the index of the running extreme, and logcumsumexp. The running folds are kernels/reduce.py's, on both backends."""
+import ml_dtypes
 import numpy as np
 
 from .._device import backend as xp_of
 from .._op import Op, dispatch
 from .._tensor import Tensor
-from ._table import _arr, _noncontig, register
+from ._table import _arr, _noncontig, no_kernel, register
 from .elementwise import where
 from .join import cat
 from .extrema import _ValuesIndices
@@ -34,6 +35,24 @@ def _cumprod_grad(g, s):
     inner = where(after, xt.unsqueeze(-2), 1.0).cumprod(-1).triu()  # [.., i, j]: prod_{i<k<=j} x_k
     before = cat([yt.new_ones(tuple(yt.shape[:-1]) + (1,)), yt.narrow(-1, 0, n - 1)], -1)  # y_{i-1}
     return (before * (inner * gt.unsqueeze(-2)).sum(-1)).movedim(-1, dim)
+
+
+def _logcumsumexp_grad(g, s):
+    """sum_{j>=i} g_j exp(x_i - y_j), in the log domain (exp(x) and exp(-y) alone overflow): the positive and
+    negative parts of g each as exp(x_i + reverse logcumsumexp(log|g_j| - y_j))."""
+    x, y, dim = s.self, s.result, s.dim
+    if not s.self_shape:
+        return g
+
+    # log(mag) where mask, else the lowest finite number: -inf there would make the nested scan's gradient NaN
+    # under double backward; the log of 1 keeps log's own gradient finite where masked
+    lowest = float(ml_dtypes.finfo(x._data.dtype).min)
+
+    def part(mask, mag):
+        logs = where(mask, mag, 1.0).log().masked_fill(mask.logical_not(), lowest)
+        return (x + (logs - y).flip(dim).logcumsumexp(dim).flip(dim)).exp()
+
+    return part(g > 0, g) - part(g < 0, -g)
 
 
 def _cumprod_forward(xp, dt, x, dim):
@@ -71,6 +90,10 @@ def _dim(input, dim):
 def cumprod(input, dim, *, dtype=None):
     input = _cast_for(input, dtype)
     return dispatch(CUMPROD, (input,), {"dim": _dim(input, dim)})
+
+
+def logcumsumexp(input, dim):
+    return dispatch(LOGCUMSUMEXP, (input,), {"dim": _dim(input, dim)})
 
 
 def _cum_extreme(op, name, input, dim):
@@ -114,6 +137,10 @@ def _scan_samples(zeros):
     return samples
 
 
+def _np_logcumsumexp(x, dim):
+    return np.logaddexp.accumulate(x, axis=dim % x.ndim) if x.ndim else x.copy()
+
+
 def _np_cumprod(x, dim, dtype=None):
     out = np.cumprod(x, axis=dim % x.ndim) if x.ndim else x.copy()
     return out.astype(x.dtype if x.dtype.kind == "f" else np.int64)
@@ -122,6 +149,10 @@ def _np_cumprod(x, dim, dtype=None):
 # ---------------------------------------------------------------------- the entries
 CUMPROD = register(Op("cumprod", _cumprod_forward, vjp=[_cumprod_grad], ref=_np_cumprod, samples=_scan_samples(True),
                       call=cumprod, api=("cumprod",), inplace=True, bench={"sizes": [(16, 16), (4096, 4096)]}))
+LOGCUMSUMEXP = register(Op("logcumsumexp", lambda xp, dt, x, dim: xp.scan("logcumsumexp", x, dim) if x.ndim else xp.copy(x),
+                          vjp=[_logcumsumexp_grad], dtype="keep", ref=_np_logcumsumexp, samples=_scan_samples(False),
+                          unsupported=no_kernel("logcumsumexp_out_cpu", "int64", "int32", "bool"), call=logcumsumexp,
+                          api=("logcumsumexp",), bench={"sizes": [(16, 16), (4096, 4096)]}))
 CUMMAX = register(Op("cummax", _cum_extreme_forward("cummax"), vjp=[_cum_extreme_grad], n_outputs=2,
                      outputs=("result", "indices"), dtype="keep", ref=_np_cum_extreme(np.maximum.accumulate),
                      samples=_scan_samples(False), call=cummax, api=("cummax",),

@@ -8,7 +8,7 @@ import numpy as np
 
 from .. import _dtype as D
 from .. import _memory_format as MF
-from .._device import CPU, cuda_backend
+from .._device import CPU, backend as xp_of, cuda_backend
 from .._op import Op, dispatch
 from .._tensor import Tensor
 from ..kernels import cpu
@@ -86,7 +86,17 @@ def view(self, *shape):
 
 
 def reshape(input, *shape):
-    return dispatch(RESHAPE, (input,), {"shape": infer_shape(_sizes(shape), input.numel())})
+    shape = infer_shape(_sizes(shape), input.numel())
+    if not input.is_contiguous() and xp_of(input._data).view(input._data, shape) is None:
+        # the layout allows no view: a contiguous copy and a view of it, recorded as PyTorch records them
+        # (UnsafeViewBackward0 after CloneBackward0); the result is no view of the input
+        return dispatch(UNSAFE_VIEW, (clone(input, memory_format=MF.contiguous_format),), {"shape": shape})
+    return dispatch(RESHAPE, (input,), {"shape": shape})
+
+
+def _unsafe_view(input, *shape):
+    """A reshape of a contiguous tensor whose result is no view of it (what reshape records after its copy)."""
+    return dispatch(UNSAFE_VIEW, (input,), {"shape": infer_shape(_sizes(shape), input.numel())})
 
 
 @export(function=False)
@@ -310,6 +320,59 @@ def split(tensor, split_size_or_sections, dim=0):
 
 
 @export()
+def tensor_split(input, indices_or_sections, dim=0):
+    """Sections of sizes differing by at most one (the first ones larger), or the pieces between the given
+    indices, as Python slices take them (torch.tensor_split)."""
+    d = input._wrap_dim(dim)
+    n = input.shape[d]
+    if isinstance(indices_or_sections, Tensor):
+        if indices_or_sections.dtype.name != "int64" or indices_or_sections.ndim > 1:
+            raise RuntimeError("tensor_split expected tensor_indices_or_sections to have dtype of long, and be a "
+                               "0-D or 1-D tensor, but got a tensor with dtype %s and %d dims"
+                               % (indices_or_sections.dtype.name, indices_or_sections.ndim))
+        indices_or_sections = indices_or_sections.tolist()
+    if isinstance(indices_or_sections, int):
+        k = indices_or_sections
+        if k <= 0:
+            raise RuntimeError("number of sections must be larger than 0, got %d" % k)
+        q, r = divmod(n, k)
+        bounds = [i * q + min(i, r) for i in range(1, k)]
+    else:
+        bounds = list(indices_or_sections)
+    edges = [0] + bounds + [n]
+    pieces = []
+    for a, b in zip(edges[:-1], edges[1:]):
+        a, b, _ = slice(a, b).indices(n)  # x[a:b], negative indices counted from the end
+        pieces.append(getitem(input, (slice(None),) * d + (slice(a, max(a, b)),)))
+    return tuple(pieces)
+
+
+def _split_along(name, input, sections, dim, need):
+    if input.ndim < need:
+        raise RuntimeError("torch.%s requires a tensor with at least %d dimension, but got a tensor with %d dimensions!"
+                           % (name, need, input.ndim))
+    if isinstance(sections, int) and (sections == 0 or input.shape[dim] % sections):
+        raise RuntimeError("torch.%s attempted to split along dimension %d, but the size of the dimension %d is not "
+                           "divisible by the split_size %d!" % (name, dim, input.shape[dim], sections))
+    return tensor_split(input, sections, dim)
+
+
+@export()
+def hsplit(input, indices_or_sections):
+    return _split_along("hsplit", input, indices_or_sections, 1 if input.ndim > 1 else 0, 1)
+
+
+@export()
+def vsplit(input, indices_or_sections):
+    return _split_along("vsplit", input, indices_or_sections, 0, 2)
+
+
+@export()
+def dsplit(input, indices_or_sections):
+    return _split_along("dsplit", input, indices_or_sections, 2, 3)
+
+
+@export()
 def chunk(input, chunks, dim=0):
     if chunks <= 0:
         raise RuntimeError("chunk expects `chunks` to be greater than 0, got: %d" % chunks)
@@ -380,6 +443,8 @@ VIEW = _shape_op("view", _view_forward, _back_reshape, node="ViewBackward0", cal
 RESHAPE = _shape_op("reshape", _reshape_forward, _back_reshape, node="ViewBackward0", call=reshape, api=("reshape",),
                     ref=_np_reshape, samples=_cases(((2, 3), (3, 2)), ((2, 3), (-1,)), ((), (1,)), ([3, 2], (6,)),
                                                     ([3, 2], (2, -1))))
+UNSAFE_VIEW = _shape_op("unsafe_view", _reshape_forward, _back_reshape, view=False, ref=_np_reshape, call=_unsafe_view,
+                        samples=_cases(((2, 3), (3, 2)), ((2, 3), (-1,))))
 SQUEEZE = _shape_op("squeeze", _reshape_forward, _back_reshape, node="SqueezeBackward0", call=squeeze,
                     api=("squeeze",), ref=np.squeeze, samples=_cases(((1, 3, 1),), ((),), ((2, 3),), ([3, 1],)))
 SQUEEZE_DIM = _shape_op("squeeze_dim", _reshape_forward, _back_reshape, node="SqueezeBackward1", call=squeeze,

@@ -9,10 +9,10 @@ from .._grad_mode import is_grad_enabled
 from .._op import Op, dispatch
 from .._trace_hooks import ValueUnavailable
 from .._tensor import Tensor
-from ._linalg_args import (broadcast_batch, check_float, check_matrix, check_same_dtype, check_square, eye_like,
-                           raise_for_info, result_type)
+from ._linalg_args import (broadcast_batch, check_float, check_matrix, check_same_dtype, check_square, default_rtol,
+                           eye_like, raise_for_info, result_type, tolerance)
 from ._table import _arr, export, register
-from .decompositions import (_general, _np_lu_factor_ex, _floats, lu_factor_ex, permutation, permute_rows, qr,
+from .decompositions import (_general, _np_lu_factor_ex, _floats, eigh, lu_factor_ex, permutation, permute_rows, qr,
                              solve_triangular, svd)
 
 _SINGULAR_INV = "The diagonal element %d is zero, the inversion could not be completed because the input matrix is singular."
@@ -221,7 +221,7 @@ def tensorsolve(A, B, dims=None):
 
 
 # ---------------------------------------------------------------------- pinv
-def _pinv_forward(xp, dt, a, atol, rtol, hermitian):
+def _pinv_forward(xp, dt, a, atol, rtol):
     u, s, vh = xp.linalg.svd(a, False, True)
     smax = s.max(-1, keepdims=True, initial=0.0)
     tol = np.maximum(atol, rtol * smax)
@@ -252,11 +252,27 @@ def pinv(A, *, atol=None, rtol=None, hermitian=False, rcond=None):
     check_float(A, "linalg.pinv")
     if rcond is not None:
         rtol = rcond
+    if hermitian or isinstance(atol, Tensor) or isinstance(rtol, Tensor):
+        return _pinv_by_parts(A, atol, rtol, hermitian)
     if rtol is None:
-        rtol = float(np.finfo(A.dtype.np).eps * max(A.shape[-2:])) if atol is None or atol <= 0 else 0.0
-    if isinstance(atol, Tensor) or isinstance(rtol, Tensor):
-        raise NotImplementedError("jitgrad: linalg.pinv takes atol and rtol as numbers")
-    return dispatch(PINV, (A,), {"atol": float(atol or 0.0), "rtol": float(rtol), "hermitian": bool(hermitian)})
+        rtol = default_rtol(A) if atol is None or atol <= 0 else 0.0
+    return dispatch(PINV, (A,), {"atol": float(atol or 0.0), "rtol": float(rtol)})
+
+
+def _pinv_by_parts(A, atol, rtol, hermitian):
+    """pinv of a Hermitian matrix (its lower triangle, through eigh) or with tolerances given as tensors (one
+    per matrix of the batch, broadcast), composed of the decomposition's entries as PyTorch composes it."""
+    if hermitian:
+        L, Q = eigh(A)
+        S, U, Vh = L, Q, Q.mT
+        mag = L.abs()
+    else:
+        U, S, Vh = svd(A, full_matrices=False)
+        mag = S
+    smax = mag.amax(-1, keepdim=True) if mag.shape[-1] else mag.sum(-1, keepdim=True)
+    keep = mag > tolerance(A, smax, atol, rtol)
+    inv = (1.0 / S.masked_fill(keep.logical_not(), 1.0)) * keep.to(S.dtype)
+    return (Vh.mT * inv.unsqueeze(-2)) @ U.mT
 
 
 @export(method=True)

@@ -316,3 +316,62 @@ def test_low_precision_inputs_get_pytorch_s_error(dtype):
             fn(A)
     with pytest.raises(RuntimeError, match="^linalg.inv: Low precision dtypes not supported. Got %s$" % name):
         jg.linalg.inv(A)
+
+
+# ------------------------------------------------------------------ pinv / matrix_rank tolerances and hermitian
+def _np_pinv_tol(a, atol, rtol):
+    """NumPy's pinv with PyTorch's threshold max(atol, rtol * smax), one (atol, rtol) pair per matrix."""
+    u, s, vh = np.linalg.svd(a, full_matrices=False)
+    keep = s > np.maximum(atol, rtol * s.max(-1, keepdims=True))
+    inv = np.where(keep, 1 / np.where(keep, s, 1), 0)
+    return np.swapaxes(vh, -1, -2) @ (inv[..., :, None] * np.swapaxes(u, -1, -2))
+
+
+def _sym_rank3():
+    rng = np.random.default_rng(31)
+    b = rng.standard_normal((4, 3))
+    a = rng.standard_normal((4, 4))
+    return np.stack([a + a.T, b @ b.T])
+
+
+@pytest.mark.parametrize("hermitian", [False, True])
+def test_pinv_and_matrix_rank_take_tensor_tolerances(hermitian):
+    A = _sym_rank3()
+    s = np.linalg.svd(A, compute_uv=False)
+    atol = np.array([s[0, -1] * 0.5, s[1, 1] * 1.01])  # the second matrix drops to rank 1
+    P = L.pinv(t(A), atol=t(atol), hermitian=hermitian)
+    want = _np_pinv_tol(A, atol[:, None], 0.0)  # a positive atol alone zeroes rtol
+    np.testing.assert_allclose(P.numpy(), want, atol=1e-10)
+    assert L.matrix_rank(t(A), atol=t(atol), hermitian=hermitian).tolist() == [4, 1]
+    # rtol of shape (2, 1) broadcasts against the batch of two: ranks of shape (2, 2)
+    rtol = np.array([[1e-3], [0.5]])
+    ranks = L.matrix_rank(t(A), rtol=t(rtol), hermitian=hermitian).numpy()
+    np.testing.assert_array_equal(ranks, (s[None] > rtol[..., None] * s.max(-1)[None, :, None]).sum(-1))
+    assert L.pinv(t(A), rtol=t(rtol), hermitian=hermitian).shape == (2, 2, 4, 4)
+
+
+def test_pinv_hermitian_reads_the_lower_triangle_and_differentiates():
+    A = _sym_rank3()[0]
+    N = np.tril(A) + np.triu(np.full_like(A, 5.0), 1)  # a different upper triangle must not matter
+    np.testing.assert_allclose(L.pinv(t(N), hermitian=True).numpy(), np.linalg.pinv(A), atol=1e-10)
+    assert gradcheck(lambda x: L.pinv(x + x.mT, hermitian=True), (t(A[:3, :3] * 0.5, True),))
+    assert gradcheck(lambda x, a: L.pinv(x, atol=a), (t(np.random.default_rng(2).standard_normal((2, 3, 3)), True),
+                                                        t([1e-3, 1e-3])))
+
+
+@pytest.mark.torch
+def test_pinv_tensor_tolerances_match_torch():
+    torch = pytest.importorskip("torch")
+    A = _sym_rank3()
+    for kw in ({"atol": [0.3, 1.0]}, {"rtol": [[0.1], [0.4]]}, {"atol": [0.3], "rtol": [0.1, 0.0]}):
+        for hermitian in (False, True):
+            got = {}
+            for lib in (jg, torch):
+                x = lib.tensor(A, requires_grad=True)
+                k = {n: lib.tensor(v, dtype=lib.float64) for n, v in kw.items()}
+                P = lib.linalg.pinv(x, hermitian=hermitian, **k)
+                (P * P).sum().backward()
+                got[lib] = (P.detach().numpy(), x.grad.numpy(),
+                            lib.linalg.matrix_rank(x.detach(), hermitian=hermitian, **k).numpy())
+            for a, b in zip(got[jg], got[torch]):
+                np.testing.assert_allclose(a, b, atol=1e-8)

@@ -406,3 +406,37 @@ def test_an_elementwise_result_does_not_depend_on_where_its_output_lies(name, ar
         np.testing.assert_array_equal(out, want, err_msg="output at %d" % (start - 200))
         for k, a in enumerate(args):  # (the inputs are unchanged)
             np.testing.assert_array_equal(ins[k], a)
+
+
+def test_logcumsumexp_stays_finite_at_large_magnitudes():
+    """Values of +-700 overflow exp(x) and exp(-y): the scan and its gradient work in the log domain."""
+    rng = np.random.default_rng(41)
+    x = rng.uniform(-700, 700, (3, 6))
+    g = rng.standard_normal((3, 6))
+    a = jg.tensor(x, requires_grad=True)
+    y = jg.logcumsumexp(a, 1)
+    np.testing.assert_allclose(y.detach().numpy(), np.logaddexp.accumulate(x, axis=1), rtol=1e-12)
+    y.backward(jg.tensor(g))
+    want = [[sum(g[r, j] * np.exp(x[r, i] - np.logaddexp.accumulate(x[r])[j]) for j in range(i, 6)) for i in range(6)]
+            for r in range(3)]
+    np.testing.assert_allclose(a.grad.numpy(), want, rtol=1e-10, atol=1e-300)
+    small = jg.tensor(rng.standard_normal((4, 3)), requires_grad=True)
+    assert jg.autograd.gradgradcheck(lambda z: jg.logcumsumexp(z, 0), (small,))  # mixed-sign gradients
+
+
+@pytest.mark.torch
+def test_logcumsumexp_matches_torch():
+    torch = pytest.importorskip("torch")
+    x = np.random.default_rng(42).standard_normal((3, 4, 5)) * 20
+    g = np.random.default_rng(43).standard_normal((3, 4, 5))
+    for dim in (0, 1, -1):
+        a, b = jg.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+        ya, yb = jg.logcumsumexp(a, dim), torch.logcumsumexp(b, dim)
+        assert ya.grad_fn.name() == yb.grad_fn.name()
+        ya.backward(jg.tensor(g))
+        yb.backward(torch.tensor(g))
+        np.testing.assert_allclose(ya.detach().numpy(), yb.detach().numpy(), rtol=1e-12)
+        np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-9, atol=1e-12)
+    for bad in (jg.tensor([1, 2]), jg.tensor([True])):
+        with pytest.raises(NotImplementedError, match="logcumsumexp_out_cpu"):
+            jg.logcumsumexp(bad, 0)

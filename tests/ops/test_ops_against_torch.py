@@ -565,3 +565,25 @@ def test_conv_padding_modes_match_torch(torch, mode, nd, padding):
     assert repr(jm) == repr(tm)
     with pytest.raises(ValueError, match='Only "zeros" padding mode is supported for ConvTranspose2d'):
         jg.nn.ConvTranspose2d(3, 4, 3, padding_mode=mode)
+
+
+SCALAR_OVERLOADS = [(lambda a: 1 - a, "RsubBackward1"), (lambda a: a - 1, "SubBackward0"), (lambda a: a - a, "SubBackward0"),
+                    (lambda a: a ** 2.5, "PowBackward0"), (lambda a: 2 ** a, "PowBackward2"), (lambda a: a ** a, "PowBackward1"),
+                    (lambda a: a.pow(jg.tensor(1.5, dtype=a.dtype)), "PowBackward1"), (lambda a: jg.pow(2, a), "PowBackward2")]
+
+
+@pytest.mark.parametrize("k", range(len(SCALAR_OVERLOADS)))
+def test_binary_nodes_named_by_overload(k):
+    """PyTorch names the node by the overload called: a Python number on either side changes it."""
+    fn, name = SCALAR_OVERLOADS[k]
+    a = jg.tensor([0.5, 1.5], dtype=jg.float64, requires_grad=True)
+    assert fn(a).grad_fn.name() == name
+    assert jg.autograd.gradcheck(fn, (a,))  # the renamed node runs the entry's own formulas
+
+
+def test_binary_node_names_match_torch(torch):
+    x = np.array([0.5, 1.5])
+    for fn, _ in SCALAR_OVERLOADS[:-2]:
+        a, b = fn(jg.tensor(x, requires_grad=True)), fn(torch.tensor(x, requires_grad=True))
+        assert a.grad_fn.name() == b.grad_fn.name()
+    assert np.allclose(jg.rsub(jg.tensor(x), 3, alpha=2).numpy(), torch.rsub(torch.tensor(x), 3, alpha=2).numpy())

@@ -250,3 +250,55 @@ def test_elementwise_ops_on_expanded_values_read_them_in_place():
     x = jg.randn(5, requires_grad=True)
     (x * 3).sum().backward()
     np.testing.assert_allclose(x.grad.numpy(), np.full(5, 3.0))
+
+
+@pytest.mark.parametrize("how", [3, 4, [2, 5], [7, 2], [-3], [2, -3], [-20, 4], [3, 30], "tensor"])
+def test_tensor_split_against_numpy_slices(how):
+    x = np.arange(30.0).reshape(3, 10)
+    idx = jg.tensor([1, 4]) if how == "tensor" else how
+    bounds = [1, 4] if how == "tensor" else how
+    if isinstance(bounds, int):  # sections: the first n % k of them one longer (numpy.array_split's rule)
+        want = np.array_split(x, bounds, axis=1)
+    else:
+        edges = [0] + list(bounds) + [10]
+        want = [x[:, a:b] for a, b in zip(edges[:-1], edges[1:])]
+    t = jg.tensor(x, requires_grad=True)
+    got = jg.tensor_split(t, idx, dim=1)
+    assert [g.shape for g in got] == [w.shape for w in want]
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g.detach().numpy(), w)
+    sum((g * (k + 1)).sum() for k, g in enumerate(got)).backward()  # each piece's gradient lands in its place
+    grad = np.zeros_like(x)
+    for k, w in enumerate(want):
+        grad[:, np.isin(x[0], w[0])] += k + 1
+    np.testing.assert_array_equal(t.grad.numpy(), grad)
+
+
+def test_hsplit_vsplit_dsplit():
+    x = jg.arange(24.0).reshape(2, 4, 3)
+    assert [p.shape for p in jg.hsplit(x, 2)] == [(2, 2, 3)] * 2
+    assert [p.shape for p in x.vsplit([1])] == [(1, 4, 3), (1, 4, 3)]
+    assert [p.shape for p in jg.dsplit(x, 3)] == [(2, 4, 1)] * 3
+    assert [p.tolist() for p in jg.hsplit(jg.arange(4.0), 2)] == [[0.0, 1.0], [2.0, 3.0]]  # 1-D: along dim 0
+    with pytest.raises(RuntimeError, match="torch.hsplit attempted to split along dimension 1, but the size of the "
+                                           "dimension 4 is not divisible by the split_size 3!"):
+        jg.hsplit(x, 3)
+    with pytest.raises(RuntimeError, match="torch.dsplit requires a tensor with at least 3 dimension, but got a "
+                                           "tensor with 2 dimensions!"):
+        jg.dsplit(jg.ones(2, 2), 2)
+    with pytest.raises(RuntimeError, match="number of sections must be larger than 0, got 0"):
+        jg.tensor_split(x, 0)
+
+
+def test_reshape_that_copies_records_clone_then_unsafe_view():
+    x = jg.tensor(np.arange(6.0).reshape(2, 3), requires_grad=True)
+    y = x.t().reshape(6)  # a transposed layout allows no view: PyTorch copies, then views the copy
+    assert y.grad_fn.name() == "UnsafeViewBackward0"
+    assert [f.name() for f, _ in y.grad_fn.next_functions] == ["CloneBackward0"]
+    assert y._base is None
+    y.detach()[0] = 100.0  # the copy is the result's own storage
+    assert x[0, 0].item() == 0.0
+    (y * jg.arange(6.0, dtype=jg.float64)).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.arange(6.0).reshape(3, 2).T)
+    assert x.reshape(3, 2).grad_fn.name() == "ViewBackward0"  # contiguous: a view, as before
+    assert gradcheck(lambda a: a.t().reshape(3, 2) ** 2, (x.detach().requires_grad_(),))
