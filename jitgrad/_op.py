@@ -36,6 +36,10 @@ class Derivatives:
     # the input positions the op is linear in, jointly (multilinear: matmul's (0, 1)): its JVP in such an input
     # is the op itself with the input replaced by its tangent (JAX's deflinear), one kernel call
     linear: tuple = ()
+    # the output gradient at which forward mode transposes the formulas (a JVP is the gradient in u of
+    # <vjp(u), t>, the same at every u for a formula linear in u); 1 for a formula computed piecewise by the
+    # gradient's sign (logcumsumexp), whose graph at 0 shows no slope
+    transpose_at: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +103,7 @@ class Op:
                  broadcast=False, bench=None, keep_inputs=(), double_backward=True, unsupported=EMPTY, call=None,
                  params=EMPTY, api=(), method=True, function=True, inplace=False, operators=(), module=None,
                  reduced_precision=None, original_scalars=False, autocast=EMPTY, value_shaped=None, linear=(),
-                 scalar_nodes=None, complex=None):
+                 scalar_nodes=None, complex=None, transpose_at=0.0):
         self.name = name
         self.forward = forward  # forward(xp, np_dtype, *arrays, **params) -> array or tuple of arrays
         # names of the positional tensor inputs ('self', 'other'); None: any number of them (cat, stack),
@@ -123,14 +127,14 @@ class Op:
         vjp = tuple(vjp) + (None,) * (n - len(vjp))
         # a fused spec with ``spec(op, k)`` (ops/_derive.py) is a kernel made from the input's formula, resolved
         # here from the formulas (which it reads as op.derivatives.vjp)
-        self.derivatives = Derivatives(vjp, (), (), (), double_backward, tuple(linear))
+        self.derivatives = Derivatives(vjp, (), (), (), double_backward, tuple(linear), transpose_at)
         fused = tuple(fused) + (None,) * (n - len(fused))
         fused = tuple(f.spec(self, k) if hasattr(f, "spec") else f for k, f in enumerate(fused))
         # per input: the fused kernel as an op of its own, which a backward traced by jitgrad.compile records
         # as one node where eager's formula would record several
         saves = tuple(_saved_names(self.inputs, self.outputs, vjp[k], fused[k]) for k in range(n))
         self.derivatives = Derivatives(vjp, fused, tuple(fused_op(f) for f in fused), saves, double_backward,
-                                       tuple(linear))
+                                       tuple(linear), transpose_at)
         self.differentiable = any(vjp) if differentiable is None else differentiable
         self.node_name = node or "".join(p.capitalize() for p in name.split("_")) + "Backward0"
         self.node_cls = type(self.node_name, (OpNode,), {"__slots__": (), "n_outputs": n_outputs})

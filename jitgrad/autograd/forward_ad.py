@@ -162,6 +162,7 @@ class _Primals:
         self.__dict__.update({n + "_shape": tuple(a.shape) for n, a in zip(op.inputs or (), args) if isinstance(a, Tensor)})
         self.params = params
         self.op = op
+        self._args = args
         # (formulas that share parts between inputs, cached on ``s``, read which inputs take gradients)
         self.next_functions = ((True, 0),) * len(args)
         self.input_meta = [(tuple(a.shape), a.dtype) if isinstance(a, Tensor) else None for a in args]
@@ -324,18 +325,18 @@ def _jvp(op, args, params, outs, tangents):
             formula = (lambda f, k: lambda g, s: f(g, s, k))(formula, k)
         if formula is None:
             continue  # (an input the op is not differentiable in: its tangent does not reach the output)
+        # (grad mode as it is: where primals or tangents require grad, the tangents record their history, so
+        # that reverse mode differentiates them: jacrev(jacfwd(f)))
         if k in op.derivatives.linear:  # multilinear in this input: the op on its tangent, the others' primals
-            with no_grad():
-                terms = (dispatch(op, args[:k] + (t,) + args[k + 1:], params),)
+            terms = (dispatch(op, args[:k] + (t,) + args[k + 1:], params),)
         elif elementwise:  # a diagonal Jacobian: the formula applied to the tangent is the JVP
             out = outs[0]
-            with no_grad():
-                t = t.expand(out.shape) if tuple(t.shape) != tuple(out.shape) else t
-                if t.dtype.is_complex or out.dtype.is_complex:  # the formula gives conj(f'(z)) g: J t is its conjugate
-                    j = formula(t.conj(), s).conj()  # at conj(t) (a real output keeps the real part: abs, angle)
-                    terms = (j.real if j.dtype.is_complex and not out.dtype.is_complex else j,)
-                else:
-                    terms = (formula(t, s),)
+            t = t.expand(out.shape) if tuple(t.shape) != tuple(out.shape) else t
+            if t.dtype.is_complex or out.dtype.is_complex:  # the formula gives conj(f'(z)) g: J t is its conjugate
+                j = formula(t.conj(), s).conj()  # at conj(t) (a real output keeps the real part: abs, angle)
+                terms = (j.real if j.dtype.is_complex and not out.dtype.is_complex else j,)
+            else:
+                terms = (formula(t, s),)
         else:
             s.__dict__.pop("_fused_parts", None)  # (parts a formula cached for another input's gradients)
             terms = _transposed(formula, s, outs, args[k], t)
@@ -356,9 +357,20 @@ def _transposed(formula, s, outs, x, t):
     in u of <formula(u), t>, per output (None for an output it does not reach)."""
     if getattr(t, "_level", 0):
         return BATCHED_TRANSPOSE[0](formula, s, outs, x, t)
+    keep = _keeps_history(s, t)
     with enable_grad():
-        us = [o.detach().new_zeros(o.shape).requires_grad_(_differentiable(o)) for o in outs]
-        return tuple(None if j is None else _detached(j) for j in _pulled(formula, s, us, x, t, lambda r: r))
+        at = s.op.derivatives.transpose_at
+        us = [o.detach().new_full(o.shape, at).requires_grad_(_differentiable(o)) for o in outs]
+        return tuple(None if j is None else j if keep else _detached(j)
+                     for j in _pulled(formula, s, us, x, t, lambda r: r, keep))
+
+
+def _keeps_history(s, t):
+    """Whether a transposed JVP must keep its graph: grad mode is on and the tangent or a primal requires grad
+    (an outer reverse-mode transform differentiates the tangent)."""
+    if not STATE.grad_enabled:
+        return False
+    return t.requires_grad or any(isinstance(a, Tensor) and a.requires_grad for a in s._args)
 
 
 def _detached(t):
@@ -368,7 +380,7 @@ def _detached(t):
     return d
 
 
-def _pulled(formula, s, us, x, t, unwrap):
+def _pulled(formula, s, us, x, t, unwrap, keep=False):
     """The gradients in ``us`` (the formula's output gradients, leaves where they require grad) of
     <formula(us), t>; ``unwrap`` gives the physical tensor of the product (vmap's batch)."""
     v = formula(us[0] if len(us) == 1 else tuple(us), s)
@@ -381,7 +393,7 @@ def _pulled(formula, s, us, x, t, unwrap):
     r = unwrap((v.conj() * t).sum().real if v.dtype.is_complex or t.dtype.is_complex else (v * t).sum())
     # (outer levels open: the backward's formulas run as table ops, carrying their tangents on)
     grads = iter(engine.grad([r], [unwrap(u) for u in leaves], [r.new_ones(r.shape)], allow_unused=True,
-                             create_graph=STATE.dual is not None))
+                             create_graph=keep or STATE.dual is not None))
     return tuple(next(grads) if u.requires_grad else None for u in us)
 
 

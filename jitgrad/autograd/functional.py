@@ -299,7 +299,9 @@ def _jacfwd(func, inputs, strict, vectorize):
     result = []
     for cols, o in zip(columns, outputs):  # cols: (N_in, *out_shape)
         cols = cols.permute(tuple(range(1, cols.ndim)) + (0,))
-        result.append(tuple(c.reshape(tuple(o.shape) + tuple(x.shape)) for c, x in zip(cols.split(numels, -1), inputs)))
+        # (no create_graph with forward mode: the tangents' history, if any, is not handed back)
+        result.append(tuple(c.reshape(tuple(o.shape) + tuple(x.shape)).detach()
+                            for c, x in zip(cols.split(numels, -1), inputs)))
     return _unpack(tuple(result), (out_tuple, in_tuple))
 
 

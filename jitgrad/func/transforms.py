@@ -22,10 +22,6 @@ from ._batched import LEVELS, move_out, unwrap_all, wrap_levels
 from .vmap import vmap
 
 _DEPTH = [0]  # open grad/vjp/jvp transforms: an inner one records its backward for the outer ones
-_REVERSE = [0]  # open grad/vjp transforms recording their function (forward mode inside them is refused)
-REVERSE_OVER_FORWARD = ("jitgrad.func: forward-mode transforms (jvp, jacfwd, linearize) inside reverse-mode ones (grad, "
-                        "vjp, jacrev) are not supported yet: the tangents would not be differentiated. Compose them "
-                        "the other way, forward over reverse (jacfwd(jacrev(f)), as hessian does).")
 
 
 # ------------------------------------------------------------------ arguments
@@ -152,7 +148,6 @@ def grad_and_value(func, argnums=0, has_aux=False):
         def main(output):
             return output[0] if has_aux and isinstance(output, tuple) and len(output) == 2 else output
         _DEPTH[0] += 1
-        _REVERSE[0] += 1
         try:
             with enable_grad():
                 output, pairs, levels = _record(run, flat, _levels_in((args, kwargs)), main)
@@ -173,7 +168,6 @@ def grad_and_value(func, argnums=0, has_aux=False):
                 grads = iter(_backward([output], [ones_like(output)], leaves, levels, create_graph))
         finally:
             _DEPTH[0] -= 1
-            _REVERSE[0] -= 1
         g = _pytree.unflatten([next(grads) if p[1] is not None else None for p in pairs], spec)
         value = _strip(output, create_graph)
         return g, ((value, _pytree.tree_map(lambda a: _strip(a, create_graph), aux)) if has_aux else value)
@@ -201,7 +195,6 @@ def vjp(func, *primals, has_aux=False):
     def main(output):
         return output[0] if has_aux and isinstance(output, tuple) and len(output) == 2 else output
     _DEPTH[0] += 1
-    _REVERSE[0] += 1
     try:
         with enable_grad():
             output, pairs, levels = _record(lambda inputs: func(*_pytree.unflatten(inputs, spec)), flat,
@@ -214,7 +207,6 @@ def vjp(func, *primals, has_aux=False):
                 output, aux = output
     finally:
         _DEPTH[0] -= 1
-        _REVERSE[0] -= 1
     flat_out, out_spec = _pytree.flatten(output)
     _check_tensors(flat_out, "vjp(f, *primals)", "outputs")
     leaves = [p[1] for p in pairs]
@@ -273,8 +265,7 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
                            "tangents with structure %s" % (api, p_spec, t_spec))
     _check_tensors(flat_p, api, "primals")
     _check_tensors(flat_t, api, "tangents")
-    if _REVERSE[0]:
-        raise NotImplementedError(REVERSE_OVER_FORWARD)
+    keep = _needs_graph(flat_p + flat_t)  # (an outer transform differentiates the results: their history stays)
     _DEPTH[0] += 1
     try:
         with fwAD.nested_level():  # (levels nest: jvp of jvp, jacfwd of jacfwd)
@@ -294,8 +285,8 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
             pairs = [_unpack(o) for o in flat_out]
     finally:
         _DEPTH[0] -= 1
-    primal_out = _pytree.unflatten([p for p, _ in pairs], out_spec)
-    tangent_out = _pytree.unflatten([t for _, t in pairs], out_spec)
+    primal_out = _pytree.unflatten([_strip(p, keep) for p, _ in pairs], out_spec)
+    tangent_out = _pytree.unflatten([_strip(t, keep) for _, t in pairs], out_spec)
     return (primal_out, tangent_out, aux) if has_aux else (primal_out, tangent_out)
 
 
@@ -411,11 +402,13 @@ def _transposed_batched(formula, s, outs, x, t):
     with u batched like t, so that each sample's product stays its own."""
     tp, levels = unwrap_all(t)
     batch = tuple(tp.shape[:len(levels)])
+    keep = fwAD._keeps_history(s, t)
     with enable_grad():  # (u: physical zeros, leaves, batched at t's levels)
-        us = [wrap_levels(o.detach().new_zeros(batch + tuple(o.shape)).requires_grad_(o.dtype.is_inexact),
+        us = [wrap_levels(o.detach().new_full(batch + tuple(o.shape), s.op.derivatives.transpose_at)
+                          .requires_grad_(o.dtype.is_inexact),
                           levels) for o in outs]
-        pulled = fwAD._pulled(formula, s, us, x, t, lambda r: unwrap_all(r)[0])
-    return tuple(None if j is None else wrap_levels(fwAD._detached(j), levels) for j in pulled)
+        pulled = fwAD._pulled(formula, s, us, x, t, lambda r: unwrap_all(r)[0], keep)
+    return tuple(None if j is None else wrap_levels(j if keep else fwAD._detached(j), levels) for j in pulled)
 
 
 fwAD.BATCHED_TRANSPOSE[0] = _transposed_batched

@@ -152,7 +152,7 @@ CUMPROD = register(Op("cumprod", _cumprod_forward, vjp=[_cumprod_grad], ref=_np_
 LOGCUMSUMEXP = register(Op("logcumsumexp", lambda xp, dt, x, dim: xp.scan("logcumsumexp", x, dim) if x.ndim else xp.copy(x),
                           vjp=[_logcumsumexp_grad], dtype="keep", ref=_np_logcumsumexp, samples=_scan_samples(False),
                           unsupported=no_kernel("logcumsumexp_out_cpu", "int64", "int32", "bool"), call=logcumsumexp,
-                          api=("logcumsumexp",), bench={"sizes": [(16, 16), (4096, 4096)]}))
+                          api=("logcumsumexp",), bench={"sizes": [(16, 16), (4096, 4096)]}, transpose_at=1.0))
 CUMMAX = register(Op("cummax", _cum_extreme_forward("cummax"), vjp=[_cum_extreme_grad], n_outputs=2,
                      outputs=("result", "indices"), dtype="keep", ref=_np_cum_extreme(np.maximum.accumulate),
                      samples=_scan_samples(False), call=cummax, api=("cummax",),

@@ -185,7 +185,8 @@ def test_multi_output_entries_carry_tangents():
         jg.manual_seed(0)
         with fwAD.dual_level():
             out = f(fwAD.make_dual(jg.tensor(x0), jg.tensor(t0)))
-            tangent = fwAD.unpack_dual(out).tangent.numpy()
+            # (the modules' parameters require grad: the tangent records its history, as PyTorch's does)
+            tangent = fwAD.unpack_dual(out).tangent.detach().numpy()
         runs = []
         for shift in (1e-6, -1e-6):
             jg.manual_seed(0)
@@ -213,3 +214,63 @@ def test_gradcheck_checks_forward_mode():
         return jg.Tensor._wrap(np.sin(x.detach().numpy())) + x * 0
     with pytest.raises(jg.autograd.GradcheckError, match="Jacobian computed with forward mode mismatch for output 0"):
         jg.autograd.gradcheck(outside_the_table, (x,), check_forward_ad=True, check_backward_ad=False)
+
+
+# ------------------------------------------------------------------ reverse mode over forward mode, per entry
+def _check_reverse_over_forward(name):
+    """d/dx <J(x) t, w> two ways: reverse mode through the tangent forward mode computed (its history kept), and
+    reverse over reverse (d/dx <J(x)^T w, t>, the double backward the op matrix checks)."""
+    op = OPS[name]
+    if not op.derivatives.double_backward:
+        pytest.skip("%s has no double backward to compare with" % name)
+    call = call_of(op)
+    rng = np.random.default_rng(len(name) + 7)
+    checked = 0
+    for args, kwargs in samples_of(op, np.float64):
+        leaves = []
+
+        def leaf(a):
+            if a.dtype.kind != "f":
+                return jg.tensor(a)
+            leaves.append(jg.tensor(a, requires_grad=True))
+            return leaves[-1]
+        try:
+            a, kw = build(args, kwargs, leaf)
+            tangents = [jg.tensor(rng.standard_normal(tuple(x.shape))) for x in leaves]
+            with fwAD.dual_level():
+                duals = iter([fwAD.make_dual(x, t) for x, t in zip(leaves, tangents)])
+                a2, kw2 = build(args, kwargs, lambda arr: next(duals) if arr.dtype.kind == "f" else jg.tensor(arr))
+                y, jvp = fwAD.unpack_dual(outputs(call(*a2, **kw2))[0])
+            if not leaves or not y.dtype.is_floating_point or jvp is None:
+                continue
+            w = jg.tensor(rng.standard_normal(tuple(y.shape)))
+            # (a tangent without history: J does not depend on x, so reverse over reverse must give zeros)
+            got = jg.autograd.grad((jvp * w).sum(), leaves, allow_unused=True) if jvp.requires_grad else \
+                [None] * len(leaves)
+            y2 = outputs(call(*a, **kw))[0]
+            g = jg.autograd.grad((y2 * w).sum(), leaves, create_graph=True, allow_unused=True)
+            inner = sum((gk * tk).sum() for gk, tk in zip(g, tangents) if gk is not None)
+            want = jg.autograd.grad(inner, leaves, allow_unused=True) if isinstance(inner, jg.Tensor) and \
+                inner.requires_grad else [None] * len(leaves)
+        except NotImplementedError:
+            continue
+        for a_, b_, x in zip(got, want, leaves):
+            a_ = np.zeros(tuple(x.shape)) if a_ is None else a_.numpy()
+            b_ = np.zeros(tuple(x.shape)) if b_ is None else b_.numpy()
+            np.testing.assert_allclose(a_, b_, rtol=1e-7, atol=1e-9, err_msg=name)
+        checked += 1
+    assert checked, "no sample of %s was checked" % name
+
+
+REV_SAMPLE = ENTRIES[2::8]
+
+
+@pytest.mark.parametrize("name", REV_SAMPLE)
+def test_entry_reverse_over_forward(name):
+    _check_reverse_over_forward(name)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(set(ENTRIES) - set(REV_SAMPLE)))
+def test_entry_reverse_over_forward_all(name):
+    _check_reverse_over_forward(name)
