@@ -217,6 +217,11 @@ def test_gradcheck_checks_forward_mode():
 
 
 # ------------------------------------------------------------------ reverse mode over forward mode, per entry
+def _dot(w, y):
+    """The real inner product <w, y> (Re sum(conj(w) y) for complex ones)."""
+    return (w.conj() * y).sum().real if y.dtype.is_complex else (w * y).sum()
+
+
 def _check_reverse_over_forward(name):
     """d/dx <J(x) t, w> two ways: reverse mode through the tangent forward mode computed (its history kept), and
     reverse over reverse (d/dx <J(x)^T w, t>, the double backward the op matrix checks)."""
@@ -241,14 +246,16 @@ def _check_reverse_over_forward(name):
                 duals = iter([fwAD.make_dual(x, t) for x, t in zip(leaves, tangents)])
                 a2, kw2 = build(args, kwargs, lambda arr: next(duals) if arr.dtype.kind == "f" else jg.tensor(arr))
                 y, jvp = fwAD.unpack_dual(outputs(call(*a2, **kw2))[0])
-            if not leaves or not y.dtype.is_floating_point or jvp is None:
+            if not leaves or not y.dtype.is_inexact or jvp is None:
                 continue
             w = jg.tensor(rng.standard_normal(tuple(y.shape)))
+            if y.dtype.is_complex:  # (a complex output: the real inner product Re <w, J t>)
+                w = jg.complex(w, jg.tensor(rng.standard_normal(tuple(y.shape))))
             # (a tangent without history: J does not depend on x, so reverse over reverse must give zeros)
-            got = jg.autograd.grad((jvp * w).sum(), leaves, allow_unused=True) if jvp.requires_grad else \
+            got = jg.autograd.grad(_dot(w, jvp), leaves, allow_unused=True) if jvp.requires_grad else \
                 [None] * len(leaves)
             y2 = outputs(call(*a, **kw))[0]
-            g = jg.autograd.grad((y2 * w).sum(), leaves, create_graph=True, allow_unused=True)
+            g = jg.autograd.grad(_dot(w, y2), leaves, create_graph=True, allow_unused=True)
             inner = sum((gk * tk).sum() for gk, tk in zip(g, tangents) if gk is not None)
             want = jg.autograd.grad(inner, leaves, allow_unused=True) if isinstance(inner, jg.Tensor) and \
                 inner.requires_grad else [None] * len(leaves)
