@@ -117,6 +117,11 @@ def complex(real, imag):
 
 def _complex_forward(xp, dt, re, im):
     _host(re, im)
+    return _pack(re, im)
+
+
+def _pack(re, im):
+    """The complex array re + i im (NumPy arrays or numbers of float32 or float64, broadcast)."""
     c = np.complex64 if re.dtype == np.float32 else np.complex128
     out = np.empty(np.broadcast_shapes(re.shape, im.shape), c)
     out.real, out.imag = re, im
@@ -132,7 +137,7 @@ def polar(abs, angle):
 
 def _polar_forward(xp, dt, r, theta):
     _host(r, theta)
-    return _complex_forward(xp, dt, r * np.cos(theta), r * np.sin(theta))
+    return _pack(r * np.cos(theta), r * np.sin(theta))
 
 
 def _complex_pair_samples(lo):
