@@ -607,3 +607,30 @@ def spmm_10k(lib):
 
 WORKLOADS["spmm_10k"] = spmm_10k
 BAR["spmm_10k"] = 1.0
+
+
+# ---------------------------------------------------------------------- torch.fft
+def rfft_irfft_1m(lib):
+    """rfft then irfft of 2^20 float32 values (forward: no input requires grad)."""
+    x = lib.from_numpy(_f32(np.random.default_rng(SEED), 1 << 20))
+
+    def step():
+        lib.fft.irfft(lib.fft.rfft(x), n=1 << 20)
+    return step
+
+
+def fft2_64x256(lib):
+    """A batched 2-D FFT of 64 x 256 x 256 complex64 values, forward and backward (backward with a given
+    complex gradient, so that the two transforms are all that runs)."""
+    rng = np.random.default_rng(SEED)
+    x = _leaf(lib, (_f32(rng, 64, 256, 256) + 1j * _f32(rng, 64, 256, 256)).astype(np.complex64))
+    g = lib.from_numpy((_f32(rng, 64, 256, 256) + 1j * _f32(rng, 64, 256, 256)).astype(np.complex64))
+
+    def step():
+        _clear(x)
+        lib.fft.fft2(x).backward(g)
+    return step
+
+
+WORKLOADS.update((f.__name__, f) for f in (rfft_irfft_1m, fft2_64x256))
+BAR.update({"rfft_irfft_1m": 1.2, "fft2_64x256": 1.2})

@@ -51,6 +51,7 @@ from ._memory_format import (channels_last, channels_last_3d, contiguous_format,
                              preserve_format)
 from ._dtype import (bool_ as bool, bfloat16, dtype, float16, float32, float64, get_default_dtype, int32,  # noqa: F401
                      int64, uint8)
+from ._dtype import complex64, complex128  # noqa: F401,E402
 from ._generator import Generator  # noqa: F401
 from ._factories import *  # noqa: F401,F403
 from ._factories import METHODS as _FACTORY_METHODS
@@ -63,6 +64,7 @@ from . import ops as _ops
 from .ops import FUNCTIONS as _FUNCTIONS
 from . import autograd  # noqa: F401
 from . import linalg  # noqa: F401,E402  (torch.linalg)
+from . import fft  # noqa: F401,E402  (torch.fft)
 from .autograd.anomaly import is_anomaly_check_nan_enabled, is_anomaly_enabled  # noqa: F401
 from .autograd.engine import tensor_backward as _tensor_backward
 
@@ -107,6 +109,7 @@ from . import onnx  # noqa: F401,E402  (torch.onnx; above compiler, whose captur
 
 float = float32
 double = float64
+cfloat, cdouble = complex64, complex128
 half = float16
 long = int64
 int = int32
@@ -142,3 +145,7 @@ def promote_types(type1, type2):
 
 def is_floating_point(input):
     return input.dtype.is_floating_point
+
+
+def is_complex(input):
+    return input.dtype.is_complex

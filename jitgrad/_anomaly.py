@@ -78,6 +78,6 @@ def check_nan(node, outs):
     if not STATE.anomaly_check_nan:
         return
     for i, g in enumerate(outs):
-        if g is not None and g.dtype.is_floating_point and np.isnan(g._data).any():
+        if g is not None and g.dtype.is_inexact and np.isnan(g._data).any():
             _forward_trace_warning(node)
             raise RuntimeError("Function '%s' returned nan values in its %dth output." % (node.name(), i))

@@ -61,12 +61,12 @@ def _infer_array(data, dtype=None):
     not an integer type, and every number must fit an integer ``dtype``."""
     if isinstance(data, Tensor):
         return data._host()
-    if isinstance(data, np.generic) and data.dtype.kind in "biuf":
+    if isinstance(data, np.generic) and data.dtype.kind in "biufc":
         data = np.asarray(data)  # a NumPy scalar keeps its dtype, as an array does
     if isinstance(data, np.ndarray):
-        if data.dtype.kind not in "biuf":
+        if data.dtype.kind not in "biufc":
             raise TypeError("can't convert np.ndarray of type numpy.%s. The only supported types are: float64, "
-                            "float32, float16, int64, int32, and bool." % data.dtype.name)
+                            "float32, float16, complex64, complex128, int64, int32, and bool." % data.dtype.name)
         return np.asarray(data)  # a subclass (np.memmap) as the CPU array it is
     if isinstance(data, (str, bytes)):
         raise TypeError("new(): invalid data type '%s'" % type(data).__name__)
@@ -82,13 +82,15 @@ def _infer_array(data, dtype=None):
     except ValueError as e:
         raise ValueError(str(e)) from None
     kind = arr.dtype.kind
-    if kind not in "bif" or kind == "f" and isinstance(_first(data), int) and arr.max() >= 2.0 ** 63:
+    if kind not in "bifc" or kind == "f" and isinstance(_first(data), int) and arr.max() >= 2.0 ** 63:
         arr = _unusual(data, arr, dtype)  # (the last: ints beyond int64 among int64 ones, which NumPy reads as floats)
         kind = arr.dtype.kind
     if kind in "iu":
         arr = arr.astype(np.int64)
     elif kind == "f" and dtype is None:
         arr = arr.astype(D.get_default_dtype().np)
+    elif kind == "c" and dtype is None:  # Python complex numbers: the default dtype's complex twin, as PyTorch
+        arr = arr.astype(D.get_default_dtype().to_complex().np)
     if dtype is not None and dtype.category == 1 and arr.size and kind in "if":
         info = np.iinfo(dtype.np)
         if arr.dtype.kind == "f" and not np.isfinite(arr).all() or arr.min() < info.min or arr.max() > info.max:
@@ -199,7 +201,7 @@ def _from_cuda_array(obj):
     arr = obj if hasattr(obj, "copy_to_host") else cuda.as_cuda_array(obj)
     if np.dtype(arr.dtype) not in D.FROM_NP:
         raise TypeError("can't convert a CUDA array of type %s. The only supported types are: float64, float32, "
-                        "float16, int64, int32, and bool." % np.dtype(arr.dtype).name)
+                        "float16, complex64, complex128, int64, int32, and bool." % np.dtype(arr.dtype).name)
     return Tensor._wrap(arr)
 
 
@@ -223,7 +225,7 @@ def from_numpy(ndarray):
             raise ValueError("given numpy array has byte order different from the native byte order. Conversion "
                              "between byte orders is currently not supported.")
         raise TypeError("can't convert np.ndarray of type numpy.%s. The only supported types are: float64, float32, "
-                        "float16, int64, int32, and bool." % ndarray.dtype.name)
+                        "float16, complex64, complex128, int64, int32, and bool." % ndarray.dtype.name)
     return Tensor._wrap(_shared(ndarray))
 
 
@@ -376,7 +378,7 @@ def eye(n, m=None, *, dtype=None, device=None, requires_grad=False):
 
 
 def _float_only(d, kernel):
-    if not d.is_floating_point:
+    if not d.is_inexact:
         raise NotImplementedError("\"%s\" not implemented for '%s'" % (kernel, d.scalar_type))
     return d
 
@@ -417,6 +419,9 @@ def rand(*size, generator=None, dtype=None, device=None, requires_grad=False, ou
         digits = ml_dtypes.finfo(d.np).nmant + 1
         return _random(lambda r, s: r.integers(0, 1 << digits, s) * 2.0 ** -digits, size, "rand", generator, d, device,
                        requires_grad, out)
+    if d.is_complex:  # real and imaginary parts each uniform on [0, 1), as PyTorch draws them
+        return _random(lambda r, s: _complex_draw(r.random(s + (2,), dtype=d.to_real().np)), size, "rand", generator,
+                       d, device, requires_grad, out)
     return _random(lambda r, s: r.random(s, dtype=d.np), size, "rand", generator, d, device, requires_grad, out)
 
 
@@ -424,8 +429,17 @@ def randn(*size, generator=None, dtype=None, device=None, requires_grad=False, o
           pin_memory=False):
     """Standard normal samples."""
     d = _float_only(_dt(_out_dtype(dtype, out)), "normal_kernel_cpu")
+    if d.is_complex:  # real and imaginary parts each of variance 1/2 (E|z|^2 = 1), as PyTorch draws them
+        return _random(lambda r, s: _complex_draw(r.standard_normal(s + (2,), dtype=d.to_real().np) * np.sqrt(0.5)),
+                       size, "randn", generator, d, device, requires_grad, out)
     return _random(lambda r, s: r.standard_normal(s, dtype=d.compute.np), size, "randn", generator, d, device, requires_grad,
                    out)
+
+
+def _complex_draw(parts):
+    """Complex values from a real array of shape (..., 2): (real, imaginary) pairs."""
+    parts = np.ascontiguousarray(parts)
+    return parts.view(np.complex64 if parts.dtype == np.float32 else np.complex128)[..., 0]
 
 
 def randint(low=0, high=None, size=None, *, generator=None, dtype=None, device=None, requires_grad=False,

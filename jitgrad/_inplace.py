@@ -10,6 +10,7 @@ import numpy as np
 
 from ._anomaly import note_inplace
 from ._device import backend
+from ._dtype import check_scalar
 from ._grad_mode import SPECIAL, STATE, no_grad
 from ._graph import Node, edge, overlaps
 from ._index_key import _is_basic, normalize_key
@@ -18,7 +19,7 @@ from ._tensor import Tensor, has_tangent
 from ._trace_hooks import side_effect
 
 _CAST_NAMES = {"float32": "Float", "float64": "Double", "int64": "Long", "int32": "Int", "bool": "Bool",
-               "float16": "Half", "bfloat16": "BFloat16"}
+               "float16": "Half", "bfloat16": "BFloat16", "complex64": "ComplexFloat", "complex128": "ComplexDouble"}
 
 
 def check_inplace(t):
@@ -94,6 +95,8 @@ def inplace(self, fn, args, kwargs):
         if done is not None:
             return done
     check_inplace(self)
+    if self.dtype.is_complex and fn.__name__ == "abs":  # (its result is real: PyTorch has no in-place form of it)
+        raise RuntimeError("In-place abs is not supported for complex tensors.")
     record = STATE.grad_enabled and (self._requires_grad or any(
         isinstance(a, Tensor) and a._requires_grad for a in list(args) + list(kwargs.values())))
     if not record:
@@ -140,8 +143,10 @@ def setitem(self, key, value):
         raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place operation.")
     check_inplace(self)
     if not isinstance(value, Tensor):
-        if not isinstance(value, (bool, int, float, np.number, np.bool_)):
+        if not isinstance(value, (bool, int, float, complex, np.number, np.bool_)):
             raise TypeError("can't assign a %s to a %s" % (type(value).__name__, self.type()))
+        if isinstance(value, (complex, np.complexfloating)):  # (into a real tensor: PyTorch's error)
+            check_scalar(value, self.dtype)
         value = Tensor._wrap(np.asarray(value, dtype=self.dtype.np))
     elif value.ndim:
         value = _fit_value(self, key, value)
@@ -210,7 +215,7 @@ def copy_slices(base, chain, key, value, op_name="__setitem__"):
     """Write ``value`` into ``region(base)`` and record it as a CopySlices node on ``base``."""
     old = (base.grad_fn, base._output_nr) if base.grad_fn is not None else None
     _write(base, value, chain, key, op_name)
-    node = CopySlices((old, edge(value) if value.dtype.is_floating_point else None))
+    node = CopySlices((old, edge(value) if value.dtype.is_inexact else None))
     node.chain, node.key, node.base_shape = chain, key, base.shape
     node.value_meta = (value.shape, value.dtype)
     base.grad_fn, base._output_nr, base._requires_grad = node, 0, True

@@ -14,6 +14,7 @@ import numpy as np
 from . import _dtype as D
 from ._device import cuda_backend
 from .kernels import config as KERNEL_CONFIG, cpu as CPU_BACKEND
+from .kernels.scalars import COMPLEX as COMPLEX_KERNELS
 from ._grad_mode import SPECIAL, STATE
 from ._layout import SparseMeta
 from . import _op_node
@@ -63,6 +64,10 @@ class TypeRule:
     # device type -> PyTorch's autocast cast policy for the op ("lower_precision_fp": floating inputs to the
     # autocast dtype, "fp32": to float32), applied by its public function (ops._table.autocasts)
     autocast: dict
+    # whether the entry takes complex64/complex128 operands (PyTorch has a complex kernel for it); others get
+    # ``unsupported``'s error for the complex dtype, or '"<name>" not implemented for 'ComplexFloat''. An
+    # elementwise entry computes complex values with its kernel's complex twin (kernels.scalars.COMPLEX).
+    complex: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +107,7 @@ class Op:
                  broadcast=False, bench=None, keep_inputs=(), double_backward=True, unsupported=EMPTY, call=None,
                  params=EMPTY, api=(), method=True, function=True, inplace=False, operators=(), module=None,
                  reduced_precision=None, original_scalars=False, autocast=EMPTY, value_shaped=None, linear=(),
-                 scalar_nodes=None, transpose_at=0.0):
+                 scalar_nodes=None, complex=None, transpose_at=0.0):
         self.name = name
         self.forward = forward  # forward(xp, np_dtype, *arrays, **params) -> array or tuple of arrays
         # names of the positional tensor inputs ('self', 'other'); None: any number of them (cat, stack),
@@ -117,8 +122,10 @@ class Op:
         # params -> whether the output's shape depends on the operands' values (unique, a boolean-mask index):
         # jitgrad.compile ends its graph there rather than freeze the shape of the call it traced
         self.value_shaped = value_shaped
-        self.types = TypeRule(dtype, unsupported, reduced_precision or ("native" if view else "float32"),
-                              original_scalars, frozenset(keep_inputs), autocast)
+        reduced_precision = reduced_precision or ("native" if view else "float32")
+        # (an entry that only moves values, views and copies, moves complex ones as well)
+        self.types = TypeRule(dtype, unsupported, reduced_precision, original_scalars, frozenset(keep_inputs),
+                              autocast, reduced_precision == "native" if complex is None else complex)
         self.exposure = Exposure(call, tuple(api), method, function, inplace, tuple(operators), module, params)
         self.tests = TestData(samples, ref, bench)
         vjp = tuple(vjp) + (None,) * (n - len(vjp))
@@ -212,7 +219,7 @@ def _saved_names(inputs, outputs, formula, fused):
 def _check_operands(op, args):
     """PyTorch's TypeError for an operand that is neither a tensor nor a number (None: optional inputs only)."""
     for i, a in enumerate(args):
-        if a is None and op.broadcast or not (a is None or isinstance(a, (Tensor, bool, int, float, np.number))):
+        if a is None and op.broadcast or not (a is None or isinstance(a, (Tensor, bool, int, float, complex, np.number))):
             name = op.inputs[i] if op.inputs and i < len(op.inputs) else "tensors"
             name = "input" if name == "self" else name
             raise TypeError("%s(): argument '%s' (position %d) must be Tensor, not %s"
@@ -224,7 +231,7 @@ def _result_dtypes(rule, args, unsupported=EMPTY):
     for a in args:
         if isinstance(a, Tensor):
             (dims if a.ndim else zero_dims).append(a.dtype)
-        elif isinstance(a, (bool, int, float, np.number, np.bool_)):
+        elif isinstance(a, (bool, int, float, complex, np.number, np.bool_)):
             scalars.append(D.scalar_dtype(a.item() if isinstance(a, np.generic) else a))
         elif a is not None:
             raise TypeError("expected a Tensor or a number, but got %s" % type(a).__name__)
@@ -232,8 +239,13 @@ def _result_dtypes(rule, args, unsupported=EMPTY):
     if t is not None and t.name in unsupported:
         exc, msg = unsupported[t.name]
         raise exc(msg)
-    if rule == "float" and not t.is_floating_point:
+
+    if rule in ("float", "float_real") and t.category < 2:  # (complex stays complex)
         t = D.get_default_dtype()
+    if rule == "real":  # abs: a complex operand gives its parts' dtype
+        return t, t.to_real()
+    if rule == "float_real":  # angle: "float", and a complex operand gives its parts' dtype
+        return t, t.to_real()
     if rule == "bool":
         return t, D.bool_
     if rule == "int64":
@@ -310,7 +322,7 @@ def dispatch(op, args, params=EMPTY, profiled=False):
     plan = op._dtypes.get(tuple(key))
     if plan is None:
         plan = op._dtypes[tuple(key)] = _plan(op, args)
-    cnp, convert, out_dtype, loop, rnd, via = plan
+    cnp, convert, out_dtype, loop, rnd, via, kernel = plan
     xp = CPU_BACKEND if kind is np.ndarray or kind is None else cuda_backend()
     if convert:
         if via is not None:  # operands rounded to the float16/bfloat16 result type first, as PyTorch casts them
@@ -327,7 +339,7 @@ def dispatch(op, args, params=EMPTY, profiled=False):
             out = np.empty(shape, out_dtype)
             loop(*arrays, out)
         else:
-            out = xp.run(op.kernel, out_dtype, *arrays)
+            out = xp.run(kernel, out_dtype, *arrays)
     else:
         out = op.forward(xp, cnp, *arrays, **params)
     if rnd is not None:  # float16/bfloat16 operands: computed in float32, rounded to the storage dtype
@@ -340,7 +352,7 @@ def dispatch(op, args, params=EMPTY, profiled=False):
     return record(op, args, params, out, grad)
 
 
-_NUMBER_TYPES = frozenset((bool, int, float))
+_NUMBER_TYPES = frozenset((bool, int, float, complex))
 
 
 class Plan(NamedTuple):
@@ -351,6 +363,7 @@ class Plan(NamedTuple):
     loop: object  # its serial flat loop for operands of one shape, or None
     round_to: object  # the storage dtype to round floating results to (float16/bfloat16), or None
     via: object  # (that dtype, operand positions to round to it before converting), or None
+    kernel: str  # the elementwise entry's scalar function for these operands (complex ones: its complex twin)
 
 
 def _plan(op, args):
@@ -363,6 +376,11 @@ def _plan(op, args):
     _check_operands(op, args)
     rule = op.types
     t, out = _result_dtypes(rule.rule, args, rule.unsupported)
+    kernel = op.kernel
+    if t is not None and t.is_complex:
+        if not rule.complex:
+            raise NotImplementedError("\"%s\" not implemented for '%s'" % (op.name, t.scalar_type))
+        kernel = COMPLEX_KERNELS.get(kernel, kernel)
     c = t if rule.reduced_precision == "native" else t.compute
     compute = c.np
     rnd = t.np if c is not t and out is t else None
@@ -375,14 +393,15 @@ def _plan(op, args):
     via = (t.np, through) if through else None
     convert = tuple(i for i, a in enumerate(args)
                     if not isinstance(a, Tensor) or a._data.dtype != compute and i not in rule.keep_inputs or i in through)
-    out_dtype = None if op.kernel is None else np.dtype(op.kernel_out or compute)
+    out_dtype = None if op.kernel is None else np.dtype(op.kernel_out or (out.np if t.is_complex and not out.is_complex
+                                                                          else compute))
     # an elementwise entry whose operands are tensors of one shape and numbers (no 0-d tensors): its
     # serial flat loop for this pattern of arrays and scalars, which dispatch calls on 1-D operands
     loop = None
     if out_dtype is not None and all(a is not None and (not isinstance(a, Tensor) or a.ndim) for a in args) and \
             any(isinstance(a, Tensor) for a in args):
-        loop = CPU_BACKEND.flat_loop(op.kernel, tuple(isinstance(a, Tensor) for a in args))
-    return Plan(compute, convert, out_dtype, loop, rnd, via)
+        loop = CPU_BACKEND.flat_loop(kernel, tuple(isinstance(a, Tensor) for a in args))
+    return Plan(compute, convert, out_dtype, loop, rnd, via, kernel)
 
 
 def _cast(xp, a, to):

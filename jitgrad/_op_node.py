@@ -4,7 +4,7 @@ import numpy as np
 from ._device import backend, may_share_memory
 from .kernels import config as KERNEL_CONFIG, cpu as CPU_BACKEND
 from ._grad_mode import SPECIAL, STATE
-from ._dtype import FLOATING_NP, FROM_NP, REDUCED_NP
+from ._dtype import FROM_NP, INEXACT_NP, REDUCED_NP
 from ._factories import zeros
 from ._anomaly import record_trace
 from ._graph import NO_EDGE, SEQUENCE, Node, accumulate_node
@@ -25,9 +25,12 @@ class OpNode(Node):
             grads[k] if grads[k] is not None else self._zeros_for_output(k) for k in range(op.n_outputs))
         # no graph of the backward: the entry's fused kernels where it has them (variadic entries have none)
         fused = op.derivatives.fused if not STATE.grad_enabled and not op.variadic else None
-        # a backward that jitgrad.compile traces records the entry's fused kernels as ops (Derivatives.fused_ops)
-        traced = fused is None and SPECIAL[0] and not op.variadic and getattr(STATE.capture, "fused_vjps", False)
         meta = self.input_meta
+        if fused is not None and _is_complex(g, meta):
+            fused = None  # the fused kernels are real math: complex gradients run the formulas (with their conj)
+        # a backward that jitgrad.compile traces records the entry's fused kernels as ops (Derivatives.fused_ops)
+        traced = fused is None and SPECIAL[0] and not op.variadic and getattr(STATE.capture, "fused_vjps", False) \
+            and not _is_complex(g, meta)
         out = []
         for i, nf in enumerate(self.next_functions):
             if nf[0] is None:
@@ -50,6 +53,8 @@ class OpNode(Node):
                 if d.shape != shape:
                     gi = gi.sum_to_size(shape)
                 if d.dtype != dtype:
+                    if d.dtype.kind == "c" and dtype.kind != "c":
+                        gi = gi.real  # a real input's gradient is the real part (PyTorch's handle_r_to_c)
                     gi = gi.to(FROM_NP[dtype])
             out.append(gi)
         return out
@@ -92,6 +97,17 @@ class OpNode(Node):
         for v in self.saved.values():
             if v.__class__ is SavedTensor:
                 v.release()
+
+
+def _is_complex(g, meta):
+    """Whether a node's output gradient or one of its differentiable inputs is complex."""
+    for t in g if g.__class__ is tuple else (g,):
+        if t is not None and t._data.dtype.kind == "c":
+            return True
+    for m in meta:
+        if m is not None and m[1].kind == "c":
+            return True
+    return False
 
 
 def _reduced_operands(node, g):
@@ -310,7 +326,7 @@ def _attach(op, args, params, outs):
         a = args[i]
         saved[name] = save_input(a) if isinstance(a, Tensor) else a
     for k, o in enumerate(outs):
-        if o._data.dtype in FLOATING_NP:
+        if o._data.dtype in INEXACT_NP:
             o.grad_fn = node
             if k:
                 o._output_nr = k

@@ -63,6 +63,8 @@ def format_array(a, indent):
     elif a.dtype.kind in "iu":
         base = lambda v: str(int(v))  # noqa: E731
         values = shown
+    elif a.dtype.kind == "c":
+        return _format(a, _complex_formatter(shown), indent, summarize), None
     else:
         shown = shown.astype(np.float64)
         spec = _float_format(shown)
@@ -73,6 +75,28 @@ def format_array(a, indent):
         return base(v).rjust(fmt.width)
     fmt.width = max((len(base(v)) for v in values), default=1)
     return _format(a, fmt, indent, summarize), fmt
+
+
+def _part_formatter(parts):
+    """One part's (real or imaginary) formatter: PyTorch formats each part from its own values."""
+    spec = _float_format(parts)
+    base = lambda v: _special(v) or spec % v  # noqa: E731
+    return base, max((len(base(v)) for v in parts[np.isfinite(parts) & (parts != 0)]), default=1)
+
+
+def _complex_formatter(shown):
+    """PyTorch's complex elements: the real part right-justified, then the signed imaginary part and 'j' (not
+    padded: PyTorch strips its padding)."""
+    re, re_width = _part_formatter(shown.real.astype(np.float64))
+    im, im_width = _part_formatter(shown.imag.astype(np.float64))
+
+    def fmt(v):
+        imag = im(v.imag)
+        if imag[0] not in "+-":
+            imag = "+" + imag
+        return re(v.real).rjust(re_width) + imag + "j"
+    fmt.width = re_width + im_width + 1
+    return fmt
 
 
 def tensor_repr(t, prefix="tensor("):
@@ -86,7 +110,7 @@ def tensor_repr(t, prefix="tensor("):
     if t.device.type != "cpu":
         suffix.append("device='%s'" % t.device)
     d = t.dtype
-    if d not in (D.get_default_dtype(), D.int64, D.bool_) or (a.size == 0 and d is not D.get_default_dtype()):
+    if d not in (D.get_default_dtype(), D.get_default_dtype().to_complex(), D.int64, D.bool_) or (a.size == 0 and d is not D.get_default_dtype()):
         suffix.append("dtype=%r" % d)
     if t.grad_fn is not None:
         suffix.append("grad_fn=<%s>" % t.grad_fn.name())

@@ -201,6 +201,9 @@ class Tensor:
     def is_floating_point(self):
         return self.dtype.is_floating_point
 
+    def is_complex(self):
+        return self.dtype.is_complex
+
     def is_inference(self):
         return self._inference
 
@@ -251,7 +254,7 @@ class Tensor:
             raise RuntimeError(
                 "you can only change requires_grad flags of leaf variables. If you want to use a computed variable "
                 "in a subgraph that doesn't require differentiation use var_no_grad = var.detach().")
-        if requires_grad and not self.dtype.is_floating_point:
+        if requires_grad and not self.dtype.is_inexact:
             raise RuntimeError(not_float_error)
         if requires_grad and self._inference and not STATE.inference:
             raise RuntimeError("Setting requires_grad=True on inference tensor outside InferenceMode is not allowed.")
@@ -406,11 +409,11 @@ class Tensor:
 
     def __float__(self):
         value_read("float(tensor)")
-        return float(self._scalar())
+        return float(_real_scalar(self._scalar(), "double"))
 
     def __int__(self):
         value_read("int(tensor)")
-        return int(self._scalar())
+        return int(_real_scalar(self._scalar(), "int64_t"))
 
     def _scalar(self):
         if self._data.size != 1:
@@ -419,7 +422,7 @@ class Tensor:
 
     def __index__(self):
         value_read("a tensor used as an index")
-        if self.dtype.is_floating_point or self._data.size != 1:
+        if self.dtype.is_inexact or self._data.size != 1:
             raise TypeError("only integer tensors of a single element can be converted to an index")
         return int(self.item())
 
@@ -543,6 +546,15 @@ class Tensor:
 
     def cuda(self, device=None, non_blocking=False):
         return self.to("cuda" if device is None else device)
+
+
+def _real_scalar(v, c_type):
+    """A complex tensor's value as a real number: PyTorch's error unless its imaginary part is 0."""
+    if v.__class__ is complex:
+        if v.imag:
+            raise RuntimeError("value cannot be converted to type %s without overflow" % c_type)
+        return v.real
+    return v
 
 
 def has_tangent(t):

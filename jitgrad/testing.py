@@ -207,7 +207,7 @@ def make_tensor(*shape, dtype, device=None, low=None, high=None, requires_grad=F
         shape = tuple(shape[0])
     shape = tuple(int(s) for s in shape)
     dt = D.FROM_NP[np.dtype(dtype.np)] if isinstance(dtype, D.dtype) else D.FROM_NP[np.dtype(dtype)]
-    if requires_grad and not dt.is_floating_point:
+    if requires_grad and not dt.is_inexact:
         raise ValueError("make_tensor: requires_grad must be False for integral dtype")
     rng = numpy_rng(None)
     full = shape[:-1] + (shape[-1] * 2,) if noncontiguous and shape and shape[-1] > 1 else shape

@@ -10,6 +10,7 @@ from . import conv  # noqa: F401
 from . import pool  # noqa: F401
 from . import loss  # noqa: F401
 from . import linalg  # noqa: F401  (LAPACK: decompositions and solvers)
+from . import fft  # noqa: F401  (pocketfft through rocket-fft)
 from .elementwise import flat_loop, run  # noqa: F401
 from .index import index_add, one_hot, scatter_add  # noqa: F401
 from .random import multinomial  # noqa: F401

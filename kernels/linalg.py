@@ -479,6 +479,20 @@ def eigh(a, lower, vectors):
     return w.reshape(batch + (n,)), (_back(f, batch) if vectors else None)
 
 
+def eig(a, vectors):
+    """(eigenvalues, right eigenvectors as unit-norm columns or None), complex, or None where the input holds infs or
+    NaNs: geev through NumPy's LAPACK (a real input's conjugate pairs become complex columns, as in PyTorch's)."""
+    if not np.isfinite(a).all():
+        return None
+    cdt = np.complex64 if a.dtype in (np.float32, np.complex64) else np.complex128
+    if not a.size:
+        return np.zeros(a.shape[:-1], cdt), (np.zeros(a.shape, cdt) if vectors else None)
+    if vectors:
+        w, v = np.linalg.eig(a)
+        return w.astype(cdt, copy=False), v.astype(cdt, copy=False)
+    return np.linalg.eigvals(a).astype(cdt, copy=False), None
+
+
 def svd(a, full_matrices, vectors):
     """(U, S, Vh): gesdd; U and Vh None without ``vectors``."""
     batch, (m, n) = a.shape[:-2], a.shape[-2:]

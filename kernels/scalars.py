@@ -6,6 +6,7 @@ them here when kernels/elementwise.py imports it. The CPU loops (kernels/element
 (kernels/cuda/elementwise.py) are generated from them. They read vexp, vtanh, vsigmoid, like and np as
 globals of this module, which device backends swap for their own versions.
 """
+import cmath
 import hashlib
 import math
 import os
@@ -663,6 +664,59 @@ _GAMMA_UV2 = (0.040121004, -0.0065914022, -0.0026286047, -0.0013441777, 0.017050
 # the scalar functions the ones above call (S_<name>: a device backend compiles its own version of each)
 S_digamma, S_zeta, S_lgamma, S_i0e, S_i1e, S_erfcx = (SCALARS[n] for n in ("digamma", "zeta", "lgamma", "i0e", "i1e",
                                                                             "erfcx"))
+
+
+# ---------------------------------------------------------------- complex twins
+# The scalar functions above whose math is real (libm's math.*, the vector exp and tanh) have a complex twin
+# here; dispatch runs the twin on complex64/complex128 operands. The rest (add, mul, div, pow, neg, square,
+# reciprocal, eq, ne, where, abs, isnan) are the same Python arithmetic on complex numbers, and run as they are.
+@scalar
+def complex_exp(x): return cmath.exp(x)
+@scalar
+def complex_expm1(x): return cmath.exp(x) - 1
+@scalar
+def complex_log(x): return cmath.log(x)
+@scalar
+def complex_log1p(x): return cmath.log(1 + x)
+@scalar
+def complex_log2(x): return cmath.log(x) / math.log(2.0)
+@scalar
+def complex_log10(x): return cmath.log10(x)
+@scalar
+def complex_sqrt(x): return cmath.sqrt(x)
+@scalar
+def complex_rsqrt(x): return 1 / cmath.sqrt(x)
+@scalar
+def complex_sin(x): return cmath.sin(x)
+@scalar
+def complex_cos(x): return cmath.cos(x)
+@scalar
+def complex_tan(x): return cmath.tan(x)
+@scalar
+def complex_sinh(x): return cmath.sinh(x)
+@scalar
+def complex_cosh(x): return cmath.cosh(x)
+@scalar
+def complex_tanh(x): return cmath.tanh(x)
+@scalar
+def complex_sigmoid(x): return 1 / (1 + cmath.exp(-x))
+@scalar
+def complex_isfinite(x): return cmath.isfinite(x)
+@scalar
+def complex_isinf(x): return cmath.isinf(x)
+@scalar
+def complex_isnan(x): return cmath.isnan(x)
+@scalar
+def angle(x): return math.pi if x < 0 else (x if x != x else 0.0 * x)  # a real number's: 0 or pi, NaN stays
+@scalar
+def complex_angle(x): return cmath.phase(x)
+@scalar
+def conj_physical(x): return x  # a real number's conjugate
+@scalar
+def complex_conj_physical(x): return x.conjugate()
+
+
+COMPLEX = {n[len("complex_"):]: n for n in SCALARS if n.startswith("complex_")}  # kernel -> its complex twin
 
 
 def _sources_stamp(*files):

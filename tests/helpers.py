@@ -69,7 +69,7 @@ def tensors_for(args, kwargs, requires_grad):
 
     def leaf(a):
         t = jg.from_numpy(copy_layout(a))
-        if requires_grad and a.dtype.kind == "f":
+        if requires_grad and a.dtype.kind in "fc":
             t.requires_grad_()
             inputs.append(t)
         return t
@@ -140,6 +140,8 @@ def scalar_inputs(name, dtype, rng):
         else:
             a = rng.uniform(-2, 2, shape)
             a[np.abs(a) < 1e-3] = 0.5  # keep away from 0 (1/x, log)
+        if name.startswith("complex_"):  # a complex twin (kernels/scalars.py): complex values of dtype's width
+            a = (a + 1j * rng.uniform(-2, 2, shape)).astype(np.complex64 if dtype == np.float32 else np.complex128)
         args.append(a.astype(dtype) if a.dtype.kind == "f" else a)
     args += [np.dtype(dtype).type(v) for v in PARAM_VALUES.get(name, [])]
     return args

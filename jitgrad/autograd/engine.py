@@ -35,7 +35,8 @@ def _root_grads(tensors, grad_tensors, what="grad"):
             if t.numel() != 1:
                 raise RuntimeError("grad can be implicitly created only for scalar outputs")
             if not t.dtype.is_floating_point:
-                raise RuntimeError("grad can be implicitly created only for real scalar outputs but got " + t.dtype.name)
+                raise RuntimeError("grad can be implicitly created only for real scalar outputs but got %r"
+                                   % t.dtype)
             d = t._data
             g = Tensor._wrap(backend(d).full(d.shape, 1, d.dtype))
         elif not isinstance(g, Tensor):

@@ -120,9 +120,9 @@ def make_dual(tensor, tangent, *, level=None):
     if not _L.open:
         raise RuntimeError("Trying to create a dual Tensor for forward AD but no level exists, make sure to "
                            "enter_dual_level() first.")
-    if not tensor.dtype.is_floating_point:
+    if not tensor.dtype.is_inexact:
         raise ValueError("Expected primal to be floating point or complex, but got: %s" % tensor.dtype)
-    if not tangent.dtype.is_floating_point:
+    if not tangent.dtype.is_inexact:
         raise ValueError("Expected tangent to be floating point or complex, but got: %s" % tangent.dtype)
     _check_size(tensor, tangent)
     out = tensor.view_as(tensor)  # (a view, as PyTorch's: it shares the primal's storage and version)
@@ -309,7 +309,7 @@ def _owned(jvps, tangents):
 
 
 def _differentiable(o):
-    return o.dtype.is_floating_point
+    return o.dtype.is_inexact
 
 
 def _jvp(op, args, params, outs, tangents):
@@ -331,7 +331,12 @@ def _jvp(op, args, params, outs, tangents):
             terms = (dispatch(op, args[:k] + (t,) + args[k + 1:], params),)
         elif elementwise:  # a diagonal Jacobian: the formula applied to the tangent is the JVP
             out = outs[0]
-            terms = (formula(t.expand(out.shape) if tuple(t.shape) != tuple(out.shape) else t, s),)
+            t = t.expand(out.shape) if tuple(t.shape) != tuple(out.shape) else t
+            if t.dtype.is_complex or out.dtype.is_complex:  # the formula gives conj(f'(z)) g: J t is its conjugate
+                j = formula(t.conj(), s).conj()  # at conj(t) (a real output keeps the real part: abs, angle)
+                terms = (j.real if j.dtype.is_complex and not out.dtype.is_complex else j,)
+            else:
+                terms = (formula(t, s),)
         else:
             s.__dict__.pop("_fused_parts", None)  # (parts a formula cached for another input's gradients)
             terms = _transposed(formula, s, outs, args[k], t)
@@ -384,7 +389,8 @@ def _pulled(formula, s, us, x, t, unwrap, keep=False):
         return (None,) * len(us)
     if tuple(v.shape) != tuple(x.shape):
         v = v.sum_to_size(x.shape)
-    r = unwrap((v * t).sum())
+    # <v, t>: Re(sum(conj(v) t)) for complex ones, whose gradient in u (PyTorch's convention) is J t
+    r = unwrap((v.conj() * t).sum().real if v.dtype.is_complex or t.dtype.is_complex else (v * t).sum())
     # (outer levels open: the backward's formulas run as table ops, carrying their tangents on)
     grads = iter(engine.grad([r], [unwrap(u) for u in leaves], [r.new_ones(r.shape)], allow_unused=True,
                              create_graph=keep or STATE.dual is not None))

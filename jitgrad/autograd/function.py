@@ -209,7 +209,7 @@ class Function(metaclass=_FunctionMeta):
                 return outs[0] if single else outs
             return outputs
         # next_functions lists the tensor inputs only, as PyTorch's does
-        ctx.next_functions = tuple((edge(a) if a.dtype.is_floating_point else None) or NO_EDGE
+        ctx.next_functions = tuple((edge(a) if a.dtype.is_inexact else None) or NO_EDGE
                                    for t, a in zip(is_tensor, args) if t)
         ctx._in_meta = [(a._data.shape, a.dtype) if t else None for t, a in zip(is_tensor, args)]
         dirty = {id(t) for t in ctx.dirty_tensors}
@@ -228,7 +228,7 @@ class Function(metaclass=_FunctionMeta):
                     raise RuntimeError("a leaf Variable that requires grad has been used in an in-place operation.")
                 o._vc[0] += 1
             meta.append((o.shape, o.dtype))
-            if id(o) not in non_diff and o.dtype.is_floating_point:
+            if id(o) not in non_diff and o.dtype.is_inexact:
                 o.grad_fn, o._output_nr, o._requires_grad = ctx, k, True
             wrapped.append(o)
         ctx._out_meta = meta
@@ -265,7 +265,7 @@ def _forward_tangents(cls, ctx, args, is_tensor, outs):
                            % (len(outs), len(res)))
     non_diff = {id(t) for t in ctx.non_differentiable}
     for o, t in zip(outs, res):
-        if isinstance(o, Tensor) and t is not None and id(o) not in non_diff and o.dtype.is_floating_point:
+        if isinstance(o, Tensor) and t is not None and id(o) not in non_diff and o.dtype.is_inexact:
             forward_ad.set_tangent(o, t)
 
 
@@ -291,7 +291,7 @@ def once_differentiable(fn):
                                              for a in args))
         res = []
         for o in outs:
-            if isinstance(o, Tensor) and o.dtype.is_floating_point:
+            if isinstance(o, Tensor) and o.dtype.is_inexact:
                 o = o._alias(grad_fn=err)
             res.append(o)
         return tuple(res) if isinstance(out, tuple) else res[0]

@@ -16,6 +16,7 @@ import numpy as np
 from .._factories import zeros_like
 from .._graph import Node, edge
 from .._tensor import Tensor
+from ..ops.complex import complex as _complex
 from ..ops.shape import stack
 from . import forward_ad
 from .engine import VMAP, grad
@@ -102,7 +103,7 @@ def _check_inputs(inputs):
     for i, x in enumerate(inputs):
         if not _requires_grad(x):
             continue
-        if x.dtype.name != "float64":
+        if x.dtype.name not in ("float64", "complex128"):
             warnings.warn("Input #%d requires gradient and is not a double precision floating point or complex. This "
                           "check will likely fail if all the inputs are not of double precision floating point or "
                           "complex. " % i, stacklevel=3)
@@ -472,7 +473,7 @@ def _test_batched_grad_forward_ad(func, inputs):
     """Two forward-mode passes against one vmapped over their two tangents, per input, as PyTorch's check."""
     rng = np.random.default_rng(0)
     for input_idx, current in enumerate(inputs):
-        if not (_requires_grad(current) and current.dtype.is_floating_point):
+        if not (_requires_grad(current) and current.dtype.is_inexact):
             continue
 
         def jvp(tangent):
@@ -513,6 +514,7 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
         raise AssertionError("Setting check_batched_forward_grad=True requires check_forward_ad to be True")
     try:
         inputs = _as_tuple(inputs)
+        func, inputs = _realified(func, inputs)
         ok = _gradcheck(func, inputs, eps, atol, rtol, nondet_tol, check_undefined_grad,
                         check_grad_dtypes, check_backward_ad, fast_mode)
         if check_forward_ad:
@@ -527,6 +529,33 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
         if raise_exception:
             raise
         return False
+
+
+def _realified(func, inputs):
+    """(func, inputs) over real tensors only, as PyTorch's gradcheck checks complex functions: a complex input
+    requiring grad becomes two inputs, its real and imaginary parts (z = complex(x, y)), a complex output two
+    outputs, its real and imaginary parts. The four real Jacobians then hold the complex VJPs (through those of
+    complex, real and imag, which are PyTorch's convention)."""
+    complex_in = [_requires_grad(x) and x.dtype.is_complex for x in inputs]
+    if not any(complex_in) and not any(_is_tensor(o) and o.dtype.is_complex for o in _as_tuple(func(*inputs))):
+        return func, inputs
+    parts = []
+    for x, c in zip(inputs, complex_in):
+        if c:
+            d = x.detach()
+            parts += [d.real.clone().requires_grad_(), d.imag.clone().requires_grad_()]
+        else:
+            parts.append(x)
+
+    def realified(*args):
+        args, rebuilt = list(args), []
+        for c in complex_in:
+            rebuilt.append(_complex(args.pop(0), args.pop(0)) if c else args.pop(0))
+        out = []
+        for o in _as_tuple(func(*rebuilt)):
+            out += [o.real, o.imag] if _is_tensor(o) and o.dtype.is_complex else [o]
+        return tuple(out)
+    return realified, tuple(parts)
 
 
 def _gradcheck(func, inputs, eps, atol, rtol, nondet_tol, check_undefined_grad, check_grad_dtypes,
@@ -562,12 +591,14 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=
         rng = np.random.default_rng(0)
         grad_outputs = []
         for o in _diff_outputs(func(*inputs)):
-            dt = o.dtype.np if o.dtype.is_floating_point else np.float64
+            dt = o.dtype.np if o.dtype.is_inexact else np.float64
             if gen_non_contig_grad_outputs and o.ndim:
                 arr = np.empty(tuple(o.shape) + (2,), dtype=dt)[..., 0]  # every other element: not contiguous
             else:
                 arr = np.empty(tuple(o.shape), dtype=dt)
             arr[...] = rng.uniform(-1, 1, o.shape)
+            if o.dtype.is_complex:
+                arr += 1j * rng.uniform(-1, 1, o.shape)
             grad_outputs.append(Tensor._wrap(arr, requires_grad=True))
     grad_outputs = _as_tuple(grad_outputs)
     n_out = len(grad_outputs)

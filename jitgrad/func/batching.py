@@ -215,6 +215,15 @@ def leading(*positions):
     return rule
 
 
+def view_as_complex(op, args, bdims, params, size):
+    """The batch at the front; a layout whose (re, im) pairs are not adjacent (a batch dim that was last) is
+    copied first, as view_as_complex needs them adjacent."""
+    x = _full(args[0], bdims[0], size)
+    if x.stride(-1) != 1 or any(st % 2 for st in x.stride()[:-1]):
+        x = x.contiguous()
+    return dispatch(op, (x,), params), True
+
+
 def fold(*positions):
     """Ops whose operands at ``positions`` have a batch-like first dim (N): the batch folds into it, B*N, and
     out of every output after; other operands must be unbatched."""
@@ -514,6 +523,8 @@ def _declare():
         RULES[name] = zero_d_dim("dim")
     for name in ("glu", "gather", "scatter_add", "cat", "stack"):
         RULES[name] = shift_dims("dim")
+    for name in ("fft_c2c", "fft_r2c", "fft_c2r"):  # transforms over dims: the batch dim is one more
+        RULES[name] = shift_dims("dim")
     RULES["index_select"] = leading_or_loop(shift_dims("dim", full=False), 0)
     RULES["flip"] = shift_dims("dims")
     RULES["diagonal"] = shift_dims("dim1", "dim2")
@@ -561,6 +572,10 @@ def _declare():
     for name in ("select", "slice", "index"):
         RULES[name] = index
     RULES["index_put_zeros"] = index_put_zeros
+    for name in ("real", "imag", "complex", "polar"):  # (complex numbers' own entries: ops/complex.py)
+        RULES[name] = elementwise
+    RULES["view_as_real"] = leading(0)
+    RULES["view_as_complex"] = view_as_complex
     RULES["diag"] = diag
     RULES["masked_select"] = masked_select
     RULES["unique"] = dynamic_shape("_unique2")
@@ -568,7 +583,7 @@ def _declare():
     # linear algebra: matrices in the last two dims, every leading dim a batch dim (LAPACK's loops take them)
     for name, op in OPS.items():
         if op.forward.__module__ in ("jitgrad.ops.decompositions", "jitgrad.ops.solvers",
-                                     "jitgrad.ops.matrix_functions"):
+                                     "jitgrad.ops.matrix_functions", "jitgrad.ops.eig"):
             RULES[name] = leading(*range(len(op.inputs)))
 
 

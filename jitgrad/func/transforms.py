@@ -405,7 +405,7 @@ def _transposed_batched(formula, s, outs, x, t):
     keep = fwAD._keeps_history(s, t)
     with enable_grad():  # (u: physical zeros, leaves, batched at t's levels)
         us = [wrap_levels(o.detach().new_full(batch + tuple(o.shape), s.op.derivatives.transpose_at)
-                          .requires_grad_(o.dtype.is_floating_point),
+                          .requires_grad_(o.dtype.is_inexact),
                           levels) for o in outs]
         pulled = fwAD._pulled(formula, s, us, x, t, lambda r: unwrap_all(r)[0], keep)
     return tuple(None if j is None else wrap_levels(j if keep else fwAD._detached(j), levels) for j in pulled)

@@ -16,7 +16,10 @@ from . import grid_sample  # noqa: F401,E402  (affine_grid and grid_sample)
 from . import shrink, pixel_shuffle  # noqa: F401,E402  (hardshrink, softshrink, threshold; pixel (un)shuffle)
 from . import searching  # noqa: F401,E402  (searchsorted, bucketize, histc, histogram, take_along_dim, dist)
 from . import composite  # noqa: F401,E402  (functions composed of table ops: isclose, addcmul, meshgrid, ...)
+from . import complex  # noqa: F401,E402  (real/imag views, view_as_real/view_as_complex, complex, polar)
 from . import decompositions, solvers, matrix_functions, products  # noqa: F401,E402  (torch.linalg)
+from . import fft  # noqa: F401,E402  (torch.fft)
+from . import eig  # noqa: F401,E402  (torch.linalg.eig, eigvals)
 from ._table import FUNCTIONS, INPLACE, METHODS, NN, OPERATORS, OPS  # noqa: F401  (derived from the entries)
 from .shape import cast, copy_from, fill, move  # noqa: F401
 

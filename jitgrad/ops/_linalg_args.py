@@ -22,7 +22,8 @@ _SCALAR_TYPES = {"int64": "Long", "int32": "Int", "bool": "Bool", "uint8": "Byte
 _LOW_PRECISION_KERNEL = {"linalg.cholesky": "cholesky_cpu", "linalg.cholesky_ex": "cholesky_cpu", "linalg.det": "lu_cpu",
                          "linalg.solve": "lu_cpu", "linalg.solve_ex": "lu_cpu", "linalg.lu_factor": "lu_cpu",
                          "linalg.lu_factor_ex": "lu_cpu", "linalg.lu": "lu_cpu", "linalg.eigh": "linalg_eigh_cpu",
-                         "linalg.eigvalsh": "linalg_eigh_cpu", "linalg.svd": "linalg_svd_cpu",
+                         "linalg.eigvalsh": "linalg_eigh_cpu", "linalg.eig": "linalg_eig_out_cpu",
+                         "linalg.eigvals": "linalg_eig_out_cpu", "linalg.svd": "linalg_svd_cpu",
                          "linalg.svdvals": "linalg_svd_cpu", "linalg.qr": "geqrf_cpu", "torch.geqrf": "geqrf_cpu",
                          "linalg.solve_triangular": "triangular_solve_cpu"}
 

@@ -14,14 +14,21 @@ METHODS = {}  # Tensor method name -> function(self, ...)
 FUNCTIONS = {}  # jitgrad.<name> -> function
 
 
-_TYPE_NAMES = {"bool": "Bool", "int32": "Int", "int64": "Long"}
+_TYPE_NAMES = {"bool": "Bool", "int32": "Int", "int64": "Long", "float32": "Float", "float64": "Double",
+               "complex64": "ComplexFloat", "complex128": "ComplexDouble"}
 INTS = ("int32", "int64")
+COMPLEX = ("complex64", "complex128")
 EMPTY = {}
 
 
 def no_kernel(kernel, *dtypes):
     """``TypeRule.unsupported`` for input dtypes PyTorch has no kernel named ``kernel`` for."""
     return rejects(NotImplementedError, "\"%s\" not implemented for '%%(type)s'" % kernel, *dtypes)
+
+
+def no_complex(exc, message):
+    """``TypeRule.unsupported`` for complex64 and complex128 (PyTorch's error, which names no dtype)."""
+    return {d: (exc, message) for d in COMPLEX}
 
 
 def rejects(exc, message, *dtypes):
@@ -185,6 +192,8 @@ def _arr(rng, shape, lo, hi, dtype):
         a, b = (a, b) if a <= b else (int(np.floor(lo)), int(np.ceil(hi)))
         return np.asarray(rng.integers(a, b + 1, size=shape), dtype=dtype)
     a = rng.uniform(lo, hi, size=shape)
+    if np.dtype(dtype).kind == "c":  # both parts in the domain's range
+        a = a + 1j * rng.uniform(lo, hi, size=shape)
     return np.asarray(a, dtype=dtype)
 
 

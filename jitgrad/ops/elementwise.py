@@ -11,8 +11,8 @@ from .. import _dtype as D
 from .._op import Op, _result_dtypes, broadcast_shapes, dispatch
 from .._tensor import Tensor
 from ._derive import derive
-from ._table import _arr, _noncontig, binary_samples, export, joined, no_kernel, register
-from .unary import LOGICAL_NOT, POS, _on, ew_forward, square, zero_grad
+from ._table import COMPLEX, _arr, _noncontig, binary_samples, export, joined, no_complex, no_kernel, register
+from .unary import LOGICAL_NOT, POS, _c, _is_complex, _on, ew_forward, square, zero_grad
 
 
 def _binary(name, vjps=(), fused=(), *, dtype="promote", a=(-2.0, 2.0), b=(-2.0, 2.0), kernel=None, out=None,
@@ -36,13 +36,15 @@ def _atan2_grad(g, num, a, b):
 
 
 def _pow_grad_self(g, a, b):
-    if isinstance(b, (int, float, np.number)):  # (a number exponent: x ** 2)
-        return g * b * a ** (b - 1) if b != 0 else zero_grad(g, None)
-    return (g * b * a ** (b - 1)).masked_fill(b == 0, 0.0)
+    if isinstance(b, (int, float, complex, np.number)):  # (a number exponent: x ** 2)
+        return g * _c(b * a ** (b - 1)) if b != 0 else zero_grad(g, None)
+    return (g * _c(b) * _c(a ** (b - 1))).masked_fill(b == 0, 0.0)
 
 
 def _pow_grad_other(g, a, b, result):
-    a = Tensor._wrap(np.asarray(a, dtype=result.dtype.np)) if isinstance(a, (int, float, np.number)) else a
+    a = Tensor._wrap(np.asarray(a, dtype=result.dtype.np)) if isinstance(a, (int, float, complex, np.number)) else a
+    if _is_complex(result):  # 0 ** b: no gradient where b's real part is >= 0 (PyTorch's)
+        return (g * _c(result * a.log())).masked_fill((a == 0) & (b.real >= 0 if _is_complex(b) else b >= 0), 0.0)
     return (g * result * a.log()).masked_fill((a == 0) & (b >= 0), 0.0)
 
 
@@ -91,7 +93,7 @@ def _masked_fill_samples(rng, dtype):
 
 
 def _alpha_samples(rng, dtype):
-    alpha = {"f": -0.5, "i": 2, "b": True}[np.dtype(dtype).kind]  # alpha must fit the tensors' kind
+    alpha = {"f": -0.5, "i": 2, "b": True, "c": 0.5 - 1j}[np.dtype(dtype).kind]  # alpha must fit the tensors' kind
     return binary_samples(scalar=None, alpha=alpha)(rng, dtype)
 
 
@@ -106,7 +108,7 @@ def _alpha(input, other, alpha):
     t = _result_dtypes("promote", (input, other))[1]
     if isinstance(alpha, bool) and t is not D.bool_:
         raise RuntimeError("Boolean alpha only supported for Boolean results.")
-    if not t.is_floating_point and not isinstance(alpha, (int, np.integer)):
+    if t.category < 2 and not isinstance(alpha, (int, np.integer)):
         raise RuntimeError("For integral input tensors, argument alpha must not be a floating point number.")
     return {"alpha": D.check_scalar(alpha, t)}
 
@@ -143,6 +145,9 @@ def div(input, other, *, rounding_mode=None):
     if rounding_mode not in ("trunc", "floor"):
         raise RuntimeError("div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '%s'"
                            % rounding_mode)
+    t = _result_dtypes("promote", (input, other))[1]
+    if t.is_complex:
+        raise NotImplementedError("\"div_%s_cpu\" not implemented for '%s'" % (rounding_mode, t.scalar_type))
     return dispatch(DIV_ROUNDED, (input, other), {"rounding_mode": rounding_mode})
 
 
@@ -162,7 +167,7 @@ def floor_divide(input, other):
 
 
 def pow(input, exponent):
-    if isinstance(input, Tensor) and not input.dtype.is_floating_point and isinstance(exponent, int) and exponent < 0:
+    if isinstance(input, Tensor) and input.dtype.category < 2 and isinstance(exponent, int) and exponent < 0:
         raise RuntimeError("Integers to negative integer powers are not allowed.")
     if exponent.__class__ in (int, float) and exponent == 2 and isinstance(input, Tensor) and \
             (exponent.__class__ is int or input.dtype.is_floating_point):
@@ -241,6 +246,8 @@ def _masked_fill_scalar(input, mask, value):
 def clamp(input, min=None, max=None):
     if min is None and max is None:
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
+    if isinstance(input, Tensor) and input.dtype.is_complex:
+        raise NotImplementedError("clamp is not supported for complex types")
     lo = -math.inf if min is None else min
     hi = math.inf if max is None else max
     if isinstance(min, Tensor) != isinstance(max, Tensor) and (min is None or max is None):
@@ -283,6 +290,9 @@ def clamp_max(input, max):
 @export(inplace=True, operators=("__mod__", "__rmod__"))
 def remainder(input, other):
     """Python's modulo: the result has the sign of the divisor."""
+    t = _result_dtypes("promote", (input, other))[1]
+    if t.is_complex:
+        raise NotImplementedError("\"remainder_cpu\" not implemented for '%s'" % t.scalar_type)
     return input - div(input, other, rounding_mode="floor") * other
 
 
@@ -333,21 +343,24 @@ _add_forward.kernel, _add_forward.out = "add", None
 _sub_forward.kernel, _sub_forward.out = "sub", None
 
 
-ADD = _binary("add", [lambda g, s: g, lambda g, s: g * s.params["alpha"] if s.params else g], forward=_add_forward,
+ADD = _binary("add", [lambda g, s: g, lambda g, s: g * _c(s.params["alpha"]) if s.params else g], forward=_add_forward,
+              complex=True,
               params={"alpha": 1},
               ref=lambda a, b, alpha=1: a + b if alpha == 1 else a + alpha * b,  # bool + bool stays bool
               samples=joined(binary_samples(), _alpha_samples), call=add, api=("add",), inplace=True,
               operators=("__add__", "__radd__", "__iadd__"))
-SUB = _binary("sub", [lambda g, s: g, lambda g, s: -g * s.params["alpha"] if s.params else -g], forward=_sub_forward,
+SUB = _binary("sub", [lambda g, s: g, lambda g, s: -g * _c(s.params["alpha"]) if s.params else -g], forward=_sub_forward,
+              complex=True,
               params={"alpha": 1},
               ref=lambda a, b, alpha=1: a - alpha * b, samples=joined(binary_samples(), _alpha_samples), call=sub,
               api=("sub", "subtract"), inplace=True, operators=("__sub__", "__rsub__", "__isub__"),
               scalar_nodes=("RsubBackward1", None))
-MUL = _binary("mul", [lambda g, s: g * s.other, lambda g, s: g * s.self],
-              [("mul", ("g", "other")), ("mul", ("g", "self"))], ref=np.multiply, call=mul, api=("mul", "multiply"),
+MUL = _binary("mul", [lambda g, s: g * _c(s.other), lambda g, s: g * _c(s.self)],
+              [("mul", ("g", "other")), ("mul", ("g", "self"))], complex=True, ref=np.multiply, call=mul,
+              api=("mul", "multiply"),
               inplace=True, operators=("__mul__", "__rmul__", "__imul__"), original_scalars=True)
-DIV = _binary("div", [lambda g, s: g / s.other, lambda g, s: -g * s.self / (s.other * s.other)],
-              [("div", ("g", "other")), derive("div_vjp_other")], dtype="float",
+DIV = _binary("div", [lambda g, s: g / _c(s.other), lambda g, s: -g * _c(s.self) / _c(s.other * s.other)],
+              [("div", ("g", "other")), derive("div_vjp_other")], complex=True, dtype="float",
               ref=np.true_divide, b=POS, call=div, api=("div", "divide", "true_divide"), inplace=True,
               operators=("__truediv__", "__rtruediv__", "__itruediv__"), original_scalars=True)
 DIV_ROUNDED = _binary("div_rounded", [zero_grad, zero_grad], forward=_div_rounded_forward, ref=_div_rounded_ref,
@@ -359,30 +372,38 @@ POW = _binary("pow", [lambda g, s: _pow_grad_self(g, s.self, s.other),
               [derive("pow_vjp_self"), derive("pow_vjp_other")],
               ref=np.power, samples=_pow_samples, unsupported=no_kernel("pow", "bool"), call=pow, api=("pow",),
               inplace=True, operators=("__pow__", "__rpow__", "__ipow__"), node="PowBackward1",
-              scalar_nodes=("PowBackward2", "PowBackward0"))
+              scalar_nodes=("PowBackward2", "PowBackward0"), complex=True)
 # ties split the gradient; a NaN on either side passes it to both inputs (PyTorch's formulas)
 MAXIMUM = _binary("maximum", [lambda g, s: _extreme_grad(g, s.self, s.other),
                               lambda g, s: _extreme_grad(g, s.other, s.self)],
                   [derive("maximum_vjp"), derive("maximum_vjp_other")],
-                  ref=np.maximum, scalar=None, call=maximum, api=("maximum",), inplace=True)
+                  ref=np.maximum, scalar=None, call=maximum, api=("maximum",), inplace=True,
+                  unsupported=no_complex(RuntimeError, "maximum not implemented for complex tensors."))
 MINIMUM = _binary("minimum", [lambda g, s: _extreme_grad(g, s.other, s.self),
                               lambda g, s: _extreme_grad(g, s.self, s.other)],
                   [derive("minimum_vjp"), derive("minimum_vjp_other")],
-                  ref=np.minimum, scalar=None, call=minimum, api=("minimum",), inplace=True)
+                  ref=np.minimum, scalar=None, call=minimum, api=("minimum",), inplace=True,
+                  unsupported=no_complex(RuntimeError, "minimum not implemented for complex tensors."))
 ATAN2 = _binary("atan2", [lambda g, s: _atan2_grad(g, s.other, s.self, s.other),
                           lambda g, s: _atan2_grad(-g, s.self, s.self, s.other)],
                 [derive("atan2_vjp_self"), derive("atan2_vjp_other")],
-                dtype="float", ref=np.arctan2, scalar=None, call=atan2, api=("atan2", "arctan2"), inplace=("atan2",))
+                dtype="float", ref=np.arctan2, scalar=None, call=atan2, api=("atan2", "arctan2"), inplace=("atan2",),
+                unsupported=no_kernel("atan2_cpu", *COMPLEX))
 
 # PyTorch takes a Python number as the second operand of a comparison only, and none in a logical op
 _COMPARE_SAMPLES = joined(binary_samples(scalar=None), lambda rng, dt: [
     ((_arr(rng, (2, 3), -2.0, 2.0, dt), 1), {}), ((_arr(rng, (3,), -2.0, 2.0, dt), 0.5), {})])
-EQ = _compare("eq", np.equal, operators=("__eq__",), samples=_COMPARE_SAMPLES)
-NE = _compare("ne", np.not_equal, ("ne", "not_equal"), ("__ne__",), samples=_COMPARE_SAMPLES)
-LT = _compare("lt", np.less, ("lt", "less"), ("__lt__",), samples=_COMPARE_SAMPLES)
-LE = _compare("le", np.less_equal, ("le", "less_equal"), ("__le__",), samples=_COMPARE_SAMPLES)
-GT = _compare("gt", np.greater, ("gt", "greater"), ("__gt__",), samples=_COMPARE_SAMPLES)
-GE = _compare("ge", np.greater_equal, ("ge", "greater_equal"), ("__ge__",), samples=_COMPARE_SAMPLES)
+EQ = _compare("eq", np.equal, operators=("__eq__",), samples=_COMPARE_SAMPLES, complex=True)
+NE = _compare("ne", np.not_equal, ("ne", "not_equal"), ("__ne__",), samples=_COMPARE_SAMPLES, complex=True)
+# complex numbers have no order: PyTorch has no kernel of these for them
+LT = _compare("lt", np.less, ("lt", "less"), ("__lt__",), samples=_COMPARE_SAMPLES,
+              unsupported=no_kernel("lt_cpu", *COMPLEX))
+LE = _compare("le", np.less_equal, ("le", "less_equal"), ("__le__",), samples=_COMPARE_SAMPLES,
+              unsupported=no_kernel("le_cpu", *COMPLEX))
+GT = _compare("gt", np.greater, ("gt", "greater"), ("__gt__",), samples=_COMPARE_SAMPLES,
+              unsupported=no_kernel("gt_cpu", *COMPLEX))
+GE = _compare("ge", np.greater_equal, ("ge", "greater_equal"), ("__ge__",), samples=_COMPARE_SAMPLES,
+              unsupported=no_kernel("ge_cpu", *COMPLEX))
 LOGICAL_AND = _compare("logical_and", np.logical_and, samples=binary_samples(scalar=None))
 LOGICAL_OR = _compare("logical_or", np.logical_or, samples=binary_samples(scalar=None))
 LOGICAL_XOR = _compare("logical_xor", np.logical_xor, samples=binary_samples(scalar=None))
@@ -394,7 +415,7 @@ WHERE = register(Op("where", _where_forward, inputs=("condition", "self", "other
                     vjp=[None, lambda g, s: where(s.condition, g, 0.0), lambda g, s: where(s.condition, 0.0, g)],
                     fused=[None, ("where", ("condition", "g", "zero")), ("where", ("condition", "zero", "g"))],
                     broadcast=True, ref=np.where, node="WhereBackward0", keep_inputs=(0,), samples=_where_samples,
-                    call=where, api=("where",), method=False))
+                    call=where, api=("where",), method=False, complex=True))
 CLAMP = register(Op("clamp", ew_forward("clamp"), inputs=("self", "min", "max"), dtype="promote",
                     vjp=[lambda g, s: _on((s.self >= s.min) & (s.self <= s.max), g),
                          # min > max makes the result max: then only max gets the gradient
@@ -407,4 +428,5 @@ MASKED_FILL = register(Op("masked_fill", lambda xp, dt, x, m, value: xp.run("whe
                           inputs=("self", "mask"), dtype="keep", broadcast=True, keep_inputs=(1,),
                           vjp=[lambda g, s: g.masked_fill(s.mask, 0.0)], fused=[("where", ("mask", "zero", "g"))],
                           ref=lambda x, m, value: np.where(m, value, x).astype(x.dtype), node="MaskedFillBackward0",
-                          samples=_masked_fill_samples, call=masked_fill, api=("masked_fill",), inplace=True))
+                          samples=_masked_fill_samples, call=masked_fill, api=("masked_fill",), inplace=True,
+                          complex=True))

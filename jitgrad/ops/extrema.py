@@ -4,7 +4,7 @@ import numpy as np
 
 from .._op import Op, dispatch
 from .._tensor import Tensor
-from ._table import register, rejects
+from ._table import COMPLEX, no_complex, no_kernel, register, rejects
 from .reduction import _ALL, _cases, _kept, _np_reduce, _red, _reduce, _reduce_forward, _restore, normalize_dims
 from .elementwise import maximum, minimum
 from .indexing import scatter_into_zeros
@@ -145,24 +145,29 @@ _ARG = _cases(((2, 3), {}), ((2, 3), {"dim": 1}), ((2, 3), {"dim": 0, "keepdim":
 
 
 # ---------------------------------------------------------------------- the entries
+# (complex numbers have no order: PyTorch refuses them in each of these)
 AMAX = _red("amax", _reduce_forward("amax"), _extreme_grad, ref=_np_reduce(np.amax), samples=_AMAX, call=amax,
-            api=("amax",))
+            api=("amax",), unsupported=no_kernel("max_values_cpu", *COMPLEX))
 AMIN = _red("amin", _reduce_forward("amin"), _extreme_grad, ref=_np_reduce(np.amin), samples=_AMAX, call=amin,
-            api=("amin",))
+            api=("amin",), unsupported=no_kernel("min_values_cpu", *COMPLEX))
 MAX_ALL = _red("max_all", _reduce_forward("amax"), _evenly_grad, node="MaxBackward1", ref=_np_reduce(np.amax),
-               samples=_ALL, call=max, api=("max",))
+               samples=_ALL, call=max, api=("max",), unsupported=no_kernel("max_all", *COMPLEX))
 MIN_ALL = _red("min_all", _reduce_forward("amin"), _evenly_grad, node="MinBackward1", ref=_np_reduce(np.amin),
-               samples=_ALL, call=min, api=("min",))
+               samples=_ALL, call=min, api=("min",), unsupported=no_kernel("min_all", *COMPLEX))
 ARGMAX = _red("argmax", lambda xp, dt, x, dims, keepdim: _restore(xp, xp.reduce("argmax", x, dims), x.shape, dims, keepdim),
               None, dtype="int64", differentiable=False, ref=_np_reduce(np.argmax), samples=_ARG,
-              unsupported=rejects(RuntimeError, "argmax(): does not support bool input", "bool"), call=argmax,
+              unsupported=rejects(RuntimeError, "argmax(): does not support bool input", "bool")
+              | no_complex(RuntimeError, "argmax(): does not support complex input"), call=argmax,
               api=("argmax",))
 ARGMIN = _red("argmin", lambda xp, dt, x, dims, keepdim: _restore(xp, xp.reduce("argmin", x, dims), x.shape, dims, keepdim),
               None, dtype="int64", differentiable=False, ref=_np_reduce(np.argmin), samples=_ARG,
-              unsupported=rejects(RuntimeError, "argmin(): does not support bool input", "bool"), call=argmin,
+              unsupported=rejects(RuntimeError, "argmin(): does not support bool input", "bool")
+              | no_complex(RuntimeError, "argmin(): does not support complex input"), call=argmin,
               api=("argmin",))
 # (values, indices): the formula reads the indices output, saved with the node
 MAX_DIM = register(Op("max_dim", _max_dim_forward("amax"), vjp=[_max_dim_grad], n_outputs=2, outputs=("result", "indices"),
-                      node="MaxBackward0", ref=_np_max_dim(np.amax, np.argmax), samples=_EXTREME_DIM, call=max))
+                      node="MaxBackward0", ref=_np_max_dim(np.amax, np.argmax), samples=_EXTREME_DIM, call=max,
+                      unsupported=no_complex(RuntimeError, "max(): does not support complex input")))
 MIN_DIM = register(Op("min_dim", _max_dim_forward("amin"), vjp=[_max_dim_grad], n_outputs=2, outputs=("result", "indices"),
-                      node="MinBackward0", ref=_np_max_dim(np.amin, np.argmin), samples=_EXTREME_DIM, call=min))
+                      node="MinBackward0", ref=_np_max_dim(np.amin, np.argmin), samples=_EXTREME_DIM, call=min,
+                      unsupported=no_complex(RuntimeError, "min(): does not support complex input")))

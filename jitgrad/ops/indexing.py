@@ -353,7 +353,7 @@ INDEX = register(Op("index", _index_forward, vjp=[lambda g, s: index_put_zeros(g
                     call=getitem, value_shaped=_masked))
 INDEX_PUT_ZEROS = register(Op("index_put_zeros", _put_forward, vjp=[lambda g, s: g[s.key]], dtype="keep",
                               ref=_np_index_put_zeros, samples=_put_samples, node="IndexPutBackward0",
-                              call=index_put_zeros))
+                              call=index_put_zeros, complex=True))
 ONE_HOT = register(Op("one_hot", _one_hot_forward, dtype="keep", keep_inputs=(0,), differentiable=False,
                       call=one_hot, ref=_np_one_hot, samples=_one_hot_samples, method=False, function=False,
                       value_shaped=lambda params: params["num_classes"] == -1))
@@ -370,4 +370,4 @@ GATHER = register(Op("gather", _gather_forward, inputs=("self", "index"),
 SCATTER_ADD = register(Op("scatter_add", _scatter_add_forward, inputs=("self", "index", "src"),
                           vjp=[lambda g, s: g, None, lambda g, s: g.gather(s.dim, s.index)],
                           dtype="keep", keep_inputs=(1,), ref=_np_scatter_add, samples=_scatter_add_samples,
-                          call=scatter_add, api=("scatter_add",), inplace=True))
+                          call=scatter_add, api=("scatter_add",), inplace=True, complex=True))

@@ -144,7 +144,7 @@ def pad(input, pad, mode="constant", value=None):
         dst[d] = slice(max(lo, 0), n - max(hi, 0))
         shape[d] = n
     value = 0 if value is None else value
-    if not input.dtype.is_floating_point:
+    if input.dtype.category < 2:  # (a complex value stays complex)
         value = int(value)
     return dispatch(PAD, (input,), {"shape": tuple(shape), "src": tuple(src), "dst": tuple(dst), "value": value})
 

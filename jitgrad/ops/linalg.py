@@ -4,6 +4,7 @@ import numpy as np
 from .._op import Op, broadcast_shapes, dispatch
 from .._tensor import Tensor
 from ._table import CUDA_LOWER, LOWER, _arr, _noncontig, autocasts, export, no_kernel, register
+from .unary import _c
 
 
 def _samples(*shapes):
@@ -17,7 +18,8 @@ def _samples(*shapes):
 
 
 _NAMES = {"float32": "float", "float64": "double", "int64": "long", "int32": "int", "bool": "bool",
-          "float16": "c10::Half", "bfloat16": "c10::BFloat16"}
+          "float16": "c10::Half", "bfloat16": "c10::BFloat16", "complex64": "c10::complex<float>",
+          "complex128": "c10::complex<double>"}
 
 
 def _same_dtype(a, b, what="m1 and m2"):
@@ -132,24 +134,25 @@ def _linop(name, forward, vjps, samples, node=None, ref=np.matmul, kernel=None, 
     # (bilinear: the JVP is op(da, b) + op(a, db), the op itself on each tangent)
     return register(Op(name, forward, inputs=("self", "other"), vjp=vjps, linear=(0, 1), dtype="promote", ref=ref,
                        samples=samples, node=node, bench={"sizes": [(16, 16, 16), (1024, 1024, 1024)]},
-                       unsupported=no_kernel(kernel, "bool") if kernel else {}, api=api or (name,), **kw))
+                       unsupported=no_kernel(kernel, "bool") if kernel else {}, api=api or (name,), complex=True, **kw))
 
 
-MM = _linop("mm", lambda xp, dt, a, b: xp.matmul(a, b), [lambda g, s: g.mm(s.other.t()), lambda g, s: s.self.t().mm(g)],
+MM = _linop("mm", lambda xp, dt, a, b: xp.matmul(a, b), [lambda g, s: g.mm(_c(s.other.t())), lambda g, s: _c(s.self.t()).mm(g)],
             _samples(((2, 3), (3, 4)), ((1, 5), (5, 1))), kernel="addmm_impl_cpu_", call=mm, autocast=LOWER)
-BMM = _linop("bmm", lambda xp, dt, a, b: xp.matmul(a, b), [lambda g, s: g.bmm(s.other.mT), lambda g, s: s.self.mT.bmm(g)],
+BMM = _linop("bmm", lambda xp, dt, a, b: xp.matmul(a, b), [lambda g, s: g.bmm(_c(s.other.mT)),
+                                                                     lambda g, s: _c(s.self.mT).bmm(g)],
              _samples(((2, 2, 3), (2, 3, 4)),), kernel="bmm", call=bmm, autocast=LOWER)
 MATMUL = _linop("matmul", lambda xp, dt, a, b: xp.matmul(a, b),
-                [lambda g, s: (g @ s.other.mT).sum_to_size(s.self_shape),
-                 lambda g, s: (s.self.mT @ g).sum_to_size(s.other_shape)],
+                [lambda g, s: (g @ _c(s.other.mT)).sum_to_size(s.self_shape),
+                 lambda g, s: (_c(s.self.mT) @ g).sum_to_size(s.other_shape)],
                 _samples(((2, 2, 3), (3, 4)), ((3, 4), (2, 4, 2)), ((2, 1, 2, 3), (3, 3, 2)), ((3,), (3,)),
                          ((2, 3), (3,)), ((3,), (3, 2)), ((2, 3), (3, 4)), ((3,), (2, 3, 2)), ((2, 2, 3), (3,))),
                 node="UnsafeViewBackward0", kernel="bmm", call=matmul, autocast=LOWER)
-MV = _linop("mv", lambda xp, dt, a, b: xp.matmul(a, b), [lambda g, s: g.outer(s.other), lambda g, s: s.self.t().mv(g)],
+MV = _linop("mv", lambda xp, dt, a, b: xp.matmul(a, b), [lambda g, s: g.outer(_c(s.other)), lambda g, s: _c(s.self.t()).mv(g)],
             _samples(((2, 3), (3,)),), kernel="addmv_impl_cpu", call=mv, autocast=CUDA_LOWER)
-DOT = _linop("dot", lambda xp, dt, a, b: xp.matmul(a, b), [lambda g, s: g * s.other, lambda g, s: g * s.self],
+DOT = _linop("dot", lambda xp, dt, a, b: xp.matmul(a, b), [lambda g, s: g * _c(s.other), lambda g, s: g * _c(s.self)],
              _samples(((3,), (3,)),), ref=np.dot, kernel="dot", call=dot, api=("dot", "inner"))
 OUTER = _linop("outer", lambda xp, dt, a, b: xp.outer(a, b),
                # mul-and-sum, not mv: outer promotes mixed dtypes (it is a broadcast multiply in PyTorch)
-               [lambda g, s: (g * s.other).sum(1), lambda g, s: (g * s.self.unsqueeze(1)).sum(0)],
+               [lambda g, s: (g * _c(s.other)).sum(1), lambda g, s: (g * _c(s.self.unsqueeze(1))).sum(0)],
                _samples(((3,), (2,)),), node="MulBackward0", ref=np.outer, call=outer, api=("outer", "ger"))

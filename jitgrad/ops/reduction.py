@@ -13,7 +13,7 @@ from .. import _dtype as D
 from .._grad_mode import STATE
 from .._op import Op, dispatch
 from .._tensor import Tensor
-from ._table import CUDA_FP32, FP32, INTS, _arr, _noncontig, autocasts, export, register, rejects
+from ._table import CUDA_FP32, FP32, INTS, OPS, _arr, _noncontig, autocasts, export, register, rejects
 from .elementwise import where
 
 
@@ -84,7 +84,7 @@ def _prod_grad(g, s):
     safe = x.masked_fill(zeros, 1.0)
     p_nz = _reduce(PROD, PROD, safe, dims, True)  # the table op: the public prod() takes one int dim only
     grad = where(nz == 0, p_nz / safe, where(zeros & (nz == 1), p_nz, 0.0))
-    return _unreduce(g, s) * grad
+    return _unreduce(g, s) * grad.conj()
 
 
 def _var_forward(xp, dt, x, dims, keepdim, correction):
@@ -168,7 +168,7 @@ def _cumsum_forward(xp, dt, x, dim):
 def _cast_for(input, dtype):
     if dtype is not None:
         return input.to(dtype)
-    if not input.dtype.is_floating_point:
+    if input.dtype.category < 2:  # bool and integers sum in int64; floating and complex in their own dtype
         return input.to(D.int64)
     return input
 
@@ -223,6 +223,9 @@ def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
         dim, unbiased = unbiased, None
     correction = _correction(unbiased, correction)
     _check_dof("var", input, dim, correction)
+    if input.dtype.is_complex:  # E|z - mean|^2, real: the variances of the two parts, added
+        return var(input.real, dim, keepdim=keepdim, correction=correction) + \
+            var(input.imag, dim, keepdim=keepdim, correction=correction)
     return _reduce(VAR, None, input, dim, keepdim, {"correction": correction})
 
 
@@ -231,6 +234,8 @@ def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
         dim, unbiased = unbiased, None
     correction = _correction(unbiased, correction)
     _check_dof("std", input, dim, correction)
+    if input.dtype.is_complex:
+        return var(input, dim, keepdim=keepdim, correction=correction).sqrt()
     return _reduce(STD, None, input, dim, keepdim, {"correction": correction})
 
 
@@ -249,16 +254,22 @@ def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
         raise RuntimeError("norm: p=%r is not supported; use a number, inf or 'fro'" % p)
     if dtype is not None:
         input = input.to(dtype)
+    if input.dtype.is_complex:  # the norm of the moduli (real)
+        input = input.abs()
     return _reduce(NORM, None, input, dim, keepdim, {"p": float(p)})
 
 
 def logsumexp(input, dim, keepdim=False):
+    if input.dtype.is_complex:
+        raise NotImplementedError("\"logsumexp\" not implemented for '%s'" % input.dtype.scalar_type)
     return _reduce(LOGSUMEXP, None, input.float() if not input.dtype.is_floating_point else input, dim, keepdim)
 
 
 @autocasts("cumsum")
 def cumsum(input, dim, *, dtype=None):
     input = _cast_for(input, dtype)
+    if input.dtype.is_complex:  # each part's running sum (the scan kernels are real)
+        return dispatch(OPS["complex"], (cumsum(input.real, dim), cumsum(input.imag, dim)))
     return dispatch(CUMSUM, (input,), {"dim": input._wrap_dim(dim) if input.ndim else 0})
 
 
@@ -338,16 +349,17 @@ def _red(name, forward, vjp, dtype="same", node=None, **kw):
 
 
 SUM = _red("sum", _reduce_forward("sum"), lambda g, s: _unreduce(g, s), node="SumBackward1", ref=_np_reduce(np.sum),
-           samples=_DIMS, call=sum, api=("sum",), autocast=CUDA_FP32)
+           samples=_DIMS, call=sum, api=("sum",), autocast=CUDA_FP32, complex=True)
 SUM_ALL = _red("sum_all", _reduce_forward("sum"), lambda g, s: _unreduce(g, s), node="SumBackward0",
-               ref=_np_reduce(np.sum), samples=_ALL, call=sum, autocast=CUDA_FP32)
+               ref=_np_reduce(np.sum), samples=_ALL, call=sum, autocast=CUDA_FP32, complex=True)
 MEAN = _red("mean", _mean_forward, lambda g, s: _unreduce(g / _count(s), s), node="MeanBackward1",
-            ref=_np_reduce(np.mean), samples=_DIMS, unsupported=_MEAN_REJECTS, call=mean, api=("mean",))
+            ref=_np_reduce(np.mean), samples=_DIMS, unsupported=_MEAN_REJECTS, call=mean, api=("mean",), complex=True)
 MEAN_ALL = _red("mean_all", _mean_forward, lambda g, s: _unreduce(g / _count(s), s), node="MeanBackward0",
-                ref=_np_reduce(np.mean), samples=_ALL, unsupported=_MEAN_REJECTS, call=mean)
+                ref=_np_reduce(np.mean), samples=_ALL, unsupported=_MEAN_REJECTS, call=mean, complex=True)
 PROD = _red("prod", _reduce_forward("prod"), _prod_grad, node="ProdBackward1", ref=_np_reduce(np.prod),
             samples=_cases(((2, 3), {}), ((2, 3), {"dim": 1}), ((2, 3), {"dim": -1, "keepdim": True}), ((), {}),
-                           ([3, 2], {"dim": 0}), lo=-1.5, hi=1.5), call=prod, api=("prod",), autocast=FP32)
+                           ([3, 2], {"dim": 0}), lo=-1.5, hi=1.5), call=prod, api=("prod",), autocast=FP32,
+            complex=True)
 VAR = _red("var", _var_forward, _var_grad, node="VarBackward0", ref=_np_var, samples=_VAR, unsupported=_VAR_REJECTS,
            call=var, api=("var",))
 STD = _red("std", _std_forward, _std_grad, node="StdBackward0", ref=lambda *args, **kwargs: np.sqrt(_np_var(*args, **kwargs)),

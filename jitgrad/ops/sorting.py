@@ -6,7 +6,7 @@ import numpy as np
 
 from .._op import Op, dispatch
 from .._tensor import Tensor
-from ._table import _arr, _noncontig, export, register, rejects
+from ._table import COMPLEX, _arr, _noncontig, export, no_complex, no_kernel, register, rejects
 from .extrema import _evenly_grad, _ValuesIndices
 from .indexing import scatter_into_zeros
 
@@ -271,15 +271,23 @@ def _order_op(name, forward, ref, samples, call, node=None, vjp=_gather_back, **
                        bench={"sizes": [(16, 16), (1024, 1024)]}, **kw))
 
 
-SORT = _order_op("sort", _sort_forward, _np_sort, _SORT, sort)
+# (complex numbers have no order: PyTorch refuses them, in these words; its messages of sort and topk begin
+# with a space)
+SORT = _order_op("sort", _sort_forward, _np_sort, _SORT, sort,
+                 unsupported=no_complex(RuntimeError, " Sort does not support complex dtypes on CPU"))
 TOPK = _order_op("topk", _topk_forward, _np_topk, _TOPK, topk,
-                 unsupported=rejects(RuntimeError, "topk does not support bool dtypes on CPU", "bool"))
+                 unsupported=rejects(RuntimeError, "topk does not support bool dtypes on CPU", "bool")
+                 | no_complex(RuntimeError, " topk does not support complex dtypes on CPU"))
 KTHVALUE = _order_op("kthvalue", _kthvalue_forward, _np_kthvalue, _KTH, kthvalue,
-                     unsupported=rejects(NotImplementedError, "\"kthvalue_cpu\" not implemented for '%(type)s'", "bool"))
+                     unsupported=rejects(NotImplementedError, "\"kthvalue_cpu\" not implemented for '%(type)s'", "bool",
+                                         *COMPLEX))
 MEDIAN_DIM = _order_op("median_dim", _median_dim_forward, _np_median, _MEDIAN_DIM, median, node="MedianBackward1",
-                       unsupported=rejects(NotImplementedError, "\"median_cpu\" not implemented for '%(type)s'", "bool"))
+                       unsupported=rejects(NotImplementedError, "\"median_cpu\" not implemented for '%(type)s'", "bool")
+                       | no_kernel("median_out", *COMPLEX))
 MEDIAN_ALL = register(Op("median", _median_all_forward, vjp=[_evenly_grad], dtype="keep", node="MedianBackward0",
                          ref=_np_median, samples=_MEDIAN_ALL, call=median, api=("median",),
-                         unsupported=rejects(NotImplementedError, "\"median_cpu\" not implemented for '%(type)s'", "bool")))
+                         unsupported=rejects(NotImplementedError, "\"median_cpu\" not implemented for '%(type)s'", "bool",
+                                             *COMPLEX)))
 UNIQUE = register(Op("unique", _unique_forward, n_outputs=3, dtype="keep", differentiable=False, ref=_np_unique,
-                     samples=_UNIQUE, call=unique, api=("unique",), value_shaped=lambda params: True))
+                     samples=_UNIQUE, call=unique, api=("unique",), value_shaped=lambda params: True,
+                     unsupported=no_kernel("unique", *COMPLEX)))

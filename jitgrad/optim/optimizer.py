@@ -16,7 +16,7 @@ from collections import defaultdict
 import numpy as np
 
 from .._device import backend
-from .._dtype import FLOATING_NP, FROM_NP, REDUCED_NP
+from .._dtype import COMPLEX_NP, FLOATING_NP, FROM_NP, REDUCED_NP
 from .._grad_mode import enable_grad, no_grad
 from .._tensor import Tensor
 from .._trace_hooks import NOT_CAPTURED, side_effect, step_call
@@ -112,8 +112,14 @@ def advance(step):
 
 
 def state_data(t):
-    """The array of a state tensor (the kernel writes it in place)."""
-    return t._data
+    """The array of a state tensor (the kernel writes it in place); a complex one's real view."""
+    return real_view(t._data)
+
+
+def real_view(a):
+    """A complex array as the real array of its parts, interleaved (view_as_real, flattened into the last dim):
+    PyTorch's optimizers step a complex parameter, its gradient and its state as their real views."""
+    return a.view(a.real.dtype) if a.dtype in COMPLEX_NP else a
 
 
 def unused(param):
@@ -291,11 +297,11 @@ class Optimizer:
         return loss
 
     def _step_param(self, p, group):
-        data = p._data
+        data = real_view(p._data)
         if data.dtype not in FLOATING_NP:
             raise TypeError("%s can only update floating point parameters, but got a parameter of dtype %s"
                             % (type(self).__name__, p.dtype))
-        grad = p._grad._data
+        grad = real_view(p._grad._data)
         if grad.dtype != data.dtype:  # p.data may have been given another dtype than its gradient's
             grad = backend(data).astype(grad, data.dtype)
         self._update(p, data, grad, group)  # shapes (p.data may have been replaced) are checked by the kernel layer

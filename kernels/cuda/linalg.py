@@ -6,7 +6,7 @@ name = "cuda"
 DRIVERS = _cpu.DRIVERS
 
 FUNCTIONS = ("lu_factor", "lu_solve", "solve", "inv", "small_solve", "det", "slogdet", "cholesky", "solve_triangular",
-             "eigh", "svd", "geqrf", "householder_product", "ormqr", "lstsq", "qr")
+             "eigh", "eig", "svd", "geqrf", "householder_product", "ormqr", "lstsq", "qr")
 
 
 def _missing(fname):

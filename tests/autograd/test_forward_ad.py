@@ -69,23 +69,26 @@ def _check_entry(name):
     call = call_of(op)
     rng = np.random.default_rng(len(name))
     checked = 0
-    for args, kwargs in samples_of(op, np.float64):
+    # (complex samples too, for the entries that take them: the JVP of a holomorphic op is f'(z) t)
+    dtypes = (np.float64, np.complex128) if op.types.complex else (np.float64,)
+    for args, kwargs in [s for dt in dtypes for s in samples_of(op, dt)]:
         floats = []
 
         def collect(a):
-            if a.dtype.kind == "f":
+            if a.dtype.kind in "fc":
                 floats.append(a)
             return a
         build(args, kwargs, collect)
         if not floats:
             continue
-        tangents = [rng.standard_normal(a.shape) for a in floats]
+        tangents = [rng.standard_normal(a.shape) + (1j * rng.standard_normal(a.shape) if a.dtype.kind == "c" else 0)
+                    for a in floats]
 
         def run(shift, dual):
             it = iter(range(len(floats)))
 
             def leaf(a):
-                if a.dtype.kind != "f":
+                if a.dtype.kind not in "fc":
                     return jg.tensor(a)
                 k = next(it)
                 t = jg.tensor(a + shift * tangents[k])
@@ -100,11 +103,12 @@ def _check_entry(name):
             pytest.fail("%s has no forward AD" % name)
         except Exception:  # noqa: BLE001  (a sample that raises in eager raises here too)
             continue
-        if y.dtype.is_floating_point is False:
+        if y.dtype.is_inexact is False:
             continue
-        wide = y.dtype is jg.float64  # (a float32 result, as cast's, takes a coarser difference)
+        wide = y.dtype in (jg.float64, jg.complex128)  # (a float32 result, as cast's, takes a coarser difference)
         eps = 1e-6 if wide else 1e-2
-        fd = (run(eps, False).detach().numpy().astype(np.float64) - run(-eps, False).detach().numpy()) / (2 * eps)
+        fd = (run(eps, False).detach().numpy().astype(np.complex128 if y.dtype.is_complex else np.float64)
+              - run(-eps, False).detach().numpy()) / (2 * eps)
         assert jvp is not None, name
         np.testing.assert_allclose(jvp.numpy(), fd, rtol=1e-4 if wide else 1e-2, atol=1e-5 if wide else 1e-3,
                                    err_msg=name)
@@ -213,6 +217,11 @@ def test_gradcheck_checks_forward_mode():
 
 
 # ------------------------------------------------------------------ reverse mode over forward mode, per entry
+def _dot(w, y):
+    """The real inner product <w, y> (Re sum(conj(w) y) for complex ones)."""
+    return (w.conj() * y).sum().real if y.dtype.is_complex else (w * y).sum()
+
+
 def _check_reverse_over_forward(name):
     """d/dx <J(x) t, w> two ways: reverse mode through the tangent forward mode computed (its history kept), and
     reverse over reverse (d/dx <J(x)^T w, t>, the double backward the op matrix checks)."""
@@ -237,14 +246,16 @@ def _check_reverse_over_forward(name):
                 duals = iter([fwAD.make_dual(x, t) for x, t in zip(leaves, tangents)])
                 a2, kw2 = build(args, kwargs, lambda arr: next(duals) if arr.dtype.kind == "f" else jg.tensor(arr))
                 y, jvp = fwAD.unpack_dual(outputs(call(*a2, **kw2))[0])
-            if not leaves or not y.dtype.is_floating_point or jvp is None:
+            if not leaves or not y.dtype.is_inexact or jvp is None:
                 continue
             w = jg.tensor(rng.standard_normal(tuple(y.shape)))
+            if y.dtype.is_complex:  # (a complex output: the real inner product Re <w, J t>)
+                w = jg.complex(w, jg.tensor(rng.standard_normal(tuple(y.shape))))
             # (a tangent without history: J does not depend on x, so reverse over reverse must give zeros)
-            got = jg.autograd.grad((jvp * w).sum(), leaves, allow_unused=True) if jvp.requires_grad else \
+            got = jg.autograd.grad(_dot(w, jvp), leaves, allow_unused=True) if jvp.requires_grad else \
                 [None] * len(leaves)
             y2 = outputs(call(*a, **kw))[0]
-            g = jg.autograd.grad((y2 * w).sum(), leaves, create_graph=True, allow_unused=True)
+            g = jg.autograd.grad(_dot(w, y2), leaves, create_graph=True, allow_unused=True)
             inner = sum((gk * tk).sum() for gk, tk in zip(g, tangents) if gk is not None)
             want = jg.autograd.grad(inner, leaves, allow_unused=True) if isinstance(inner, jg.Tensor) and \
                 inner.requires_grad else [None] * len(leaves)

@@ -34,8 +34,12 @@ def _calls_lapack(fn, depth=2):
         if callable(f) and getattr(f, "__module__", None) == fn.__module__ and hasattr(f, "__code__"))
 
 
+CPU_ONLY.update({name: "complex tensors: the CUDA backend has no complex kernels yet"
+                 for name in ("complex", "polar", "view_as_complex")})
 CPU_ONLY.update({name: "LAPACK's kernels (kernels/linalg.py): on CUDA they need cuSOLVER" for name, op in OPS.items()
                  if hasattr(op.forward, "__code__") and _calls_lapack(op.forward)})
+CPU_ONLY.update({name: "pocketfft's kernels (kernels/fft.py): on CUDA they need cuFFT" for name, op in OPS.items()
+                 if "fft" in getattr(getattr(op.forward, "__code__", None), "co_names", ())})
 
 
 def _leaves(args, kwargs, device):

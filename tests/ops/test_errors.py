@@ -67,9 +67,9 @@ BAD_INPUT = [
     ("ragged list, deeper", lambda a, b: jg.tensor([[[1, 2], [3, 4]], [[1, 2], [3]]]), ValueError,
      "expected sequence of length 2 at dim 2 (got 1)"),
     ("unknown element type", lambda a, b: jg.tensor([None]), RuntimeError, "Could not infer dtype of NoneType"),
-    ("unsupported NumPy dtype", lambda a, b: jg.tensor(np.array([1 + 2j])), TypeError,
-     "can't convert np.ndarray of type numpy.complex128. The only supported types are: float64, float32, float16, "
-     "int64, int32, and bool."),
+    ("unsupported NumPy dtype", lambda a, b: jg.tensor(np.array(["a"])), TypeError,
+     "can't convert np.ndarray of type numpy.str32. The only supported types are: float64, float32, float16, "
+     "complex64, complex128, int64, int32, and bool."),
     ("dtype without a kernel", lambda a, b: jg.relu(jg.tensor([True])), RuntimeError,
      "Boolean inputs not supported for relu"),
     ("integer input of an activation", lambda a, b: jg.nn.functional.gelu(jg.tensor([1])), NotImplementedError,

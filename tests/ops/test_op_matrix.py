@@ -13,7 +13,11 @@ The checks, each a function below, run where its ``applies`` says:
   for a few, float32;
 - amp: the samples in float16 and bfloat16 against the same op on the rounded values in float32, rounded
   once (bit for bit), with gradients reaching the leaves in the reduced dtype (PyTorch's error where the
-  entry refuses them).
+  entry refuses them);
+- complex: the entries that take complex operands (``op.types.complex``) run forward in complex64 and
+  complex128 against NumPy, and grad and gradgrad in complex128 (gradcheck checks the real and imaginary
+  parts, as PyTorch's); the others refuse complex128 with an error of their own, never a kernel's. By
+  default one sample per entry (the first); ``-m slow`` runs them all.
 
 Forward-mode JVPs and vmap are checked per entry in tests/autograd/test_forward_ad.py and
 tests/transforms/test_vmap_entries.py; CUDA runs the forward samples in a simulator child
@@ -32,6 +36,7 @@ from jitgrad.ops import OPS
 from helpers import as_function, build, call_of, outputs, rounded, samples_of, tensors_for, values
 
 DTYPES = (np.float32, np.float64, np.int64, np.bool_)
+COMPLEX = (np.complex64, np.complex128)
 TOL = {np.float32: dict(rtol=1e-5, atol=1e-6), np.float64: dict(rtol=1e-10, atol=1e-12)}
 F16, BF16, F32 = jg.float16, jg.bfloat16, jg.float32
 
@@ -80,6 +85,10 @@ def expected_dtype(ref_out, dtype, args, kwargs):
     if named:
         return named[0]
     kind = np.asarray(ref_out).dtype.kind
+    if np.dtype(dtype).kind == "c" and kind in "fc":  # complex inputs: their dtype, or its parts' (abs, real)
+        return D.FROM_NP[np.dtype(dtype)] if kind == "c" else D.FROM_NP[np.dtype(dtype)].to_real()
+    if kind == "c":  # complex results of real inputs (complex, polar, view_as_complex): NumPy's
+        return D.FROM_NP[np.asarray(ref_out).dtype]
     if kind == "b":
         return jg.bool
     if kind in "iu":  # int64, but where the reference says int32 (LAPACK's pivots and infos, as PyTorch's)
@@ -90,7 +99,7 @@ def expected_dtype(ref_out, dtype, args, kwargs):
 def check_forward(op, dtype, args, kwargs):
     key = (op.name, np.dtype(dtype).name)
     rejected = REJECTED.get(key) or (None if has_number(args, kwargs) else REJECTED_TENSORS_ONLY.get(key))
-    floating = np.dtype(dtype).kind == "f"
+    floating = np.dtype(dtype).kind in "fc"
     targs, tkwargs, inputs = tensors_for(args, kwargs, floating)
     if rejected is not None:
         exc, msg = rejected
@@ -108,12 +117,13 @@ def check_forward(op, dtype, args, kwargs):
         assert out.shape == ref.shape, (out.shape, ref.shape)
         assert out.dtype is expected_dtype(ref, dtype, args, kwargs)
         got = out.detach().numpy()
-        if ref.dtype.kind == "f":
-            np.testing.assert_allclose(got, ref, equal_nan=True, **TOL[np.float64 if got.dtype == np.float64 else
+        if ref.dtype.kind in "fc":
+            np.testing.assert_allclose(got, ref, equal_nan=True, **TOL[np.float64 if got.dtype in (np.float64,
+                                                                                                   np.complex128) else
                                                                         np.float32])
         else:
             np.testing.assert_array_equal(got, ref)
-        differentiable = op.differentiable and bool(inputs) and out.dtype.is_floating_point
+        differentiable = op.differentiable and bool(inputs) and out.dtype.is_inexact
         assert out.requires_grad == differentiable
         if not any(out is t for t in inputs):  # x.to(x.dtype) is x
             assert (out.grad_fn is not None) == differentiable
@@ -301,6 +311,35 @@ def check_amp(op, dt, args, kwargs):
                 assert leaf.grad.dtype is dt and leaf.grad.shape == leaf.shape, op.name
 
 
+# ====================================================================== complex
+def check_complex_refused(op, dtype, args, kwargs):
+    """An entry without complex kernels refuses complex operands with an error (PyTorch's NotImplementedError,
+    RuntimeError or TypeError), never a kernel's."""
+    targs, tkwargs, _ = tensors_for(args, kwargs, False)
+    with pytest.raises((NotImplementedError, RuntimeError, TypeError)) as info:
+        call_of(op)(*targs, **tkwargs)
+    assert "numba" not in type(info.value).__module__ and "Failed in nopython" not in str(info.value)
+
+
+# entries whose public function takes complex tensors by composing entries that do (var(z) = var(z.real) +
+# var(z.imag), norm of |z|, cumsum of each part): tested in tests/ops/test_complex.py
+COMPOSED_COMPLEX = ("var", "std", "norm", "cumsum")
+
+
+def _complex_samples(op, dt):
+    """The entry's samples in complex dtype ``dt`` (none where its sample function makes none, or cannot)."""
+    try:
+        samples = samples_of(op, dt)
+    except (KeyError, TypeError, ValueError):
+        return []
+    return samples if samples and any(isinstance(a, np.ndarray) and a.dtype.kind == "c"
+                                      for a in samples[0][0]) else []
+
+
+def _complex_sample(op, dt):
+    return bool(_complex_samples(op, dt))
+
+
 # ====================================================================== the product
 # check name -> (function, dtypes it runs in, the dtype of the samples it takes, whether it applies to an entry)
 CHECKS = {
@@ -313,7 +352,16 @@ CHECKS = {
     "compile-tape": (check_compile_tape, (np.float64, np.float32), None, _elementwise),
     "compile-loops": (check_compile_loops, (np.float64, np.float32), None, _elementwise),
     "amp": (check_amp, (F16, BF16), np.float32, lambda op, dt: True),
+    "complex": (check_forward, COMPLEX, None, lambda op, dt: op.types.complex and _complex_sample(op, dt)),
+    "complex-grad": (check_grad, (np.complex128,), None,
+                     lambda op, dt: op.types.complex and op.differentiable and _complex_sample(op, dt)),
+    "complex-gradgrad": (check_gradgrad, (np.complex128,), None, lambda op, dt: op.types.complex and op.differentiable
+                         and op.derivatives.double_backward and _complex_sample(op, dt)),
+    "complex-refused": (check_complex_refused, (np.complex128,), None,
+                        lambda op, dt: not op.types.complex and op.name not in COMPOSED_COMPLEX
+                        and _complex_sample(op, dt)),
 }
+SAMPLED = ("complex", "complex-refused")  # checks that run one sample per entry unless -m slow
 
 
 def _matrix():
@@ -325,10 +373,13 @@ def _matrix():
                     continue
                 sdt = sample_dtype or dt
                 if sdt not in counts:
-                    counts[sdt] = len(samples_of(op, sdt))
+                    counts[sdt] = len(_complex_samples(op, sdt) if sdt in COMPLEX else samples_of(op, sdt))
                 label = dt.name if isinstance(dt, D.dtype) else np.dtype(dt).name
                 for k in range(counts[sdt]):
-                    yield pytest.param(name, dt, k, check, id="%s-%s-%d-%s" % (name, label, k, check))
+                    marks = (pytest.mark.slow,) if k and check.startswith(SAMPLED) else ()
+                    if k and check == "complex-refused":
+                        continue  # (one sample tells)
+                    yield pytest.param(name, dt, k, check, id="%s-%s-%d-%s" % (name, label, k, check), marks=marks)
 
 
 MATRIX = list(_matrix())

@@ -39,7 +39,7 @@ SAMPLE = ENTRIES[::5]
 
 
 def _samples(op):
-    for dtype in (np.float64, np.int64, np.bool_):
+    for dtype in (np.float64, np.int64, np.bool_, np.complex128):  # (complex: the entries of complex inputs only)
         s = samples_of(op, dtype)
         if s:
             return s
@@ -64,14 +64,14 @@ def _check_entry(name):
     checked = 0
     for args, kwargs in _samples(op):
         floats = []  # the arrays batched: the floating ones (all of them where there are none)
-        build(args, kwargs, lambda a: floats.append(a) or a if a.dtype.kind == "f" else a)
-        kinds = "f" if floats else "fiub"
+        build(args, kwargs, lambda a: floats.append(a) or a if a.dtype.kind in "fc" else a)
+        kinds = "fc" if floats else "fiub"
         if not floats:
             build(args, kwargs, lambda a: floats.append(a) or a)
         for dims, out_dim in _variants(len(floats), [a.ndim for a in floats]):
             # per float array: the batch of B perturbed copies, stacked at its in_dim
-            batches = [None if d is None else np.stack([a + 0.05 * k * rng.standard_normal(a.shape) if kinds == "f" else a
-                                                          for k in range(B)], axis=d) for a, d in zip(floats, dims)]
+            batches = [None if d is None else np.stack([a + 0.05 * k * rng.standard_normal(a.shape) if kinds == "fc"
+                                                        else a for k in range(B)], axis=d) for a, d in zip(floats, dims)]
 
             def sample_args(k):
                 it = iter(range(len(floats)))
