@@ -391,10 +391,11 @@ def test_an_elementwise_result_does_not_depend_on_where_its_output_lies(name, ar
     that distance: the loop checks that the output does not overlap an input)."""
     from jitgrad.kernels import elementwise
     rng = np.random.default_rng(7)
-    n, dt = 13, np.dtype(np.float64)
-    args = [rng.uniform(0.5, 2.0, n) for _ in range(arity)]
+    # (a complex twin, kernels/scalars.py's COMPLEX, runs on complex values)
+    n, dt = 13, np.dtype(np.complex128 if name.startswith("complex_") else np.float64)
+    args = [rng.uniform(0.5, 2.0, n) + (rng.uniform(-1.0, 1.0, n) * 1j if dt.kind == "c" else 0) for _ in range(arity)]
     want = elementwise.run(name, dt, *args)
-    buf = np.zeros(1024)
+    buf = np.zeros(1024, dt)
     ins = []
     for k, a in enumerate(args):
         buf[200 + 16 * k: 200 + 16 * k + n] = a
