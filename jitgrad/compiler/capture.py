@@ -15,6 +15,7 @@ concerned tells the tracer of all of these itself (jitgrad/_trace_hooks.py): tra
 """
 import os
 import sys
+import threading
 
 from .._device import backend, may_share_memory
 from .._graph import SEQUENCE, AccumulateGrad
@@ -55,6 +56,28 @@ def _user_line():
     return "%s:%d" % (f.f_code.co_filename, f.f_lineno) if f is not None else "<unknown>"
 
 
+# Serial traces (trace_backward, compiled autograd) run the kernels' serial builds by raising the process's
+# parallel threshold. Traces in several threads at once share one count, so that the last to finish restores
+# the threshold the first one found (saving and restoring per trace would leave another trace's value behind).
+_SERIAL = {"depth": 0, "threshold": None}
+_SERIAL_LOCK = threading.Lock()
+
+
+def _serial_enter():
+    with _SERIAL_LOCK:
+        if not _SERIAL["depth"]:
+            _SERIAL["threshold"] = config.PARALLEL_THRESHOLD
+            config.PARALLEL_THRESHOLD = sys.maxsize
+        _SERIAL["depth"] += 1
+
+
+def _serial_exit():
+    with _SERIAL_LOCK:
+        _SERIAL["depth"] -= 1
+        if not _SERIAL["depth"]:
+            config.PARALLEL_THRESHOLD = _SERIAL["threshold"]
+
+
 class Tracer:
     """Installed as STATE.capture while a function runs: records ops and graph breaks into ``graph``."""
 
@@ -81,13 +104,15 @@ class Tracer:
         if self.recording and op.value_shaped is not None and op.value_shaped(params):
             self.graph_break("%s, whose result's shape depends on its operands' values" % op.name, read=True)
             self.recording = False  # the rest runs eagerly
-        STATE.capture, threshold = None, config.PARALLEL_THRESHOLD
+        STATE.capture = None
         if self.serial:
-            config.PARALLEL_THRESHOLD = sys.maxsize
+            _serial_enter()
         try:
             out = dispatch(op, args, params)
         finally:
-            STATE.capture, config.PARALLEL_THRESHOLD = self, threshold
+            STATE.capture = self
+            if self.serial:
+                _serial_exit()
         if self.recording:
             try:
                 self.record(op, args, params, out)

@@ -131,6 +131,28 @@ def test_precompile_in_process_restores_threshold():
     assert config.PARALLEL_THRESHOLD == threshold
 
 
+def test_serial_traces_in_threads_restore_the_threshold():
+    """Backward traces run serial kernel builds by raising the parallel threshold; traces in several threads at
+    once (compiled autograd's plans) must leave the threshold the first found, never another trace's value."""
+    import threading
+    from jitgrad.compiler import capture
+    from jitgrad.kernels import config
+    threshold = config.PARALLEL_THRESHOLD
+    start = threading.Barrier(4)
+
+    def traces():
+        start.wait()
+        for _ in range(500):
+            capture._serial_enter()
+            capture._serial_exit()
+    threads = [threading.Thread(target=traces) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert config.PARALLEL_THRESHOLD == threshold
+
+
 def test_a_users_njit_function_from_exec_compiles_beside_jitgrad():
     """jitgrad times the compilations of its own kernels; someone else's @njit function, even one whose
     source was exec'd without a module name, compiles and runs as without jitgrad."""
