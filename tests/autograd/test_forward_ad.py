@@ -231,20 +231,25 @@ def _check_reverse_over_forward(name):
     call = call_of(op)
     rng = np.random.default_rng(len(name) + 7)
     checked = 0
-    for args, kwargs in samples_of(op, np.float64):
+    # (entries defined on complex inputs only, real/imag/view_as_real, take their complex samples)
+    for args, kwargs in samples_of(op, np.float64) or samples_of(op, np.complex128):
         leaves = []
 
         def leaf(a):
-            if a.dtype.kind != "f":
+            if a.dtype.kind not in "fc":
                 return jg.tensor(a)
             leaves.append(jg.tensor(a, requires_grad=True))
             return leaves[-1]
+
+        def tangent(x):  # (a complex input takes a complex tangent)
+            t = jg.tensor(rng.standard_normal(tuple(x.shape)))
+            return jg.complex(t, jg.tensor(rng.standard_normal(tuple(x.shape)))) if x.dtype.is_complex else t
         try:
             a, kw = build(args, kwargs, leaf)
-            tangents = [jg.tensor(rng.standard_normal(tuple(x.shape))) for x in leaves]
+            tangents = [tangent(x) for x in leaves]
             with fwAD.dual_level():
                 duals = iter([fwAD.make_dual(x, t) for x, t in zip(leaves, tangents)])
-                a2, kw2 = build(args, kwargs, lambda arr: next(duals) if arr.dtype.kind == "f" else jg.tensor(arr))
+                a2, kw2 = build(args, kwargs, lambda arr: next(duals) if arr.dtype.kind in "fc" else jg.tensor(arr))
                 y, jvp = fwAD.unpack_dual(outputs(call(*a2, **kw2))[0])
             if not leaves or not y.dtype.is_inexact or jvp is None:
                 continue
@@ -256,14 +261,14 @@ def _check_reverse_over_forward(name):
                 [None] * len(leaves)
             y2 = outputs(call(*a, **kw))[0]
             g = jg.autograd.grad(_dot(w, y2), leaves, create_graph=True, allow_unused=True)
-            inner = sum((gk * tk).sum() for gk, tk in zip(g, tangents) if gk is not None)
+            inner = sum(_dot(gk, tk) for gk, tk in zip(g, tangents) if gk is not None)  # dL along t: Re <g, t>
             want = jg.autograd.grad(inner, leaves, allow_unused=True) if isinstance(inner, jg.Tensor) and \
                 inner.requires_grad else [None] * len(leaves)
         except NotImplementedError:
             continue
         for a_, b_, x in zip(got, want, leaves):
-            a_ = np.zeros(tuple(x.shape)) if a_ is None else a_.numpy()
-            b_ = np.zeros(tuple(x.shape)) if b_ is None else b_.numpy()
+            a_ = np.zeros(tuple(x.shape), x.dtype.np) if a_ is None else a_.numpy()
+            b_ = np.zeros(tuple(x.shape), x.dtype.np) if b_ is None else b_.numpy()
             np.testing.assert_allclose(a_, b_, rtol=1e-7, atol=1e-9, err_msg=name)
         checked += 1
     assert checked, "no sample of %s was checked" % name
