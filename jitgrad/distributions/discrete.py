@@ -446,7 +446,7 @@ class Poisson(Distribution):
         return value.xlogy(rate) - rate - (value + 1).lgamma()
 
 
-class Geometric(Distribution):
+class Geometric(BinaryParams, Distribution):
     """The number of failures before the first success of Bernoulli(probs) trials."""
     arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
     support = constraints.nonnegative_integer
@@ -457,7 +457,7 @@ class Geometric(Distribution):
             (self.probs,) = broadcast_all(probs)
         else:
             (self.logits,) = broadcast_all(logits)
-        param = self.probs if probs is not None else self.logits
+        self._param = param = self.probs if probs is not None else self.logits
         batch_shape = Size() if isinstance(probs if probs is not None else logits, numbers.Number) else param.size()
         super().__init__(batch_shape, validate_args=validate_args)
         if self._validate_args and probs is not None:
@@ -475,6 +475,7 @@ class Geometric(Distribution):
             new.probs = self.probs.expand(batch_shape)
         if "logits" in self.__dict__:
             new.logits = self.logits.expand(batch_shape)
+        new._param = new.probs if "probs" in self.__dict__ else new.logits
         Distribution.__init__(new, batch_shape, validate_args=False)
         new._validate_args = self._validate_args
         return new
@@ -490,14 +491,6 @@ class Geometric(Distribution):
     @property
     def variance(self):
         return (1.0 / self.probs - 1.0) / self.probs
-
-    @lazy_property
-    def logits(self):
-        return probs_to_logits(self.probs, is_binary=True)
-
-    @lazy_property
-    def probs(self):
-        return logits_to_probs(self.logits, is_binary=True)
 
     def sample(self, sample_shape=Size()):
         shape = self._extended_shape(sample_shape)
