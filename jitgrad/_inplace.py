@@ -22,8 +22,10 @@ _CAST_NAMES = {"float32": "Float", "float64": "Double", "int64": "Long", "int32"
                "float16": "Half", "bfloat16": "BFloat16", "complex64": "ComplexFloat", "complex128": "ComplexDouble"}
 
 
-def check_inplace(t):
+def check_inplace(t, others=(), key=None):
     if STATE.grad_enabled:
+        if t._base is not None:
+            _check_multi_output_view(t, others, key)
         # PyTorch's order: a view of a leaf first. Either may be the one requiring grad:
         # arange(6.).reshape(2, 3).requires_grad_() is a leaf and a view of a base that does not.
         b = t._base
@@ -35,6 +37,33 @@ def check_inplace(t):
         raise RuntimeError("Inplace update to inference tensor outside InferenceMode is not allowed.You can make a "
                            "clone to get a normal tensor before doing inplace update.See "
                            "https://github.com/pytorch/rfcs/pull/17 for more details.")
+
+
+def _check_multi_output_view(t, others, key=None):
+    """PyTorch's error for writing, with grad mode on, into an output of a function that returns several views
+    (split, unbind) or a view of one, where the write would be recorded (the view, its base or a written value
+    requires grad). A write through ``key`` (setitem) writes into the view ``t[key]`` first."""
+    if all(link[2] is None for link in t._view_chain) or not (t._requires_grad or t._base._requires_grad or any(
+            isinstance(a, Tensor) and a._requires_grad for a in others)):
+        return
+    if t.grad_fn is None and t._base._requires_grad:  # (taken in no_grad mode: PyTorch's NO_GRAD_MODE view)
+        raise RuntimeError(_NO_GRAD_VIEW + " Given that this use case is ambiguous and error-prone, it is forbidden. "
+                           "You can clarify your code by moving both the view and the inplace either both inside the "
+                           "no_grad block (if you don't want the inplace to be tracked) or both outside (if you want "
+                           "the inplace to be tracked).")
+    if t.grad_fn is None:
+        what = _NO_GRAD_VIEW
+    else:
+        name, k = type(t.grad_fn).__name__, t._output_nr
+        if key is not None and all(_is_basic(i) for i in key):
+            name, k = ("SelectBackward0" if any(isinstance(i, (int, np.integer)) for i in key) else "SliceBackward0"), 0
+        what = "Output %d of %s is a view and is being modified inplace." % (k, name[:-len("Backward0")])
+    raise RuntimeError(what + " This view is the output of a function that returns multiple views. Such functions do "
+                       "not allow the output views to be modified inplace. You should replace the inplace operation by "
+                       "an out-of-place one.")
+
+
+_NO_GRAD_VIEW = "A view was created in no_grad mode and is being modified inplace with grad mode enabled."
 
 
 def _write(t, value, chain=(), key=None, op_name="__setitem__"):
@@ -94,7 +123,7 @@ def inplace(self, fn, args, kwargs):
         done = STATE.vmap.inplace(self, fn, args, kwargs)
         if done is not None:
             return done
-    check_inplace(self)
+    check_inplace(self, list(args) + list(kwargs.values()))
     if self.dtype.is_complex and fn.__name__ == "abs":  # (its result is real: PyTorch has no in-place form of it)
         raise RuntimeError("In-place abs is not supported for complex tensors.")
     record = STATE.grad_enabled and (self._requires_grad or any(
@@ -141,7 +170,7 @@ def setitem(self, key, value):
     key = normalize_key(self, key)
     if STATE.grad_enabled and self.grad_fn is None and self._requires_grad and all(_is_basic(k) for k in key):
         raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place operation.")
-    check_inplace(self)
+    check_inplace(self, (value,), key)
     if not isinstance(value, Tensor):
         if not isinstance(value, (bool, int, float, complex, np.number, np.bool_)):
             raise TypeError("can't assign a %s to a %s" % (type(value).__name__, self.type()))
@@ -173,14 +202,18 @@ def _fit_value(t, key, value):
 
 
 def _region_array(arr, chain, key):
-    for op, params in chain:
+    for op, params, k in chain:
         arr = op.forward(backend(arr), arr.dtype, arr, **params)
+        if k is not None:  # (one output of a multi-output view: split's pieces)
+            arr = arr[k]
     return arr[key] if key is not None else arr
 
 
 def _region_tensor(t, chain, key):
-    for op, params in chain:
+    for op, params, k in chain:
         t = dispatch(op, (t,), params)
+        if k is not None:
+            t = t[k]
     return t[key] if key is not None else t
 
 

@@ -115,7 +115,7 @@ class Op:
         self.inputs = inputs
         self.variadic = inputs is None
         n = 1 if inputs is None else len(inputs)
-        self.n_outputs = n_outputs
+        self.n_outputs = n_outputs  # None: as many as the forward returns (split), counted per node
         self.outputs = outputs  # names of the outputs a formula may save (s.result, s.indices)
         self.view = view
         self.broadcast = broadcast
@@ -141,12 +141,11 @@ class Op:
                                        tuple(linear), transpose_at)
         self.differentiable = any(vjp) if differentiable is None else differentiable
         self.node_name = node or "".join(p.capitalize() for p in name.split("_")) + "Backward0"
-        self.node_cls = type(self.node_name, (OpNode,), {"__slots__": (), "n_outputs": n_outputs})
+        self.node_cls = _node_class(self.node_name, n_outputs)
         # PyTorch names a binary op's node by its overload: (name when input 0 is a Python number, name when
         # input 1 is), e.g. 1 - x records RsubBackward1, 2 ** x PowBackward2
         self.scalar_nodes = None if scalar_nodes is None else tuple(
-            self.node_cls if n is None else type(n, (OpNode,), {"__slots__": (), "n_outputs": n_outputs})
-            for n in scalar_nodes)
+            self.node_cls if n is None else _node_class(n, n_outputs) for n in scalar_nodes)
         # an elementwise entry (forward made by ew_forward): the kernel it runs when called without params,
         # and its output dtype (None: the compute dtype); dispatch calls it directly
         self.kernel = getattr(forward, "kernel", None)
@@ -163,6 +162,13 @@ class Op:
 
     def __repr__(self):
         return "Op(%r)" % self.name
+
+
+def _node_class(name, n_outputs):
+    """The grad_fn class of an entry; an entry of a varying number of outputs keeps each node's count on the node."""
+    if n_outputs is None:
+        return type(name, (OpNode,), {"__slots__": ("n_outputs",)})
+    return type(name, (OpNode,), {"__slots__": (), "n_outputs": n_outputs})
 
 
 _FUSED_OPS = {}  # (kernel, arity) -> its op

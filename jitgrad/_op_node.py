@@ -22,7 +22,7 @@ class OpNode(Node):
     def apply(self, grads):
         op = self.op
         g = grads[0] if op.n_outputs == 1 else tuple(
-            grads[k] if grads[k] is not None else self._zeros_for_output(k) for k in range(op.n_outputs))
+            grads[k] if grads[k] is not None else self._zeros_for_output(k) for k in range(self.n_outputs))
         # no graph of the backward: the entry's fused kernels where it has them (variadic entries have none)
         fused = op.derivatives.fused if not STATE.grad_enabled and not op.variadic else None
         meta = self.input_meta
@@ -240,7 +240,11 @@ def record(op, args, params, out, grad=None):
         outs = tuple(Tensor._wrap(o) for o in out)
         result = outs
     if op.view:
-        _mark_view(result, args[0], op, params)
+        if op.n_outputs == 1:
+            _mark_view(result, args[0], op, params, None)
+        else:
+            for k, o in enumerate(outs):
+                _mark_view(o, args[0], op, params, k)
     if STATE.inference or not STATE.grad_enabled or not op.differentiable:
         return result  # (in inference mode _wrap has marked the outputs as inference tensors)
     if grad is None:
@@ -250,13 +254,14 @@ def record(op, args, params, out, grad=None):
     return result
 
 
-def _mark_view(view, src, op, params):
-    """A view shares its source's storage and version counter, and remembers how it was taken."""
+def _mark_view(view, src, op, params, k):
+    """A view shares its source's storage and version counter, and remembers how it was taken: (op, params,
+    which of its outputs or None)."""
     if may_share_memory(view._data, src._data):
         view._vc = src._vc
         base = src._base
         view._base = src if base is None else base
-        view._view_chain = src._view_chain + ((op, params),)
+        view._view_chain = src._view_chain + ((op, params, k),)
 
 
 def _may_save(op, name):
@@ -310,10 +315,12 @@ def _attach(op, args, params, outs):
             meta.append(None)
     plan = op._plans.get(active)
     inputs, save_outputs = plan if plan is not None else _save_plan(op, active)
-    if op.n_outputs > 1:
+    if op.n_outputs != 1:
         params = dict(params)
         params["_out_meta"] = [(o.shape, o.dtype) for o in outs]
     node = _new(op.node_cls if op.scalar_nodes is None else _scalar_node(op, args))
+    if op.n_outputs is None:
+        node.n_outputs = len(outs)
     node.next_functions = tuple(nexts)
     node._seq = next(SEQUENCE)
     node.op = op

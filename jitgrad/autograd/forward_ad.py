@@ -202,7 +202,8 @@ class _Hook:
             if op.differentiable and any(t is not None for t in tangents):
                 outs = (out,) if op.n_outputs == 1 else tuple(out)
                 if op.view:  # a view's tangent is the same view of its base's tangent (in-place writes reach both)
-                    jvps = (dispatch(op, (tangents[0],) + tuple(args[1:]), params),)
+                    jvps = dispatch(op, (tangents[0],) + tuple(args[1:]), params)
+                    jvps = (jvps,) if op.n_outputs == 1 else jvps
                 else:
                     jvps = _owned(_jvp(op, args, params, outs, tangents), tangents)
         finally:
@@ -210,7 +211,8 @@ class _Hook:
             STATE.dual = self
         if jvps is not None:
             node = outs[0].grad_fn
-            for name, o, t in zip(op.outputs, outs, jvps):
+            for k, (o, t) in enumerate(zip(outs, jvps)):
+                name = op.outputs[k] if k < len(op.outputs) else None
                 if t is None:
                     continue
                 _attach(o, t, level)

@@ -110,7 +110,7 @@ def _check_inputs(inputs):
         if x.device.type != "cpu":
             raise NotImplementedError("gradcheck perturbs its inputs in host memory: pass CPU tensors (input %d is on "
                                       "%s)" % (i, x.device))
-        if any(st == 0 and n > 1 for st, n in zip(x._data.strides, x._data.shape)):
+        if x._data.size and any(st == 0 and n > 1 for st, n in zip(x._data.strides, x._data.shape)):
             raise RuntimeError("The %dth input has a dimension with stride 0. gradcheck only supports inputs that are "
                                "non-overlapping to be able to compute the numerical gradients correctly. You should "
                                "call .contiguous on the input before passing it to gradcheck." % i)

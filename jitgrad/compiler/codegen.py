@@ -202,7 +202,7 @@ def _emit_node(node, i, ns, lines, device=False):
         if v.__class__ is Held:  # an index key: filled with the call's index and mask arrays
             ns["H%d_%s" % (i, k)] = v
             args.append("%s=H%d_%s.fill_args(%s)" % (k, i, k, ", ".join("v%d" % r for r in v.refs())))
-    outs = ", ".join("v%d" % v for v in node.outs) + ("," if len(node.outs) > 1 else "")
+    outs = ", ".join("v%d" % v for v in node.outs) + ("," if op.n_outputs != 1 else "")
     lines.append("    %s = OP%d(XP, DT%d, %s)  # %s" % (outs, i, i, ", ".join(args), op.name))
 
 

@@ -464,8 +464,8 @@ def loop(op, args, bdims, params, size):
     outs = [dispatch(op, tuple(a.select(0, i) if b else a for a, b in zip(args, bdims)), params)
             for i in range(size)]
     stack = OPS["stack"]
-    if op.n_outputs > 1:
-        return tuple(dispatch(stack, tuple(o[k] for o in outs), {"dim": 0}) for k in range(op.n_outputs)), True
+    if op.n_outputs != 1:
+        return tuple(dispatch(stack, tuple(o[k] for o in outs), {"dim": 0}) for k in range(len(outs[0]))), True
     return dispatch(stack, tuple(outs), {"dim": 0}), True
 
 
@@ -521,7 +521,7 @@ def _declare():
     for name in ("cumsum", "cumprod", "cummax", "cummin", "logcumsumexp", "softmax", "log_softmax", "sort", "topk", "kthvalue",
                  "median_dim"):
         RULES[name] = zero_d_dim("dim")
-    for name in ("glu", "gather", "scatter_add", "cat", "stack"):
+    for name in ("glu", "gather", "scatter_add", "cat", "stack", "split", "split_with_sizes", "unbind"):
         RULES[name] = shift_dims("dim")
     for name in ("fft_c2c", "fft_r2c", "fft_c2r"):  # transforms over dims: the batch dim is one more
         RULES[name] = shift_dims("dim")

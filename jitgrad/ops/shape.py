@@ -297,26 +297,66 @@ def cast(input, dtype):
     return dispatch(CAST, (input,), {"dtype": dtype})
 
 
+def _split_sections(n, size):
+    """The sizes split(x, size) cuts a dim of n into: size each, the last one smaller."""
+    return [min(size, n - i) for i in range(0, n, size)] if size else [0]
+
+
 @export()
 def split(tensor, split_size_or_sections, dim=0):
     _check_ints("split", "split_size", split_size_or_sections)
     d = tensor._wrap_dim(dim)
-    n = tensor.shape[d]
-    if isinstance(split_size_or_sections, int):
-        size = split_size_or_sections
-        if size <= 0 and n:
-            raise RuntimeError("split_size can only be 0 if dimension size is 0, but got dimension size of %d" % n)
-        sections = [min(size, n - i) for i in range(0, n, size)] if size else [0]
-    else:
-        sections = list(split_size_or_sections)
-        if sum(sections) != n:
-            raise RuntimeError("split_with_sizes expects split_sizes to sum exactly to %d (input tensor's size at "
-                               "dimension %d), but got split_sizes=[%s]" % (n, d, ", ".join(map(str, sections))))
+    if isinstance(split_size_or_sections, (int, np.integer)):
+        size = int(split_size_or_sections)
+        if size < 0:
+            raise RuntimeError("split expects split_size be non-negative, but got split_size=%d" % size)
+        if size == 0 and tensor.shape[d]:
+            raise RuntimeError("split_size can only be 0 if dimension size is 0, but got dimension size of %d"
+                               % tensor.shape[d])
+        return dispatch(SPLIT, (tensor,), {"split_size": size, "dim": d})
+    return split_with_sizes(tensor, split_size_or_sections, d)
+
+
+@export()
+def split_with_sizes(input, split_sizes, dim=0):
+    if not isinstance(split_sizes, (tuple, list)) or not all(
+            isinstance(s, (int, np.integer)) and not isinstance(s, bool) for s in split_sizes):
+        bad = split_sizes if not isinstance(split_sizes, (tuple, list)) else next(
+            s for s in split_sizes if not isinstance(s, (int, np.integer)) or isinstance(s, bool))
+        raise TypeError("split_with_sizes(): argument 'split_sizes' (position 2) must be tuple of ints, not %s"
+                        % type(bad).__name__)
+    d = input._wrap_dim(dim)
+    n = input.shape[d]
+    sizes = tuple(int(s) for s in split_sizes)
+    if any(s < 0 for s in sizes):
+        raise RuntimeError("split_with_sizes expects split_sizes have only non-negative entries, but got "
+                           "split_sizes=[%s]" % ", ".join(map(str, sizes)))
+    if sum(sizes) != n:
+        raise RuntimeError("split_with_sizes expects split_sizes to sum exactly to %d (input tensor's size at "
+                           "dimension %d), but got split_sizes=[%s]" % (n, d, ", ".join(map(str, sizes))))
+    return dispatch(SPLIT_WITH_SIZES, (input,), {"split_sizes": sizes, "dim": d})
+
+
+def _split_views(xp, x, dim, sizes):
+    lead = (slice(None),) * dim
     out, start = [], 0
-    for s in sections:
-        out.append(narrow(tensor, d, start, s))
+    for s in sizes:
+        out.append(xp.getitem(x, lead + (slice(start, start + s),)))
         start += s
     return tuple(out)
+
+
+def _split_forward(xp, dt, x, split_size, dim):
+    return _split_views(xp, x, dim, _split_sections(x.shape[dim], split_size))
+
+
+def _split_with_sizes_forward(xp, dt, x, split_sizes, dim):
+    return _split_views(xp, x, dim, split_sizes)
+
+
+def _unbind_forward(xp, dt, x, dim):
+    lead = (slice(None),) * dim
+    return tuple(xp.getitem(x, lead + (i,)) for i in range(x.shape[dim]))
 
 
 @export()
@@ -376,16 +416,15 @@ def dsplit(input, indices_or_sections):
 def chunk(input, chunks, dim=0):
     if chunks <= 0:
         raise RuntimeError("chunk expects `chunks` to be greater than 0, got: %d" % chunks)
-    n = input.shape[input._wrap_dim(dim)]
-    return split(input, max(1, -(-n // chunks)), dim)
+    d = input._wrap_dim(dim)
+    return dispatch(SPLIT, (input,), {"split_size": max(1, -(-input.shape[d] // chunks)), "dim": d})
 
 
 @export()
 def unbind(input, dim=0):
     if input.ndim == 0:
         raise IndexError("Dimension specified as %d but tensor has no dimensions" % dim)
-    d = input._wrap_dim(dim)
-    return tuple(select(input, d, i) for i in range(input.shape[d]))
+    return dispatch(UNBIND, (input,), {"dim": input._wrap_dim(dim)})
 
 
 def _same_view(t):
@@ -478,6 +517,30 @@ CAST = _shape_op("cast", lambda xp, dt, x, dtype: xp.astype(x, dtype.np), lambda
                  node="ToCopyBackward0", call=Tensor.to, ref=lambda x, dtype: x.astype(dtype.np),
                  samples=_cases(((2, 3), D.float32), ((2, 3), D.float64), ((5,), D.int64), ((), D.bool_),
                                 ([3, 2], D.int32)))
+
+# Multi-output views: one node for every piece, as PyTorch's (output_nr 0..k-1); backward fills zeros for the
+# pieces that got no gradient (OpNode.apply) and joins them back.
+def _np_split(x, split_size_or_sections, dim=0):
+    n = x.shape[dim]
+    sizes = _split_sections(n, split_size_or_sections) if isinstance(split_size_or_sections, int) \
+        else split_size_or_sections
+    return tuple(np.split(x, np.cumsum(sizes)[:-1], axis=dim))
+
+
+def _np_unbind(x, dim=0):
+    return tuple(np.moveaxis(x, dim, 0))
+
+
+SPLIT = register(Op("split", _split_forward, vjp=[lambda g, s: cat(g, s.dim)], n_outputs=None, dtype="keep",
+                    view=True, reduced_precision="native", call=split, ref=_np_split,
+                    samples=_cases(((6, 3), 2), ((5, 3), 2, 0), ((2, 5), 3, -1), ((2, 3), 3, 1), ([4, 3], 2, 1))))
+SPLIT_WITH_SIZES = register(Op("split_with_sizes", _split_with_sizes_forward, vjp=[lambda g, s: cat(g, s.dim)],
+                               n_outputs=None, dtype="keep", view=True, reduced_precision="native",
+                               call=split_with_sizes, ref=_np_split,
+                               samples=_cases(((5, 3), [1, 4]), ((2, 5), (2, 0, 3), 1), ([4, 3], [1, 2], -1))))
+UNBIND = register(Op("unbind", _unbind_forward, vjp=[lambda g, s: stack(g, s.dim)], n_outputs=None, dtype="keep",
+                     view=True, reduced_precision="native", call=unbind, ref=_np_unbind,
+                     samples=_cases(((3, 2),), ((2, 3), 1), ((4,), 0), ((2, 3, 2), -1), ([3, 2], 1))))
 
 
 # ---------------------------------------------------------------------- devices
