@@ -144,8 +144,10 @@ class Op:
         self.node_cls = _node_class(self.node_name, n_outputs)
         # PyTorch names a binary op's node by its overload: (name when input 0 is a Python number, name when
         # input 1 is), e.g. 1 - x records RsubBackward1, 2 ** x PowBackward2
+        # (such a node has no edge for the number, as PyTorch's Scalar overloads: 1 - x's next_functions is x's alone)
         self.scalar_nodes = None if scalar_nodes is None else tuple(
-            self.node_cls if n is None else _node_class(n, n_outputs) for n in scalar_nodes)
+            self.node_cls if n is None else _node_class(n, n_outputs, tuple(i for i in range(len(inputs)) if i != k))
+            for k, n in enumerate(scalar_nodes))
         # an elementwise entry (forward made by ew_forward): the kernel it runs when called without params,
         # and its output dtype (None: the compute dtype); dispatch calls it directly
         self.kernel = getattr(forward, "kernel", None)
@@ -164,11 +166,12 @@ class Op:
         return "Op(%r)" % self.name
 
 
-def _node_class(name, n_outputs):
-    """The grad_fn class of an entry; an entry of a varying number of outputs keeps each node's count on the node."""
+def _node_class(name, n_outputs, edge_inputs=None):
+    """The grad_fn class of an entry; an entry of a varying number of outputs keeps each node's count on the node.
+    ``edge_inputs``: the inputs its next_functions stand for, where not every input (see OpNode.edge_inputs)."""
     if n_outputs is None:
         return type(name, (OpNode,), {"__slots__": ("n_outputs",)})
-    return type(name, (OpNode,), {"__slots__": (), "n_outputs": n_outputs})
+    return type(name, (OpNode,), {"__slots__": (), "n_outputs": n_outputs, "edge_inputs": edge_inputs})
 
 
 _FUSED_OPS = {}  # (kernel, arity) -> its op

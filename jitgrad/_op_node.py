@@ -18,6 +18,7 @@ class OpNode(Node):
     """grad_fn of a table op: holds the op, its params, saved tensors and input metadata. Built by
     ``_attach`` (fields set there directly: one node per recorded op); the entry's node_cls subclasses it."""
     __slots__ = ("op", "params", "saved", "input_meta")
+    edge_inputs = None  # the input positions next_functions stand for, in order, where not all (None: all)
 
     def apply(self, grads):
         op = self.op
@@ -32,7 +33,10 @@ class OpNode(Node):
         traced = fused is None and SPECIAL[0] and not op.variadic and getattr(STATE.capture, "fused_vjps", False) \
             and not _is_complex(g, meta)
         out = []
+        edges = self.edge_inputs
         for i, nf in enumerate(self.next_functions):
+            if edges is not None:
+                i = edges[i]
             if nf[0] is None:
                 out.append(None)
                 continue
@@ -318,10 +322,11 @@ def _attach(op, args, params, outs):
     if op.n_outputs != 1:
         params = dict(params)
         params["_out_meta"] = [(o.shape, o.dtype) for o in outs]
-    node = _new(op.node_cls if op.scalar_nodes is None else _scalar_node(op, args))
+    cls = op.node_cls if op.scalar_nodes is None else _scalar_node(op, args)
+    node = _new(cls)
     if op.n_outputs is None:
         node.n_outputs = len(outs)
-    node.next_functions = tuple(nexts)
+    node.next_functions = tuple(nexts) if cls.edge_inputs is None else tuple(nexts[i] for i in cls.edge_inputs)
     node._seq = next(SEQUENCE)
     node.op = op
     node.input_meta = meta

@@ -219,17 +219,17 @@ def split_bias(graph):
     for node in graph.nodes:
         if fusable(graph, node):
             read.update(node.refs())
-    if not any(n.op.name == "linear" and n.args[2] is not None and n.outs[0] in read for n in graph.nodes):
+    if not any(n.op.name == "linear" and n.outs[0] in read for n in graph.nodes):
         return graph
     nodes, gemms = [], []  # (gemms: the arrays of the GEMMs' results, new values after the graph's)
     for node in graph.nodes:
-        if node.op.name == "linear" and node.args[2] is not None and node.outs[0] in read:
-            x, w, b = node.args
+        if node.op.name == "linear" and node.outs[0] in read:
+            b, x, wt = node.args
             mm = Ref(len(graph.arrays) + len(gemms))
             gemms.append(graph.arrays[node.outs[0]])
-            nodes.append(Node(OPS["linear_mm"], (x, w, None), {}, (mm,), node.cnp,
-                              tuple(i for i in node.convert if i < 2)))
-            nodes.append(Node(OPS["add"], (mm, b), {}, node.outs, node.cnp, (1,) if 2 in node.convert else ()))
+            nodes.append(Node(OPS["linear_mm"], (x, wt), {}, (mm,), node.cnp,
+                              tuple(i - 1 for i in node.convert if i)))
+            nodes.append(Node(OPS["add"], (mm, b), {}, node.outs, node.cnp, (1,) if 0 in node.convert else ()))
         else:
             nodes.append(node)
     return _rebuilt(graph, nodes, gemms)

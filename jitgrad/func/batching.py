@@ -297,15 +297,14 @@ def _matmul(a, b):
     return matmul(a, b)
 
 
-def _linear(x, w, b=None):
-    out = _matmul(x, w.transpose(0, 1) if w.ndim == 2 else w.t())
-    return out if b is None else out + b
-
-
 def linear(op, args, bdims, params, size):
-    if bdims[0] and not any(bdims[1:]):  # a batch of inputs: the entry takes any leading dims
+    """linear's operands: (bias, input, weight.t()), linear_mm's (input, weight.t())."""
+    x = 1 if op.name == "linear" else 0
+    if bdims[x] and not any(b for i, b in enumerate(bdims) if i != x):  # a batch of inputs: any leading dims
         return dispatch(op, args, params), True
-    return composed(lambda x, w, b=None: _linear(x, w, b))(op, args, bdims, params, size)
+    if x:
+        return composed(lambda b, x, wt: _matmul(x, wt) + b)(op, args, bdims, params, size)
+    return composed(lambda x, wt: _matmul(x, wt))(op, args, bdims, params, size)
 
 
 def matmul(op, args, bdims, params, size):
@@ -535,6 +534,7 @@ def _declare():
         RULES[name] = with_shape(via="reshape")
     RULES["expand"] = with_shape()
     RULES["transpose"] = transpose
+    RULES["t"] = composed(lambda x: x.transpose(0, 1) if x.ndim == 2 else x.reshape(x.shape))
     RULES["permute"] = permute
     RULES["repeat"] = repeat
     RULES["clone"] = clone

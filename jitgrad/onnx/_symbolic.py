@@ -171,10 +171,10 @@ def _matmul(b, n, x):
 
 @rule("linear", "linear_mm")
 def _linear(b, n, x):
-    inp, w, bias = (x + [None])[:3]
+    bias, inp, wt = x if n.op.name == "linear" else [None] + x  # (the weight comes as its transpose: t's node)
     if len(b.shape(inp)) == 2:
-        return [b.op("Gemm", [inp, w] + ([bias] if bias is not None else []), transB=1)]
-    y = b.op("MatMul", [inp, b.op("Transpose", [w], perm=[1, 0])])
+        return [b.op("Gemm", [inp, wt] + ([bias] if bias is not None else []))]
+    y = b.op("MatMul", [inp, wt])
     return [y if bias is None else b.op("Add", [y, bias])]
 
 
@@ -324,6 +324,11 @@ def _transpose(b, n, x):
     d0, d1 = n.params["d0"], n.params["d1"]
     perm[d0], perm[d1] = perm[d1], perm[d0]
     return [b.op("Transpose", x[:1], perm=perm)]
+
+
+@rule("t")
+def _t(b, n, x):
+    return [b.op("Transpose", x[:1], perm=[1, 0]) if len(b.shape(x[0])) == 2 else b.op("Identity", x[:1])]
 
 
 @rule("permute")

@@ -78,7 +78,7 @@ def install():
     for name, fn in METHODS_INPLACE.items():
         setattr(Tensor, name, fn)
     for name, fn in OPERATORS.items():  # __rX__: the operands swapped; __iX__: the in-place form
-        if name.startswith("__r"):
+        if name.startswith("__r") and name not in ("__radd__", "__rmul__"):  # (1 + x is x + 1, as PyTorch records it)
             fn = _swap(fn)
         elif name.startswith("__i") and name != "__invert__":
             fn = _inplace_method(fn)

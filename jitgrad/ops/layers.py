@@ -9,6 +9,7 @@ from .._op import Op, dispatch
 from .._tensor import Tensor
 from ._table import LOWER, _arr, autocasts, register
 from .indexing import check_rows, index_put_zeros
+from .shape import _unsafe_view
 
 
 # ---------------------------------------------------------------------- linear
@@ -19,17 +20,23 @@ def _rows(t):
     return math.prod(shape[:-1]), shape[-1]
 
 
-def _linear_forward(xp, dt, x, w, b):
+# PyTorch's F.linear is addmm(bias, input, weight.t()) (mm without a bias): the entries take those operands in
+# that order, the weight as its transposed view (a TBackward0 node), so grad_fn.next_functions reads as PyTorch's
+def _linear_forward(xp, dt, b, x, wt):
     shape = tuple(x.shape)
-    out = xp.matmul(xp.reshape(x, _rows(x)), xp.swapaxes(w, 0, 1))  # K = 0: BLAS gives zeros
+    out = xp.matmul(xp.reshape(x, _rows(x)), wt)  # K = 0: BLAS gives zeros
     if b is not None:
         out = xp.run("add", dt, out, b, out=out)
-    return xp.reshape(out, shape[:-1] + (w.shape[0],))
+    return xp.reshape(out, shape[:-1] + (wt.shape[1],))
 
 
-def _linear_weight_grad(g, s):
-    x = s.self
-    return g.reshape(_rows(g)).t().mm(x.reshape(_rows(x)))
+def _linear_mm_forward(xp, dt, x, wt):
+    return _linear_forward(xp, dt, None, x, wt)
+
+
+def _linear_weight_grad(g, x):
+    """The gradient of the transposed weight (in, out)."""
+    return x.reshape(_rows(x)).t().mm(g.reshape(_rows(g)))
 
 
 @autocasts("linear")
@@ -54,11 +61,17 @@ def linear(input, weight, bias=None):
                                % (_scalar_name(bias), _scalar_name(input)))
         if tuple(bias.shape) != (weight.shape[0],):
             bias = bias.expand(weight.shape[0])  # a broadcastable bias, or expand's error
-    op = LINEAR if bias is not None else LINEAR_MM
+    if bias is None:  # PyTorch's matmul(input, weight.t()): MmBackward0, a view around it for other ranks
+        if input.ndim == 2:
+            return dispatch(LINEAR_MM, (input, weight.t()))
+        if input.ndim == 1:
+            return dispatch(LINEAR_MM, (input.unsqueeze(0), weight.t())).squeeze(0)
+        return _unsafe_view(dispatch(LINEAR_MM, (input.reshape(_rows(input)), weight.t())),
+                            tuple(input.shape[:-1]) + (weight.shape[0],))
     if input.ndim == 2:
-        return dispatch(op, (input, weight, bias))
+        return dispatch(LINEAR, (bias, input, weight.t()))
     # other ranks, as PyTorch records them: a view to rows, one GEMM node, a view back
-    out = dispatch(op, (input.reshape(_rows(input)), weight, bias))
+    out = dispatch(LINEAR, (bias, input.reshape(_rows(input)), weight.t()))
     return out.reshape(tuple(input.shape[:-1]) + (weight.shape[0],))
 
 
@@ -165,14 +178,16 @@ def _linear_samples(rng, dtype):
 
 
 # ---------------------------------------------------------------------- the entries
-LINEAR = register(Op("linear", _linear_forward, inputs=("self", "weight", "bias"),
-                     vjp=[lambda g, s: g.matmul(s.weight), _linear_weight_grad, lambda g, s: g.reshape(_rows(g)).sum(0)],
+LINEAR = register(Op("linear", _linear_forward, inputs=("self", "mat1", "mat2"),
+                     vjp=[lambda g, s: g.reshape(_rows(g)).sum(0), lambda g, s: g.matmul(s.mat2.t()),
+                          lambda g, s: _linear_weight_grad(g, s.mat1)],
                      dtype="promote", node="AddmmBackward0", call=linear, api=("linear",), method=False, autocast=LOWER,
                      ref=lambda x, w, b=None: x @ w.T + (0 if b is None else b),
                      samples=lambda rng, dtype: _linear_samples(rng, dtype) if np.dtype(dtype).kind == "f" else []))
 # without a bias PyTorch records F.linear as mm (MmBackward0)
-LINEAR_MM = register(Op("linear_mm", _linear_forward, inputs=("self", "weight", "bias"),
-                        vjp=[lambda g, s: g.matmul(s.weight), _linear_weight_grad], dtype="promote", node="MmBackward0",
+LINEAR_MM = register(Op("linear_mm", _linear_mm_forward, inputs=("self", "mat2"),
+                        vjp=[lambda g, s: g.matmul(s.mat2.t()), lambda g, s: _linear_weight_grad(g, s.self)],
+                        dtype="promote", node="MmBackward0",
                         call=linear, ref=lambda x, w, b=None: x @ w.T,
                         samples=lambda rng, dtype: [((x, w), {}) for (x, w, b), _ in _linear_samples(rng, dtype)]
                         if np.dtype(dtype).kind == "f" else []))

@@ -208,7 +208,7 @@ def transpose(input, dim0, dim1):
 def t(input):
     if input.ndim > 2:
         raise RuntimeError("t() expects a tensor with <= 2 dimensions, but self is %dD" % input.ndim)
-    return transpose(input, 0, 1) if input.ndim == 2 else _same_view(input)
+    return dispatch(T_VIEW, (input,))
 
 
 def permute(input, *dims):
@@ -440,15 +440,43 @@ def _T(self):
                       "it will throw an error in a future release. Consider `x.mT` to transpose batches of matrices "
                       "or `x.permute(*torch.arange(x.ndim - 1, -1, -1))` to reverse the dimensions of a tensor.",
                       UserWarning, stacklevel=2)
-    return self.permute(tuple(range(self.ndim - 1, -1, -1))) if self.ndim > 1 else _same_view(self)
+    return self.permute(tuple(range(self.ndim - 1, -1, -1)))
 
 
 def _mT(self):
     return self.transpose(-2, -1)
 
 
+def _H(self):
+    if self.ndim != 2 and self.ndim:
+        raise RuntimeError("tensor.H is only supported on matrices (2-D tensors). Got %d-D tensor.%s" % (
+            self.ndim, " For batches of matrices, consider using tensor.mH" if self.ndim > 2 else ""))
+    if not self.ndim:
+        warnings.warn("Tensor.H is deprecated on 0-D tensors. Consider using x.conj().", UserWarning, stacklevel=2)
+    return self.transpose(0, 1).conj() if self.ndim else self.conj()
+
+
+@export()
+def adjoint(input):
+    if input.ndim < 2:
+        raise RuntimeError("tensor.adjoint() is only supported on matrices or batches of matrices. Got %d-D tensor."
+                           % input.ndim)
+    return input.transpose(-2, -1).conj()
+
+
+def _mH(self):
+    if self.ndim == 1:
+        raise RuntimeError("tensor.mH is only supported on matrices or batches of matrices. Got 1-D tensor.")
+    if not self.ndim:
+        warnings.warn("Tensor.mH is deprecated on 0-D tensors. Consider using x.conj().", UserWarning, stacklevel=2)
+        return self.conj()
+    return adjoint(self)
+
+
 Tensor.T = property(_T)
 Tensor.mT = property(_mT)
+Tensor.H = property(_H)
+Tensor.mH = property(_mH)
 
 
 # ---------------------------------------------------------------------- references and samples (see _table.py)
@@ -500,6 +528,9 @@ TRANSPOSE = _shape_op("transpose", lambda xp, dt, x, d0, d1: xp.swapaxes(x, d0, 
                       lambda g, s: g.transpose(s.d0, s.d1), node="TransposeBackward0", call=transpose,
                       api=("transpose", "swapaxes", "swapdims"), ref=np.swapaxes,
                       samples=_cases(((2, 3), 0, 1), ((2, 3, 2), 0, 2), ((2, 3), -1, 0), ((2, 3), 1, 1), ([3, 2], 0, 1)))
+T_VIEW = _shape_op("t", lambda xp, dt, x: xp.swapaxes(x, 0, 1) if x.ndim == 2 else xp.reshape(x, x.shape),
+                   lambda g, s: g.t(), node="TBackward0", call=t,
+                   ref=lambda x: x.T, samples=_cases(((2, 3),), ((3,),), ((),), ([3, 2],)))
 PERMUTE = _shape_op("permute", lambda xp, dt, x, dims: xp.transpose(x, dims),
                     lambda g, s: g.permute(tuple(np.argsort(s.dims))), node="PermuteBackward0", call=permute,
                     api=("permute",), ref=np.transpose,
