@@ -245,7 +245,7 @@ def test_a_linear_bias_joins_the_loop_of_the_elementwise_ops_that_read_its_resul
     # the GEMM alone, then its bias in the loop that reads the result, over the GEMM's own buffer
     assert "# linear_mm" in src and "# linear\n" not in src, src
     assert "fused: add " in src, src
-    gemm = src.split(" = OP")[0].split()[-1]  # the first line's value: the GEMM's result
+    gemm = next(ln for ln in src.splitlines() if "# linear_mm" in ln).split(" = ")[0].split()[-1]  # the GEMM's result
     assert "writes over %s's buffer" % gemm in src or fn is _linear_read_twice, src
 
 
