@@ -128,6 +128,62 @@ def spmm(crow, col, val, dense):
     return out
 
 
+def _spgemm_count(acrow, acol, bcrow, bcol, n_cols):
+    """Gustavson's SpGEMM, first pass: the row pointers of A @ B (the distinct columns each row reaches)."""
+    n = acrow.shape[0] - 1
+    crow = np.zeros(n + 1, np.int64)
+    mark = np.full(n_cols, -1, np.int64)
+    for i in range(n):
+        k = 0
+        for p in range(acrow[i], acrow[i + 1]):
+            r = acol[p]
+            for q in range(bcrow[r], bcrow[r + 1]):
+                c = bcol[q]
+                if mark[c] != i:
+                    mark[c] = i
+                    k += 1
+        crow[i + 1] = crow[i] + k
+    return crow
+
+
+def _spgemm_fill(acrow, acol, aval, bcrow, bcol, bval, crow, col, val, n_cols):
+    """Second pass: each row's sums in a dense accumulator, written out with the columns in order."""
+    acc = np.zeros(n_cols, val.dtype)
+    mark = np.full(n_cols, -1, np.int64)
+    for i in range(acrow.shape[0] - 1):
+        k = crow[i]
+        for p in range(acrow[i], acrow[i + 1]):
+            r = acol[p]
+            v = aval[p]
+            for q in range(bcrow[r], bcrow[r + 1]):
+                c = bcol[q]
+                if mark[c] != i:
+                    mark[c] = i
+                    col[k] = c
+                    k += 1
+                acc[c] += v * bval[q]
+        row = col[crow[i]:k]
+        row.sort()
+        for t in range(crow[i], k):
+            val[t] = acc[col[t]]
+            acc[col[t]] = 0
+
+
+spgemm_count = compiled(_spgemm_count)
+spgemm_fill = compiled(_spgemm_fill)
+
+
+def spgemm(acrow, acol, aval, bcrow, bcol, bval, n_cols):
+    """CSR (n, k) times CSR (k, m) -> CSR (crow, col, values) of (n, m), columns sorted in each row; every
+    product the patterns reach is an entry (explicit zeros included, as PyTorch's)."""
+    crow = spgemm_count(acrow, acol, bcrow, bcol, n_cols)
+    nnz = crow[-1]
+    col = np.empty(nnz, np.int64)
+    val = np.empty(nnz, np.result_type(aval.dtype, bval.dtype))
+    spgemm_fill(acrow, acol, aval, bcrow, bcol, bval, crow, col, val, n_cols)
+    return crow, col, val
+
+
 def _sddmm(rows, cols, a, b, out):
     """out[p] = a[rows[p]] . b[cols[p]]: (a @ b.T) sampled at the entries of a sparsity pattern."""
     for p in prange(rows.shape[0]):

@@ -139,6 +139,9 @@ def mm(mat1, mat2, reduce="sum"):
         raise NotImplementedError("jitgrad.sparse.mm: reduce=%r is not implemented (only 'sum')" % reduce)
     if mat1.layout is strided:
         return _dense_mm(mat1, mat2)
+    if mat2.layout is not strided:  # SpGEMM
+        F.check_spgemm(mat1, mat2)
+        return (F.SparseSparseMatmul if mat1.layout is sparse_coo else F.SparseSparseAddmm).apply(mat1, mat2, mat1.layout is sparse_coo)
     F.check_mm(mat1, mat2)
     return F.SparseAddmm.apply(_NO_INPUT, mat1, mat2, 0, 1)
 

@@ -26,6 +26,9 @@ def _number(a):
 
 def _mm(args, params):
     a, b = args
+    if _sparse(a) and _sparse(b):
+        F.check_spgemm(a, b)
+        return F.SparseSparseMm.apply(a, b, False)
     if _sparse(a):
         F.check_mm(a, b, "mm")
     elif b.dense_dim():

@@ -196,9 +196,6 @@ def check_mm(s, d, what="addmm"):
         raise RuntimeError("%s: Argument #3 (dense): Expected dim 0 size %d, got %d" % (what, s.shape[1], d.shape[0]))
     if d.dtype is not s.dtype:
         raise RuntimeError("expected scalar type %s but found %s" % (s.dtype.scalar_type, d.dtype.scalar_type))
-    if d.layout is not strided:
-        raise NotImplementedError("jitgrad.sparse.mm of two sparse matrices (SpGEMM) is not implemented: convert "
-                                  "one of them with to_dense()")
     if d.is_cuda:
         raise NotImplementedError("sparse tensors are CPU tensors in jitgrad: mm with a CUDA operand is not supported")
 
@@ -224,6 +221,77 @@ def _sampled(s, a, b):
     else:
         rows, cols = c._ind
     return S.like(c, K.sddmm(rows, cols, a, b).astype(c._vals.dtype, copy=False))
+
+
+def check_spgemm(a, b):
+    """PyTorch's errors for a product of two sparse matrices."""
+    if a.layout is not b.layout:
+        names = S.LAYOUT_NAMES
+        raise RuntimeError("addmm: computation on CPU is not implemented for %s + %s @ %s"
+                           % (names[a.layout], names[a.layout], names[b.layout]))
+    if a.ndim != 2 or b.ndim != 2 or a.dense_dim() or b.dense_dim():
+        raise RuntimeError("mm: matrices expected, got %dD and %dD tensors" % (a.ndim, b.ndim))
+    if a.shape[1] != b.shape[0]:
+        raise RuntimeError("mat1 and mat2 shapes cannot be multiplied (%dx%d and %dx%d)"
+                           % (a.shape[0], a.shape[1], b.shape[0], b.shape[1]))
+    if a.dtype is not b.dtype:
+        raise RuntimeError("expected scalar type %s but found %s" % (a.dtype.scalar_type, b.dtype.scalar_type))
+
+
+def _csr_of(t, transpose=False):
+    """(crow, col, values) of a 2-D matrix, sparse or dense (a gradient may come either way), or of its transpose."""
+    if t.layout is strided:
+        ind, vals = _dense_to_coo(t._data, 2)
+        t = S.coo(ind, vals, t._data.shape, True)
+    crow, col, vals = S.csr_arrays(t)
+    if transpose:
+        tcrow, tcol, src = K.transpose_csr(crow, col, t._data.shape[1])
+        return tcrow, tcol, vals[src]
+    return crow, col, vals
+
+
+def _spgemm(a, b, shape, layout):
+    """Sparse a @ b (CSR arrays) as a sparse tensor of ``layout`` (COO: coalesced)."""
+    crow, col, vals = K.spgemm(*a, *b, shape[1])
+    if layout is sparse_coo:
+        return S.coo(np.stack([K.csr_rows(crow), col]), vals, shape, True)
+    return S.csr(crow, col, vals, shape)
+
+
+class _SparseSparseMm(Function):
+    """sparse @ sparse (SpGEMM), in the operands' layout. ``masked``: each gradient on its operand's own pattern
+    (torch.sparse.mm of COO matrices), else the whole sparse product (mm, @)."""
+    @staticmethod
+    def forward(ctx, a, b, masked):
+        ctx.a, ctx.b, ctx.masked = _pattern(a), _pattern(b), masked
+        return _spgemm(_csr_of(a), _csr_of(b), (a.shape[0], b.shape[1]), a.layout)
+
+    @staticmethod
+    def backward(ctx, g):
+        a, b = ctx.a, ctx.b
+        ga = gb = None
+        if ctx.needs_input_grad[0]:  # dA = g B^T
+            ga = _spgemm(_csr_of(g), _csr_of(b, True), a._data.shape, a.layout)
+            ga = S.like(S.coalesced(a), S.gather(ga, S.coalesced(a))) if ctx.masked else ga
+        if ctx.needs_input_grad[1]:  # dB = A^T g
+            gb = _spgemm(_csr_of(a, True), _csr_of(g), b._data.shape, b.layout)
+            gb = S.like(S.coalesced(b), S.gather(gb, S.coalesced(b))) if ctx.masked else gb
+        return ga, gb, None
+
+
+@_named("SparseSparseMatmulBackward0")
+class SparseSparseMatmul(_SparseSparseMm):
+    pass
+
+
+@_named("MmBackward0")
+class SparseSparseMm(_SparseSparseMm):
+    pass
+
+
+@_named("SparseAddmmBackward0")
+class SparseSparseAddmm(_SparseSparseMm):  # (torch.sparse.mm of CSR matrices: PyTorch runs it as addmm)
+    pass
 
 
 @_named("SparseAddmmBackward0")
