@@ -100,7 +100,7 @@ from . import func  # noqa: F401,E402  (function transforms: vmap, grad, jacrev.
 from .func import vmap  # noqa: F401,E402
 from . import distributions  # noqa: F401,E402  (above nn: its losses and one_hot)
 from . import sparse  # noqa: F401,E402  (torch.sparse: above autograd, whose Functions its ops are)
-from .sparse import sparse_coo_tensor, sparse_csr_tensor, spmm  # noqa: F401,E402
+from .sparse import sparse_coo_tensor, sparse_csc_tensor, sparse_csr_tensor, spmm  # noqa: F401,E402
 from ._layout import layout, sparse_coo, sparse_csc, sparse_csr, strided  # noqa: F401,E402
 from . import compiler  # noqa: F401,E402
 from .compiler import compile  # noqa: F401,E402

@@ -9,7 +9,7 @@ import numpy as np
 
 from .. import _dtype as D
 from .. import _op
-from .._layout import sparse_coo, sparse_csr, strided
+from .._layout import sparse_coo, sparse_csc, sparse_csr, strided
 from .._tensor import Tensor
 from .._factories import tensor as _as_tensor
 from ..ops.linalg import mm as _dense_mm
@@ -17,7 +17,7 @@ from . import _dispatch
 from . import _functions as F
 from ._tensor import SparseTensor, layout_name
 
-__all__ = ["mm", "addmm", "sum", "softmax", "log_softmax", "sparse_coo_tensor", "sparse_csr_tensor", "spmm",
+__all__ = ["mm", "addmm", "sum", "softmax", "log_softmax", "sparse_coo_tensor", "sparse_csr_tensor", "sparse_csc_tensor", "spmm",
            "SparseTensor"]
 
 _NO_INPUT = Tensor._wrap(np.zeros(()))  # sparse.mm is addmm without an input: its first next_functions entry
@@ -127,6 +127,40 @@ def sparse_csr_tensor(crow_indices, col_indices, values, size=None, *, dtype=Non
     return _leaf(out, requires_grad)
 
 
+def sparse_csc_tensor(ccol_indices, row_indices, values, size=None, *, dtype=None, device=None, pin_memory=False,
+                      requires_grad=False, check_invariants=None):
+    """A 2-D CSC matrix from its column pointers, row indices and values; gradients flow to ``values``."""
+    _check_device(device)
+    ccol, row = _index_array(ccol_indices, "ccol_indices"), _index_array(row_indices, "row_indices")
+    v = _values_tensor(values, dtype)
+    if ccol.ndim != 1 or row.ndim != 1 or v.ndim != 1:
+        raise NotImplementedError("jitgrad's CSC tensors are 2-D matrices with 1-D ccol_indices, row_indices and "
+                                  "values (batched or hybrid CSC is not supported)")
+    if size is None:
+        size = (int(row.max()) + 1 if row.size else 0, ccol.shape[0] - 1)
+    size = tuple(int(s) for s in size)
+    nnz = row.shape[0]
+    if len(size) != 2:
+        raise RuntimeError("tensor dimensionality must be sum of batch, base, and dense dimensionalities (=0 + 2 + 0) "
+                           "but got %d" % len(size))
+    if ccol.shape[0] != size[1] + 1:
+        raise RuntimeError("ccol_indices.shape[-1] must be equal to the number of columns + 1 (=%d), but got %d"
+                           % (size[1] + 1, ccol.shape[0]))
+    if v.shape[0] != nnz:
+        raise RuntimeError("row_indices and values must have the same number of elements, but got %d and %d"
+                           % (nnz, v.shape[0]))
+    if ccol[0] != 0:
+        raise RuntimeError("`ccol_indices[..., 0] == 0` is not satisfied.")
+    if ccol[-1] != nnz:
+        raise RuntimeError("`ccol_indices[..., -1] == nnz` is not satisfied.")
+    if np.any(np.diff(ccol) < 0):
+        raise RuntimeError("`0 <= ccol_indices[..., 1:] - ccol_indices[..., :-1] <= nrows` is not satisfied.")
+    if nnz and (row.min() < 0 or row.max() >= size[0]):
+        raise RuntimeError("`0 <= row_indices < nrows` is not satisfied.")
+    out = F.CscTensor.apply(v, ccol, row, size)
+    return _leaf(out, requires_grad)
+
+
 # ---------------------------------------------------------------------- torch.sparse's functions
 def _need_sparse(x, what):
     if x.layout is strided:
@@ -141,7 +175,8 @@ def mm(mat1, mat2, reduce="sum"):
         return _dense_mm(mat1, mat2)
     if mat2.layout is not strided:  # SpGEMM
         F.check_spgemm(mat1, mat2)
-        return (F.SparseSparseMatmul if mat1.layout is sparse_coo else F.SparseSparseAddmm).apply(mat1, mat2, mat1.layout is sparse_coo)
+        coo = mat1.layout is sparse_coo
+        return (F.SparseSparseMatmul if coo else F.SparseSparseAddmm).apply(mat1, mat2, coo, mat1.layout)
     F.check_mm(mat1, mat2)
     return F.SparseAddmm.apply(_NO_INPUT, mat1, mat2, 0, 1)
 
@@ -205,6 +240,8 @@ def _to_dense(self, dtype=None, *, masked_grad=None):
 def _to_sparse(self, sparse_dim=None, *, layout=None, blocksize=None, dense_dim=None):
     if layout is sparse_csr:
         return _to_sparse_csr(self, dense_dim)
+    if layout is sparse_csc:
+        return _to_sparse_csc(self, dense_dim)
     if layout not in (None, sparse_coo) or blocksize is not None:
         raise NotImplementedError("to_sparse: layout %r is not supported by jitgrad" % (layout,))
     if self.layout is sparse_coo:
@@ -227,7 +264,15 @@ def _to_sparse_csr(self, dense_dim=None):
         raise NotImplementedError("to_sparse_csr: hybrid CSR tensors (dense_dim > 0) are not supported by jitgrad")
     if self.layout is sparse_csr:
         return self
-    return F.ToSparseCsr.apply(self)
+    return F.ToSparseCsr.apply(self, sparse_csr)
+
+
+def _to_sparse_csc(self, dense_dim=None):
+    if dense_dim:
+        raise NotImplementedError("to_sparse_csc: hybrid CSC tensors (dense_dim > 0) are not supported by jitgrad")
+    if self.layout is sparse_csc:
+        return self
+    return F.ToSparseCsc.apply(self, sparse_csc)
 
 
 def _coalesce(self):
@@ -268,6 +313,7 @@ def _dense_nnz(self):
 def install():
     """The sparse methods of Tensor and SparseTensor, and the sparse branch of dispatch."""
     for name, fn in (("to_dense", _to_dense), ("to_sparse", _to_sparse), ("to_sparse_csr", _to_sparse_csr),
+                     ("to_sparse_csc", _to_sparse_csc),
                      ("coalesce", _coalesce), ("values", _values)):
         setattr(Tensor, name, fn)
     for name in ("is_coalesced", "indices", "_indices"):
@@ -275,6 +321,8 @@ def install():
     Tensor._values = _dense_error("_values", "sparse")
     for name in ("crow_indices", "col_indices"):
         setattr(Tensor, name, _dense_error(name, "sparse row compressed"))
+    for name in ("ccol_indices", "row_indices"):
+        setattr(Tensor, name, _dense_error(name, "sparse column compressed"))
     Tensor.sparse_dim = lambda self: 0
     Tensor.dense_dim = lambda self: self.ndim
     Tensor._nnz = _dense_nnz

@@ -4,11 +4,11 @@ sparse backend."""
 import numpy as np
 
 from .._device import to_device
-from .._layout import sparse_coo, sparse_csr, strided
+from .._layout import sparse_coo, sparse_csc, sparse_csr, strided
 from .._tensor import Tensor
 from . import _functions as F
 
-BACKENDS = {sparse_coo: "SparseCPU", sparse_csr: "SparseCsrCPU"}
+BACKENDS = {sparse_coo: "SparseCPU", sparse_csr: "SparseCsrCPU", sparse_csc: "SparseCscCPU"}
 
 
 def _sparse(a):
@@ -28,7 +28,7 @@ def _mm(args, params):
     a, b = args
     if _sparse(a) and _sparse(b):
         F.check_spgemm(a, b)
-        return F.SparseSparseMm.apply(a, b, False)
+        return F.SparseSparseMm.apply(a, b, False, a.layout if a.layout is sparse_coo else sparse_csr)
     if _sparse(a):
         F.check_mm(a, b, "mm")
     elif b.dense_dim():

@@ -8,7 +8,7 @@ backward of these ops runs on arrays (they are differentiable once).
 import numpy as np
 
 from .. import _dtype as D
-from .._layout import sparse_coo, sparse_csr, strided
+from .._layout import sparse_coo, sparse_csc, sparse_csr, strided
 from .._tensor import Tensor
 from ..autograd.function import Function
 from ..kernels import sparse as K
@@ -59,12 +59,25 @@ class CsrTensor(Function):
         return _wrap(S.gather(g, ctx.p)), None, None, None
 
 
+@_named("SparseCompressedTensorBackward0")
+class CscTensor(Function):
+    @staticmethod
+    def forward(ctx, values, ccol, row, shape):
+        out = S.csc(ccol, row, values._data, shape)
+        ctx.p = _pattern(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        return _wrap(S.gather(g, ctx.p)), None, None, None
+
+
 @_named("ToDenseBackward0")
 class ToDense(Function):
     """Sparse -> dense; the gradient is sparse, on the input's (coalesced) pattern."""
     @staticmethod
     def forward(ctx, x):
-        ctx.p = _pattern(x) if x._lay is sparse_csr else S.coalesced(_pattern(x))
+        ctx.p = _pattern(x) if x._lay is not sparse_coo else S.coalesced(_pattern(x))
         return Tensor._wrap(S.dense_array(x))
 
     @staticmethod
@@ -90,7 +103,7 @@ class _ToSparse(Function):
     """Dense (or CSR) -> COO; the gradient goes back in the input's layout."""
     @staticmethod
     def forward(ctx, x, sparse_dim):
-        ctx.csr = x.layout is sparse_csr
+        ctx.csr = x.layout if x.layout is sparse_csr or x.layout is sparse_csc else None
         if ctx.csr:
             c = S.coalesced(x)
             return S.coo(c._ind, c._vals, c._data.shape, True)
@@ -100,7 +113,7 @@ class _ToSparse(Function):
     @staticmethod
     def backward(ctx, g):
         if ctx.csr and g.layout is sparse_coo:
-            return _coo_to_csr_tensor(g), None
+            return compressed(g, ctx.csr), None
         return _dense_grad(g) if not ctx.csr else g, None
 
 
@@ -119,24 +132,43 @@ def _coo_to_csr_tensor(t):
     return S.csr(crow, col, vals, t._data.shape)
 
 
-@_named("ToSparseCsrBackward0")
-class ToSparseCsr(Function):
+def compressed(t, layout):
+    """Sparse matrix ``t`` (any layout) as a CSR or CSC tensor."""
+    crow, col, vals = S.csr_arrays(t)
+    if layout is sparse_csr:
+        return S.csr(crow, col, vals, t._data.shape)
+    tcrow, tcol, src = K.transpose_csr(crow, col, t._data.shape[1])
+    return S.csc(tcrow, tcol, vals[src], t._data.shape)
+
+
+class _ToCompressed(Function):
+    """Dense or sparse -> CSR/CSC (2-D); the gradient goes back in the input's layout."""
     @staticmethod
-    def forward(ctx, x):
+    def forward(ctx, x, layout):
         if x.ndim != 2:
-            raise NotImplementedError("to_sparse_csr: jitgrad's CSR tensors are 2-D matrices, got a %dD tensor"
-                                      % x.ndim)
-        ctx.coo = x.layout is sparse_coo
-        if not ctx.coo:
+            raise NotImplementedError("to_sparse_%s: jitgrad's compressed sparse tensors are 2-D matrices, got a %dD "
+                                      "tensor" % ("csr" if layout is sparse_csr else "csc", x.ndim))
+        ctx.layout = x.layout
+        if x.layout is strided:
             ind, vals = _dense_to_coo(x._data, 2)
             x = S.coo(ind, vals, x._data.shape, True)
-        return _coo_to_csr_tensor(x)
+        return compressed(x, layout)
 
     @staticmethod
     def backward(ctx, g):
-        if g.layout is sparse_csr:
-            return (S.coalesced(g) if ctx.coo else g.to_dense()),
-        return g,
+        if g.layout is strided or ctx.layout is strided:
+            return _dense_grad(g), None
+        return (S.coalesced(g) if ctx.layout is sparse_coo else compressed(g, ctx.layout)), None
+
+
+@_named("ToSparseCsrBackward0")
+class ToSparseCsr(_ToCompressed):
+    pass
+
+
+@_named("ToSparseCscBackward0")
+class ToSparseCsc(_ToCompressed):
+    pass
 
 
 @_named("CoalesceBackward0")
@@ -225,7 +257,7 @@ def _sampled(s, a, b):
 
 def check_spgemm(a, b):
     """PyTorch's errors for a product of two sparse matrices."""
-    if a.layout is not b.layout:
+    if a.layout is not b.layout and (a.layout is sparse_coo or b.layout is sparse_coo):
         names = S.LAYOUT_NAMES
         raise RuntimeError("addmm: computation on CPU is not implemented for %s + %s @ %s"
                            % (names[a.layout], names[a.layout], names[b.layout]))
@@ -255,16 +287,17 @@ def _spgemm(a, b, shape, layout):
     crow, col, vals = K.spgemm(*a, *b, shape[1])
     if layout is sparse_coo:
         return S.coo(np.stack([K.csr_rows(crow), col]), vals, shape, True)
-    return S.csr(crow, col, vals, shape)
+    out = S.csr(crow, col, vals, shape)
+    return out if layout is sparse_csr else compressed(out, layout)
 
 
 class _SparseSparseMm(Function):
     """sparse @ sparse (SpGEMM), in the operands' layout. ``masked``: each gradient on its operand's own pattern
     (torch.sparse.mm of COO matrices), else the whole sparse product (mm, @)."""
     @staticmethod
-    def forward(ctx, a, b, masked):
+    def forward(ctx, a, b, masked, layout):
         ctx.a, ctx.b, ctx.masked = _pattern(a), _pattern(b), masked
-        return _spgemm(_csr_of(a), _csr_of(b), (a.shape[0], b.shape[1]), a.layout)
+        return _spgemm(_csr_of(a), _csr_of(b), (a.shape[0], b.shape[1]), layout)
 
     @staticmethod
     def backward(ctx, g):
@@ -276,7 +309,7 @@ class _SparseSparseMm(Function):
         if ctx.needs_input_grad[1]:  # dB = A^T g
             gb = _spgemm(_csr_of(a, True), _csr_of(g), b._data.shape, b.layout)
             gb = S.like(S.coalesced(b), S.gather(gb, S.coalesced(b))) if ctx.masked else gb
-        return ga, gb, None
+        return ga, gb, None, None
 
 
 @_named("SparseSparseMatmulBackward0")
@@ -395,7 +428,7 @@ class _SparseSum(Function):
         if x._lay is sparse_csr:
             c = S.coo(c._ind, c._vals, c._data.shape, True)
         out, ind, axes = _sum_arrays(c, dims)
-        ctx.p, ctx.ind, ctx.axes, ctx.csr = _pattern(c), ind, axes, x._lay is sparse_csr
+        ctx.p, ctx.ind, ctx.axes, ctx.csr = _pattern(c), ind, axes, x._lay if x._lay is not sparse_coo else None
         if isinstance(out, Tensor):
             return out
         return Tensor._wrap(np.asarray(out))
@@ -410,7 +443,7 @@ class _SparseSum(Function):
             gv = S.gather(g, at)
             gv = np.broadcast_to(np.expand_dims(gv, ctx.axes), p._vals.shape) if ctx.axes else gv
         out = S.like(p, np.ascontiguousarray(gv, dtype=p._vals.dtype))
-        return (_coo_to_csr_tensor(out) if ctx.csr else out), None
+        return (compressed(out, ctx.csr) if ctx.csr else out), None
 
 
 @_named("SparseSumBackward0")
@@ -489,7 +522,7 @@ class _AddSparse(Function):
         ind = np.concatenate([ca._ind, cb._ind], axis=1)
         vals = np.concatenate([ca._vals.astype(dt, copy=False), vb.astype(dt, copy=False)])
         out = S.coalesced(S.coo(ind, vals, a._data.shape))
-        return _coo_to_csr_tensor(out) if a._lay is sparse_csr else out
+        return compressed(out, a._lay) if a._lay is not sparse_coo else out
 
     @staticmethod
     def backward(ctx, g):
@@ -533,9 +566,11 @@ class SubDense(_AddDense):
 class _Transpose(Function):
     @staticmethod
     def forward(ctx, x, d0, d1):
-        if x._lay is sparse_csr:
-            raise NotImplementedError("transpose of a sparse_csr tensor gives a sparse_csc one, a layout jitgrad does "
-                                      "not have: convert with to_sparse() (COO) first")
+        if x._lay is not sparse_coo:  # a CSR matrix's arrays are its transpose's CSC ones, and the other way round
+            ctx.dims = (d0, d1)
+            if d0 == d1:
+                return S.like(x, x._vals)
+            return S._new(sparse_csc if x._lay is sparse_csr else sparse_csr, x._ind, x._vals, x._data.shape[::-1])
         sd = x.sparse_dim()
         if d0 >= sd or d1 >= sd:
             raise RuntimeError("sparse transpose: transposed dimensions must be sparse Got sparse_dim: %d, d0: %d, "

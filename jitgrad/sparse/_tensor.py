@@ -3,6 +3,8 @@
 COO (``layout=jitgrad.sparse_coo``): ``indices`` (sparse_dim, nnz) int64 and ``values`` (nnz, *dense_shape),
 duplicates allowed until ``coalesce()`` sorts them and sums them up (hybrid tensors: ``dense_dim() > 0``).
 CSR (``layout=jitgrad.sparse_csr``, 2-D): ``crow_indices`` (rows + 1,), ``col_indices`` and ``values`` (nnz,).
+CSC (``layout=jitgrad.sparse_csc``, 2-D): ``ccol_indices`` (cols + 1,), ``row_indices`` and ``values``, column by
+column (the CSR arrays of the transpose).
 
 It is a Tensor for everything the graph needs (requires_grad, grad_fn, hooks, .grad, the engine's shape
 checks); its ``_data`` is a SparseMeta (shape and dtype, no array), so dispatch hands any table op on it to
@@ -12,12 +14,12 @@ import numpy as np
 
 from .. import _dtype as D
 from .._device import CPU
-from .._layout import SparseMeta, sparse_coo, sparse_csr
+from .._layout import SparseMeta, sparse_coo, sparse_csc, sparse_csr
 from .._repr import format_array
 from .._tensor import Tensor
 from ..kernels import sparse as K
 
-LAYOUT_NAMES = {sparse_coo: "Sparse", sparse_csr: "SparseCsr"}  # (as PyTorch's messages name them)
+LAYOUT_NAMES = {sparse_coo: "Sparse", sparse_csr: "SparseCsr", sparse_csc: "SparseCsc"}  # (as PyTorch's messages name them)
 
 
 def layout_name(t):
@@ -25,7 +27,7 @@ def layout_name(t):
 
 
 class SparseTensor(Tensor):
-    # _lay: the layout; _ind: COO indices array, or CSR (crow, col) arrays; _vals: the values array;
+    # _lay: the layout; _ind: COO indices array, CSR (crow, col) or CSC (ccol, row) arrays; _vals: the values array;
     # _coalesced: COO entries sorted and unique
     __slots__ = ("_lay", "_ind", "_vals", "_coalesced")
 
@@ -83,6 +85,18 @@ class SparseTensor(Tensor):
         self._need_csr("col_indices")
         return Tensor._wrap(self._ind[1])
 
+    def ccol_indices(self):
+        self._need_csc("ccol_indices")
+        return Tensor._wrap(self._ind[0])
+
+    def row_indices(self):
+        self._need_csc("row_indices")
+        return Tensor._wrap(self._ind[1])
+
+    def _need_csc(self, what):
+        if self._lay is not sparse_csc:
+            raise RuntimeError("%s expected sparse column compressed tensor layout but got %s" % (what, layout_name(self)))
+
     def _need_coo(self, what):
         if self._lay is not sparse_coo:
             raise RuntimeError("%s expected sparse coordinate tensor layout but got %s" % (what, layout_name(self)))
@@ -93,14 +107,14 @@ class SparseTensor(Tensor):
 
     # ------------------------------------------------------------- what has no meaning without an array
     def stride(self, dim=None):  # (PyTorch 2.13 gives a COO tensor zeros)
-        if self._lay is sparse_csr:
-            raise RuntimeError("Sparse CSR tensors do not have strides")
+        if self._lay is not sparse_coo:
+            raise RuntimeError("Sparse %s tensors do not have strides" % ("CSR" if self._lay is sparse_csr else "CSC"))
         st = (0,) * self.ndim
         return st if dim is None else st[self._wrap_dim(dim)]
 
     def is_contiguous(self, memory_format=None):
-        if self._lay is sparse_csr:
-            raise RuntimeError("Sparse CSR tensors do not have is_contiguous")
+        if self._lay is not sparse_coo:
+            raise RuntimeError("Sparse %s tensors do not have is_contiguous" % ("CSR" if self._lay is sparse_csr else "CSC"))
         return False
 
     def data_ptr(self):
@@ -137,7 +151,7 @@ class SparseTensor(Tensor):
         if self.grad_fn is not None:
             raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) support the deepcopy "
                                "protocol at the moment.")
-        ind = tuple(a.copy() for a in self._ind) if self._lay is sparse_csr else self._ind.copy()
+        ind = tuple(a.copy() for a in self._ind) if self._lay is not sparse_coo else self._ind.copy()
         t = _new(self._lay, ind, self._vals.copy(), self._data.shape, self._coalesced, self._requires_grad)
         if self._grad is not None:
             t._grad = self._grad._owned_copy()
@@ -172,6 +186,10 @@ def csr(crow, col, values, shape):
     return _new(sparse_csr, (crow, col), values, tuple(shape))
 
 
+def csc(ccol, row, values, shape):
+    return _new(sparse_csc, (ccol, row), values, tuple(shape))
+
+
 # ------------------------------------------------------------- array views of a sparse tensor
 def n_sparse(t):
     """How many positions the sparse dims span."""
@@ -186,6 +204,9 @@ def keys(t):
     if t._lay is sparse_csr:
         crow, col = t._ind
         return K.csr_rows(crow) * t._data.shape[1] + col
+    if t._lay is sparse_csc:
+        ccol, row = t._ind
+        return row * t._data.shape[1] + K.csr_rows(ccol)
     return K.linear_keys(t._ind, t._data.shape[:t._ind.shape[0]])
 
 
@@ -200,6 +221,10 @@ def coalesced(t):
     if t._lay is sparse_csr:
         crow, col = t._ind
         return coo(np.stack([K.csr_rows(crow), col]), t._vals, t._data.shape, True)
+    if t._lay is sparse_csc:  # (entries column by column: sorted by row-major key, none repeated)
+        k = keys(t)
+        order = np.argsort(k, kind="stable")
+        return coo(K.unravel_keys(k[order], t._data.shape), t._vals[order], t._data.shape, True)
     if t._coalesced:
         return t
     sizes = t._data.shape[:t._ind.shape[0]]
@@ -211,6 +236,9 @@ def csr_arrays(t):
     """(crow, col, values) of a 2-D sparse tensor: its own for CSR, made from the coalesced COO tensor else."""
     if t._lay is sparse_csr:
         return t._ind + (t._vals,)
+    if t._lay is sparse_csc:  # the CSR arrays of the transpose of the transpose
+        tcrow, tcol, src = K.transpose_csr(t._ind[0], t._ind[1], t._data.shape[0])
+        return tcrow, tcol, t._vals[src]
     if t.dense_dim():
         raise RuntimeError("addmm: matrices expected, got %dD tensor" % t.dense_dim())
     if t.ndim != 2:
@@ -230,7 +258,7 @@ def gather(g, pattern):
     """The entries of gradient ``g`` (dense, or sparse of the same shape) at the coordinates of each entry of
     sparse tensor ``pattern``: an array shaped like its values."""
     vshape = pattern._vals.shape
-    if g.layout is not sparse_coo and g.layout is not sparse_csr:
+    if g.layout is not sparse_coo and g.layout is not sparse_csr and g.layout is not sparse_csc:
         return g._data.reshape((n_sparse(pattern),) + vshape[1:])[keys(pattern)]
     gc = coalesced(g)
     gk, want = keys(gc), keys(pattern)
@@ -245,6 +273,8 @@ def like(pattern, values):
     """A sparse tensor with ``pattern``'s layout and coordinates and the given values array."""
     if pattern._lay is sparse_csr:
         return csr(pattern._ind[0], pattern._ind[1], values, pattern._data.shape)
+    if pattern._lay is sparse_csc:
+        return csc(pattern._ind[0], pattern._ind[1], values, pattern._data.shape)
     return coo(pattern._ind, values, pattern._data.shape, pattern._coalesced)
 
 
@@ -254,8 +284,10 @@ def sparse_repr(t):
     indent = len(prefix)
     if t._lay is sparse_coo:
         parts = [("indices=tensor(", t._ind)]
-    else:
+    elif t._lay is sparse_csr:
         parts = [("crow_indices=tensor(", t._ind[0]), ("col_indices=tensor(", t._ind[1])]
+    else:
+        parts = [("ccol_indices=tensor(", t._ind[0]), ("row_indices=tensor(", t._ind[1])]
     parts.append(("values=tensor(", t._vals))
     bodies = []
     for name, a in parts:
