@@ -320,6 +320,26 @@ def test_other_threads_are_not_recorded():
     assert names(prof.events()) == ["aten::mul"]
 
 
+@pytest.mark.torch
+def test_other_threads_are_left_out_as_pytorch_leaves_them_out():
+    """PyTorch 2.13's CPU profiler records the thread that entered it (its documentation: thread local), not a
+    threading.Thread or a thread pool running ops inside the block."""
+    torch = pytest.importorskip("torch")
+    from concurrent.futures import ThreadPoolExecutor
+
+    def keys(lib, prof_mod):
+        a = lib.ones(8, 8)
+        with prof_mod.profile() as p:
+            t = threading.Thread(target=lambda: a @ a)
+            t.start()
+            t.join()
+            with ThreadPoolExecutor(2) as ex:
+                list(ex.map(lambda _: lib.relu(a), range(3)))
+            a + a
+        return sorted(e.key for e in p.key_averages())
+    assert keys(torch, torch.profiler) == keys(jg, jg.profiler) == ["aten::add"]
+
+
 def test_autograd_profiler_spelling():
     from jitgrad.autograd import profiler as ap
     with ap.profile(record_shapes=True) as prof:
