@@ -621,3 +621,18 @@ def test_activation_modules_are_generated_from_their_entries():
         F.celu(x, 0.0)
     with pytest.raises(NotImplementedError, match="\"elu_cpu\" not implemented for 'Long'"):
         jg.selu(jg.tensor([1, 2]))
+
+
+def test_data_parallel_on_one_device_runs_the_module():
+    m = jg.nn.Linear(2, 3)
+    dp = jg.nn.DataParallel(m)
+    assert jg.nn.parallel.DataParallel is jg.nn.DataParallel and dp.module is m
+    assert list(dp.state_dict()) == ["module.weight", "module.bias"]
+    x = jg.ones(4, 2)
+    np.testing.assert_array_equal(dp(x).detach().numpy(), m(x).detach().numpy())
+    if not jg.cuda.is_available():
+        assert dp.device_ids == []
+        with pytest.raises(RuntimeError, match="device type could not be determined"):  # (PyTorch's, without a GPU)
+            jg.nn.parallel.data_parallel(m, x)
+    with pytest.raises(NotImplementedError, match="DistributedDataParallel"):
+        jg.nn.DataParallel(m, device_ids=[0, 1])
