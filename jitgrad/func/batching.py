@@ -511,7 +511,7 @@ def _declare():
             RULES[name] = elementwise
         elif "rng" in _forward_params(op):
             RULES[name] = random
-    for name in ("div_rounded", "where", "masked_fill", "logaddexp", "lerp", "one_hot"):
+    for name in ("div_rounded", "where", "masked_fill", "logaddexp", "lerp", "one_hot", "rsub"):
         RULES[name] = elementwise
     for name in ("fill", "copy_from"):
         RULES[name] = elementwise_full

@@ -127,8 +127,12 @@ def sub(input, other, *, alpha=1):
 
 @export(method=False)
 def rsub(input, other, *, alpha=1):
-    """other - alpha * input (torch.rsub)."""
-    return sub(other, input, alpha=alpha)
+    """other - alpha * input (torch.rsub). Two tensors record RsubBackward0 (inputs in this order), a number
+    ``other`` RsubBackward1 (sub's Scalar overload)."""
+    if not (isinstance(input, Tensor) and isinstance(other, Tensor)) or _is_bool(input) or _is_bool(other):
+        return sub(other, input, alpha=alpha)
+    return dispatch(RSUB, (input, other)) if alpha == 1 and alpha is not True else \
+        dispatch(RSUB, (input, other), _alpha(input, other, alpha))
 
 
 def _is_bool(x):
@@ -355,6 +359,10 @@ SUB = _binary("sub", [lambda g, s: g, lambda g, s: -g * _c(s.params["alpha"]) if
               ref=lambda a, b, alpha=1: a - alpha * b, samples=joined(binary_samples(), _alpha_samples), call=sub,
               api=("sub", "subtract"), inplace=True, operators=("__sub__", "__rsub__", "__isub__"),
               scalar_nodes=("RsubBackward1", None))
+RSUB = _binary("rsub", [lambda g, s: -g * _c(s.params["alpha"]) if s.params else -g, lambda g, s: g],
+               forward=lambda xp, dt, a, b, alpha=1: _sub_forward(xp, dt, b, a, alpha), complex=True, params={"alpha": 1},
+               ref=lambda a, b, alpha=1: b - alpha * a, call=rsub, node="RsubBackward0",
+               samples=lambda rng, dtype: [] if np.dtype(dtype).kind == "b" else joined(binary_samples(), _alpha_samples)(rng, dtype))
 MUL = _binary("mul", [lambda g, s: g * _c(s.other), lambda g, s: g * _c(s.self)],
               [("mul", ("g", "other")), ("mul", ("g", "self"))], complex=True, ref=np.multiply, call=mul,
               api=("mul", "multiply"),

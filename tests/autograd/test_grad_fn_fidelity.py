@@ -160,7 +160,8 @@ def test_transpose_spellings():
     (lambda a: 1 - a, ("RsubBackward1", [AT])), (lambda a: a - 1, ("SubBackward0", [AT, None])),
     (lambda a: a ** 2, ("PowBackward0", [AT])), (lambda a: 2 ** a, ("PowBackward2", [AT])),
     (lambda a: a ** a, ("PowBackward1", [AT, AT])), (lambda a: 1 + a, ("AddBackward0", [AT, None])),
-    (lambda a: 2 * a, ("MulBackward0", [AT, None])),
+    (lambda a: 2 * a, ("MulBackward0", [AT, None])), (lambda a: jg.rsub(a, 2.0), ("RsubBackward1", [AT])),
+    (lambda a: jg.rsub(a, a * 1), ("RsubBackward0", [AT, ("MulBackward0", [AT, None])])),
 ])
 def test_scalar_overloads_have_pytorchs_edges(f, tree):
     a = _leaf(3)
@@ -241,7 +242,8 @@ def test_blitz_walk_and_structures_match_pytorch():
     for lib_f in [lambda L, x, w, b: L.nn.functional.linear(x, w, b), lambda L, x, w, b: L.nn.functional.linear(x, w),
                   lambda L, x, w, b: L.nn.functional.linear(x.reshape(2, 1, 4), w, b),
                   lambda L, x, w, b: x.split(2, 1)[1], lambda L, x, w, b: x.unbind(0)[1],
-                  lambda L, x, w, b: x.split([1, 3], 1)[0], lambda L, x, w, b: 1 - w, lambda L, x, w, b: 2 ** w]:
+                  lambda L, x, w, b: x.split([1, 3], 1)[0], lambda L, x, w, b: 1 - w, lambda L, x, w, b: 2 ** w,
+                  lambda L, x, w, b: L.rsub(w, b.unsqueeze(1), alpha=2)]:
         trees = []
         for L in (torch, jg):
             x = L.ones(2, 4, requires_grad=True) * 1
