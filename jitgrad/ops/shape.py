@@ -305,6 +305,8 @@ def _split_sections(n, size):
 @export()
 def split(tensor, split_size_or_sections, dim=0):
     _check_ints("split", "split_size", split_size_or_sections)
+    if tensor.ndim == 0:
+        raise RuntimeError("split expects at least a 1-dimensional tensor")
     d = tensor._wrap_dim(dim)
     if isinstance(split_size_or_sections, (int, np.integer)):
         size = int(split_size_or_sections)

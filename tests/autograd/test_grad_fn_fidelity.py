@@ -69,6 +69,20 @@ def test_backward_through_some_outputs_fills_zeros_for_the_others(f, rows):
     np.testing.assert_array_equal(x.grad.numpy(), expected)
 
 
+def test_split_errors_as_pytorch():
+    with pytest.raises(RuntimeError, match="split expects at least a 1-dimensional tensor"):
+        jg.tensor(1.0).split(1)
+    with pytest.raises(RuntimeError, match="split expects split_size be non-negative, but got split_size=-1"):
+        jg.ones(4).split(-1)
+    with pytest.raises(RuntimeError, match=r"split_with_sizes expects split_sizes have only non-negative entries, but "
+                                           r"got split_sizes=\[2, -1, 5\]"):
+        jg.ones(6).split_with_sizes([2, -1, 5])
+    with pytest.raises(RuntimeError, match="split_with_sizes expects split_sizes to sum exactly to 4"):
+        jg.ones(4, 3).split([2, 1])
+    assert [tuple(t.shape) for t in jg.ones(0, 3).split(0)] == [(0, 3)]
+    assert [tuple(t.shape) for t in jg.ones(5, 2).chunk(3)] == [(2, 2), (2, 2), (1, 2)]
+
+
 def test_split_gradients_and_second_order():
     x = jg.tensor(np.random.default_rng(1).standard_normal((5, 3)), requires_grad=True)
     assert jg.autograd.gradcheck(lambda t: tuple(p.sin() for p in t.split([2, 3])), (x,))
