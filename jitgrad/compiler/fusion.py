@@ -16,6 +16,18 @@ LEADING = {"sum": "sum", "mean": "mean"}
 MAX_MEMBERS = 48
 
 
+def full_reduction(graph, node):
+    """Whether ``node`` is a sum or mean of all of its input's elements (under vmap, sum_all and mean_all reduce
+    each sample: dims that leave the batch's)."""
+    if node.op.name not in REDUCTIONS:
+        return False
+    dims, a = node.params.get("dims"), node.args[0] if node.args else None
+    if dims is None or a.__class__ is not Ref:
+        return True
+    n = len(graph.meta(a)[0])
+    return len({d % n for d in dims}) == n if n else True
+
+
 def scalar_form(node):
     """(scalar function name, argument list) of an elementwise node, or None. Arguments are value
     Refs or constants already in the compute dtype."""
@@ -143,7 +155,7 @@ def _append(ng, src, node, remap, vmap):
 
 def elementwise_backward(bg):
     """Whether backward graph ``bg`` is elementwise math, full sums and views only (what fuses into loops)."""
-    return all(fusable(bg, node) or node.op.name in REDUCTIONS or node.op.view for node in bg.nodes)
+    return all(fusable(bg, node) or full_reduction(bg, node) or node.op.view for node in bg.nodes)
 
 
 def joint_graph(fg, bg, outputs, grad):
@@ -297,7 +309,7 @@ def _loop_reduction(graph, node):
     if a.__class__ is not Ref or graph.meta(node.outs[0])[1].kind != "f" or node.refs()[1:]:
         return None
     if node.op.name in REDUCTIONS:
-        return 1
+        return 1 if full_reduction(graph, node) else None
     dims, shape = tuple(node.params.get("dims") or ()), graph.meta(a)[0]
     if node.op.name in LEADING and dims and dims == tuple(range(len(dims))) and len(dims) < len(shape):
         columns = math.prod(shape[len(dims):])

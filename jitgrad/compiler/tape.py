@@ -17,7 +17,7 @@ import numpy as np
 
 from .ir import Ref
 from .codegen import _SCALARS_STAMP, Compiled, _kernel, boundary_values, generate
-from .fusion import NUMPY_CASTS, REDUCTIONS, converted, fusable, scalar_form
+from .fusion import NUMPY_CASTS, REDUCTIONS, converted, full_reduction, fusable, scalar_form
 
 SMALL = 4096  # elements per value at most
 _TABLE = frozenset((np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.bool_)))
@@ -110,7 +110,7 @@ def _build(graph):
         elif name == "cast" and node.args[0].__class__ is Ref and tape.size(node.args[0]) == tape.size(out):
             a = node.args[0]  # between the table's dtypes: the value rounded to (or widened from) odt
             tape.add(("cast", odt), out, [(tape.row(a), tape.size(a) > 1)], "cast(v%d, %s)" % (a, odt))
-        elif name in REDUCTIONS and node.args[0].__class__ is Ref and odt.kind == "f":
+        elif full_reduction(graph, node) and node.args[0].__class__ is Ref and odt.kind == "f":
             a = node.args[0]
             tape.add((REDUCTIONS[name], odt), out, [(tape.row(a), True)], "%s(v%d)" % (name, a))
         else:
