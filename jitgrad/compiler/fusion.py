@@ -247,6 +247,28 @@ def split_bias(graph):
     return _rebuilt(graph, nodes, gemms)
 
 
+def live_part(graph, outputs):
+    """``graph`` without the ops no output needs (every recorded op is pure): a transform's trace holds values its
+    result does not read (jacrev's and hessian's primal outputs, a gradient's loss). Its boundary is kept whole;
+    the values of the ops dropped are made by none ("op", None)."""
+    live = set(outputs)
+    keep = []
+    for i in range(len(graph.nodes) - 1, -1, -1):
+        node = graph.nodes[i]
+        if any(o in live for o in node.outs):
+            keep.append(node)
+            live.update(node.refs())
+    if len(keep) == len(graph.nodes):
+        return graph
+    ng = _rebuilt(graph, keep[::-1])
+    kept = {id(node) for node in keep}
+    for node in graph.nodes:
+        if id(node) not in kept:
+            for o in node.outs:
+                ng.kinds[o] = ("op", None)
+    return ng
+
+
 def _rebuilt(graph, nodes, new_arrays=()):
     """A graph of ``graph``'s values (and of ``new_arrays``, numbered after them) with ``nodes`` as its ops."""
     ng = Graph(graph.parent)
