@@ -121,9 +121,12 @@ def test_jacobian_with_respect_to_weights_passed_in(rng):
 def test_hessian(rng):
     A = _t(rng, 8, 6)
     fn = hessian(lambda x: ((A @ x).tanh() ** 2).sum() + 0.5 * (x * x).sum())
-    _differential(fn, [(_t(rng, 6),) for _ in range(3)])
+    compiled = _differential(fn, [(_t(rng, 6),) for _ in range(3)])
     report = _no_breaks(fn, _t(rng, 6))
     assert "mm" in report.ops or "mv" in report.ops or "matmul" in report.ops
+    # the plan leaves out what the Hessian does not read (the value, the gradient's own loss)
+    var = next(iter(compiled._jitgrad_compiled.variants.values()))
+    assert len(var.plan.graph.nodes) < len(var.graph.nodes)
 
 
 def test_hessian_of_a_softmax_loss_matches_finite_differences(rng):
@@ -139,6 +142,12 @@ def test_hessian_of_a_softmax_loss_matches_finite_differences(rng):
         d[j] = eps
         num[:, j] = (g(x + jg.tensor(d)).numpy() - g(x - jg.tensor(d)).numpy()) / (2 * eps)
     np.testing.assert_allclose(h, num, rtol=1e-6, atol=1e-7)
+
+
+def test_vmap_of_a_per_sample_sum(rng):
+    # sum_all under vmap reduces each sample: the plan's loops and tapes must not take it for a full sum
+    for fn in (vmap(lambda x: x.tanh().sum()), vmap(lambda x: (x * x).mean() + x.exp().sum())):
+        _differential(fn, [(_t(rng, 6, 3),) for _ in range(3)] + [(_t(rng, 2, 3),), (_t(rng, 300, 40),)])
 
 
 # ------------------------------------------------------------------ forward mode
