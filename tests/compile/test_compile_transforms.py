@@ -13,7 +13,8 @@ import jitgrad as jg
 import jitgrad.nn.functional as F
 from jitgrad import nn
 from jitgrad.compiler import explain
-from jitgrad.func import functional_call, grad, grad_and_value, hessian, jacfwd, jacrev, jvp, vjp, vmap
+from jitgrad.func import (functional_call, grad, grad_and_value, hessian, jacfwd, jacrev, jvp, stack_module_state, vjp,
+                          vmap)
 
 
 def _leaves(out):
@@ -223,3 +224,26 @@ def test_autograd_backward_inside_still_breaks(rng):
         return y
     report = explain(jg.compile(f), _t(rng, 3).requires_grad_())
     assert report.graph_breaks
+
+
+# ------------------------------------------------------------------ more compositions
+def _compositions():
+    base = nn.Linear(3, 2).double()
+    params, buffers = stack_module_state([nn.Linear(3, 2).double() for _ in range(4)])
+    return {
+        "grad_has_aux": (grad(lambda x: ((x.sin() ** 2).sum(), x.cos()), has_aux=True), lambda r: (_t(r, 4),)),
+        "vmap_chunks": (vmap(grad(lambda x: (x.exp() * x).sum()), chunk_size=2), lambda r: (_t(r, 5, 3),)),
+        "vmap_vmap": (vmap(vmap(lambda x, y: (x * y).logsumexp(0))), lambda r: (_t(r, 2, 3, 4), _t(r, 2, 3, 4))),
+        "grad_grad": (grad(lambda x: grad(lambda x: (x ** 3).sum() * x.sum())(x).sin().sum()), lambda r: (_t(r, 4),)),
+        "jacfwd_jacrev": (jacfwd(jacrev(lambda x: (x.softmax(0) * x).sum())), lambda r: (_t(r, 4),)),
+        "ensemble": (vmap(lambda p, b, x: functional_call(base, (p, b), (x,)), in_dims=(0, 0, None)),
+                     lambda r: ({k: _t(r, *v.shape) for k, v in params.items()}, buffers, _t(r, 5, 3))),
+        "conv_per_sample": (vmap(grad(lambda w, x: F.conv2d(x[None], w).tanh().sum()), in_dims=(None, 0)),
+                            lambda r: (_t(r, 2, 1, 3, 3), _t(r, 4, 1, 6, 6))),
+    }
+
+
+@pytest.mark.parametrize("name", list(_compositions()))
+def test_compositions(rng, name):
+    fn, make = _compositions()[name]
+    _differential(fn, [make(rng) for _ in range(3)])
