@@ -12,6 +12,11 @@ backward graph (the VJP formulas' trace) whose gradients the plan accumulates in
 capture (an in-place write, a ``.grad`` access, ``backward(create_graph=True)``, hooks) stops the
 trace at once, before it runs, so the eager rerun of the call is the only one to apply it. The code
 concerned tells the tracer of all of these itself (jitgrad/_trace_hooks.py): tracing changes no class.
+
+Function transforms are captured whole: dispatch hands the tracer the ops vmap's batching rules and forward
+AD's JVPs make (so the graph holds the physical batch's ops and the tangents'), and an ``autograd.grad``
+inside the function (grad's, vjp's, jacrev's, a JVP's transpose) runs its VJP formulas as table ops into
+the same graph (``backward_pass``).
 """
 import os
 import sys
