@@ -422,7 +422,7 @@ BAR.update({"einsum_attention": 1.5, "sort_topk": 2.0, "pad_upsample": 2.0})
 
 
 # ---------------------------------------------------------------------- function transforms (issue 31)
-def per_sample_grads(lib):
+def per_sample_grads(lib, compiled=False):
     """``vmap(grad(loss))`` with ``functional_call``: per-sample gradients of an MLP 784-128-10, batch 64."""
     rng = np.random.default_rng(SEED)
     lib.manual_seed(SEED)
@@ -433,15 +433,15 @@ def per_sample_grads(lib):
 
     def loss(p, x, y):
         return lib.nn.functional.cross_entropy(lib.func.functional_call(model, p, (x.unsqueeze(0),)), y.unsqueeze(0))
-    fn = lib.func.vmap(lib.func.grad(loss), in_dims=(None, 0, 0))
+    fn = _compiled(lib, lib.func.vmap(lib.func.grad(loss), in_dims=(None, 0, 0)), compiled)
     return lambda: fn(params, x, y)
 
 
-def hessian_tanh100(lib):
+def hessian_tanh100(lib, compiled=False):
     """``hessian`` of ``sum(tanh(A @ x)**2) + 0.5 x.x``, x in R^100 (forward over reverse)."""
     rng = np.random.default_rng(SEED)
     A, x = lib.from_numpy(_f32(rng, 100, 100)), lib.from_numpy(_f32(rng, 100))
-    fn = lib.func.hessian(lambda x: ((A @ x).tanh() ** 2).sum() + 0.5 * (x * x).sum())
+    fn = _compiled(lib, lib.func.hessian(lambda x: ((A @ x).tanh() ** 2).sum() + 0.5 * (x * x).sum()), compiled)
     return lambda: fn(x)
 
 
@@ -451,21 +451,21 @@ def _tanh_mlp64(lib):
     return (lambda x: (w2 @ (w1 @ x).tanh()).tanh()), x
 
 
-def jacrev_mlp64(lib):
+def jacrev_mlp64(lib, compiled=False):
     """``jacrev`` of a 64->64 tanh MLP (two layers)."""
     f, x = _tanh_mlp64(lib)
-    fn = lib.func.jacrev(f)
+    fn = _compiled(lib, lib.func.jacrev(f), compiled)
     return lambda: fn(x)
 
 
-def jacfwd_mlp64(lib):
+def jacfwd_mlp64(lib, compiled=False):
     """``jacfwd`` of the same 64->64 tanh MLP."""
     f, x = _tanh_mlp64(lib)
-    fn = lib.func.jacfwd(f)
+    fn = _compiled(lib, lib.func.jacfwd(f), compiled)
     return lambda: fn(x)
 
 
-def jvp_chain100(lib):
+def jvp_chain100(lib, compiled=False):
     """``jvp`` through a 100-op elementwise chain (x * 1.01 + 0.01, tanh, alternating) on 4,096 floats."""
     rng = np.random.default_rng(SEED)
     x, t = lib.from_numpy(_f32(rng, 4096)), lib.from_numpy(_f32(rng, 4096))
@@ -474,13 +474,18 @@ def jvp_chain100(lib):
         for _ in range(33):
             x = (x * 1.01 + 0.01).tanh()
         return x * 1.0
-    return lambda: lib.func.jvp(f, (x,), (t,))
+    fn = _compiled(lib, lambda x, t: lib.func.jvp(f, (x,), (t,)), compiled)
+    return lambda: fn(x, t)
 
 
 WORKLOADS.update((f.__name__, f) for f in (per_sample_grads, hessian_tanh100, jacrev_mlp64, jacfwd_mlp64,
                                             jvp_chain100))
 BAR.update({"per_sample_grads": 0.8, "hessian_tanh100": 0.8, "jacrev_mlp64": 0.8, "jacfwd_mlp64": 0.8,
             "jvp_chain100": 0.8})
+COMPILED += ("per_sample_grads", "hessian_tanh100", "jacrev_mlp64", "jacfwd_mlp64", "jvp_chain100")
+# the compiled transforms' target is JAX's: jitgrad.compile of the transformed function / jax.jit of it
+COMPILED_JAX_BAR = {name: 1.5 for name in ("per_sample_grads", "hessian_tanh100", "jacrev_mlp64", "jacfwd_mlp64",
+                                            "jvp_chain100")}
 # ---------------------------------------------------------------------- linear algebra (issue 33), float64
 def _f64(rng, *shape):
     return rng.standard_normal(shape)

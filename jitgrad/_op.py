@@ -290,12 +290,14 @@ def dispatch(op, args, params=EMPTY, profiled=False):
     its kernel, called directly. (``profiled``: the profiler's own call, timing this one.)
     """
     if SPECIAL[0]:
-        if STATE.capture is not None:  # jitgrad.compile is tracing: it runs the op and records it
-            return STATE.capture(op, args, params)
         if STATE.vmap is not None and STATE.vmap.claims(op, args):  # jitgrad.vmap: the entry's batching rule
             return STATE.vmap(op, args, params)
         if STATE.dual is not None and any(isinstance(a, Tensor) and has_tangent(a) for a in args):
             return STATE.dual(op, args, params)  # forward-mode AD: the primal and its tangent
+        # jitgrad.compile is tracing: it runs the op and records it (after vmap's and forward AD's hooks, which
+        # reach dispatch again with the ops they make: the trace records the physical batch's ops and the JVPs')
+        if STATE.capture is not None:
+            return STATE.capture(op, args, params)
         if STATE.profiler is not None and not profiled:  # jitgrad.profiler: an event around the op
             return STATE.profiler.op(op, args, params)
     key = []

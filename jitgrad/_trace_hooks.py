@@ -4,8 +4,10 @@ A value read in Python (``item()``, ``bool(t)``), a side effect the trace cannot
 write, a ``.grad`` access, the engine called directly), and a training step's calls (``backward()``,
 ``zero_grad()``, a scheduler's ``step()``) each call this thread's tracer (``STATE.capture``, which
 dispatch clears while an op runs). Tracing changes no class, and other threads see nothing of it.
-Random draws tell it too, before they change a generator's state. A tracer answers ``value_read(what)``,
-``side_effect(what)``, ``step_call(kind, owner, fn, args, kwargs)`` and ``random_draw(generator)``.
+Random draws tell it too, before they change a generator's state, and the engine of a backward pass run
+inside the traced function (a function transform's ``autograd.grad``), which the trace records. A tracer
+answers ``value_read(what)``, ``side_effect(what)``, ``step_call(kind, owner, fn, args, kwargs)``,
+``random_draw(generator)`` and ``backward_pass(roots, accumulate_leaves)``.
 """
 from ._grad_mode import SPECIAL, STATE
 
@@ -41,6 +43,16 @@ def step_call(kind, owner, fn, args, kwargs):
         if tracer is not None:
             return tracer.step_call(kind, owner, fn, args, kwargs)
     return NOT_CAPTURED
+
+
+def backward_pass(roots, accumulate_leaves):
+    """The engine is about to run the graph below ``roots`` [(edge, grad)]: True where a trace records the pass's
+    ops into its graph (the engine then runs the VJP formulas as table ops); the trace stops where it cannot."""
+    if SPECIAL[0]:
+        tracer = STATE.capture
+        if tracer is not None:
+            return tracer.backward_pass(roots, accumulate_leaves)
+    return False
 
 
 def random_draw(generator):

@@ -21,7 +21,7 @@ from .._grad_mode import STATE, set_grad_enabled
 from .._layout import strided
 from .._graph import AccumulateGrad, accumulate_locked, edge, type_name
 from .._tensor import Tensor
-from .._trace_hooks import NOT_CAPTURED, side_effect, step_call
+from .._trace_hooks import NOT_CAPTURED, backward_pass, step_call
 
 
 def _root_grads(tensors, grad_tensors, what="grad"):
@@ -231,7 +231,11 @@ def run(roots, retain_graph, create_graph, targets=None, accumulate_leaves=True,
     it holds what only this loop runs (see compiler/compiled_autograd.py; the profiler times this loop's
     nodes). ``ran`` collects the nodes run.
     """
-    side_effect("autograd.backward() or autograd.grad()")  # (a compiled trace captures Tensor.backward() alone)
+    # jitgrad.compile traces the function (a transform's autograd.grad): the pass runs the VJP formulas as table
+    # ops, which the trace records into its graph, and its gradients are detached as this pass would leave them
+    detach = backward_pass(roots, accumulate_leaves) and not create_graph
+    if detach:
+        create_graph = True
     if not create_graph and SETTINGS["enabled"] and COMPILED[0] is not None and STATE.profiler is None:
         captured = COMPILED[0](roots, retain_graph, targets, accumulate_leaves)
         if captured is not None:
@@ -305,6 +309,8 @@ def run(roots, retain_graph, create_graph, targets=None, accumulate_leaves=True,
             g = outs = grads = buf = None  # hold no gradient between nodes: a leaf's .grad may take over its buffer
     finally:
         STATE.grad_enabled = enabled
+    if detach:
+        return [None if g is None else g.detach() for g in captured]
     return captured
 
 

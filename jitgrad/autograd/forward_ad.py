@@ -17,6 +17,7 @@ nested ones, as functorch's (``jacfwd(jacfwd(f))``). An op meeting tangents of s
 innermost one: the op and its JVP run as table ops on operands that still carry the outer levels' tangents,
 so both carry those on (the inner tangent's own derivative at the outer level).
 """
+import functools
 import threading
 import weakref
 from collections import namedtuple
@@ -36,6 +37,9 @@ class _Levels(threading.local):
 
 
 _L = _Levels()
+# STATE.dual switched off and back on around one op, without STATE's count of threads in a special mode (which
+# its own setter recomputes at every set): the hook is back, in a finally, before dispatch could miss it
+_swap_dual = functools.partial(threading.local.__setattr__, STATE, "dual")
 
 
 def _enter():
@@ -195,7 +199,7 @@ class _Hook:
         ceiling = _L.ceiling
         _L.ceiling = level
         if not outer:  # (the common case: the op and its JVP on plain tensors)
-            STATE.dual = None
+            _swap_dual(None)
         try:
             out = dispatch(op, args, params)
             jvps = None
@@ -208,7 +212,7 @@ class _Hook:
                     jvps = _owned(_jvp(op, args, params, outs, tangents), tangents)
         finally:
             _L.ceiling = ceiling
-            STATE.dual = self
+            _swap_dual(self)
         if jvps is not None:
             node = outs[0].grad_fn
             for k, (o, t) in enumerate(zip(outs, jvps)):
@@ -254,11 +258,11 @@ class _Hook:
 
 
 def _plain(op, args, params):
-    STATE.dual = None
+    _swap_dual(None)
     try:
         return dispatch(op, args, params)
     finally:
-        STATE.dual = _HOOK
+        _swap_dual(_HOOK)
 
 
 class _running:

@@ -12,6 +12,11 @@ backward graph (the VJP formulas' trace) whose gradients the plan accumulates in
 capture (an in-place write, a ``.grad`` access, ``backward(create_graph=True)``, hooks) stops the
 trace at once, before it runs, so the eager rerun of the call is the only one to apply it. The code
 concerned tells the tracer of all of these itself (jitgrad/_trace_hooks.py): tracing changes no class.
+
+Function transforms are captured whole: dispatch hands the tracer the ops vmap's batching rules and forward
+AD's JVPs make (so the graph holds the physical batch's ops and the tangents'), and an ``autograd.grad``
+inside the function (grad's, vjp's, jacrev's, a JVP's transpose) runs its VJP formulas as table ops into
+the same graph (``backward_pass``).
 """
 import os
 import sys
@@ -180,6 +185,30 @@ class Tracer:
     def side_effect(self, what):
         if self.active:
             self.stop(what)
+
+    def backward_pass(self, roots, accumulate_leaves):
+        """The engine runs a backward pass inside the traced function (a function transform's autograd.grad:
+        grad, vjp, jacrev, hessian, a JVP's transpose): True where its ops are recorded into the graph like the
+        forward's. A pass into ``.grad`` (autograd.backward), through hooks or into a graph built outside the
+        trace stops the trace; the traced backward's own tracer (not active) records as it always does."""
+        if not self.active:
+            return False
+        if not self.recording or accumulate_leaves:
+            self.stop("autograd.backward() or autograd.grad()")
+        seen, stack = set(), [e[0] for e, _ in roots if e is not None]
+        while stack:
+            node = stack.pop()
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            if node._hooked or node.__class__ is AccumulateGrad and node.variable._hooks:
+                self.stop("autograd.grad() through a tensor with hooks or retain_grad()")
+            if node.__class__ is AccumulateGrad:
+                continue
+            if node._seq < self.first_node:
+                self.stop("autograd.grad() into a graph built outside the compiled function")
+            stack += [e[0] for e in node.next_functions if e[0] is not None]
+        return True
 
     def random_draw(self, gen):
         """A draw from (or seed of) ``gen``: its stream as it was before the trace's first, put back after it

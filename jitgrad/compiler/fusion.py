@@ -16,6 +16,18 @@ LEADING = {"sum": "sum", "mean": "mean"}
 MAX_MEMBERS = 48
 
 
+def full_reduction(graph, node):
+    """Whether ``node`` is a sum or mean of all of its input's elements (under vmap, sum_all and mean_all reduce
+    each sample: dims that leave the batch's)."""
+    if node.op.name not in REDUCTIONS:
+        return False
+    dims, a = node.params.get("dims"), node.args[0] if node.args else None
+    if dims is None or a.__class__ is not Ref:
+        return True
+    n = len(graph.meta(a)[0])
+    return len({d % n for d in dims}) == n if n else True
+
+
 def scalar_form(node):
     """(scalar function name, argument list) of an elementwise node, or None. Arguments are value
     Refs or constants already in the compute dtype."""
@@ -143,7 +155,7 @@ def _append(ng, src, node, remap, vmap):
 
 def elementwise_backward(bg):
     """Whether backward graph ``bg`` is elementwise math, full sums and views only (what fuses into loops)."""
-    return all(fusable(bg, node) or node.op.name in REDUCTIONS or node.op.view for node in bg.nodes)
+    return all(fusable(bg, node) or full_reduction(bg, node) or node.op.view for node in bg.nodes)
 
 
 def joint_graph(fg, bg, outputs, grad):
@@ -235,6 +247,28 @@ def split_bias(graph):
     return _rebuilt(graph, nodes, gemms)
 
 
+def live_part(graph, outputs):
+    """``graph`` without the ops no output needs (every recorded op is pure): a transform's trace holds values its
+    result does not read (jacrev's and hessian's primal outputs, a gradient's loss). Its boundary is kept whole;
+    the values of the ops dropped are made by none ("op", None)."""
+    live = set(outputs)
+    keep = []
+    for i in range(len(graph.nodes) - 1, -1, -1):
+        node = graph.nodes[i]
+        if any(o in live for o in node.outs):
+            keep.append(node)
+            live.update(node.refs())
+    if len(keep) == len(graph.nodes):
+        return graph
+    ng = _rebuilt(graph, keep[::-1])
+    kept = {id(node) for node in keep}
+    for node in graph.nodes:
+        if id(node) not in kept:
+            for o in node.outs:
+                ng.kinds[o] = ("op", None)
+    return ng
+
+
 def _rebuilt(graph, nodes, new_arrays=()):
     """A graph of ``graph``'s values (and of ``new_arrays``, numbered after them) with ``nodes`` as its ops."""
     ng = Graph(graph.parent)
@@ -297,7 +331,7 @@ def _loop_reduction(graph, node):
     if a.__class__ is not Ref or graph.meta(node.outs[0])[1].kind != "f" or node.refs()[1:]:
         return None
     if node.op.name in REDUCTIONS:
-        return 1
+        return 1 if full_reduction(graph, node) else None
     dims, shape = tuple(node.params.get("dims") or ()), graph.meta(a)[0]
     if node.op.name in LEADING and dims and dims == tuple(range(len(dims))) and len(dims) < len(shape):
         columns = math.prod(shape[len(dims):])

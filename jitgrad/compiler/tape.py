@@ -17,7 +17,7 @@ import numpy as np
 
 from .ir import Ref
 from .codegen import _SCALARS_STAMP, Compiled, _kernel, boundary_values, generate
-from .fusion import NUMPY_CASTS, REDUCTIONS, converted, fusable, scalar_form
+from .fusion import NUMPY_CASTS, REDUCTIONS, converted, full_reduction, fusable, live_part, scalar_form
 
 SMALL = 4096  # elements per value at most
 _TABLE = frozenset((np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.bool_)))
@@ -28,6 +28,7 @@ _FIRST = 3  # an instruction: opcode, result row, elements, then its operands' r
 
 def compile_plan(graph, outputs, fuse=True, name="plan"):
     """The plan of ``graph``: a tape where the graph is small and tape-shaped, else codegen's."""
+    graph = live_part(graph, outputs)
     return (fuse and tape_plan(graph, outputs, name)) or generate(graph, outputs, fuse, name)
 
 
@@ -110,7 +111,7 @@ def _build(graph):
         elif name == "cast" and node.args[0].__class__ is Ref and tape.size(node.args[0]) == tape.size(out):
             a = node.args[0]  # between the table's dtypes: the value rounded to (or widened from) odt
             tape.add(("cast", odt), out, [(tape.row(a), tape.size(a) > 1)], "cast(v%d, %s)" % (a, odt))
-        elif name in REDUCTIONS and node.args[0].__class__ is Ref and odt.kind == "f":
+        elif full_reduction(graph, node) and node.args[0].__class__ is Ref and odt.kind == "f":
             a = node.args[0]
             tape.add((REDUCTIONS[name], odt), out, [(tape.row(a), True)], "%s(v%d)" % (name, a))
         else:

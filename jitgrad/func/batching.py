@@ -315,6 +315,11 @@ def matmul(op, args, bdims, params, size):
         return composed(lambda x, y: (x * y).sum(-1))(op, args, bdims, params, size)
     sa = ba and ra == 1
     sb = bb and rb == 1
+    # a matrix and a batch of vectors: one GEMM of the batch's rows (x A^T, x A), not a product per sample
+    if sb and not ba and ra == 2:
+        return dispatch(OPS["matmul"], (b, a.transpose(-2, -1))), True
+    if sa and not bb and rb == 2:
+        return dispatch(OPS["matmul"], (a, b)), True
     if sa:
         a, ra = a.unsqueeze(1), 2
     if sb:

@@ -312,6 +312,8 @@ def _basis(flat, chunk_size=None):
     """The standard basis over the elements of ``flat`` (N in all), one (N, *shape) tensor per tensor."""
     n = sum(t.numel() for t in flat)
     e = eye(n, dtype=flat[0].dtype, device=flat[0].device)
+    if len(flat) == 1:  # (the usual one input: the identity itself, no slice to index)
+        return [e if flat[0].dim() == 1 else e.reshape((n,) + tuple(flat[0].shape))]
     out, start = [], 0
     for t in flat:
         out.append(e[:, start:start + t.numel()].reshape((n,) + tuple(t.shape)))
@@ -324,6 +326,9 @@ def _split_rows(rows, flat_out, flat_in_shapes):
     result, start = [], 0
     for o in flat_out:
         k = o.numel()
+        if len(flat_out) == 1:  # (the rows are this output's: no slice)
+            result.append([r.reshape(tuple(o.shape) + tuple(shape)) for r, shape in zip(rows, flat_in_shapes)])
+            break
         result.append([r[start:start + k].reshape(tuple(o.shape) + tuple(shape)) for r, shape in zip(rows, flat_in_shapes)])
         start += k
     return result
@@ -389,7 +394,8 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error", chunk_size=Non
             ins, start = [], 0
             for x in flat_in:
                 k = x.numel()
-                ins.append(cols[..., start:start + k].reshape(tuple(o.shape) + tuple(x.shape)))
+                part = cols if len(flat_in) == 1 else cols[..., start:start + k]  # (one input: no slice)
+                ins.append(part.reshape(tuple(o.shape) + tuple(x.shape)))
                 start += k
             per_out.append(ins)
         result = _assemble(per_out, out_spec, in_spec)

@@ -484,9 +484,10 @@ def test_a_tape_compiles_a_large_scalar_graph_once_per_set_of_functions():
     # one tape computes the value and its gradients (see test_compile_joint), with one case per function
     assert var.joint is not None and var.bplan is None
     assert var.plan.groups == [] and "a tape of" in var.plan.source
-    assert var.plan.source.count("\n") > 1000 and var.plan.kernel_sources[0].count("op ==") <= 10
+    # (hundreds of instructions: the ops the value and gradients need; a plan drops the others)
+    assert var.plan.source.count("\n") > 500 and var.plan.kernel_sources[0].count("op ==") <= 10
     stats = jg.jit_stats()["graphs"][-1]
-    assert stats["fused_groups"] == 0 and stats["tape_instructions"] == var.plan.instructions > 1000
+    assert stats["fused_groups"] == 0 and stats["tape_instructions"] == var.plan.instructions > 500
 
 
 def test_a_tape_casts_between_float32_float64_and_bool_as_eager():
