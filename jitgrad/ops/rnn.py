@@ -234,11 +234,13 @@ def _cell_samples(gates, with_c=False):
 
 # ---------------------------------------------------------------------- the entries
 LSTM_CELL = register(Op("lstm_cell_step", _lstm_forward, inputs=_CELL_INPUTS + ("cx",), n_outputs=3,
-                        outputs=("workspace", "hy", "cy"), vjp=[_lstm_vjp(k) for k in range(5)],
+                        outputs=("workspace", "hy", "cy"), workspace=("workspace",),
+                        vjp=[_lstm_vjp(k) for k in range(5)],
                         fused=[_lstm_fused(k) for k in range(5)], node="ThnnFusedLstmCellBackward0",
                         call=lstm_cell_step, ref=_np_lstm, samples=_cell_samples(4, with_c=True)))
 GRU_CELL = register(Op("gru_cell_step", _gru_forward, inputs=_CELL_INPUTS, n_outputs=2,
-                       outputs=("workspace", "result"), vjp=[_gru_vjp(k) for k in range(4)],
+                       outputs=("workspace", "result"), workspace=("workspace",),
+                       vjp=[_gru_vjp(k) for k in range(4)],
                        fused=[_gru_fused(k) for k in range(4)], node="ThnnFusedGruCellBackward0",
                        call=gru_cell_step, ref=_np_gru, samples=_cell_samples(3)))
 RNN_TANH_CELL = register(Op("rnn_tanh_cell_step", _rnn_forward, inputs=_CELL_INPUTS,
@@ -431,7 +433,8 @@ def _layer_entry(name, mode, node):
     outputs = ("workspace", "output", "h_n") + (("c_n",) if mode == "LSTM" else ())
     forward = _lstm_layer_forward if mode == "LSTM" else _layer_forward
     return register(Op(name, forward, inputs=inputs, n_outputs=len(outputs), outputs=outputs,
-                       vjp=[_layer_vjp(n) for n in inputs], fused=[_layer_fused(n) for n in inputs], node=node,
+                       workspace=("workspace",), vjp=[_layer_vjp(n) for n in inputs],
+                       fused=[_layer_fused(n) for n in inputs], node=node,
                        call=_layer_call, ref=_np_layer, samples=_layer_samples(mode)))
 
 
