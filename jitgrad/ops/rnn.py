@@ -215,7 +215,7 @@ def _np_gru(ig, hx, w, b):
     hr, hz, hn = np.split(_np_hidden(hx, w, b), 3, axis=1)
     r, z = _sig(ir + hr), _sig(iz + hz)
     n = np.tanh(in_ + r * hn)
-    return ((1 - z) * n + z * hx,)  # the public call's one output
+    return (1 - z) * n + z * hx
 
 
 def _cell_samples(gates, with_c=False):
@@ -394,7 +394,7 @@ def _np_layer(mode, ig, hx, cx, w, b, whr, batch_sizes, reverse):
             hy, c[:bs] = _np_lstm(igs, h[:bs], w, b, c[:bs])
             h[:bs] = hy if whr is None else hy @ whr.T
         elif mode == "GRU":
-            h[:bs] = _np_gru(igs, h[:bs], w, b)[0]
+            h[:bs] = _np_gru(igs, h[:bs], w, b)
         else:
             z = igs + _np_hidden(h[:bs], w, b)
             h[:bs] = np.maximum(z, 0) if mode == "RNN_RELU" else np.tanh(z)
