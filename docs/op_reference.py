@@ -174,7 +174,8 @@ def public_names(op):
 # ------------------------------------------------------------------ the page
 def _outputs(op):
     if len(op.outputs) == op.n_outputs:
-        return ", ".join(code(o) for o in op.outputs)
+        return ", ".join(code(o) + (" (workspace: hidden, takes no gradient)" if k in op.workspace else "")
+                         for k, o in enumerate(op.outputs))
     return "%d (formulas read %s)" % (op.n_outputs, ", ".join(code(o) for o in op.outputs))
 
 
