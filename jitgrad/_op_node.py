@@ -23,7 +23,7 @@ class OpNode(Node):
         op = self.op
         g = grads[0] if op.n_outputs == 1 else tuple(
             grads[k] if grads[k] is not None or k in op.workspace else self._zeros_for_output(k)
-            for k in range(op.n_outputs))
+            for k in range(self.n_outputs))
         # no graph of the backward: the entry's fused kernels where it has them (variadic entries have none)
         fused = op.derivatives.fused if not STATE.grad_enabled and not op.variadic else None
         meta = self.input_meta
