@@ -176,7 +176,8 @@ def _outputs(op):
     if op.n_outputs is None:
         return "one per piece (the node's `output_nr` 0..k-1)"
     if len(op.outputs) == op.n_outputs:
-        return ", ".join(code(o) for o in op.outputs)
+        return ", ".join(code(o) + (" (workspace: hidden, takes no gradient)" if k in op.workspace else "")
+                         for k, o in enumerate(op.outputs))
     return "%d (formulas read %s)" % (op.n_outputs, ", ".join(code(o) for o in op.outputs))
 
 

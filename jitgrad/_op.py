@@ -107,7 +107,7 @@ class Op:
                  broadcast=False, bench=None, keep_inputs=(), double_backward=True, unsupported=EMPTY, call=None,
                  params=EMPTY, api=(), method=True, function=True, inplace=False, operators=(), module=None,
                  reduced_precision=None, original_scalars=False, autocast=EMPTY, value_shaped=None, linear=(),
-                 scalar_nodes=None, complex=None, transpose_at=0.0):
+                 scalar_nodes=None, complex=None, transpose_at=0.0, workspace=()):
         self.name = name
         self.forward = forward  # forward(xp, np_dtype, *arrays, **params) -> array or tuple of arrays
         # names of the positional tensor inputs ('self', 'other'); None: any number of them (cat, stack),
@@ -117,6 +117,9 @@ class Op:
         n = 1 if inputs is None else len(inputs)
         self.n_outputs = n_outputs  # None: as many as the forward returns (split), counted per node
         self.outputs = outputs  # names of the outputs a formula may save (s.result, s.indices)
+        # positions of the workspace outputs: arrays the forward hands to the fused VJPs (a recurrent cell's gates,
+        # conv2d's im2col columns), which the public call does not return; they take no gradient (None in g)
+        self.workspace = tuple(outputs.index(n) for n in workspace)
         self.view = view
         self.broadcast = broadcast
         # params -> whether the output's shape depends on the operands' values (unique, a boolean-mask index):
@@ -465,7 +468,8 @@ def _check_broadcast(arrays):
 
 def _fused_function_forward(xp, dt, *arrays, vjp):
     n = vjp.n_grads
-    g = Tensor._wrap(arrays[0]) if vjp.op.n_outputs == 1 else tuple(Tensor._wrap(a) for a in arrays[:n])
+    g = Tensor._wrap(arrays[0]) if vjp.op.n_outputs == 1 else tuple(
+        None if a is None else Tensor._wrap(a) for a in arrays[:n])  # (a workspace output's is None)
     return vjp.op.derivatives.fused[vjp.i](g, vjp.node(arrays[n:]))._data
 
 

@@ -23,7 +23,8 @@ class OpNode(Node):
     def apply(self, grads):
         op = self.op
         g = grads[0] if op.n_outputs == 1 else tuple(
-            grads[k] if grads[k] is not None else self._zeros_for_output(k) for k in range(self.n_outputs))
+            grads[k] if grads[k] is not None or k in op.workspace else self._zeros_for_output(k)
+            for k in range(self.n_outputs))
         # no graph of the backward: the entry's fused kernels where it has them (variadic entries have none)
         fused = op.derivatives.fused if not STATE.grad_enabled and not op.variadic else None
         meta = self.input_meta
@@ -338,13 +339,15 @@ def _attach(op, args, params, outs):
         a = args[i]
         saved[name] = save_input(a) if isinstance(a, Tensor) else a
     for k, o in enumerate(outs):
-        if o._data.dtype in INEXACT_NP:
+        if o._data.dtype in INEXACT_NP and k not in op.workspace:
             o.grad_fn = node
             if k:
                 o._output_nr = k
             o._requires_grad = True
-    for name, k in save_outputs:  # the result is checked for in-place changes; other outputs (indices) are not
-        saved[name] = save_output(outs[k], node) if k == 0 else outs[k]
+    # the result is checked for in-place changes; other outputs (indices) are not; a workspace is freed with the
+    # saved inputs after backward
+    for name, k in save_outputs:
+        saved[name] = save_output(outs[k], node) if k == 0 else save_input(outs[k]) if k in op.workspace else outs[k]
     return node
 
 

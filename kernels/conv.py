@@ -269,26 +269,6 @@ def _channels_first(g, out):
     return out
 
 
-class KeptColumns:
-    """The im2col columns of a convolution's input, kept by conv2d for conv2d_weight_grad of the
-    same input and geometry, which then need not build them again (used once, then let go;
-    kept where the whole batch's columns are built at once)."""
-    __slots__ = ("x", "cols")
-
-    def __init__(self):
-        self.x = self.cols = None
-
-    def keep(self, x, cols):
-        self.x, self.cols = x, cols
-
-    def take(self, x):
-        """The columns kept for array ``x`` (the same object), or None."""
-        cols = self.cols if self.x is x else None
-        if cols is not None:
-            self.x = self.cols = None
-        return cols
-
-
 # The largest inner dimension (C/groups*kh*kw) of a convolution run by the small-kernel loops
 # rather than im2col + GEMM (measured: 9 and 18 faster with the loops, 36 and up with BLAS).
 SMALL_K = 18
@@ -303,9 +283,10 @@ def _band(out_hw):
     return max(1, min(out_hw[0], 1024 // out_hw[1]))
 
 
-def conv2d(x, w, b, stride, padding, dilation, groups, out_hw, keep=None):
-    """out[N, O, oh, ow] of a convolution of x[N, C, H, W] with w[O, C/groups, kh, kw] (+ b[O]);
-    ``keep`` (a KeptColumns) receives x's columns for the weight gradient (where they are built)."""
+def conv2d(x, w, b, stride, padding, dilation, groups, out_hw):
+    """(out[N, O, oh, ow], cols) of a convolution of x[N, C, H, W] with w[O, C/groups, kh, kw] (+ b[O]):
+    cols, x's columns (C*kh*kw, N*oh*ow) for the weight gradient, where the whole batch's are built at once
+    (an empty array otherwise: the small-kernel loops build none, a batch of several blocks reuses its buffer)."""
     N, C = x.shape[:2]
     O = w.shape[0]
     k = w.shape[2:]
@@ -315,7 +296,7 @@ def conv2d(x, w, b, stride, padding, dilation, groups, out_hw, keep=None):
     if _small(w):
         kernel("conv_small", out.size)(xc, np.ascontiguousarray(w.reshape(O, -1)), bias,
                                        *_geometry(k, stride, padding, dilation), _band(out_hw), out)
-        return out
+        return out, np.empty((0, 0), x.dtype)
     wg = _grouped(w.reshape(O, -1), groups)
     blocks = _Blocks(N, out_hw[0] * out_hw[1], x.dtype, cols=C * k[0] * k[1], y=O)
     for n0, n1 in blocks:
@@ -323,9 +304,7 @@ def conv2d(x, w, b, stride, padding, dilation, groups, out_hw, keep=None):
         im2col(xc[n0:n1], k, stride, padding, dilation, out_hw, cols.reshape(C * k[0] * k[1], -1))
         y = _matmul(wg, cols, blocks.buffer("y", n1 - n0, groups))
         kernel("to_nchw", y.size)(y.reshape(O, -1), bias, out[n0:n1])  # into NCHW order, with the bias
-    if keep is not None and len(blocks) == 1:
-        keep.keep(x, cols.reshape(C * k[0] * k[1], -1))
-    return out
+    return out, (cols.reshape(C * k[0] * k[1], -1) if len(blocks) == 1 else np.empty((0, 0), x.dtype))
 
 
 def conv2d_input_grad(g, w, b, stride, padding, dilation, groups, in_hw):
@@ -347,9 +326,9 @@ def conv2d_input_grad(g, w, b, stride, padding, dilation, groups, in_hw):
     return out
 
 
-def conv2d_weight_grad(x, g, stride, padding, dilation, groups, k, kept=None):
+def conv2d_weight_grad(x, g, stride, padding, dilation, groups, k, cols=None):
     """The adjoint of conv2d in its weight: x[N, C, H, W], g[N, O, oh, ow] -> [O, C/groups, kh, kw]
-    (with x's columns from ``kept`` where conv2d kept them)."""
+    (with x's columns ``cols`` where conv2d gave them: None or empty where it did not)."""
     N, C = x.shape[:2]
     O = g.shape[1]
     rows = C * k[0] * k[1]
@@ -362,12 +341,11 @@ def conv2d_weight_grad(x, g, stride, padding, dilation, groups, k, kept=None):
                                                  part.reshape(-1, O // groups, rows // groups))
         return part.sum((0, 2)).reshape(O, C // groups, k[0], k[1])
     blocks = _Blocks(N, g.shape[2] * g.shape[3], g.dtype, cols=rows, g=O)
-    kept_cols = kept.take(x) if kept is not None else None
+    kept = cols is not None and cols.size and len(blocks) == 1
     gw = np.zeros((groups, O // groups, rows // groups), g.dtype)
     part = np.empty_like(gw)
     for n0, n1 in blocks:
-        cols = kept_cols if len(blocks) == 1 else None
-        if cols is None:
+        if not kept:
             cols = im2col(xc[n0:n1], k, stride, padding, dilation, g.shape[2:],
                           blocks.buffer("cols", n1 - n0).reshape(rows, -1))
         gb = _channels_first(g[n0:n1], blocks.buffer("g", n1 - n0, groups))

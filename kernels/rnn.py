@@ -57,9 +57,10 @@ def lstm_point(zi, zf, zg, zo, c):
 @point
 def lstm_point_vjp(i, f, g, o, c, ghy, gcy):
     """Pre-activation gradients (di, df, dg, do) and the cell-state gradient dc of an LSTM unit."""
+    one = like(i, 1.0)  # (in i's float type, as sigmoid)
     tc = ftanh(f * c + i * g)
-    dcy = gcy + ghy * o * (1.0 - tc * tc)
-    return dcy * g * i * (1.0 - i), dcy * c * f * (1.0 - f), dcy * i * (1.0 - g * g), ghy * tc * o * (1.0 - o), dcy * f
+    dcy = gcy + ghy * o * (one - tc * tc)
+    return dcy * g * i * (one - i), dcy * c * f * (one - f), dcy * i * (one - g * g), ghy * tc * o * (one - o), dcy * f
 
 
 @point
@@ -95,44 +96,37 @@ def rnn_point_vjp(y, g, relu):
 
 
 # ---------------------------------------------------------------- CPU loops over (batch, hidden)
-# Each batch row is taken as 1-D views first, so that the inner loop over the hidden units reads and
-# writes unit-stride streams and LLVM vectorizes it. The bias is always an array (zeros when absent)
+# Each batch row is taken as 1-D views first (one per gate block), so that the inner loop over the hidden
+# units reads and writes unit-stride streams and LLVM vectorizes it. The bias is always an array (zeros when absent)
 # and no output aliases an input: both would keep the loop scalar.
+@_point
+def _gates(row, H):
+    """A row of four gate blocks (i, f, g, o) as four 1-D views: a loop over the hidden units reads and writes
+    each as a stream of its own, and LLVM vectorizes it (indexed as row[j], row[H + j], ... it stays scalar)."""
+    return row[:H], row[H:2 * H], row[2 * H:3 * H], row[3 * H:4 * H]
+
+
 def _lstm_cell(ig, hg, bias, cx, ws, hy, cy):
-    # lstm_point's math, one stream at a time (each loop vectorizes; the fused form of all four gates
-    # per unit does not): the gates i f o through sigmoid, g through tanh, then c' and h'
     B, H = cx.shape
+    bi, bf, bg, bo = _gates(bias, H)
     for b in prange(B):
-        igr, hgr, cxr, wsr, hyr, cyr = ig[b], hg[b], cx[b], ws[b], hy[b], cy[b]
-        for j in range(2 * H):
-            wsr[j] = sigmoid(igr[j] + hgr[j] + bias[j])
-        for j in range(3 * H, 4 * H):
-            wsr[j] = sigmoid(igr[j] + hgr[j] + bias[j])
-        for j in range(2 * H, 3 * H):
-            wsr[j] = ftanh(igr[j] + hgr[j] + bias[j])
+        xi, xf, xg, xo = _gates(ig[b], H)
+        hi, hf, hg_, ho = _gates(hg[b], H)
+        wi, wf, wg, wo = _gates(ws[b], H)
+        cxr, hyr, cyr = cx[b], hy[b], cy[b]
         for j in range(H):
-            c = wsr[H + j] * cxr[j] + wsr[j] * wsr[2 * H + j]
-            cyr[j] = c
-            hyr[j] = wsr[3 * H + j] * ftanh(c)
+            wi[j], wf[j], wg[j], wo[j], cyr[j], hyr[j] = lstm_point(
+                xi[j] + hi[j] + bi[j], xf[j] + hf[j] + bf[j], xg[j] + hg_[j] + bg[j], xo[j] + ho[j] + bo[j], cxr[j])
 
 
 def _lstm_cell_vjp(ws, cx, ghy, gcy, dz, dcx):
-    # lstm_point_vjp's math, one stream at a time (as _lstm_cell): dz_o and dc' first (dc' kept in dcx)
     B, H = cx.shape
     for b in prange(B):
-        wsr, cxr, ghr, gcr, dzr, dcr = ws[b], cx[b], ghy[b], gcy[b], dz[b], dcx[b]
-        one = like(wsr[0], 1.0)
+        wi, wf, wg, wo = _gates(ws[b], H)
+        di, df, dg, do = _gates(dz[b], H)
+        cxr, ghr, gcr, dcr = cx[b], ghy[b], gcy[b], dcx[b]
         for j in range(H):
-            o = wsr[3 * H + j]
-            tc = ftanh(wsr[H + j] * cxr[j] + wsr[j] * wsr[2 * H + j])
-            dzr[3 * H + j] = ghr[j] * tc * o * (one - o)
-            dcr[j] = gcr[j] + ghr[j] * o * (one - tc * tc)
-        for j in range(H):
-            i, f, g, dc = wsr[j], wsr[H + j], wsr[2 * H + j], dcr[j]
-            dzr[j] = dc * g * i * (one - i)
-            dzr[H + j] = dc * cxr[j] * f * (one - f)
-            dzr[2 * H + j] = dc * i * (one - g * g)
-            dcr[j] = dc * f
+            di[j], df[j], dg[j], do[j], dcr[j] = lstm_point_vjp(wi[j], wf[j], wg[j], wo[j], cxr[j], ghr[j], gcr[j])
 
 
 def _gru_cell(ig, hg, bias, hx, ws, hy):

@@ -2,8 +2,7 @@
 ``pythonpath``; a test file run as a script puts it there itself). No test module imports another one.
 
 - the op table's samples as tensors (ops/test_op_matrix.py, ops/test_ops.py, cuda/test_cuda_ops.py,
-  autograd/test_forward_ad.py, transforms/test_vmap_entries.py), float16/bfloat16 values (ops/test_op_matrix.py,
-  nn/test_amp.py);
+  transforms/test_vmap_entries.py), float16/bfloat16 values (ops/test_op_matrix.py, nn/test_amp.py);
 - the arguments of each scalar function of kernels.scalars (cuda/test_cuda_kernels.py, cuda/test_cuda_ptx.py);
 - launches under mpiexec and the checks each rank records (distributed/test_distributed_mpi.py,
   distributed/test_distributed_ddp.py);

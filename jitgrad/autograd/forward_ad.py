@@ -350,8 +350,8 @@ def _jvp(op, args, params, outs, tangents):
                                                   for a, b in zip(total, terms))
     if total is None:
         total = (None,) * len(outs)
-    return tuple(None if not _differentiable(o) else o.new_zeros(o.shape) if j is None else j
-                 for o, j in zip(outs, total))
+    return tuple(None if not _differentiable(o) or k in op.workspace else o.new_zeros(o.shape) if j is None else j
+                 for k, (o, j) in enumerate(zip(outs, total)))
 
 
 # how jitgrad.func (a layer above) transposes a formula for a tangent batched by vmap (jacfwd's basis)

@@ -30,7 +30,6 @@ from .._tensor import Tensor
 from .._trace_hooks import NOT_CAPTURED
 from ..autograd import engine
 from ..kernels import config
-from ..kernels.conv import KeptColumns
 from .ir import DerivedArray, Graph, Node
 
 _JITGRAD_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -145,10 +144,8 @@ class Tracer:
         cnp, convert = plan.compute, plan.convert
         outs = out if isinstance(out, tuple) else (out,)
         # a tensor among the params (max_pool's indices for its backward, nll_loss's target) is a value like
-        # the operands, and so is an array of a value inside one (an index key's index tensors and masks); a
-        # KeptColumns (conv2d's im2col columns, handed from one call to its own weight gradient) belongs to
-        # this one call: a plan holding it would keep its last input and columns alive between calls
-        params = {k: g.param(v) for k, v in params.items() if v.__class__ is not KeptColumns}
+        # the operands, and so is an array of a value inside one (an index key's index tensors and masks)
+        params = {k: g.param(v) for k, v in params.items()}
         index = len(g.nodes)
         vals = tuple(g.value(o, ("op", index)) for o in outs)
         g.nodes.append(Node(op, tuple(refs), params, vals, cnp, convert))

@@ -46,7 +46,6 @@ from .._saved import SavedTensor
 from .._tensor import Tensor
 from ..autograd import engine
 from ..kernels import config
-from ..kernels.conv import KeptColumns
 from .capture import Tracer
 from .ir import Graph
 from .codegen import generate
@@ -107,8 +106,6 @@ def _param_key(v, arrays):
         return _array_key(d)
     if c is tuple or c is list or isinstance(v, tuple):  # (jitgrad.Size, named tuples)
         return (c,) + tuple(_param_key(x, arrays) for x in v)
-    if c is KeptColumns:  # conv2d's im2col columns for its own weight gradient: a plan computes them again
-        return (c,)
     if c is slice:
         return (c, _param_key(v.start, arrays), _param_key(v.stop, arrays), _param_key(v.step, arrays))
     if c is np.ndarray or hasattr(v, "__cuda_array_interface__"):

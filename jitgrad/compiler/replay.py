@@ -3,7 +3,6 @@ value the plan computed, until the function's own Python leaves the traced ops."
 from .._grad_mode import STATE
 from .._op import dispatch
 from .._trace_hooks import NOT_CAPTURED
-from ..kernels.conv import KeptColumns
 from .ir import Held, Ref
 from .nodes import _tensor_of
 
@@ -86,5 +85,4 @@ class Replay:
         return len(traced) == len(args) and all(self._is(r, a) for r, a in zip(traced, args))
 
     def _same_params(self, traced, params):
-        params = {k: v for k, v in params.items() if v.__class__ is not KeptColumns}
         return traced.keys() == params.keys() and all(self._is(traced[k], v) for k, v in params.items())

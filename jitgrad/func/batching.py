@@ -262,8 +262,14 @@ def conv(op, args, bdims, params, size):
     """conv2d, conv_transpose2d (operands x, w, bias) and conv2d_weight (x, grad_output): a batch of inputs only
     folds into N; otherwise each sample's channels form a group of one convolution with ``groups * B``:
     x (B, N, C, ...) is viewed as (N, B*C, ...), w (B, O, C/g, ...) as (B*O, C/g, ...), the bias as (B*O,)."""
+    def batched_out(out, unfold):  # (conv2d's columns, its workspace, are not each sample's: none under vmap)
+        if op.workspace:
+            return (unfold(out[0]), out[0].new_empty((size, 0))), True
+        return unfold(out), True
     if op.name != "conv2d_weight" and not any(bdims[1:]):
-        return fold(0)(op, args, bdims, params, size)
+        x = _fold(_full(args[0], bdims[0], size))
+        return batched_out(dispatch(op, (x,) + tuple(args[1:]), params),
+                           lambda o: o.reshape((size, -1) + tuple(o.shape[1:])))
     nd = params["nd"]
     vals = [_full(a, b, size) for a, b in zip(args, bdims)]
     if vals[0].ndim != nd + 3:
@@ -278,11 +284,11 @@ def conv(op, args, bdims, params, size):
         w = vals[1]
         operands = (grouped(vals[0]), w.reshape((w.shape[0] * w.shape[1],) + tuple(w.shape[2:])),
                     None if vals[2] is None else vals[2].reshape((-1,)))
-    out = dispatch(op, operands, dict(params, groups=params["groups"] * size, cols=None))
+    out = dispatch(op, operands, dict(params, groups=params["groups"] * size))
     if op.name == "conv2d_weight":  # (B*O, C/g, ...)
         return out.reshape((size, -1) + tuple(out.shape[1:])), True
-    out = out.reshape((out.shape[0], size, -1) + tuple(out.shape[2:]))  # (N, B, O, ...)
-    return out.movedim(1, 0), True
+    # (N, B*O, ...) -> (B, N, O, ...)
+    return batched_out(out, lambda o: o.reshape((o.shape[0], size, -1) + tuple(o.shape[2:])).movedim(1, 0))
 
 
 def composed(fn):

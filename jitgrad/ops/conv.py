@@ -12,10 +12,9 @@ groups, input and output image sizes, kernel size),
 """
 import numpy as np
 
-from .._grad_mode import STATE
+from .._device import backend
 from .._op import Op, dispatch
 from .._tensor import Tensor
-from ..kernels.conv import KeptColumns
 from ._table import LOWER, _arr, autocasts, export, register
 
 
@@ -33,15 +32,14 @@ def _from4(xp, a, nd):
     return a if nd == 2 else xp.reshape(a, a.shape[:2] + a.shape[3:])
 
 
-# ``cols`` (a KeptColumns, set by conv2d when the weight will need its gradient) carries the forward's
-# im2col columns to the weight gradient. The VJPs pass the params on to the other two ops, which
-# ignore it (conv2d_weight uses the columns only for the very array they were built from).
-def _conv_forward(xp, dt, x, w, b, stride, padding, dilation, groups, in_hw, out_hw, k_hw, nd, cols=None):
-    out = _kernels(xp).conv2d(_to4(xp, x, nd), _to4(xp, w, nd), b, stride, padding, dilation, groups, out_hw, cols)
-    return _from4(xp, out, nd)
+# conv2d's second output is a workspace: the im2col columns of its input (an empty array where the kernels
+# build none at once), which the fused weight gradient reads instead of building them again.
+def _conv_forward(xp, dt, x, w, b, stride, padding, dilation, groups, in_hw, out_hw, k_hw, nd):
+    out, cols = _kernels(xp).conv2d(_to4(xp, x, nd), _to4(xp, w, nd), b, stride, padding, dilation, groups, out_hw)
+    return _from4(xp, out, nd), cols
 
 
-def _conv_t_forward(xp, dt, y, w, b, stride, padding, dilation, groups, in_hw, out_hw, k_hw, nd, cols=None):
+def _conv_t_forward(xp, dt, y, w, b, stride, padding, dilation, groups, in_hw, out_hw, k_hw, nd):
     out = _kernels(xp).conv2d_input_grad(_to4(xp, y, nd), _to4(xp, w, nd), b, stride, padding, dilation, groups, in_hw)
     return _from4(xp, out, nd)
 
@@ -52,8 +50,31 @@ def _conv_w_forward(xp, dt, x, y, stride, padding, dilation, groups, in_hw, out_
     return _from4(xp, out, nd)
 
 
+def _conv(x, w, b, params):
+    """conv2d's result, without its workspace."""
+    return dispatch(CONV, (x, w, b), params)[0]
+
+
+_GEOMETRY = ("stride", "padding", "dilation", "groups", "in_hw", "out_hw", "k_hw", "nd")
+
+
+def _geometry_of(s):
+    """The params of a conv2d node (which also holds its outputs' metadata) that the other two ops take."""
+    return {k: s.params[k] for k in _GEOMETRY}
+
+
+def _weight_grad_fused(g, s):
+    """conv2d's weight gradient (the formula's conv2d_weight) from the columns its forward built."""
+    x = s.self._data
+    return Tensor._wrap(_conv_w_forward(backend(x), None, x, g[0]._data, cols=s.columns._data, **_geometry_of(s)))
+
+
 def _bias_grad(g, s):
     return g.sum((0, 2, 3) if s.nd == 2 else (0, 2))
+
+
+def _conv_bias_grad(g, s):
+    return _bias_grad(g[0], s)
 
 
 # ---------------------------------------------------------------------- argument checks
@@ -180,10 +201,7 @@ def _convnd(nd, input, weight, bias, stride, padding, dilation, groups):
         raise RuntimeError("Calculated padded input size per channel: (%s). Kernel size: (%s). Kernel size can't be "
                            "greater than actual input size" % (" x ".join(map(str, padded)), " x ".join(map(str, dk))))
     out = tuple((p - kk) // s + 1 for p, kk, s in zip(padded, dk, stride))
-    params = _geometry(nd, stride, lo, dilation, groups, size, k, out)
-    if weight.requires_grad and STATE.grad_enabled and not STATE.inference:
-        params["cols"] = KeptColumns()
-    y = dispatch(CONV, (x, weight, bias), params)
+    y = _conv(x, weight, bias, _geometry(nd, stride, lo, dilation, groups, size, k, out))
     return y.squeeze(0) if unbatched else y
 
 
@@ -354,19 +372,20 @@ def _conv_op(name, forward, inputs, vjp, node, **kw):
 
 
 CONV = _conv_op("conv2d", _conv_forward, ("self", "weight", "bias"),
-                [lambda g, s: dispatch(CONV_T, (g, s.weight, None), s.params),
-                 lambda g, s: dispatch(CONV_W, (s.self, g), s.params),
-                 _bias_grad], "ConvolutionBackward0",
+                [lambda g, s: dispatch(CONV_T, (g[0], s.weight, None), _geometry_of(s)),
+                 lambda g, s: dispatch(CONV_W, (s.self, g[0]), _geometry_of(s)),
+                 _conv_bias_grad], "ConvolutionBackward0", fused=[None, _weight_grad_fused],
+                n_outputs=2, outputs=("result", "columns"), workspace=("columns",),
                 call=conv2d, ref=_np_conv2d, samples=_float_only(_conv_samples), api=("conv2d",), method=False,
                 autocast=LOWER)
 CONV_T = _conv_op("conv_transpose2d", _conv_t_forward, ("self", "weight", "bias"),
-                  [lambda g, s: dispatch(CONV, (g, s.weight, None), s.params),
+                  [lambda g, s: _conv(g, s.weight, None, s.params),
                    lambda g, s: dispatch(CONV_W, (g, s.self), s.params),
                    _bias_grad], "ConvolutionBackward0",
                   call=conv_transpose2d, ref=_np_conv_transpose2d, samples=_float_only(_conv_t_samples),
                   api=("conv_transpose2d",), method=False, autocast=LOWER)
 CONV_W = _conv_op("conv2d_weight", _conv_w_forward, ("self", "grad_output"),
                   [lambda g, s: dispatch(CONV_T, (s.grad_output, g, None), s.params),
-                   lambda g, s: dispatch(CONV, (s.self, g, None), s.params)],
+                   lambda g, s: _conv(s.self, g, None, s.params)],
                   "ConvolutionBackwardWeight0", call=conv2d_weight, ref=_np_conv2d_weight,
                   samples=_float_only(_conv_w_samples))

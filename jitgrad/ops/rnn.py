@@ -215,7 +215,7 @@ def _np_gru(ig, hx, w, b):
     hr, hz, hn = np.split(_np_hidden(hx, w, b), 3, axis=1)
     r, z = _sig(ir + hr), _sig(iz + hz)
     n = np.tanh(in_ + r * hn)
-    return ((1 - z) * n + z * hx,)  # the public call's one output
+    return (1 - z) * n + z * hx
 
 
 def _cell_samples(gates, with_c=False):
@@ -234,11 +234,13 @@ def _cell_samples(gates, with_c=False):
 
 # ---------------------------------------------------------------------- the entries
 LSTM_CELL = register(Op("lstm_cell_step", _lstm_forward, inputs=_CELL_INPUTS + ("cx",), n_outputs=3,
-                        outputs=("workspace", "hy", "cy"), vjp=[_lstm_vjp(k) for k in range(5)],
+                        outputs=("workspace", "hy", "cy"), workspace=("workspace",),
+                        vjp=[_lstm_vjp(k) for k in range(5)],
                         fused=[_lstm_fused(k) for k in range(5)], node="ThnnFusedLstmCellBackward0",
                         call=lstm_cell_step, ref=_np_lstm, samples=_cell_samples(4, with_c=True)))
 GRU_CELL = register(Op("gru_cell_step", _gru_forward, inputs=_CELL_INPUTS, n_outputs=2,
-                       outputs=("workspace", "result"), vjp=[_gru_vjp(k) for k in range(4)],
+                       outputs=("workspace", "result"), workspace=("workspace",),
+                       vjp=[_gru_vjp(k) for k in range(4)],
                        fused=[_gru_fused(k) for k in range(4)], node="ThnnFusedGruCellBackward0",
                        call=gru_cell_step, ref=_np_gru, samples=_cell_samples(3)))
 RNN_TANH_CELL = register(Op("rnn_tanh_cell_step", _rnn_forward, inputs=_CELL_INPUTS,
@@ -392,7 +394,7 @@ def _np_layer(mode, ig, hx, cx, w, b, whr, batch_sizes, reverse):
             hy, c[:bs] = _np_lstm(igs, h[:bs], w, b, c[:bs])
             h[:bs] = hy if whr is None else hy @ whr.T
         elif mode == "GRU":
-            h[:bs] = _np_gru(igs, h[:bs], w, b)[0]
+            h[:bs] = _np_gru(igs, h[:bs], w, b)
         else:
             z = igs + _np_hidden(h[:bs], w, b)
             h[:bs] = np.maximum(z, 0) if mode == "RNN_RELU" else np.tanh(z)
@@ -431,7 +433,8 @@ def _layer_entry(name, mode, node):
     outputs = ("workspace", "output", "h_n") + (("c_n",) if mode == "LSTM" else ())
     forward = _lstm_layer_forward if mode == "LSTM" else _layer_forward
     return register(Op(name, forward, inputs=inputs, n_outputs=len(outputs), outputs=outputs,
-                       vjp=[_layer_vjp(n) for n in inputs], fused=[_layer_fused(n) for n in inputs], node=node,
+                       workspace=("workspace",), vjp=[_layer_vjp(n) for n in inputs],
+                       fused=[_layer_fused(n) for n in inputs], node=node,
                        call=_layer_call, ref=_np_layer, samples=_layer_samples(mode)))
 
 

@@ -109,21 +109,19 @@ def _channels_first(g):
     return reshape(transpose(g, (1, 0, 2, 3)), (O, N * oh * ow))
 
 
-def conv2d(x, w, b, stride, padding, dilation, groups, out_hw, keep=None):
-    """out[N, O, oh, ow] of a convolution of x[N, C, H, W] with w[O, C/groups, kh, kw] (+ b[O]);
-    ``keep`` (a kernels.conv.KeptColumns) receives x's columns for the weight gradient."""
+def conv2d(x, w, b, stride, padding, dilation, groups, out_hw):
+    """(out[N, O, oh, ow], cols) of a convolution of x[N, C, H, W] with w[O, C/groups, kh, kw] (+ b[O]);
+    cols, x's columns (C*kh*kw, N*oh*ow), for the weight gradient."""
     N = x.shape[0]
     O = w.shape[0]
     k = tuple(w.shape[2:])
     cols = im2col(x, k, stride, padding, dilation, out_hw)
-    if keep is not None:
-        keep.keep(x, cols)
     out = matmul(_grouped(reshape(w, (O, w.size // O)), groups), _grouped(cols, groups))
     out = transpose(reshape(out, (O, N) + tuple(out_hw)), (1, 0, 2, 3))
     # the copy into NCHW order, adding the bias on the way
     if b is None:
-        return run("identity", x.dtype, out)
-    return run("add", x.dtype, out, reshape(b, (1, O, 1, 1)))
+        return run("identity", x.dtype, out), cols
+    return run("add", x.dtype, out, reshape(b, (1, O, 1, 1))), cols
 
 
 def conv2d_input_grad(g, w, b, stride, padding, dilation, groups, in_hw):
@@ -140,13 +138,12 @@ def conv2d_input_grad(g, w, b, stride, padding, dilation, groups, in_hw):
     return out
 
 
-def conv2d_weight_grad(x, g, stride, padding, dilation, groups, k, kept=None):
+def conv2d_weight_grad(x, g, stride, padding, dilation, groups, k, cols=None):
     """The adjoint of conv2d in its weight: x[N, C, H, W], g[N, O, oh, ow] -> [O, C/groups, kh, kw]
-    (with x's columns from ``kept`` where conv2d kept them)."""
+    (with x's columns ``cols`` where conv2d gave them: None or empty where it did not)."""
     C = x.shape[1]
     O = g.shape[1]
-    cols = kept.take(x) if kept is not None else None
-    if cols is None:
+    if cols is None or not cols.size:
         cols = im2col(x, k, stride, padding, dilation, tuple(g.shape[2:]))
     gw = matmul(_grouped(_channels_first(g), groups), transpose(_grouped(cols, groups), (0, 2, 1)))
     return reshape(gw, (O, C // groups, k[0], k[1]))

@@ -1,14 +1,11 @@
-"""Forward-mode AD (jitgrad.autograd.forward_ad): PyTorch's API and errors, views and in-place writes, and
-every differentiable entry's JVP against central finite differences (a deterministic sample of the entries by default, all of them
-under ``-m slow``)."""
+"""Forward-mode AD (jitgrad.autograd.forward_ad): PyTorch's API and errors, views and in-place writes, multi-output
+entries, gradcheck's forward-mode check. Every entry's JVP (against finite differences, and reverse mode over it)
+is a check of the op matrix (tests/ops/test_op_matrix.py)."""
 import numpy as np
 import pytest
 
 import jitgrad as jg
 import jitgrad.autograd.forward_ad as fwAD
-from jitgrad.ops import OPS
-
-from helpers import build, call_of, outputs, samples_of
 
 
 def test_make_dual_unpack_dual_and_the_level():
@@ -57,74 +54,6 @@ def test_a_jacobian_vector_product_through_a_network_matches_torch():
             out += [p.detach().numpy(), tangent.numpy()]
     np.testing.assert_allclose(got[0], want[0], rtol=1e-12)
     np.testing.assert_allclose(got[1], want[1], rtol=1e-10, atol=1e-12)
-
-
-# ------------------------------------------------------------------ every entry against finite differences
-ENTRIES = sorted(n for n, op in OPS.items() if op.tests.samples and op.differentiable)
-SAMPLE = ENTRIES[::4]  # (the default run: every fourth entry, in name order)
-
-
-def _check_entry(name):
-    op = OPS[name]
-    call = call_of(op)
-    rng = np.random.default_rng(len(name))
-    checked = 0
-    # (complex samples too, for the entries that take them: the JVP of a holomorphic op is f'(z) t)
-    dtypes = (np.float64, np.complex128) if op.types.complex else (np.float64,)
-    for args, kwargs in [s for dt in dtypes for s in samples_of(op, dt)]:
-        floats = []
-
-        def collect(a):
-            if a.dtype.kind in "fc":
-                floats.append(a)
-            return a
-        build(args, kwargs, collect)
-        if not floats:
-            continue
-        tangents = [rng.standard_normal(a.shape) + (1j * rng.standard_normal(a.shape) if a.dtype.kind == "c" else 0)
-                    for a in floats]
-
-        def run(shift, dual):
-            it = iter(range(len(floats)))
-
-            def leaf(a):
-                if a.dtype.kind not in "fc":
-                    return jg.tensor(a)
-                k = next(it)
-                t = jg.tensor(a + shift * tangents[k])
-                return fwAD.make_dual(t, jg.tensor(tangents[k])) if dual else t
-            a, kw = build(args, kwargs, leaf)
-            return outputs(call(*a, **kw))[0]
-        try:
-            with fwAD.dual_level():
-                y = run(0.0, True)
-                jvp = fwAD.unpack_dual(y).tangent
-        except NotImplementedError:
-            pytest.fail("%s has no forward AD" % name)
-        except Exception:  # noqa: BLE001  (a sample that raises in eager raises here too)
-            continue
-        if y.dtype.is_inexact is False:
-            continue
-        wide = y.dtype in (jg.float64, jg.complex128)  # (a float32 result, as cast's, takes a coarser difference)
-        eps = 1e-6 if wide else 1e-2
-        fd = (run(eps, False).detach().numpy().astype(np.complex128 if y.dtype.is_complex else np.float64)
-              - run(-eps, False).detach().numpy()) / (2 * eps)
-        assert jvp is not None, name
-        np.testing.assert_allclose(jvp.numpy(), fd, rtol=1e-4 if wide else 1e-2, atol=1e-5 if wide else 1e-3,
-                                   err_msg=name)
-        checked += 1
-    assert checked, "no sample of %s was checked" % name
-
-
-@pytest.mark.parametrize("name", SAMPLE)
-def test_entry_jvp_matches_finite_differences(name):
-    _check_entry(name)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("name", sorted(set(ENTRIES) - set(SAMPLE)))
-def test_entry_jvp_matches_finite_differences_all(name):
-    _check_entry(name)
 
 
 def test_in_place_ops_carry_tangents():
@@ -214,75 +143,3 @@ def test_gradcheck_checks_forward_mode():
         return jg.Tensor._wrap(np.sin(x.detach().numpy())) + x * 0
     with pytest.raises(jg.autograd.GradcheckError, match="Jacobian computed with forward mode mismatch for output 0"):
         jg.autograd.gradcheck(outside_the_table, (x,), check_forward_ad=True, check_backward_ad=False)
-
-
-# ------------------------------------------------------------------ reverse mode over forward mode, per entry
-def _dot(w, y):
-    """The real inner product <w, y> (Re sum(conj(w) y) for complex ones)."""
-    return (w.conj() * y).sum().real if y.dtype.is_complex else (w * y).sum()
-
-
-def _check_reverse_over_forward(name):
-    """d/dx <J(x) t, w> two ways: reverse mode through the tangent forward mode computed (its history kept), and
-    reverse over reverse (d/dx <J(x)^T w, t>, the double backward the op matrix checks)."""
-    op = OPS[name]
-    if not op.derivatives.double_backward:
-        pytest.skip("%s has no double backward to compare with" % name)
-    call = call_of(op)
-    rng = np.random.default_rng(len(name) + 7)
-    checked = 0
-    # (entries defined on complex inputs only, real/imag/view_as_real, take their complex samples)
-    for args, kwargs in samples_of(op, np.float64) or samples_of(op, np.complex128):
-        leaves = []
-
-        def leaf(a):
-            if a.dtype.kind not in "fc":
-                return jg.tensor(a)
-            leaves.append(jg.tensor(a, requires_grad=True))
-            return leaves[-1]
-
-        def tangent(x):  # (a complex input takes a complex tangent)
-            t = jg.tensor(rng.standard_normal(tuple(x.shape)))
-            return jg.complex(t, jg.tensor(rng.standard_normal(tuple(x.shape)))) if x.dtype.is_complex else t
-        try:
-            a, kw = build(args, kwargs, leaf)
-            tangents = [tangent(x) for x in leaves]
-            with fwAD.dual_level():
-                duals = iter([fwAD.make_dual(x, t) for x, t in zip(leaves, tangents)])
-                a2, kw2 = build(args, kwargs, lambda arr: next(duals) if arr.dtype.kind in "fc" else jg.tensor(arr))
-                y, jvp = fwAD.unpack_dual(outputs(call(*a2, **kw2))[0])
-            if not leaves or not y.dtype.is_inexact or jvp is None:
-                continue
-            w = jg.tensor(rng.standard_normal(tuple(y.shape)))
-            if y.dtype.is_complex:  # (a complex output: the real inner product Re <w, J t>)
-                w = jg.complex(w, jg.tensor(rng.standard_normal(tuple(y.shape))))
-            # (a tangent without history: J does not depend on x, so reverse over reverse must give zeros)
-            got = jg.autograd.grad(_dot(w, jvp), leaves, allow_unused=True) if jvp.requires_grad else \
-                [None] * len(leaves)
-            y2 = outputs(call(*a, **kw))[0]
-            g = jg.autograd.grad(_dot(w, y2), leaves, create_graph=True, allow_unused=True)
-            inner = sum(_dot(gk, tk) for gk, tk in zip(g, tangents) if gk is not None)  # dL along t: Re <g, t>
-            want = jg.autograd.grad(inner, leaves, allow_unused=True) if isinstance(inner, jg.Tensor) and \
-                inner.requires_grad else [None] * len(leaves)
-        except NotImplementedError:
-            continue
-        for a_, b_, x in zip(got, want, leaves):
-            a_ = np.zeros(tuple(x.shape), x.dtype.np) if a_ is None else a_.numpy()
-            b_ = np.zeros(tuple(x.shape), x.dtype.np) if b_ is None else b_.numpy()
-            np.testing.assert_allclose(a_, b_, rtol=1e-7, atol=1e-9, err_msg=name)
-        checked += 1
-    assert checked, "no sample of %s was checked" % name
-
-
-REV_SAMPLE = ENTRIES[2::8]
-
-
-@pytest.mark.parametrize("name", REV_SAMPLE)
-def test_entry_reverse_over_forward(name):
-    _check_reverse_over_forward(name)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("name", sorted(set(ENTRIES) - set(REV_SAMPLE)))
-def test_entry_reverse_over_forward_all(name):
-    _check_reverse_over_forward(name)

@@ -616,12 +616,11 @@ def test_module_training_matches_eager():
 
 
 def test_conv_plans_keep_no_columns_between_calls():
-    """conv2d hands its im2col columns to its weight gradient within one eager call (a KeptColumns among
-    its params); a compiled plan must neither keep that object (with the last input and its columns) alive
-    between calls nor give wrong gradients."""
+    """conv2d hands its im2col columns to its weight gradient as a workspace output: a value of the compiled
+    graph like any other, which a plan must neither keep alive between calls (with the last input) nor get
+    wrong."""
     import gc
     import weakref
-    from jitgrad.kernels.conv import KeptColumns
     jg.manual_seed(0)
     conv = jg.nn.Conv2d(3, 4, 3)
 
@@ -643,8 +642,45 @@ def test_conv_plans_keep_no_columns_between_calls():
     del loss, x
     gc.collect()
     assert alive() is None
-    assert not any(isinstance(v, KeptColumns) for var in cf._jitgrad_compiled.variants.values()
-                   for n in var.graph.nodes for v in n.params.values())
+    convs = [n for var in cf._jitgrad_compiled.variants.values() for n in var.graph.nodes if n.op.name == "conv2d"]
+    assert convs and all(len(n.outs) == 2 for n in convs)  # the result and the columns
+
+
+@pytest.mark.parametrize("backend,small", [("jitgrad", 4096), ("jitgrad", 0), ("eager", 0)])
+def test_conv_training_step_reads_the_forward_columns(monkeypatch, backend, small):
+    """A whole training step (forward, backward, SGD) of a convolution whose im2col columns (its workspace
+    output, a value of the plan) feed its fused weight gradient: a tape, fused loops and the op-by-op plan give
+    eager's parameters; compiled autograd's plan of the same backward too."""
+    monkeypatch.setattr(jg.compiler.tape, "SMALL", small)
+
+    def run(compiled, autograd=False):
+        jg.manual_seed(0)
+        model = jg.nn.Sequential(jg.nn.Conv2d(3, 4, 3, padding=1), jg.nn.ReLU(), jg.nn.Flatten(),
+                                 jg.nn.Linear(4 * 6 * 6, 3)).double()
+        opt = jg.optim.SGD(model.parameters(), lr=0.1)
+        x = jg.tensor(np.linspace(-1, 1, 2 * 3 * 36).reshape(2, 3, 6, 6))
+        y = jg.tensor([0, 2])
+
+        def step():
+            opt.zero_grad()
+            loss = jg.nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+        fn = jg.compile(step, backend=backend) if compiled else step
+        prev = jg.autograd.set_compiled_autograd(autograd, threshold=2)
+        try:
+            for _ in range(3):
+                fn()
+        finally:
+            jg.autograd.set_compiled_autograd(prev)
+        return [p.detach().numpy() for p in model.parameters()]
+    eager = run(False)
+    ran = jg.jit_stats()["compiled_autograd"]["hits"]
+    for got in (run(True), run(False, autograd=True)):
+        for a, b in zip(got, eager):
+            np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+    assert jg.jit_stats()["compiled_autograd"]["hits"] > ran  # (the third step's backward ran a plan)
 
 
 @pytest.mark.parametrize("small", [4096, 0])  # a tape, and fused loops

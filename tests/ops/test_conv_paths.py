@@ -1,6 +1,6 @@
 """The specialised convolution and pooling paths of kernels/conv.py and kernels/pool.py against the general ones and
 NumPy: 2x2/stride-2 max pooling (forward and the window-by-window backward), the im2col columns
-that conv2d keeps for the weight gradient, and the loops of convolutions with small kernels."""
+that conv2d gives its weight gradient (a workspace output), and the loops of convolutions with small kernels."""
 import numpy as np
 import pytest
 
@@ -77,27 +77,48 @@ def test_max_pool_2x2_through_autograd():
     np.testing.assert_array_equal(idx.numpy(), _np_max_pool2d(x.detach().numpy(), 2, return_indices=True)[1])
 
 
-def test_conv2d_keeps_its_columns_for_the_weight_gradient_only_of_the_same_input():
+def test_conv2d_gives_its_columns_for_the_weight_gradient(monkeypatch):
     rng = np.random.default_rng(3)
     x = rng.standard_normal((2, 3, 6, 5)).astype(np.float32)
     w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
     g = rng.standard_normal((2, 4, 6, 5)).astype(np.float32)
     geometry = ((1, 1), (1, 1), (1, 1), 1)
-    kept = KC.KeptColumns()
-    KC.conv2d(x, w, None, *geometry, (6, 5), kept)
-    assert kept.take(x.copy()) is None  # another array: built again
-    cols = kept.cols
+    _, cols = KC.conv2d(x, w, None, *geometry, (6, 5))
+    np.testing.assert_array_equal(cols, KC.im2col(x, (3, 3), *geometry[:3], (6, 5)))
     fresh = KC.conv2d_weight_grad(x, g, *geometry, (3, 3))
-    reused = KC.conv2d_weight_grad(x, g, *geometry, (3, 3), kept)
-    assert kept.cols is None and cols is not None  # used once, then let go
+    reused = KC.conv2d_weight_grad(x, g, *geometry, (3, 3), cols)
     np.testing.assert_array_equal(reused, fresh)
     np.testing.assert_allclose(fresh, _np_conv2d_weight(x.astype(np.float64), w.shape, g.astype(np.float64), 1, 1),
                                rtol=1e-4, atol=1e-4)
+    monkeypatch.setattr(KC, "BLOCK_BYTES", 1)  # a batch of several blocks: no columns of the whole batch
+    assert KC.conv2d(x, w, None, *geometry, (6, 5))[1].size == 0
+
+
+def test_the_weight_gradient_reads_the_saved_columns(monkeypatch):
+    """The conv2d node saves its columns (the workspace output) only where the weight takes a gradient; the fused
+    weight gradient reads them (no im2col in backward); create_graph runs the formula (conv2d_weight)."""
+    built = []
+    im2col = KC.im2col
+    monkeypatch.setattr(KC, "im2col", lambda *a, **k: built.append(1) or im2col(*a, **k))
+    rng = np.random.default_rng(8)
+    x = jg.tensor(rng.standard_normal((2, 3, 6, 5)), requires_grad=True)
+    w = jg.tensor(rng.standard_normal((4, 3, 3, 3)), requires_grad=True)
+    y = F.conv2d(x, w, padding=1)
+    assert tuple(y.grad_fn._saved_columns.shape) == (27, 60) and not y.grad_fn._saved_columns.requires_grad
+    assert "columns" not in F.conv2d(x, w.detach(), padding=1).grad_fn.saved
+    del built[:]
+    y.backward(jg.ones_like(y), retain_graph=True)
+    assert not built
+    ref = _np_conv2d_weight(x.detach().numpy(), (4, 3, 3, 3), np.ones(tuple(y.shape)), 1, 1)
+    np.testing.assert_allclose(w.grad.numpy(), ref, rtol=1e-10, atol=1e-10)
+    (gw,) = jg.autograd.grad(y, w, jg.ones_like(y), create_graph=True)
+    assert built and gw.requires_grad
+    np.testing.assert_allclose(gw.detach().numpy(), ref, rtol=1e-10, atol=1e-10)
 
 
 @pytest.mark.parametrize("kw", [{"padding": 1}, {"stride": 2, "padding": (0, 1)}, {"dilation": 2},
                                 {"groups": 2, "padding": 1}])
-def test_conv2d_gradients_with_kept_columns(kw, conv_path):
+def test_conv2d_gradients_with_saved_columns(kw, conv_path):
     rng = np.random.default_rng(4)
     x = jg.tensor(rng.standard_normal((2, 4, 7, 6)), requires_grad=True)
     w = jg.tensor(rng.standard_normal((4, 4 // kw.get("groups", 1), 3, 3)), requires_grad=True)
@@ -157,14 +178,13 @@ def test_small_kernels_match_the_gemm_path(kw, dtype, band, monkeypatch):
     out_hw = tuple((n + 2 * pp - dd * 2 - 1) // ss + 1 for n, pp, dd, ss in zip((9, 8), p, d, s))
     geometry = (tuple(map(int, s)), tuple(map(int, p)), tuple(map(int, d)), kw.get("groups", 1))
     assert KC._small(w)
-    kept = KC.KeptColumns()
-    small = KC.conv2d(x, w, b, *geometry, out_hw, kept)
-    assert kept.cols is None  # the loops build no columns to keep
+    small, cols = KC.conv2d(x, w, b, *geometry, out_hw)
+    assert cols.size == 0  # the loops build no columns
     g = rng.standard_normal(small.shape).astype(dtype)
-    small_gw = KC.conv2d_weight_grad(x, g, *geometry, (3, 3), kept)
+    small_gw = KC.conv2d_weight_grad(x, g, *geometry, (3, 3), cols)
     monkeypatch.setattr(KC, "SMALL_K", 0)
     tol = 1e-5 if dtype == np.float32 else 1e-12
-    np.testing.assert_allclose(small, KC.conv2d(x, w, b, *geometry, out_hw), rtol=tol, atol=tol)
+    np.testing.assert_allclose(small, KC.conv2d(x, w, b, *geometry, out_hw)[0], rtol=tol, atol=tol)
     np.testing.assert_allclose(small_gw, KC.conv2d_weight_grad(x, g, *geometry, (3, 3)), rtol=tol, atol=10 * tol)
     np.testing.assert_allclose(small, _np_conv2d(x.astype(np.float64), w.astype(np.float64), b.astype(np.float64),
                                                  **kw), rtol=10 * tol, atol=10 * tol)

@@ -19,18 +19,27 @@ The checks, each a function below, run where its ``applies`` says:
   parts, as PyTorch's); the others refuse complex128 with an error of their own, never a kernel's. By
   default one sample per entry (the first); ``-m slow`` runs them all.
 
-Forward-mode JVPs and vmap are checked per entry in tests/autograd/test_forward_ad.py and
-tests/transforms/test_vmap_entries.py; CUDA runs the forward samples in a simulator child
-(tests/cuda/test_cuda_ops.py).
+- jvp: forward mode's JVP of the first output against central finite differences, float64 (and complex128 for
+  the entries of complex inputs);
+- jvp-grad: reverse mode over forward mode against reverse over reverse (d/dx <J t, w>), float64;
+- vmap: vmap of the public call against a loop over the batch, for several in_dims and out_dims, in the first
+  dtype the entry has samples in.
+  jvp, jvp-grad and vmap run every fourth, eighth and fifth entry by default (every sample of each), all
+  under ``-m slow``.
+
+CUDA runs the forward samples and gradients in a simulator child (tests/cuda/test_cuda_ops.py).
 """
 import re
+import warnings
 
 import numpy as np
 import pytest
 
 import jitgrad as jg
+import jitgrad.autograd.forward_ad as fwAD
 from jitgrad import _dtype as D
 from jitgrad.autograd import gradcheck, gradgradcheck
+from jitgrad.func.batching import RULES as BATCHING_RULES, random as random_rule
 from jitgrad.ops import OPS
 
 from helpers import as_function, build, call_of, outputs, rounded, samples_of, tensors_for, values
@@ -66,7 +75,8 @@ def reference(op, args, kwargs):
     with np.errstate(all="ignore"):
         try:
             out = op.tests.ref(*args, **kwargs)
-            if not any(np.asarray(o).dtype == np.float16 for o in (out if op.n_outputs != 1 else [out])):
+            several = op.n_outputs != 1 + len(op.workspace)  # (workspace outputs: hidden)
+            if not any(np.asarray(o).dtype == np.float16 for o in (out if several else [out])):
                 return out
         except TypeError:
             pass
@@ -109,7 +119,7 @@ def check_forward(op, dtype, args, kwargs):
     expected = reference(op, args, kwargs)
     result = call_of(op)(*targs, **tkwargs)
     outs = outputs(result)
-    refs = list(expected) if op.n_outputs != 1 else [expected]
+    refs = list(expected) if op.n_outputs != 1 + len(op.workspace) else [expected]  # (workspaces: hidden)
     assert len(outs) == len(refs)
     for out, ref in zip(outs, refs):
         ref = np.asarray(ref)
@@ -340,6 +350,176 @@ def _complex_sample(op, dt):
     return bool(_complex_samples(op, dt))
 
 
+# ====================================================================== forward mode (JVP)
+def check_jvp(op, dtype, args, kwargs):
+    """The JVP of the first output against central finite differences along random tangents (complex samples too,
+    for the entries that take them: the JVP of a holomorphic op is f'(z) t)."""
+    call = call_of(op)
+    floats = []
+    build(args, kwargs, lambda a: floats.append(a) or a if a.dtype.kind in "fc" else a)
+    if not floats:
+        return
+    rng = np.random.default_rng(len(op.name))
+    tangents = [rng.standard_normal(a.shape) + (1j * rng.standard_normal(a.shape) if a.dtype.kind == "c" else 0)
+                for a in floats]
+
+    def run(shift, dual):
+        it = iter(range(len(floats)))
+
+        def leaf(a):
+            if a.dtype.kind not in "fc":
+                return jg.tensor(a)
+            k = next(it)
+            t = jg.tensor(a + shift * tangents[k])
+            return fwAD.make_dual(t, jg.tensor(tangents[k])) if dual else t
+        a, kw = build(args, kwargs, leaf)
+        return outputs(call(*a, **kw))[0]
+    try:
+        with fwAD.dual_level():
+            y = run(0.0, True)
+            jvp = fwAD.unpack_dual(y).tangent
+    except NotImplementedError:
+        pytest.fail("%s has no forward AD" % op.name)
+    except Exception:  # noqa: BLE001  (a sample that raises in eager raises here too)
+        return
+    if y.dtype.is_inexact is False:
+        return
+    wide = y.dtype in (jg.float64, jg.complex128)  # (a float32 result, as cast's, takes a coarser difference)
+    eps = 1e-6 if wide else 1e-2
+    fd = (run(eps, False).detach().numpy().astype(np.complex128 if y.dtype.is_complex else np.float64)
+          - run(-eps, False).detach().numpy()) / (2 * eps)
+    assert jvp is not None, op.name
+    np.testing.assert_allclose(jvp.numpy(), fd, rtol=1e-4 if wide else 1e-2, atol=1e-5 if wide else 1e-3,
+                               err_msg=op.name)
+
+
+def _dot(w, y):
+    """The real inner product <w, y> (Re sum(conj(w) y) for complex ones)."""
+    return (w.conj() * y).sum().real if y.dtype.is_complex else (w * y).sum()
+
+
+def check_jvp_grad(op, dtype, args, kwargs):
+    """d/dx <J(x) t, w> two ways: reverse mode through the tangent forward mode computed (its history kept), and
+    reverse over reverse (d/dx <J(x)^T w, t>, as gradgrad)."""
+    call = call_of(op)
+    rng = np.random.default_rng(len(op.name) + 7)
+    leaves = []
+
+    def leaf(a):
+        if a.dtype.kind not in "fc":
+            return jg.tensor(a)
+        leaves.append(jg.tensor(a, requires_grad=True))
+        return leaves[-1]
+
+    def tangent(x):  # (a complex input takes a complex tangent)
+        t = jg.tensor(rng.standard_normal(tuple(x.shape)))
+        return jg.complex(t, jg.tensor(rng.standard_normal(tuple(x.shape)))) if x.dtype.is_complex else t
+    try:
+        a, kw = build(args, kwargs, leaf)
+        tangents = [tangent(x) for x in leaves]
+        with fwAD.dual_level():
+            duals = iter([fwAD.make_dual(x, t) for x, t in zip(leaves, tangents)])
+            a2, kw2 = build(args, kwargs, lambda arr: next(duals) if arr.dtype.kind in "fc" else jg.tensor(arr))
+            y, jvp = fwAD.unpack_dual(outputs(call(*a2, **kw2))[0])
+        if not leaves or not y.dtype.is_inexact or jvp is None:
+            return
+        w = jg.tensor(rng.standard_normal(tuple(y.shape)))
+        if y.dtype.is_complex:  # (a complex output: the real inner product Re <w, J t>)
+            w = jg.complex(w, jg.tensor(rng.standard_normal(tuple(y.shape))))
+        # (a tangent without history: J does not depend on x, so reverse over reverse must give zeros)
+        got = jg.autograd.grad(_dot(w, jvp), leaves, allow_unused=True) if jvp.requires_grad else [None] * len(leaves)
+        y2 = outputs(call(*a, **kw))[0]
+        g = jg.autograd.grad(_dot(w, y2), leaves, create_graph=True, allow_unused=True)
+        inner = sum(_dot(gk, tk) for gk, tk in zip(g, tangents) if gk is not None)  # dL along t: Re <g, t>
+        want = jg.autograd.grad(inner, leaves, allow_unused=True) if isinstance(inner, jg.Tensor) and \
+            inner.requires_grad else [None] * len(leaves)
+    except NotImplementedError:
+        return
+    for a_, b_, x in zip(got, want, leaves):
+        a_ = np.zeros(tuple(x.shape), x.dtype.np) if a_ is None else a_.numpy()
+        b_ = np.zeros(tuple(x.shape), x.dtype.np) if b_ is None else b_.numpy()
+        np.testing.assert_allclose(a_, b_, rtol=1e-7, atol=1e-9, err_msg=op.name)
+
+
+def _jvp_grad_dtype(op):
+    """The samples reverse over forward takes: float64 (complex128 for the entries of complex inputs only)."""
+    return np.float64 if samples_of(op, np.float64) else np.complex128
+
+
+# ====================================================================== vmap
+VMAP_B = 3
+VMAP_DTYPES = (np.float64, np.int64, np.bool_, np.complex128)
+
+
+def _vmap_dtype(op):
+    """The samples vmap takes: the first dtype of VMAP_DTYPES the entry has samples in (complex: the entries of
+    complex inputs only)."""
+    return next((dt for dt in VMAP_DTYPES if samples_of(op, dt)), None)
+
+
+def _vmap_variants(n_float, ndims):
+    """(in_dims per float array, where its batch dim goes, out_dims): all batched at 0; the first at its
+    last dim; the last alone."""
+    out = [([0] * n_float, 0)]
+    if n_float:
+        out.append(([ndims[0]] + [None] * (n_float - 1), -1))
+    if n_float > 1:
+        out.append(([None] * (n_float - 1) + [0], 0))
+    return out
+
+
+def check_vmap(op, dtype, args, kwargs):
+    """vmap of the public call against a Python loop over a batch of perturbed copies, for several in_dims and
+    out_dims."""
+    call = call_of(op)
+    rng = np.random.default_rng(len(op.name))
+    floats = []  # the arrays batched: the floating ones (all of them where there are none)
+    build(args, kwargs, lambda a: floats.append(a) or a if a.dtype.kind in "fc" else a)
+    kinds = "fc" if floats else "fiub"
+    if not floats:
+        build(args, kwargs, lambda a: floats.append(a) or a)
+    for dims, out_dim in _vmap_variants(len(floats), [a.ndim for a in floats]):
+        # per float array: the batch of B perturbed copies, stacked at its in_dim
+        batches = [None if d is None else np.stack([a + 0.05 * k * rng.standard_normal(a.shape) if kinds == "fc"
+                                                    else a for k in range(VMAP_B)], axis=d)
+                   for a, d in zip(floats, dims)]
+
+        def sample_args(k):
+            it = iter(range(len(floats)))
+
+            def leaf(a):
+                if a.dtype.kind not in kinds:
+                    return jg.tensor(a)
+                i = next(it)
+                return jg.tensor(floats[i] if dims[i] is None else np.take(batches[i], k, axis=dims[i]))
+            return build(args, kwargs, leaf)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                want = [outputs(call(*a, **kw)) for a, kw in (sample_args(k) for k in range(VMAP_B))]
+        except Exception:  # noqa: BLE001  (a sample that raises in eager)
+            continue
+        flat_in = [jg.tensor(b if d is not None else f) for b, f, d in zip(batches, floats, dims)]
+
+        def f(*ts):
+            it = iter(ts)
+            a, kw = build(args, kwargs, lambda x: next(it) if x.dtype.kind in kinds else jg.tensor(x))
+            return tuple(outputs(call(*a, **kw)))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            got = jg.vmap(f, in_dims=tuple(dims), out_dims=out_dim)(*flat_in)
+        for k, g in enumerate(got):
+            ref = np.stack([w[k].detach().numpy() for w in want], axis=out_dim)
+            assert g.dtype == want[0][k].dtype, (op.name, k)
+            np.testing.assert_allclose(g.detach().numpy(), ref, rtol=1e-10, atol=1e-12, err_msg=op.name)
+
+
+# entries vmap refuses (their outputs' shapes depend on each sample's values) and the random ones (a loop draws
+# other numbers): tested in tests/transforms/
+VMAP_SKIPPED = frozenset(n for n, r in BATCHING_RULES.items()
+                         if r is random_rule or r.__qualname__.startswith("dynamic_shape."))
+
+
 # ====================================================================== the product
 # check name -> (function, dtypes it runs in, the dtype of the samples it takes, whether it applies to an entry)
 CHECKS = {
@@ -360,8 +540,21 @@ CHECKS = {
     "complex-refused": (check_complex_refused, (np.complex128,), None,
                         lambda op, dt: not op.types.complex and op.name not in COMPOSED_COMPLEX
                         and _complex_sample(op, dt)),
+    "jvp": (check_jvp, (np.float64, np.complex128), None,
+            lambda op, dt: op.differentiable and (dt is np.float64 or op.types.complex)),
+    "jvp-grad": (check_jvp_grad, (np.float64, np.complex128), None,
+                 lambda op, dt: op.differentiable and op.derivatives.double_backward and dt is _jvp_grad_dtype(op)),
+    "vmap": (check_vmap, VMAP_DTYPES, None, lambda op, dt: op.name not in VMAP_SKIPPED and dt is _vmap_dtype(op)),
 }
 SAMPLED = ("complex", "complex-refused")  # checks that run one sample per entry unless -m slow
+
+
+# checks that run on a deterministic sample of the entries by default (every sample of each; all under -m slow):
+# every fourth differentiable entry in name order for jvp, every eighth for jvp-grad, every fifth for vmap
+_DIFFERENTIABLE = sorted(n for n, op in OPS.items() if op.tests.samples and op.differentiable)
+_BATCHED = sorted(n for n, op in OPS.items() if op.tests.samples and n not in VMAP_SKIPPED)
+BY_DEFAULT = {"jvp": frozenset(_DIFFERENTIABLE[::4]), "jvp-grad": frozenset(_DIFFERENTIABLE[2::8]),
+              "vmap": frozenset(_BATCHED[::5])}
 
 
 def _matrix():
@@ -376,7 +569,8 @@ def _matrix():
                     counts[sdt] = len(_complex_samples(op, sdt) if sdt in COMPLEX else samples_of(op, sdt))
                 label = dt.name if isinstance(dt, D.dtype) else np.dtype(dt).name
                 for k in range(counts[sdt]):
-                    marks = (pytest.mark.slow,) if k and check.startswith(SAMPLED) else ()
+                    marks = (pytest.mark.slow,) if k and check.startswith(SAMPLED) or \
+                        check in BY_DEFAULT and name not in BY_DEFAULT[check] else ()
                     if k and check == "complex-refused":
                         continue  # (one sample tells)
                     yield pytest.param(name, dt, k, check, id="%s-%s-%d-%s" % (name, label, k, check), marks=marks)
