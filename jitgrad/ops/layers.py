@@ -9,6 +9,7 @@ from .._op import Op, dispatch
 from .._tensor import Tensor
 from ._table import LOWER, _arr, autocasts, register
 from .indexing import check_rows, index_put_zeros
+from .unary import _c
 
 
 # ---------------------------------------------------------------------- linear
@@ -29,7 +30,7 @@ def _linear_forward(xp, dt, x, w, b):
 
 def _linear_weight_grad(g, s):
     x = s.self
-    return g.reshape(_rows(g)).t().mm(x.reshape(_rows(x)))
+    return g.reshape(_rows(g)).t().mm(_c(x.reshape(_rows(x))))
 
 
 @autocasts("linear")
@@ -166,16 +167,17 @@ def _linear_samples(rng, dtype):
 
 # ---------------------------------------------------------------------- the entries
 LINEAR = register(Op("linear", _linear_forward, inputs=("self", "weight", "bias"),
-                     vjp=[lambda g, s: g.matmul(s.weight), _linear_weight_grad, lambda g, s: g.reshape(_rows(g)).sum(0)],
-                     dtype="promote", node="AddmmBackward0", call=linear, api=("linear",), method=False, autocast=LOWER,
+                     vjp=[lambda g, s: g.matmul(_c(s.weight)), _linear_weight_grad, lambda g, s: g.reshape(_rows(g)).sum(0)],
+                     dtype="promote", complex=True, node="AddmmBackward0", call=linear, api=("linear",), method=False, autocast=LOWER,
                      ref=lambda x, w, b=None: x @ w.T + (0 if b is None else b),
-                     samples=lambda rng, dtype: _linear_samples(rng, dtype) if np.dtype(dtype).kind == "f" else []))
+                     samples=lambda rng, dtype: _linear_samples(rng, dtype) if np.dtype(dtype).kind in "fc" else []))
 # without a bias PyTorch records F.linear as mm (MmBackward0)
 LINEAR_MM = register(Op("linear_mm", _linear_forward, inputs=("self", "weight", "bias"),
-                        vjp=[lambda g, s: g.matmul(s.weight), _linear_weight_grad], dtype="promote", node="MmBackward0",
+                        vjp=[lambda g, s: g.matmul(_c(s.weight)), _linear_weight_grad], dtype="promote", node="MmBackward0",
+                        complex=True,
                         call=linear, ref=lambda x, w, b=None: x @ w.T,
                         samples=lambda rng, dtype: [((x, w), {}) for (x, w, b), _ in _linear_samples(rng, dtype)]
-                        if np.dtype(dtype).kind == "f" else []))
+                        if np.dtype(dtype).kind in "fc" else []))
 # (padding_idx is left out of the samples: its row's gradient is zero by definition, which finite differences
 # don't see; tests/nn/test_nn_layers.py covers it)
 EMBEDDING = register(Op("embedding", lambda xp, dt, w, idx, padding_idx, scale_grad_by_freq: xp.take(w, idx, axis=0),

@@ -14,7 +14,7 @@ from .._tensor import Tensor
 from ._derive import Sym, derive
 from ._table import OPS, _arr, _noncontig, binary_samples, export, unary_samples
 from .elementwise import _binary
-from .unary import _unary
+from .unary import _c, _unary
 
 _SQRT_2PI = math.sqrt(2 * math.pi)
 
@@ -47,7 +47,7 @@ def _i1e_grad(g, s):
 def _sinc_grad(g, s):
     x = s.self
     t = x * math.pi
-    return g * ((t * t.cos() - t.sin()) / (t * x)).where(x != 0, 0.0)
+    return g * _c(((t * t.cos() - t.sin()) / (t * x)).where(x != 0, 0.0))
 
 
 def _logit_grad(g, s):
@@ -184,7 +184,7 @@ NDTRI = _special("ndtri", lambda g, s: g * _SQRT_2PI * (0.5 * s.result * s.resul
                  _sp("ndtri"), samples=unary_samples(0.02, 0.98))
 LOG_NDTR = _special("log_ndtr", lambda g, s: g * (-(s.result + 0.5 * s.self * s.self)).exp() / _SQRT_2PI,
                     derive("log_ndtr_vjp"), _sp("log_ndtr"), samples=unary_samples(-4.0, 3.0))
-SINC = _unary("sinc", _sinc_grad, derive("sinc_vjp"), ref=np.sinc, inplace=True)
+SINC = _unary("sinc", _sinc_grad, derive("sinc_vjp"), ref=np.sinc, inplace=True, complex=True)
 ENTR = _special("entr", lambda g, s: -g * (1 + s.self.log()), derive("entr_vjp"), _sp("entr"),
                 samples=_positive(0.1, 2.0))
 LOGIT = _unary("logit", _logit_grad, derive("logit_vjp"), ref=_sp("logit"), samples=unary_samples(0.05, 0.95),
