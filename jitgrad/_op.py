@@ -379,7 +379,7 @@ def _plan(op, args):
     kernel = op.kernel
     if t is not None and t.is_complex:
         if not rule.complex:
-            raise NotImplementedError("\"%s\" not implemented for '%s'" % (op.name, t.scalar_type))
+            raise NotImplementedError("\"%s\" not implemented for '%s'" % (_kernel_name(op), t.scalar_type))
         kernel = COMPLEX_KERNELS.get(kernel, kernel)
     c = t if rule.reduced_precision == "native" else t.compute
     compute = c.np
@@ -402,6 +402,15 @@ def _plan(op, args):
             any(isinstance(a, Tensor) for a in args):
         loop = CPU_BACKEND.flat_loop(kernel, tuple(isinstance(a, Tensor) for a in args))
     return Plan(compute, convert, out_dtype, loop, rnd, via, kernel)
+
+
+def _kernel_name(op):
+    """The name of PyTorch's CPU kernel of ``op`` ('"erfc_vml_cpu" not implemented for ...'), as the entry's messages
+    for other refused dtypes give it; else the entry's name."""
+    for _, message in op.types.unsupported.values():
+        if message.startswith('"') and '" not implemented for' in message:
+            return message[1:message.index('"', 1)]
+    return op.name
 
 
 def _cast(xp, a, to):
