@@ -60,13 +60,6 @@ def _unary(name, vjp=None, fused=None, *, dtype="float", domain=(-2.0, 2.0), ker
     return op
 
 
-@export()
-def conj(input):
-    """The complex conjugate. PyTorch returns a lazy conjugate view (``is_conj()``); jitgrad computes it (so
-    writes to it do not reach ``input``); a real tensor is returned as it is, as in PyTorch."""
-    return dispatch(CONJ_PHYSICAL, (input,)) if input.dtype.is_complex else input
-
-
 def _c(x):
     """conj() in VJP formulas: of a tensor, a Python number, or a symbol of a derived real kernel (itself: the
     fused kernels are real math, and complex gradients run the formulas)."""
@@ -77,12 +70,6 @@ def _c(x):
 
 def _is_complex(x):
     return isinstance(x, Tensor) and x._data.dtype.kind == "c"
-
-
-@export()
-def resolve_conj(input):
-    """``input`` (jitgrad's conjugates are computed, never lazy views)."""
-    return input
 
 
 @export()
