@@ -54,4 +54,5 @@ class ConjView(np.ndarray):
 
     def resolved(self):
         """The values it stands for, in an array of their own."""
-        return np.conjugate(self.view(np.ndarray))
+        stored = self.view(np.ndarray)
+        return np.conjugate(stored, out=np.empty_like(stored))  # (out: a 0-d one stays an array)

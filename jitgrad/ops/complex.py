@@ -14,7 +14,7 @@ from .._layout import ConjView
 from .._op import Op, dispatch
 from .._tensor import Tensor
 from ._table import _arr, export, register
-from .unary import _c, sgn
+from .unary import _c, ew_forward, sgn
 
 
 def _complex_samples(rng, dtype):
@@ -241,7 +241,7 @@ def _conj_forward(xp, dt, x):
 # gradient passes unchanged). It is only ever given a lazy conjugate's stored numbers (resolve_conj).
 CONJ = register(Op("conj", _conj_forward, vjp=[lambda g, s: _c(g)], dtype="same", view=True, complex=True,
                    node="ConjBackward0", call=conj))
-RESOLVE_CONJ = register(Op("resolve_conj_stored", lambda xp, dt, x: np.conjugate(x), vjp=[lambda g, s: g],
+RESOLVE_CONJ = register(Op("resolve_conj_stored", ew_forward("conj_physical"), vjp=[lambda g, s: g],
                            dtype="same", complex=True, call=resolve_conj, node="ResolveConjBackward0"))
 _op.CONJ_DISPATCH[0] = conj_dispatch
 
