@@ -126,3 +126,12 @@ def test_against_pytorch():
     assert got[0] == want[0]
     for a, b in zip(got[1:], want[1:]):
         np.testing.assert_array_equal(a, b)
+
+
+def test_save_and_load_complex_tensors_and_lazy_conjugates(tmp_path):
+    z = _z()
+    jg.save({"z": z, "y": z.conj(), "c64": _z(jg.complex64).T}, tmp_path / "c.pt")
+    out = jg.load(tmp_path / "c.pt")
+    np.testing.assert_array_equal(out["z"].numpy(), Z)
+    np.testing.assert_array_equal(out["y"].numpy(), Z.conj())  # (saved as its values)
+    assert out["c64"].dtype is jg.complex64 and out["c64"].tolist() == Z.astype(np.complex64).T.tolist()
