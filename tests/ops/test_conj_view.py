@@ -135,3 +135,33 @@ def test_save_and_load_complex_tensors_and_lazy_conjugates(tmp_path):
     np.testing.assert_array_equal(out["z"].numpy(), Z)
     np.testing.assert_array_equal(out["y"].numpy(), Z.conj())  # (saved as its values)
     assert out["c64"].dtype is jg.complex64 and out["c64"].tolist() == Z.astype(np.complex64).T.tolist()
+
+
+def _written_through(L, w):
+    """In-place writes through a lazy conjugate of an intermediate (its history rebased, as PyTorch's)."""
+    a = w * (1 + 1j)
+    y = a.conj()
+    y[1:].mul_(2 - 1j)
+    y[0] = y[0] * 3
+    return (a * L.tensor([1, 2j, 3], dtype=w.dtype)).real.sum() + (y.abs() ** 2).sum(), a, y
+
+
+def test_gradients_of_writes_through_a_lazy_conjugate():
+    w = jg.tensor([1 + 2j, 3 - 1j, 0.5j], dtype=jg.complex128, requires_grad=True)
+    assert gradcheck(lambda w: _written_through(jg, w)[0], (w,))
+    _, a, y = _written_through(jg, w)
+    assert y.is_conj() and y.grad_fn.name() == "ConjBackward0"
+    np.testing.assert_allclose(a.detach().numpy(), [-3 + 9j, 6 + 8j, -1.5 + 0.5j])
+
+
+@pytest.mark.torch
+def test_gradients_of_writes_through_a_lazy_conjugate_as_pytorch_s():
+    torch = pytest.importorskip("torch")
+    out = []
+    for L in (torch, jg):
+        w = L.tensor([1 + 2j, 3 - 1j, 0.5j], requires_grad=True)
+        loss, a, _ = _written_through(L, w)
+        loss.backward()
+        out.append((a.detach().resolve_conj().numpy(), w.grad.resolve_conj().numpy()))
+    for x, y in zip(*out):
+        np.testing.assert_allclose(y, x, rtol=1e-6)
