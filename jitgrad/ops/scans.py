@@ -6,7 +6,7 @@ import numpy as np
 from .._device import backend as xp_of
 from .._op import Op, dispatch
 from .._tensor import Tensor
-from ._table import _arr, _noncontig, no_kernel, register
+from ._table import COMPLEX, _arr, _noncontig, no_kernel, register
 from .elementwise import where
 from .join import cat
 from .extrema import _ValuesIndices
@@ -163,8 +163,8 @@ LOGCUMSUMEXP = register(Op("logcumsumexp", lambda xp, dt, x, dim: xp.scan("logcu
 CUMMAX = register(Op("cummax", _cum_extreme_forward("cummax"), vjp=[_cum_extreme_grad], n_outputs=2,
                      outputs=("result", "indices"), dtype="keep", ref=_np_cum_extreme(np.maximum.accumulate),
                      samples=_scan_samples(False), call=cummax, api=("cummax",),
-                     bench={"sizes": [(16, 16), (4096, 4096)]}))
+                     bench={"sizes": [(16, 16), (4096, 4096)]}, unsupported=no_kernel("cummax_cpu", *COMPLEX)))
 CUMMIN = register(Op("cummin", _cum_extreme_forward("cummin"), vjp=[_cum_extreme_grad], n_outputs=2,
                      outputs=("result", "indices"), dtype="keep", ref=_np_cum_extreme(np.minimum.accumulate),
                      samples=_scan_samples(False), call=cummin, api=("cummin",),
-                     bench={"sizes": [(16, 16), (4096, 4096)]}))
+                     bench={"sizes": [(16, 16), (4096, 4096)]}, unsupported=no_kernel("cummin_cpu", *COMPLEX)))

@@ -7,7 +7,7 @@ import numpy as np
 from .._op import Op, dispatch
 from .._tensor import Tensor
 from ._derive import derive
-from ._table import _TYPE_NAMES, INTS, _arr, _noncontig, binary_samples, no_kernel, register, rejects
+from ._table import _TYPE_NAMES, COMPLEX, INTS, _arr, _noncontig, binary_samples, no_kernel, register, rejects
 from .join import cat
 from .unary import _c, _np_erf, _unary, ew_forward
 
@@ -134,9 +134,10 @@ def _np_lerp(a, b, w):
 
 # ---------------------------------------------------------------------- the entries
 ERFC = _unary("erfc", lambda g, s: -g * (2 / math.sqrt(math.pi)) * (-s.self * s.self).exp(), derive("erfc_vjp"),
-              ref=lambda x: 1 - _np_erf(x), inplace=True)
+              ref=lambda x: 1 - _np_erf(x), inplace=True, unsupported=no_kernel("erfc_vml_cpu", *COMPLEX))
 ERFINV = _unary("erfinv", lambda g, s: g * (0.5 * math.sqrt(math.pi)) * (s.result * s.result).exp(),
-                derive("erfinv_vjp"), ref=_np_erfinv, domain=(-0.9, 0.9), inplace=True)
+                derive("erfinv_vjp"), ref=_np_erfinv, domain=(-0.9, 0.9), inplace=True,
+                unsupported=no_kernel("erfinv_vml_cpu", *COMPLEX))
 HARDSWISH = _activation("hardswish", _hardswish_grad, derive("hardswish_vjp"),
                         lambda x: x * np.clip(x + 3, 0, 6) / 6, "Hardswish", "hardswish_cpu", domain=(-4.0, 4.0),
                         inplace=True)
