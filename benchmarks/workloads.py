@@ -639,3 +639,32 @@ def fft2_64x256(lib):
 
 WORKLOADS.update((f.__name__, f) for f in (rfft_irfft_1m, fft2_64x256))
 BAR.update({"rfft_irfft_1m": 1.2, "fft2_64x256": 1.2})
+
+
+# ---------------------------------------------------------------------- complex elementwise chains
+def _complex_chain(lib, grad):
+    rng = np.random.default_rng(SEED)
+    z, w, b = (_leaf(lib, (_f32(rng, 1 << 22) + 1j * _f32(rng, 1 << 22)).astype(np.complex64)) if grad else
+               lib.from_numpy((_f32(rng, 1 << 22) + 1j * _f32(rng, 1 << 22)).astype(np.complex64)) for _ in range(3))
+
+    def step():
+        if grad:
+            _clear(z, w, b)
+        loss = ((z * w + b).exp() * z.conj()).abs().sum()  # (a real loss of complex values)
+        if grad:
+            loss.backward()
+    return step
+
+
+def complex_chain_4m(lib):
+    """A complex64 elementwise chain on 4M values, forward: |exp(z * w + b) * conj(z)| summed."""
+    return _complex_chain(lib, False)
+
+
+def complex_chain_4m_grad(lib):
+    """``complex_chain_4m`` forward and backward (z, w and b require grad)."""
+    return _complex_chain(lib, True)
+
+
+WORKLOADS.update((f.__name__, f) for f in (complex_chain_4m, complex_chain_4m_grad))
+BAR.update({"complex_chain_4m": 1.0, "complex_chain_4m_grad": 1.0})

@@ -53,7 +53,7 @@ def get_default_device():
 
 def backend(array):
     """The kernel backend module (kernels.cpu or kernels.cuda.backend) for an array."""
-    if array.__class__ is np.ndarray:
+    if array.__class__ is np.ndarray or isinstance(array, np.ndarray):  # (a lazy conjugate's: ConjView)
         return cpu_backend
     return cuda_backend()
 
@@ -61,9 +61,9 @@ def backend(array):
 def may_share_memory(a, b):
     """Whether two arrays may overlap in memory: NumPy's test on the host, the address ranges on the device (NumPy's
     would copy device arrays to the host and never find an overlap); arrays on two devices never do."""
-    if a.__class__ is np.ndarray and b.__class__ is np.ndarray:
+    if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
         return np.may_share_memory(a, b)
-    if (a.__class__ is np.ndarray) != (b.__class__ is np.ndarray):
+    if isinstance(a, np.ndarray) != isinstance(b, np.ndarray):
         return False
     return cuda_backend().may_share_memory(a, b)
 
@@ -79,7 +79,7 @@ def value_range(array):
 
 
 def device_of(array):
-    return CPU if array.__class__ is np.ndarray else CUDA0
+    return CPU if isinstance(array, np.ndarray) else CUDA0
 
 
 INSTALL_HINT = 'pip install "jitgrad[cuda]"'

@@ -1,5 +1,7 @@
 """Tensor layouts (``jitgrad.strided``, ``jitgrad.sparse_coo``, ``jitgrad.sparse_csr``) and what a sparse
-tensor holds in place of an array (jitgrad/sparse/ builds sparse tensors; dispatch hands their ops there)."""
+tensor holds in place of an array (jitgrad/sparse/ builds sparse tensors; dispatch hands their ops there), and
+the array of a lazy conjugate."""
+import numpy as np
 
 
 class layout:
@@ -40,3 +42,17 @@ class SparseMeta:
             raise AttributeError(name)
         raise NotImplementedError("this operation is not supported on tensors with layout %r (it needs the "
                                   "tensor's strided array, '%s'): convert with to_dense() first" % (self.layout, name))
+
+
+class ConjView(np.ndarray):
+    """A complex tensor's lazy conjugate (PyTorch's conjugate bit): the ``_data`` of ``z.conj()``, a NumPy view of
+    ``z``'s storage, whose values are the conjugates of what it stores. Shape views of it (NumPy's, which keep the
+    subclass) stay lazy; dispatch hands every other op the resolved values (jitgrad/_conj.py), writes store the
+    conjugate (_inplace._write). A real tensor's arrays are never of this class, so nothing on their paths checks
+    for it beyond the class tests they already make."""
+    __array_ufunc__ = None  # (NumPy math on the stored values would be the conjugates': resolve them first)
+
+    def resolved(self):
+        """The values it stands for, in an array of their own."""
+        stored = self.view(np.ndarray)
+        return np.conjugate(stored, out=np.empty_like(stored))  # (out: a 0-d one stays an array)

@@ -16,7 +16,7 @@ from ._device import cuda_backend
 from .kernels import config as KERNEL_CONFIG, cpu as CPU_BACKEND
 from .kernels.scalars import COMPLEX as COMPLEX_KERNELS
 from ._grad_mode import SPECIAL, STATE
-from ._layout import SparseMeta
+from ._layout import ConjView, SparseMeta
 from . import _op_node
 from ._op_node import OpNode, _attach, record
 from ._tensor import Tensor, has_tangent
@@ -24,6 +24,8 @@ from ._tensor import Tensor, has_tangent
 EMPTY = {}
 # jitgrad.sparse's dispatch (a layer above), set when it loads: an op with a sparse operand goes there
 SPARSE_DISPATCH = [None]
+# ops/complex.py's conj_dispatch: an op with a lazy conjugate (a ConjView array) among its operands goes there
+CONJ_DISPATCH = [None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -331,8 +333,11 @@ def dispatch(op, args, params=EMPTY, profiled=False):
         else:
             key.append(a.__class__)
             arrays.append(a)
-    if kind is not np.ndarray and kind is SparseMeta:
-        return SPARSE_DISPATCH[0](op, args, params)
+    if kind is not np.ndarray and kind is not None:  # (CPU tensors of real or complex values pass by)
+        if kind is SparseMeta:
+            return SPARSE_DISPATCH[0](op, args, params)
+        if kind is ConjView:  # a lazy conjugate among the operands
+            return CONJ_DISPATCH[0](op, args, params)
     plan = op._dtypes.get(tuple(key))
     if plan is None:
         plan = op._dtypes[tuple(key)] = _plan(op, args)
@@ -393,7 +398,7 @@ def _plan(op, args):
     kernel = op.kernel
     if t is not None and t.is_complex:
         if not rule.complex:
-            raise NotImplementedError("\"%s\" not implemented for '%s'" % (op.name, t.scalar_type))
+            raise NotImplementedError("\"%s\" not implemented for '%s'" % (_kernel_name(op), t.scalar_type))
         kernel = COMPLEX_KERNELS.get(kernel, kernel)
     c = t if rule.reduced_precision == "native" else t.compute
     compute = c.np
@@ -416,6 +421,15 @@ def _plan(op, args):
             any(isinstance(a, Tensor) for a in args):
         loop = CPU_BACKEND.flat_loop(kernel, tuple(isinstance(a, Tensor) for a in args))
     return Plan(compute, convert, out_dtype, loop, rnd, via, kernel)
+
+
+def _kernel_name(op):
+    """The name of PyTorch's CPU kernel of ``op`` ('"erfc_vml_cpu" not implemented for ...'), as the entry's messages
+    for other refused dtypes give it; else the entry's name."""
+    for _, message in op.types.unsupported.values():
+        if message.startswith('"') and '" not implemented for' in message:
+            return message[1:message.index('"', 1)]
+    return op.name
 
 
 def _cast(xp, a, to):
@@ -442,6 +456,9 @@ def _mixed_kinds(args):
     then takes the op), else PyTorch's device error."""
     if any(isinstance(a, Tensor) and a._data.__class__ is SparseMeta for a in args):
         return SparseMeta
+    if any(isinstance(a, Tensor) and a._data.__class__ is ConjView for a in args) and \
+            all(isinstance(a._data, np.ndarray) for a in args if isinstance(a, Tensor)):
+        return ConjView
     _device_mismatch(args)
 
 

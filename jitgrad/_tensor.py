@@ -13,7 +13,7 @@ import numpy as np
 from . import _dtype as D
 from . import _graph as G
 from . import _memory_format as MF
-from ._layout import strided
+from ._layout import ConjView, strided
 from ._device import CPU, Device, backend, device_of, to_device
 from ._grad_mode import SPECIAL, STATE
 from ._trace_hooks import side_effect, value_read
@@ -93,7 +93,7 @@ class Tensor:
 
     @property
     def device(self):
-        return CPU if self._data.__class__ is np.ndarray else device_of(self._data)
+        return CPU if self._data.__class__ is np.ndarray else device_of(self._data)  # (ConjView: CPU too)
 
     @property
     def shape(self):
@@ -123,11 +123,11 @@ class Tensor:
 
     @property
     def is_cuda(self):
-        return self._data.__class__ is not np.ndarray
+        return not isinstance(self._data, np.ndarray)
 
     @property
     def is_cpu(self):
-        return self._data.__class__ is np.ndarray
+        return isinstance(self._data, np.ndarray)
 
     # PyTorch's predicates of devices and layouts jitgrad has none of, for code that branches on them
     is_xpu = is_mps = is_meta = is_ipu = is_xla = is_hpu = is_maia = is_mtia = is_vulkan = is_mkldnn = is_quantized = \
@@ -153,7 +153,8 @@ class Tensor:
         return False
 
     def is_conj(self):
-        return False
+        """Whether this is a lazy conjugate (``z.conj()`` of a complex ``z``, and views of one)."""
+        return self._data.__class__ is ConjView
 
     def is_neg(self):
         return False
@@ -188,7 +189,9 @@ class Tensor:
         if SPECIAL[0]:  # (a compiled trace hears of it; a plain call pays one check)
             value_read("a tensor's values read in Python (nonzero, masked_select, ...)")
         d = self._data
-        return d if d.__class__ is np.ndarray else backend(d).to_host(d)
+        if d.__class__ is np.ndarray:
+            return d
+        return d.resolved() if d.__class__ is ConjView else backend(d).to_host(d)
 
     @property
     def is_leaf(self):
@@ -390,6 +393,11 @@ class Tensor:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.")
         if self._data.dtype == D.bfloat16.np:  # NumPy has no bfloat16 (the array is ml_dtypes'): PyTorch refuses too
             raise TypeError("Got unsupported ScalarType BFloat16")
+        if self._data.__class__ is ConjView:  # (force=True: the resolved values, as PyTorch's)
+            if not force:
+                raise RuntimeError("Can't call numpy() on Tensor that has conjugate bit set. Use "
+                                   "tensor.resolve_conj().numpy() instead.")
+            return self._data.resolved()
         if self._data.__class__ is not np.ndarray:
             if not force:
                 raise TypeError("can't convert %s device type tensor to numpy. Use Tensor.cpu() to copy the tensor to "

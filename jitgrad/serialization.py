@@ -40,6 +40,7 @@ import zlib
 import numpy as np
 
 from . import _dtype as D
+from ._layout import ConjView
 from . import _weights_only_unpickler as _wo
 from ._weights_only_unpickler import add_safe_globals, clear_safe_globals, get_safe_globals, safe_globals  # noqa: F401
 from ._tensor import Tensor
@@ -57,7 +58,7 @@ _ALIGN = 64
 # no byte orders) is stored as its bits, little-endian uint16, and viewed as bfloat16 when loaded (_BITS_OF).
 _DTYPES = {"bool": np.dtype("|b1"), "uint8": np.dtype("|u1"), "int32": np.dtype("<i4"), "int64": np.dtype("<i8"),
            "float32": np.dtype("<f4"), "float64": np.dtype("<f8"), "float16": np.dtype("<f2"),
-           "bfloat16": np.dtype("<u2")}
+           "bfloat16": np.dtype("<u2"), "complex64": np.dtype("<c8"), "complex128": np.dtype("<c16")}
 _BITS_OF = {"bfloat16": D.bfloat16.np}
 _FLOATING = frozenset(("float16", "bfloat16", "float32", "float64"))
 _DTYPE_NAMES = {v.newbyteorder("="): k for k, v in _DTYPES.items() if k not in _BITS_OF}
@@ -137,6 +138,8 @@ class _Encoder:
             raise TypeError("jitgrad.save can't save %s: unsupported dtype %s" % (where, data.dtype))
         if name in _BITS_OF:
             data = np.asarray(t._host()).view(np.uint16)
+        if data.__class__ is ConjView:  # (a lazy conjugate: its values)
+            data = data.resolved()
         arr = np.asarray(data, dtype=_DTYPES[name], order="C")
         i = self._index[id(t)] = self.add(arr, name, bool(t.requires_grad), isinstance(t, Parameter))
         self._keep.append(t)

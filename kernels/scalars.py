@@ -701,6 +701,37 @@ def complex_tanh(x): return cmath.tanh(x)
 @scalar
 def complex_sigmoid(x): return 1 / (1 + cmath.exp(-x))
 @scalar
+def complex_asin(x): return cmath.asin(x)
+@scalar
+def complex_acos(x): return cmath.acos(x)
+@scalar
+def complex_atan(x): return -1j * S_complex_atanh(1j * x)  # (cmath's atan raises at +-i, where this is infinite)
+@scalar
+def complex_asinh(x): return cmath.asinh(x)
+@scalar
+def complex_acosh(x): return cmath.acosh(x)
+@scalar
+def complex_atanh(x):
+    if x.imag == 0 and (x.real == 1 or x.real == -1):  # the poles: PyTorch's (C's) +-inf, where cmath raises
+        return complex(math.copysign(math.inf, x.real), 0.0 * x.imag)
+    return cmath.atanh(x)
+@scalar
+def complex_exp2(x): return cmath.exp(x * 0.6931471805599453)
+@scalar
+def complex_sinc(x):
+    if x == 0:
+        return 1.0 + 0.0 * x
+    t = _PI * x
+    return cmath.sin(t) / t
+@scalar
+def complex_silu(x): return x / (1 + cmath.exp(-x))
+@scalar
+def complex_logaddexp(a, b):
+    m, d = (a, b - a) if a.real >= b.real else (b, a - b)  # the larger real part out front, as PyTorch's
+    if d.real == -math.inf:  # exp(-inf + iy) is 0 for any y: the sum is the larger term
+        return m
+    return m + cmath.log(1 + cmath.exp(d))
+@scalar
 def complex_isfinite(x): return cmath.isfinite(x)
 @scalar
 def complex_isinf(x): return cmath.isinf(x)
@@ -716,6 +747,7 @@ def conj_physical(x): return x  # a real number's conjugate
 def complex_conj_physical(x): return x.conjugate()
 
 
+S_complex_atanh = SCALARS["complex_atanh"]  # (a device backend compiles its own)
 COMPLEX = {n[len("complex_"):]: n for n in SCALARS if n.startswith("complex_")}  # kernel -> its complex twin
 
 

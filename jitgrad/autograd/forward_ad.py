@@ -339,7 +339,7 @@ def _jvp(op, args, params, outs, tangents):
             out = outs[0]
             t = t.expand(out.shape) if tuple(t.shape) != tuple(out.shape) else t
             if t.dtype.is_complex or out.dtype.is_complex:  # the formula gives conj(f'(z)) g: J t is its conjugate
-                j = formula(t.conj(), s).conj()  # at conj(t) (a real output keeps the real part: abs, angle)
+                j = formula(t.conj(), s).conj_physical()  # at conj(t) (a real output keeps the real part: abs, angle)
                 terms = (j.real if j.dtype.is_complex and not out.dtype.is_complex else j,)
             else:
                 terms = (formula(t, s),)

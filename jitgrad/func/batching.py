@@ -583,7 +583,7 @@ def _declare():
     for name in ("select", "slice", "index"):
         RULES[name] = index
     RULES["index_put_zeros"] = index_put_zeros
-    for name in ("real", "imag", "complex", "polar"):  # (complex numbers' own entries: ops/complex.py)
+    for name in ("real", "imag", "complex", "polar", "conj", "resolve_conj_stored"):  # (ops/complex.py)
         RULES[name] = elementwise
     RULES["view_as_real"] = leading(0)
     RULES["view_as_complex"] = view_as_complex

@@ -223,7 +223,7 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
         raise ValueError("Using a target size (%r) that is different to the input size (%r) is deprecated. Please "
                          "ensure they have the same size." % (target.shape, input.shape))
     if not input.dtype.is_floating_point:
-        raise NotImplementedError("\"binary_cross_entropy\" not implemented for '%s'" % _NAMES[input.dtype.name])
+        raise NotImplementedError("\"binary_cross_entropy\" not implemented for '%s'" % input.dtype.scalar_type)
     lo, hi = value_range(input._data) if input.numel() else (0, 0)  # reduced where the data lives
     if not (lo >= 0 and hi <= 1):
         raise RuntimeError("all elements of input should be between 0 and 1")

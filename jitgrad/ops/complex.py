@@ -9,10 +9,12 @@ elementwise ops, in unary.py and kernels/scalars.py.)
 import numpy as np
 
 from .. import _dtype as D
+from .. import _op
+from .._layout import ConjView
 from .._op import Op, dispatch
 from .._tensor import Tensor
 from ._table import _arr, export, register
-from .unary import sgn
+from .unary import _c, ew_forward, sgn
 
 
 def _complex_samples(rng, dtype):
@@ -172,6 +174,76 @@ POLAR = register(Op("polar", _polar_forward, inputs=("abs", "angle"), dtype="kee
                     vjp=[lambda g, s: (g.conj() * sgn(s.result)).real, lambda g, s: (g.conj() * s.result * 1j).real],
                     samples=_complex_pair_samples(0.5),  # (abs > 0: where the formula is the derivative)
                     ref=lambda r, theta: r * np.cos(theta) + 1j * r * np.sin(theta)))
+
+
+
+# ---------------------------------------------------------------------- lazy conjugation
+# ``z.conj()`` of a complex z is PyTorch's lazy view: a tensor on z's storage whose array is a ConjView (the
+# stored numbers are its values' conjugates). Shape views of it stay lazy; every other op reads its resolved
+# values (dispatch hands such operands to conj_dispatch); writes into it store their conjugates (_inplace._write).
+@export()
+def conj(input):
+    """The complex conjugate, a lazy view of ``input`` (``is_conj()``: writes reach ``input`` conjugated); a real
+    tensor is returned as it is, as in PyTorch."""
+    return dispatch(CONJ, (input,)) if input.dtype.is_complex else input
+
+
+@export()
+def resolve_conj(input):
+    """A lazy conjugate's values in memory of their own (``is_conj()`` False); any other tensor itself."""
+    return dispatch(RESOLVE_CONJ, (_stored(input),)) if input._data.__class__ is ConjView else input
+
+
+@export()
+def resolve_neg(input):
+    """``input`` (jitgrad has no lazy negation: ``z.conj().imag`` is computed)."""
+    return input
+
+
+def _stored(t):
+    """A lazy conjugate ``t`` as the numbers it stores: the same storage, history and version, a plain array."""
+    s = Tensor._wrap(t._data.view(np.ndarray), t._requires_grad)
+    s.__dict__.update(t.__dict__)
+    s._vc, s.grad_fn = t._vc, t.grad_fn
+    return s
+
+
+def _toggle(out):
+    """A view op's result on the stored numbers, made to stand for the view of the values (conjugated lazily)."""
+    for o in (out if isinstance(out, (tuple, list)) else (out,)):
+        if isinstance(o, Tensor) and o._data.dtype.kind == "c":
+            o._data = o._data.view(np.ndarray) if o._data.__class__ is ConjView else o._data.view(ConjView)
+    return out
+
+
+def conj_dispatch(op, args, params):
+    """``op`` on operands of which some are lazy conjugates: a view op (reshape, transpose, indexing, conj itself)
+    runs on the stored numbers and its result is again lazy (conj of a lazy conjugate is not); imag and every
+    other op take the resolved values."""
+    if op is VIEW_AS_REAL:
+        raise RuntimeError("view_as_real doesn't work on unresolved conjugated tensors.  To resolve the conjugate "
+                           "tensor so you can view it as real, use self.resolve_conj(); however, be warned that the "
+                           "resulting tensor will NOT alias the original.")
+    lazy = [isinstance(a, Tensor) and a._data.__class__ is ConjView for a in args]
+    if op.view and op is not IMAG:
+        return _toggle(dispatch(op, tuple(_stored(a) if k else a for a, k in zip(args, lazy)), params))
+    return dispatch(op, tuple(resolve_conj(a) if k else a for a, k in zip(args, lazy)), params)
+
+
+def _conj_forward(xp, dt, x):
+    if not isinstance(x, np.ndarray):
+        _host(x)
+    return x.view(np.ndarray) if x.__class__ is ConjView else x.view(ConjView)
+
+
+# conj: the lazy view (its own samples would need resolving to be read: tests/ops/test_conj_view.py);
+# resolve_conj_stored: the conjugates of the numbers a lazy conjugate stores, which are its values (so the
+# gradient passes unchanged). It is only ever given a lazy conjugate's stored numbers (resolve_conj).
+CONJ = register(Op("conj", _conj_forward, vjp=[lambda g, s: _c(g)], dtype="same", view=True, complex=True,
+                   node="ConjBackward0", call=conj))
+RESOLVE_CONJ = register(Op("resolve_conj_stored", ew_forward("conj_physical"), vjp=[lambda g, s: g],
+                           dtype="same", complex=True, call=resolve_conj, node="ResolveConjBackward0"))
+_op.CONJ_DISPATCH[0] = conj_dispatch
 
 Tensor.real = property(real, _set_part(real))
 Tensor.imag = property(imag, _set_part(imag))

@@ -197,6 +197,8 @@ def nan_to_num(input, nan=0.0, posinf=None, neginf=None):
 
 @export()
 def nansum(input, dim=None, keepdim=False, *, dtype=None):
+    if input.dtype.is_complex:
+        raise RuntimeError("nansum on CPU does not support complex inputs")
     x = input.where(~input.isnan(), 0) if input.dtype.is_floating_point else input
     s = x.sum(dim, keepdim=keepdim) if dim is not None else x.sum()
     return s if dtype is None else s.to(dtype)
@@ -204,6 +206,8 @@ def nansum(input, dim=None, keepdim=False, *, dtype=None):
 
 @export()
 def nanmean(input, dim=None, keepdim=False, *, dtype=None):
+    if input.dtype.is_complex:
+        raise RuntimeError("nansum on CPU does not support complex inputs")
     if not input.dtype.is_floating_point:
         raise RuntimeError("nanmean(): expected input to have floating point or complex dtype but got %s"
                            % input.dtype.scalar_type)

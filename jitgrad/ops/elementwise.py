@@ -181,8 +181,11 @@ def pow(input, exponent):
 
 @export()
 def float_power(input, exponent):
-    return pow(input.double() if isinstance(input, Tensor) else input,
-               exponent.double() if isinstance(exponent, Tensor) else exponent)
+    """pow in double precision: float64, or complex128 if either operand is complex."""
+    to = D.complex128 if any(isinstance(a, complex) or isinstance(a, Tensor) and a.dtype.is_complex
+                             for a in (input, exponent)) else D.float64
+    return pow(input.to(to) if isinstance(input, Tensor) else input,
+               exponent.to(to) if isinstance(exponent, Tensor) else exponent)
 
 
 def maximum(input, other):
@@ -412,9 +415,9 @@ GT = _compare("gt", np.greater, ("gt", "greater"), ("__gt__",), samples=_COMPARE
               unsupported=no_kernel("gt_cpu", *COMPLEX))
 GE = _compare("ge", np.greater_equal, ("ge", "greater_equal"), ("__ge__",), samples=_COMPARE_SAMPLES,
               unsupported=no_kernel("ge_cpu", *COMPLEX))
-LOGICAL_AND = _compare("logical_and", np.logical_and, samples=binary_samples(scalar=None))
-LOGICAL_OR = _compare("logical_or", np.logical_or, samples=binary_samples(scalar=None))
-LOGICAL_XOR = _compare("logical_xor", np.logical_xor, samples=binary_samples(scalar=None))
+LOGICAL_AND = _compare("logical_and", np.logical_and, samples=binary_samples(scalar=None), complex=True)
+LOGICAL_OR = _compare("logical_or", np.logical_or, samples=binary_samples(scalar=None), complex=True)
+LOGICAL_XOR = _compare("logical_xor", np.logical_xor, samples=binary_samples(scalar=None), complex=True)
 for _name, _op in [("and", LOGICAL_AND), ("or", LOGICAL_OR), ("xor", LOGICAL_XOR)]:
     export(method=False, function=False, operators=("__%s__" % _name, "__r%s__" % _name))(
         _bitwise("__%s__" % _name, _op.exposure.call))

@@ -10,6 +10,7 @@ from .._tensor import Tensor
 from ._table import LOWER, _arr, autocasts, register
 from .indexing import check_rows, index_put_zeros
 from .shape import _unsafe_view
+from .unary import _c
 
 
 # ---------------------------------------------------------------------- linear
@@ -36,7 +37,7 @@ def _linear_mm_forward(xp, dt, x, wt):
 
 def _linear_weight_grad(g, x):
     """The gradient of the transposed weight (in, out)."""
-    return x.reshape(_rows(x)).t().mm(g.reshape(_rows(g)))
+    return _c(x.reshape(_rows(x))).t().mm(g.reshape(_rows(g)))
 
 
 @autocasts("linear")
@@ -179,18 +180,19 @@ def _linear_samples(rng, dtype):
 
 # ---------------------------------------------------------------------- the entries
 LINEAR = register(Op("linear", _linear_forward, inputs=("self", "mat1", "mat2"),
-                     vjp=[lambda g, s: g.reshape(_rows(g)).sum(0), lambda g, s: g.matmul(s.mat2.t()),
+                     vjp=[lambda g, s: g.reshape(_rows(g)).sum(0), lambda g, s: g.matmul(_c(s.mat2).t()),
                           lambda g, s: _linear_weight_grad(g, s.mat1)],
-                     dtype="promote", node="AddmmBackward0", call=linear, api=("linear",), method=False, autocast=LOWER,
+                     dtype="promote", complex=True, node="AddmmBackward0", call=linear, api=("linear",), method=False,
+                     autocast=LOWER,
                      ref=lambda x, w, b=None: x @ w.T + (0 if b is None else b),
-                     samples=lambda rng, dtype: _linear_samples(rng, dtype) if np.dtype(dtype).kind == "f" else []))
+                     samples=lambda rng, dtype: _linear_samples(rng, dtype) if np.dtype(dtype).kind in "fc" else []))
 # without a bias PyTorch records F.linear as mm (MmBackward0)
 LINEAR_MM = register(Op("linear_mm", _linear_mm_forward, inputs=("self", "mat2"),
-                        vjp=[lambda g, s: g.matmul(s.mat2.t()), lambda g, s: _linear_weight_grad(g, s.self)],
-                        dtype="promote", node="MmBackward0",
+                        vjp=[lambda g, s: g.matmul(_c(s.mat2).t()), lambda g, s: _linear_weight_grad(g, s.self)],
+                        dtype="promote", complex=True, node="MmBackward0",
                         call=linear, ref=lambda x, w, b=None: x @ w.T,
                         samples=lambda rng, dtype: [((x, w), {}) for (x, w, b), _ in _linear_samples(rng, dtype)]
-                        if np.dtype(dtype).kind == "f" else []))
+                        if np.dtype(dtype).kind in "fc" else []))
 # (padding_idx is left out of the samples: its row's gradient is zero by definition, which finite differences
 # don't see; tests/nn/test_nn_layers.py covers it)
 EMBEDDING = register(Op("embedding", lambda xp, dt, w, idx, padding_idx, scale_grad_by_freq: xp.take(w, idx, axis=0),

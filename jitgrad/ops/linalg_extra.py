@@ -9,6 +9,7 @@ import numpy as np
 from .._op import Op, dispatch
 from ._table import CUDA_LOWER, LOWER, _arr, _noncontig, autocasts, export, register, rejects
 from .linalg import _same_dtype, check_bmm
+from .unary import _c
 from .selection import diagonal
 
 
@@ -24,7 +25,7 @@ def _addmm_forward(xp, dt, c, a, b, beta, alpha, batch_sum=False):
 
 
 def _scaled(g, k):
-    return g if k == 1 else g * k
+    return g if k == 1 else g * _c(k)
 
 
 def _input_grad(g, s):
@@ -134,7 +135,12 @@ def _contract(a, sa, b, sb, keep):
     A = a.permute([sa.index(c) for c in batch + left + summed])
     B = b.permute([sb.index(c) for c in batch + summed + right])
     nb, nl, ns, nr = (math.prod(size[c] for c in g) for g in (batch, left, summed, right))
-    out = A.reshape(nb, nl, ns).matmul(B.reshape(nb, ns, nr))
+    if not summed:  # a broadcast product, which promotes mixed dtypes (PyTorch's mul path)
+        out = A.reshape(nb, nl, 1) * B.reshape(nb, 1, nr)
+    elif a.dtype is not b.dtype:  # PyTorch's bmm path does not promote
+        raise RuntimeError("expected scalar type %s but found %s" % (a.dtype.scalar_type, b.dtype.scalar_type))
+    else:
+        out = A.reshape(nb, nl, ns).matmul(B.reshape(nb, ns, nr))
     return out.reshape([size[c] for c in batch + left + right]), "".join(batch + left + right)
 
 
@@ -189,20 +195,22 @@ def _gemm_op(name, vjps, samples, ref, batch_sum=False, kernel=None, bench=None,
                        inputs=("self", "mat1", "mat2"), vjp=[_input_grad] + vjps, dtype="promote", ref=ref,
                        samples=samples, call=globals()[name], api=(name,), inplace=True,
                        unsupported=rejects(NotImplementedError, "\"%s\" not implemented for '%%(type)s'" % kernel, "bool"),
-                       bench=bench, autocast=autocast))  # PyTorch's autocast lists: addmv on CUDA only
+                       bench=bench, autocast=autocast, complex=True))  # PyTorch's autocast lists: addmv on CUDA only
 
 
-ADDMM = _gemm_op("addmm", [lambda g, s: _scaled(g.mm(s.mat2.t()), s.alpha), lambda g, s: _scaled(s.mat1.t().mm(g), s.alpha)],
+ADDMM = _gemm_op("addmm", [lambda g, s: _scaled(g.mm(_c(s.mat2.t())), s.alpha),
+                           lambda g, s: _scaled(_c(s.mat1.t()).mm(g), s.alpha)],
                  _addmm_samples([(2, 4), (2, 3), (3, 4)], [(4,), (2, 3), (3, 4)], (3, 3)),
                  _np_addmm(), kernel="addmm_impl_cpu_", bench={"sizes": [(16, 16), (1024, 1024)]})
-BADDBMM = _gemm_op("baddbmm", [lambda g, s: _scaled(g.bmm(s.mat2.mT), s.alpha),
-                               lambda g, s: _scaled(s.mat1.mT.bmm(g), s.alpha)],
+BADDBMM = _gemm_op("baddbmm", [lambda g, s: _scaled(g.bmm(_c(s.mat2.mT)), s.alpha),
+                               lambda g, s: _scaled(_c(s.mat1.mT).bmm(g), s.alpha)],
                    _addmm_samples([(2, 2, 4), (2, 2, 3), (2, 3, 4)], [(1, 4), (2, 2, 3), (2, 3, 4)], (2, 3, 3)), _np_addmm(),
                    kernel="baddbmm_with_gemm", bench={"sizes": [(4, 16, 16), (32, 256, 256)]})
-ADDBMM = _gemm_op("addbmm", [lambda g, s: _scaled(g.matmul(s.mat2.mT), s.alpha),
-                             lambda g, s: _scaled(s.mat1.mT.matmul(g), s.alpha)],
+ADDBMM = _gemm_op("addbmm", [lambda g, s: _scaled(g.matmul(_c(s.mat2.mT)), s.alpha),
+                             lambda g, s: _scaled(_c(s.mat1.mT).matmul(g), s.alpha)],
                   _addmm_samples([(2, 4), (3, 2, 3), (3, 3, 4)], [(), (3, 2, 3), (3, 3, 4)]), _np_addmm(True), batch_sum=True,
                   kernel="addbmm_impl_cpu_")
-ADDMV = _gemm_op("addmv", [lambda g, s: _scaled(g.outer(s.mat2), s.alpha), lambda g, s: _scaled(s.mat1.t().mv(g), s.alpha)],
+ADDMV = _gemm_op("addmv", [lambda g, s: _scaled(g.outer(_c(s.mat2)), s.alpha),
+                           lambda g, s: _scaled(_c(s.mat1.t()).mv(g), s.alpha)],
                  _addmm_samples([(2,), (2, 3), (3,)], [(1,), (2, 3), (3,)]), _np_addmm(), kernel="addmv_impl_cpu",
                  autocast=CUDA_LOWER)

@@ -14,7 +14,7 @@ from .._grad_mode import STATE
 from .._op import Op, dispatch
 from .._tensor import Tensor
 from ..kernels.loss import KINDS
-from ._table import _arr, _noncontig, register
+from ._table import COMPLEX, _arr, _noncontig, no_kernel, register
 from .elementwise import where
 from .unary import SOFTPLUS
 
@@ -234,11 +234,17 @@ def _nll_samples(four_d):
 
 
 # ---------------------------------------------------------------------- the entries
+# PyTorch's CPU kernel of each pointwise loss, which its refusal of complex operands names
+_KERNELS = {"mse_loss": "mse_cpu", "smooth_l1_loss": "smooth_l1_cpu", "huber_loss": "huber_cpu",
+            "binary_cross_entropy": "binary_cross_entropy", "binary_cross_entropy_with_logits": "log_sigmoid_cpu"}
+
+
 def _pointwise_entry(name, node):
     kind = KINDS[name]
     return register(Op(name, _pointwise_forward(kind), inputs=("self", "target"),
                        vjp=[_formula(kind, False), _formula(kind, True)],
                        fused=[_fused(kind, False), _fused(kind, True)], dtype="promote", node=node,
+                       unsupported=no_kernel(_KERNELS[name], *COMPLEX),
                        call=_call(kind), ref=_np_pointwise(kind), samples=_pointwise_samples(kind)))
 
 

@@ -109,5 +109,5 @@ _NODES = {"reflect": "ReflectionPad%dDBackward0", "replicate": "ReplicationPad%d
           "circular": "CircularPad%dDBackward0"}
 _OPS = {mode: {k: register(Op("%s_pad%dd" % (mode, k), _gather_forward, vjp=[_gather_grad], dtype="keep",
                               node=_NODES[mode] % k, call=pad, ref=_np_pad, samples=_samples(mode, k),
-                              bench={"sizes": BENCH_SIZES[k]}))
+                              bench={"sizes": BENCH_SIZES[k]}, complex=True))
                for k in (1, 2, 3)} for mode in _NODES}

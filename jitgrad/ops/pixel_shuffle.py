@@ -67,10 +67,10 @@ def _samples(shapes):
 
 PIXEL_SHUFFLE = register(Op("pixel_shuffle", lambda xp, dt, x, r: _shuffle(xp, x, r),
                             vjp=[lambda g, s: dispatch(PIXEL_UNSHUFFLE, (g,), {"r": s.r})], dtype="keep",
-                            call=pixel_shuffle, api=("pixel_shuffle",), method=False, ref=_np_shuffle,
+                            call=pixel_shuffle, api=("pixel_shuffle",), method=False, ref=_np_shuffle, complex=True,
                             samples=_samples([((1, 8, 2, 3), 2), ((2, 9, 2, 2), 3), ((4, 1, 1), 2), ((2, 1, 4, 1, 1), 2)])))
 PIXEL_UNSHUFFLE = register(Op("pixel_unshuffle", lambda xp, dt, x, r: _unshuffle(xp, x, r),
                               vjp=[lambda g, s: dispatch(PIXEL_SHUFFLE, (g,), {"r": s.r})], dtype="keep",
-                              call=pixel_unshuffle, api=("pixel_unshuffle",), method=False, ref=_np_unshuffle,
+                              call=pixel_unshuffle, api=("pixel_unshuffle",), method=False, ref=_np_unshuffle, complex=True,
                               samples=_samples([((1, 2, 4, 6), 2), ((2, 1, 3, 6), 3), ((1, 2, 2), 2),
                                                 ((2, 1, 1, 4, 2), 2)])))

@@ -38,7 +38,7 @@ def vecdot(x, y, *, dim=-1):
         raise RuntimeError("inconsistent tensor size, expected tensor [%d] and src [%d] to have the same number of "
                            "elements, but got %d and %d elements respectively"
                            % (x.shape[dim], y.shape[dim], x.shape[dim], y.shape[dim]))
-    return (x * y).sum(dim)
+    return (x.conj() * y).sum(dim)  # (x's conjugate, as PyTorch's: <x, y>)
 
 
 def multi_dot(tensors):
@@ -127,7 +127,7 @@ def tensordot(a, b, dims=2, out=None):
 
 @export(method=True)
 def vdot(input, other):
-    return dot(input, other)
+    return dot(input.conj(), other)
 
 
 @export(method=False)

@@ -260,9 +260,19 @@ def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
 
 
 def logsumexp(input, dim, keepdim=False):
-    if input.dtype.is_complex:
-        raise NotImplementedError("\"logsumexp\" not implemented for '%s'" % input.dtype.scalar_type)
+    if input.dtype.is_complex:  # PyTorch's: shifted by the largest real part (a constant: no gradient)
+        dims = normalize_dims(input, dim)
+        m = _real_max(input, dims)
+        out = (input - m).exp().sum(dims, keepdim=True).log() + m
+        return out if keepdim or not dims else out.squeeze(dims)
     return _reduce(LOGSUMEXP, None, input.float() if not input.dtype.is_floating_point else input, dim, keepdim)
+
+
+def _real_max(input, dims):
+    """The largest real part over ``dims`` (kept), detached; 0 where it is infinite (exp(x - inf) is NaN)."""
+    m = input.detach().real
+    m = m.amax(dims, keepdim=True) if dims else m
+    return m.masked_fill(m.isinf(), 0.0)
 
 
 @autocasts("cumsum")
@@ -375,9 +385,9 @@ LOGSUMEXP = _red("logsumexp", _logsumexp_forward, lambda g, s: _kept(g, s) * (s.
                  samples=_cases(((2, 3), {"dim": 1}), ((2, 3), {"dim": (0, 1)}), ((2, 3), {"dim": -1, "keepdim": True}),
                                 ((), {"dim": 0}), ([3, 2], {"dim": 0})))
 ALL = _red("all", _all_any_forward("all"), None, dtype="bool", differentiable=False, ref=_np_reduce(np.all),
-           samples=_ALL_ANY, call=_all, api=("all",))
+           samples=_ALL_ANY, call=_all, api=("all",), complex=True)
 ANY = _red("any", _all_any_forward("any"), None, dtype="bool", differentiable=False, ref=_np_reduce(np.any),
-           samples=_ALL_ANY, call=_any, api=("any",))
+           samples=_ALL_ANY, call=_any, api=("any",), complex=True)
 CUMSUM = register(Op("cumsum", _cumsum_forward, vjp=[lambda g, s: g.flip(s.dim).cumsum(s.dim).flip(s.dim)
                                                      if s.self_shape else g],
                      ref=lambda x, dim: np.cumsum(x, axis=_axis(x, dim)).reshape(x.shape), call=cumsum, api=("cumsum",),

@@ -6,12 +6,13 @@ import numpy as np
 from .._device import backend as xp_of
 from .._op import Op, dispatch
 from .._tensor import Tensor
-from ._table import _arr, _noncontig, no_kernel, register
+from ._table import COMPLEX, _arr, _noncontig, no_kernel, register
 from .elementwise import where
 from .join import cat
 from .extrema import _ValuesIndices
 from .indexing import scatter_into_zeros
-from .reduction import _cast_for
+from .reduction import _cast_for, _real_max
+from .unary import _c
 
 
 def _rev_cumsum(t, dim):
@@ -28,13 +29,13 @@ def _cumprod_grad(g, s):
         return g
     y = s.result
     if not (x == 0).any().item():
-        return _rev_cumsum(g * y, dim) / x
+        return _rev_cumsum(g * _c(y), dim) / _c(x)
     xt, yt, gt = x.movedim(dim, -1), y.movedim(dim, -1), g.movedim(dim, -1)
     n = xt.shape[-1]
     after = Tensor._wrap(xp_of(x._data).from_host(np.triu(np.ones((n, n), dtype=bool), 1)))  # [i, j]: j > i
     inner = where(after, xt.unsqueeze(-2), 1.0).cumprod(-1).triu()  # [.., i, j]: prod_{i<k<=j} x_k
     before = cat([yt.new_ones(tuple(yt.shape[:-1]) + (1,)), yt.narrow(-1, 0, n - 1)], -1)  # y_{i-1}
-    return (before * (inner * gt.unsqueeze(-2)).sum(-1)).movedim(-1, dim)
+    return (_c(before) * (_c(inner) * gt.unsqueeze(-2)).sum(-1)).movedim(-1, dim)
 
 
 def _logcumsumexp_grad(g, s):
@@ -56,6 +57,8 @@ def _logcumsumexp_grad(g, s):
 
 
 def _cumprod_forward(xp, dt, x, dim):
+    if dt.kind == "c" and x.ndim:  # (the scan kernels fold real numbers; NumPy's loop, on the host)
+        return xp.from_host(np.cumprod(xp.to_host(x), axis=dim))
     return xp.scan("cumprod", x, dim) if x.ndim else xp.copy(x)
 
 
@@ -93,6 +96,10 @@ def cumprod(input, dim, *, dtype=None):
 
 
 def logcumsumexp(input, dim):
+    if input.dtype.is_complex:  # shifted by the largest real part along dim, as logsumexp's
+        d = _dim(input, dim)
+        m = _real_max(input, (d,) if input.ndim else ())
+        return (input - m).exp().cumsum(d).log() + m
     return dispatch(LOGCUMSUMEXP, (input,), {"dim": _dim(input, dim)})
 
 
@@ -143,12 +150,12 @@ def _np_logcumsumexp(x, dim):
 
 def _np_cumprod(x, dim, dtype=None):
     out = np.cumprod(x, axis=dim % x.ndim) if x.ndim else x.copy()
-    return out.astype(x.dtype if x.dtype.kind == "f" else np.int64)
+    return out.astype(x.dtype if x.dtype.kind in "fc" else np.int64)
 
 
 # ---------------------------------------------------------------------- the entries
 CUMPROD = register(Op("cumprod", _cumprod_forward, vjp=[_cumprod_grad], ref=_np_cumprod, samples=_scan_samples(True),
-                      call=cumprod, api=("cumprod",), inplace=True, bench={"sizes": [(16, 16), (4096, 4096)]}))
+                      call=cumprod, api=("cumprod",), inplace=True, complex=True, bench={"sizes": [(16, 16), (4096, 4096)]}))
 LOGCUMSUMEXP = register(Op("logcumsumexp", lambda xp, dt, x, dim: xp.scan("logcumsumexp", x, dim) if x.ndim else xp.copy(x),
                           vjp=[_logcumsumexp_grad], dtype="keep", ref=_np_logcumsumexp, samples=_scan_samples(False),
                           unsupported=no_kernel("logcumsumexp_out_cpu", "int64", "int32", "bool"), call=logcumsumexp,
@@ -156,8 +163,8 @@ LOGCUMSUMEXP = register(Op("logcumsumexp", lambda xp, dt, x, dim: xp.scan("logcu
 CUMMAX = register(Op("cummax", _cum_extreme_forward("cummax"), vjp=[_cum_extreme_grad], n_outputs=2,
                      outputs=("result", "indices"), dtype="keep", ref=_np_cum_extreme(np.maximum.accumulate),
                      samples=_scan_samples(False), call=cummax, api=("cummax",),
-                     bench={"sizes": [(16, 16), (4096, 4096)]}))
+                     bench={"sizes": [(16, 16), (4096, 4096)]}, unsupported=no_kernel("cummax_cpu", *COMPLEX)))
 CUMMIN = register(Op("cummin", _cum_extreme_forward("cummin"), vjp=[_cum_extreme_grad], n_outputs=2,
                      outputs=("result", "indices"), dtype="keep", ref=_np_cum_extreme(np.minimum.accumulate),
                      samples=_scan_samples(False), call=cummin, api=("cummin",),
-                     bench={"sizes": [(16, 16), (4096, 4096)]}))
+                     bench={"sizes": [(16, 16), (4096, 4096)]}, unsupported=no_kernel("cummin_cpu", *COMPLEX)))

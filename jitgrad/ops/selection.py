@@ -187,11 +187,11 @@ def _bincount_samples(rng, dtype):
 _TRI = _samples(((3, 4), (), {}), ((3, 4), (1,), {}), ((2, 4, 3), (-1,), {}), ([3, 3], (), {}), ((2, 2), (5,), {}))
 TRIL = register(Op("tril", _tri_forward(True), vjp=[lambda g, s: g.tril(s.diagonal)], dtype="keep",
                    ref=lambda x, diagonal=0: np.tril(x, diagonal), samples=_TRI, call=tril, api=("tril",),
-                   inplace=True, bench={"sizes": [(16, 16), (2048, 2048)]}))
+                   inplace=True, complex=True, bench={"sizes": [(16, 16), (2048, 2048)]}))
 TRIU = register(Op("triu", _tri_forward(False), vjp=[lambda g, s: g.triu(s.diagonal)], dtype="keep",
                    ref=lambda x, diagonal=0: np.triu(x, diagonal), samples=_TRI, call=triu, api=("triu",),
-                   inplace=True, bench={"sizes": [(16, 16), (2048, 2048)]}))
-ROLL = register(Op("roll", _roll_forward, vjp=[_roll_grad], dtype="keep", call=roll, api=("roll",),
+                   inplace=True, complex=True, bench={"sizes": [(16, 16), (2048, 2048)]}))
+ROLL = register(Op("roll", _roll_forward, vjp=[_roll_grad], dtype="keep", call=roll, api=("roll",), complex=True,
                    ref=lambda x, shifts, dims=None: np.roll(x, shifts, dims),
                    samples=_samples(((2, 3), (1,), {}), ((2, 3), (-1, 0), {}), ((2, 3, 2), ((1, 2), (0, 2)), {}),
                                     ((), (3,), {}), ([3, 2], (4,), {"dims": 0}), ((4,), (0,), {})),
@@ -203,14 +203,14 @@ DIAGONAL = register(Op("diagonal", lambda xp, dt, x, offset, dim1, dim2: xp.diag
                        samples=_samples(((3, 4), (), {}), ((3, 4), (1,), {}), ((2, 3, 4), (-1, 2, 1), {}),
                                         ((4, 3), (), {"offset": -2}), ([3, 3], (), {}), ((2, 2, 3), (0, 0, -1), {}),
                                         ((2, 2), (3,), {}))))
-DIAG = register(Op("diag", _diag_forward, vjp=[_diag_grad], dtype="keep", call=diag, api=("diag",),
+DIAG = register(Op("diag", _diag_forward, vjp=[_diag_grad], dtype="keep", call=diag, api=("diag",), complex=True,
                    ref=lambda x, diagonal=0: np.diag(x, diagonal),
                    samples=_samples(((3,), (), {}), ((3,), (1,), {}), ((2,), (), {"diagonal": -2}), ((3, 4), (), {}),
                                     ((3, 4), (-1,), {}), ([3, 3], (2,), {}))))
 MASKED_SELECT = register(Op("masked_select", _masked_select_forward,
                             vjp=[lambda g, s: index_put_zeros(g, s.shape, s.key, False)], dtype="keep",
                             ref=_np_masked_select, samples=_masked_select_samples, call=masked_select,
-                            api=("masked_select",), value_shaped=lambda params: True))
+                            api=("masked_select",), value_shaped=lambda params: True, complex=True))
 BINCOUNT = register(Op("bincount", _bincount_forward, inputs=("self", "weights"), dtype="keep", keep_inputs=(0, 1),
                        value_shaped=lambda params: True,
                        differentiable=False, call=bincount, api=("bincount",), samples=_bincount_samples,

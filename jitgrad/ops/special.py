@@ -7,9 +7,9 @@ import numpy as np
 from .._op import Op, dispatch
 from .._tensor import Tensor
 from ._derive import derive
-from ._table import _TYPE_NAMES, INTS, _arr, _noncontig, binary_samples, no_kernel, register, rejects
+from ._table import _TYPE_NAMES, COMPLEX, INTS, _arr, _noncontig, binary_samples, no_kernel, register, rejects
 from .join import cat
-from .unary import _np_erf, _unary
+from .unary import _c, _np_erf, _unary, ew_forward
 
 
 def _np_erfinv(y):
@@ -81,11 +81,13 @@ def logaddexp(input, other):
     return dispatch(LOGADDEXP, (input, other))
 
 
-_C_NAMES = {"float32": "float", "float64": "double", "int64": "long int", "int32": "int", "bool": "bool"}
+_C_NAMES = {"float32": "float", "float64": "double", "int64": "long int", "int32": "int", "bool": "bool",
+            "complex64": "c10::complex<float>", "complex128": "c10::complex<double>"}
 
 
 def lerp(input, end, weight):
-    if isinstance(input, Tensor) and not input.dtype.is_floating_point:  # (a float weight would promote)
+    if isinstance(input, Tensor) and not (input.dtype.is_floating_point or input.dtype.is_complex):
+        # (a float weight would promote)
         raise NotImplementedError("\"lerp_kernel_%s\" not implemented for '%s'" % (
             "tensor" if isinstance(weight, Tensor) else "scalar", _TYPE_NAMES[input.dtype.name]))
     if isinstance(end, Tensor) and end.dtype is not input.dtype:
@@ -110,12 +112,19 @@ def _np_glu(x, dim=-1):
 
 
 def _lerp_samples(rng, dtype):
-    if np.dtype(dtype).kind != "f":
+    if np.dtype(dtype).kind not in "fc":
         return []  # (rejected: tests/ops/test_ops_against_torch.py)
     A = lambda s, lo=-2.0, hi=2.0: _arr(rng, s, lo, hi, dtype)  # noqa: E731
     return [((A((2, 3)), A((2, 3)), 0.3), {}), ((A((2, 3)), A((3,)), 0.8), {}), ((A(()), A(()), -0.25), {}),
             ((A((2, 3)), A((2, 3)), A((2, 3), -0.5, 1.5)), {}), ((A((2, 1)), A((3,)), A((), 0.0, 1.0)), {}),
             ((_noncontig(rng, (3, 2), -2.0, 2.0, dtype), A((3, 2)), A((2,), 0.0, 1.0)), {})]
+
+
+def _np_logaddexp(a, b):
+    if np.result_type(a, b).kind != "c":
+        return np.logaddexp(a, b)
+    m, d = np.where(a.real >= b.real, a, b), np.where(a.real >= b.real, b - a, a - b)  # (NumPy's has no complex loop)
+    return m + np.log(1 + np.exp(d))
 
 
 def _np_lerp(a, b, w):
@@ -125,9 +134,10 @@ def _np_lerp(a, b, w):
 
 # ---------------------------------------------------------------------- the entries
 ERFC = _unary("erfc", lambda g, s: -g * (2 / math.sqrt(math.pi)) * (-s.self * s.self).exp(), derive("erfc_vjp"),
-              ref=lambda x: 1 - _np_erf(x), inplace=True)
+              ref=lambda x: 1 - _np_erf(x), inplace=True, unsupported=no_kernel("erfc_vml_cpu", *COMPLEX))
 ERFINV = _unary("erfinv", lambda g, s: g * (0.5 * math.sqrt(math.pi)) * (s.result * s.result).exp(),
-                derive("erfinv_vjp"), ref=_np_erfinv, domain=(-0.9, 0.9), inplace=True)
+                derive("erfinv_vjp"), ref=_np_erfinv, domain=(-0.9, 0.9), inplace=True,
+                unsupported=no_kernel("erfinv_vml_cpu", *COMPLEX))
 HARDSWISH = _activation("hardswish", _hardswish_grad, derive("hardswish_vjp"),
                         lambda x: x * np.clip(x + 3, 0, 6) / 6, "Hardswish", "hardswish_cpu", domain=(-4.0, 4.0),
                         inplace=True)
@@ -140,16 +150,16 @@ LOGSIGMOID = _activation("logsigmoid", lambda g, s: g * (-s.self).sigmoid(), der
                          _np_logsigmoid, "LogSigmoid", "log_sigmoid_cpu", node="LogSigmoidBackward0", api=())
 GLU = register(Op("glu", _glu_forward, vjp=[_glu_grad], dtype="same", ref=_np_glu, samples=_glu_samples, call=glu,
                   unsupported=no_kernel("glu_cpu", *_FLOAT_ACTIVATION), bench={"sizes": [(16, 16), (2048, 2048)]}))
-LOGADDEXP = register(Op("logaddexp", lambda xp, dt, a, b: xp.run("logaddexp", dt, a, b), inputs=("self", "other"),
-                        vjp=[lambda g, s: g / (1 + (s.other - s.self).exp()),
-                             lambda g, s: g / (1 + (s.self - s.other).exp())],
+LOGADDEXP = register(Op("logaddexp", ew_forward("logaddexp"), inputs=("self", "other"),
+                        vjp=[lambda g, s: g / _c(1 + (s.other - s.self).exp()),
+                             lambda g, s: g / _c(1 + (s.self - s.other).exp())], complex=True,
                         fused=[derive("logaddexp_vjp"), derive("logaddexp_vjp_other")],
-                        dtype="promote", broadcast=True, ref=np.logaddexp, samples=binary_samples(scalar=None),
+                        dtype="promote", broadcast=True, ref=_np_logaddexp, samples=binary_samples(scalar=None),
                         unsupported=no_kernel("logaddexp_cpu", *_FLOAT_ACTIVATION), call=logaddexp,
                         api=("logaddexp",), bench={"sizes": [(16,), (1 << 22,)]}))
 LERP = register(Op("lerp", lambda xp, dt, a, b, w: xp.run("lerp", dt, a, b, w), inputs=("self", "end", "weight"),
-                   vjp=[lambda g, s: g * (1 - s.weight), lambda g, s: g * s.weight,
-                        lambda g, s: g * (s.end - s.self)],
+                   vjp=[lambda g, s: g * _c(1 - s.weight), lambda g, s: g * _c(s.weight),
+                        lambda g, s: g * _c(s.end - s.self)], complex=True,
                    fused=[derive("lerp_vjp_self"), ("mul", ("g", "weight")),
                           derive("lerp_vjp_weight")],
                    dtype="promote", broadcast=True, original_scalars=True, ref=_np_lerp, samples=_lerp_samples, node="LerpBackward0",

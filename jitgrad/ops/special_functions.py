@@ -12,9 +12,9 @@ from .._op import dispatch
 from .._trace_hooks import ValueUnavailable
 from .._tensor import Tensor
 from ._derive import Sym, derive
-from ._table import OPS, _arr, _noncontig, binary_samples, export, unary_samples
+from ._table import COMPLEX, OPS, _arr, _noncontig, binary_samples, export, no_kernel, unary_samples
 from .elementwise import _binary
-from .unary import _unary
+from .unary import _c, _unary
 
 _SQRT_2PI = math.sqrt(2 * math.pi)
 
@@ -47,7 +47,7 @@ def _i1e_grad(g, s):
 def _sinc_grad(g, s):
     x = s.self
     t = x * math.pi
-    return g * ((t * t.cos() - t.sin()) / (t * x)).where(x != 0, 0.0)
+    return g * _c(((t * t.cos() - t.sin()) / (t * x)).where(x != 0, 0.0))
 
 
 def _logit_grad(g, s):
@@ -163,42 +163,50 @@ def _special(name, vjp, fused, ref, node=None, **kw):
 
 
 LGAMMA = _unary("lgamma", lambda g, s: g * s.self.digamma(), derive("lgamma_vjp"), ref=_sp("gammaln"),
-                samples=_positive(), inplace=True)
+                samples=_positive(), inplace=True, unsupported=no_kernel("lgamma_vml_cpu", *COMPLEX))
 DIGAMMA = _unary("digamma", lambda g, s: g * s.self.polygamma(1), derive("digamma_vjp"), ref=_sp("psi"),
                  samples=_positive(0.3, 4.0), inplace=True)
 POLYGAMMA = _unary("polygamma", lambda g, s: g * s.self.polygamma(s.n + 1), derive("polygamma_vjp"),
                    ref=lambda n, x: _sp("polygamma")(n, x), params={"n": 0}, samples=_polygamma_samples,
-                   call=polygamma, api=())
+                   call=polygamma, api=(), unsupported=no_kernel("digamma", *COMPLEX))
 MVLGAMMA = _unary("mvlgamma", _mvlgamma_grad, None, ref=_np_mvlgamma, params={"p": 1}, samples=_mvlgamma_samples,
                   call=mvlgamma, inplace=True)
-I0 = _unary("i0", lambda g, s: g * _apply("i1", s.self), derive("i0_vjp"), ref=_sp("i0"), inplace=True)
+I0 = _unary("i0", lambda g, s: g * _apply("i1", s.self), derive("i0_vjp"), ref=_sp("i0"), inplace=True,
+            unsupported=no_kernel("i0_vml_cpu", *COMPLEX))
 I0E = _special("i0e", lambda g, s: g * (_apply("i1e", s.self) - s.self.sign() * s.result), derive("i0e_vjp"),
-               _sp("i0e"), node="SpecialI0EBackward0")
-I1 = _special("i1", _i1_grad, derive("i1_vjp"), _sp("i1"))
-I1E = _special("i1e", _i1e_grad, derive("i1e_vjp"), _sp("i1e"), node="SpecialI1EBackward0")
+               _sp("i0e"), node="SpecialI0EBackward0", unsupported=no_kernel("i0e_cpu", *COMPLEX))
+I1 = _special("i1", _i1_grad, derive("i1_vjp"), _sp("i1"), unsupported=no_kernel("i1_cpu", *COMPLEX))
+I1E = _special("i1e", _i1e_grad, derive("i1e_vjp"), _sp("i1e"), node="SpecialI1EBackward0",
+               unsupported=no_kernel("i1e_cpu", *COMPLEX))
 ERFCX = _special("erfcx", lambda g, s: g * (2 * s.self * s.result - 2 / math.sqrt(math.pi)), derive("erfcx_vjp"),
-                 _sp("erfcx"))
+                 _sp("erfcx"), unsupported=no_kernel("erfcx_cpu", *COMPLEX))
 NDTR = _special("ndtr", lambda g, s: g * (-0.5 * s.self * s.self).exp() / _SQRT_2PI, derive("ndtr_vjp"),
-                _sp("ndtr"))
+                _sp("ndtr"), unsupported=no_kernel("erf_vml_cpu", *COMPLEX))
 NDTRI = _special("ndtri", lambda g, s: g * _SQRT_2PI * (0.5 * s.result * s.result).exp(), derive("ndtri_vjp"),
-                 _sp("ndtri"), samples=unary_samples(0.02, 0.98))
+                 _sp("ndtri"), samples=unary_samples(0.02, 0.98), unsupported=no_kernel("ndtri_cpu", *COMPLEX))
 LOG_NDTR = _special("log_ndtr", lambda g, s: g * (-(s.result + 0.5 * s.self * s.self)).exp() / _SQRT_2PI,
-                    derive("log_ndtr_vjp"), _sp("log_ndtr"), samples=unary_samples(-4.0, 3.0))
-SINC = _unary("sinc", _sinc_grad, derive("sinc_vjp"), ref=np.sinc, inplace=True)
+                    derive("log_ndtr_vjp"), _sp("log_ndtr"), samples=unary_samples(-4.0, 3.0),
+                    unsupported=no_kernel("log_ndtr_cpu", *COMPLEX))
+SINC = _unary("sinc", _sinc_grad, derive("sinc_vjp"), ref=np.sinc, inplace=True, complex=True)
 ENTR = _special("entr", lambda g, s: -g * (1 + s.self.log()), derive("entr_vjp"), _sp("entr"),
-                samples=_positive(0.1, 2.0))
+                samples=_positive(0.1, 2.0), unsupported=no_kernel("entr_cpu", *COMPLEX))
 LOGIT = _unary("logit", _logit_grad, derive("logit_vjp"), ref=_sp("logit"), samples=unary_samples(0.05, 0.95),
-               call=logit, inplace=True)
+               call=logit, inplace=True, unsupported=no_kernel("logit_cpu", *COMPLEX))
 LOGIT_EPS = _unary("logit_eps", _logit_eps_grad, derive("logit_eps_vjp"), params={"eps": 0.0},
                    ref=lambda x, eps: _sp("logit")(np.clip(x, eps, 1 - eps)), samples=_logit_eps_samples,
-                   node="LogitBackward0", call=logit, api=())
+                   node="LogitBackward0", call=logit, api=(), unsupported=no_kernel("logit_cpu", *COMPLEX))
 # zeta has no derivative in x (PyTorch's is "not implemented"), nor here in q; bessel_j0/j1 none at all, as PyTorch
-ZETA = _binary("zeta", dtype="float", ref=_sp("zeta"), samples=_zeta_samples, differentiable=False, call=zeta)
-BESSEL_J0 = _special("bessel_j0", None, None, _sp("j0"), differentiable=False, samples=unary_samples(-8.0, 8.0))
-BESSEL_J1 = _special("bessel_j1", None, None, _sp("j1"), differentiable=False, samples=unary_samples(-8.0, 8.0))
+ZETA = _binary("zeta", dtype="float", ref=_sp("zeta"), samples=_zeta_samples, differentiable=False, call=zeta,
+               unsupported=no_kernel("zeta_cpu", *COMPLEX))
+BESSEL_J0 = _special("bessel_j0", None, None, _sp("j0"), differentiable=False, samples=unary_samples(-8.0, 8.0),
+                     unsupported=no_kernel("bessel_j0_cpu", *COMPLEX))
+BESSEL_J1 = _special("bessel_j1", None, None, _sp("j1"), differentiable=False, samples=unary_samples(-8.0, 8.0),
+                     unsupported=no_kernel("bessel_j1_cpu", *COMPLEX))
 XLOGY = _binary("xlogy", [_xlogy_grad("log"), lambda g, s: g * s.self / s.other],
                 [derive("xlogy_vjp_self"), derive("xlogy_vjp_other")], dtype="float", ref=_sp("xlogy"), b=(0.2, 2.0),
-                call=xlogy, api=("xlogy",), inplace=True, node="XlogyBackward0")
+                call=xlogy, api=("xlogy",), inplace=True, node="XlogyBackward0",
+                unsupported=no_kernel("xlogy_cpu", *COMPLEX))
 XLOG1PY = _binary("xlog1py", [_xlogy_grad("log1p"), lambda g, s: g * s.self / (s.other + 1)],
                   [derive("xlog1py_vjp_self"), derive("xlog1py_vjp_other")], dtype="float", ref=_sp("xlog1py"),
-                  b=(-0.5, 2.0), call=xlog1py, node="SpecialXlog1PyBackward0")
+                  b=(-0.5, 2.0), call=xlog1py, node="SpecialXlog1PyBackward0",
+                  unsupported=no_kernel("xlog1py_cpu", *COMPLEX))

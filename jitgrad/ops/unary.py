@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 
+from .._grad_mode import STATE
 from .._op import Op, dispatch
 from .._tensor import Tensor
 from ._derive import derive
@@ -59,13 +60,6 @@ def _unary(name, vjp=None, fused=None, *, dtype="float", domain=(-2.0, 2.0), ker
     return op
 
 
-@export()
-def conj(input):
-    """The complex conjugate. PyTorch returns a lazy conjugate view (``is_conj()``); jitgrad computes it (so
-    writes to it do not reach ``input``); a real tensor is returned as it is, as in PyTorch."""
-    return dispatch(CONJ_PHYSICAL, (input,)) if input.dtype.is_complex else input
-
-
 def _c(x):
     """conj() in VJP formulas: of a tensor, a Python number, or a symbol of a derived real kernel (itself: the
     fused kernels are real math, and complex gradients run the formulas)."""
@@ -76,12 +70,6 @@ def _c(x):
 
 def _is_complex(x):
     return isinstance(x, Tensor) and x._data.dtype.kind == "c"
-
-
-@export()
-def resolve_conj(input):
-    """``input`` (jitgrad's conjugates are computed, never lazy views)."""
-    return input
 
 
 @export()
@@ -224,9 +212,18 @@ GELU_TANH = _unary("gelu_tanh", lambda g, s: _gelu_tanh_grad(g, s.self), derive(
                    node="GeluBackward0", call=gelu, api=(), samples=unary_samples(approximate="tanh"),
                    ref=lambda x, approximate="tanh": 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3))),
                    unsupported=no_kernel("GeluKernelImpl", "bool", *INTS, *COMPLEX_DTYPES))
-SILU = _unary("silu", lambda g, s: g * s.self.sigmoid() * (1 + s.self * (1 - s.self.sigmoid())),
-              derive("silu_vjp"), ref=lambda x: x / (1 + np.exp(-x)), inplace=True, module="SiLU",
-              unsupported=no_kernel("silu_cpu", "bool", *INTS, *COMPLEX_DTYPES))
+
+
+def silu(input):
+    """x * sigmoid(x). PyTorch computes it on complex tensors but refuses to record it (no complex derivative)."""
+    if isinstance(input, Tensor) and input._requires_grad and input._data.dtype.kind == "c" and STATE.grad_enabled:
+        raise RuntimeError("silu does not support automatic differentiation for outputs with complex dtype.")
+    return dispatch(SILU, (input,))
+
+
+SILU = _unary("silu", lambda g, s: g * _c(s.self.sigmoid()) * _c(1 + s.self * (1 - s.self.sigmoid())),
+              derive("silu_vjp"), ref=lambda x: x / (1 + np.exp(-x)), inplace=True, module="SiLU", call=silu,
+              unsupported=no_kernel("silu_cpu", "bool", *INTS), complex=True)
 SOFTPLUS = _unary("softplus", lambda g, s: g.where(s.self * s.beta > s.threshold, g * (s.self * s.beta).sigmoid()),
                   derive("softplus_vjp"), params={"beta": 1.0, "threshold": 20.0},
                   ref=lambda x, beta=1.0, threshold=20.0: np.where(x * beta > threshold, x, np.log1p(np.exp(beta * x)) / beta),
@@ -241,7 +238,7 @@ TRUNC = _unary("trunc", zero_grad, dtype="same", ref=np.trunc, inplace=True, uns
                | no_complex(NotImplementedError, "trunc is not supported for complex inputs"))
 ERF = _unary("erf", lambda g, s: g * (2 / math.sqrt(math.pi)) * (-s.self * s.self).exp(), ref=_np_erf, inplace=True,
              unsupported=no_kernel("erf_vml_cpu", *COMPLEX_DTYPES))
-LOGICAL_NOT = _unary("logical_not", dtype="bool", ref=np.logical_not, inplace=True)
+LOGICAL_NOT = _unary("logical_not", dtype="bool", ref=np.logical_not, inplace=True, complex=True)
 ISNAN = _unary("isnan", dtype="bool", ref=np.isnan, complex=True)
 ISINF = _unary("isinf", dtype="bool", ref=np.isinf, complex=True)
 ISPOSINF = _unary("isposinf", dtype="bool", ref=np.isposinf,
@@ -250,21 +247,22 @@ ISNEGINF = _unary("isneginf", dtype="bool", ref=np.isneginf,
                   unsupported=no_complex(RuntimeError, "isneginf does not support complex inputs."))
 ISFINITE = _unary("isfinite", dtype="bool", ref=np.isfinite, complex=True)
 # inverse trigonometric and hyperbolic functions, base-2 and base-10 logs and powers (PyTorch's formulas)
-ASIN = _unary("asin", lambda g, s: g * (1 - s.self * s.self).rsqrt(), ref=np.arcsin, domain=(-0.9, 0.9),
-              api=("asin", "arcsin"), inplace=True)
-ACOS = _unary("acos", lambda g, s: -g * (1 - s.self * s.self).rsqrt(), ref=np.arccos, domain=(-0.9, 0.9),
-              api=("acos", "arccos"), inplace=True)
-ATAN = _unary("atan", lambda g, s: g / (s.self * s.self + 1), ref=np.arctan, api=("atan", "arctan"), inplace=True)
+ASIN = _unary("asin", lambda g, s: g * _c((1 - s.self * s.self).rsqrt()), ref=np.arcsin, domain=(-0.9, 0.9),
+              api=("asin", "arcsin"), inplace=True, complex=True)
+ACOS = _unary("acos", lambda g, s: -g * _c((1 - s.self * s.self).rsqrt()), ref=np.arccos, domain=(-0.9, 0.9),
+              api=("acos", "arccos"), inplace=True, complex=True)
+ATAN = _unary("atan", lambda g, s: g / _c(s.self * s.self + 1), ref=np.arctan, domain=(-0.9, 0.9),
+              api=("atan", "arctan"), inplace=True, complex=True)
 SINH = _unary("sinh", lambda g, s: g * _c(s.self.cosh()), ref=np.sinh, inplace=True, complex=True)
 COSH = _unary("cosh", lambda g, s: g * _c(s.self.sinh()), ref=np.cosh, inplace=True, complex=True)
-ASINH = _unary("asinh", lambda g, s: g * (s.self * s.self + 1).rsqrt(), ref=np.arcsinh, api=("asinh", "arcsinh"),
-               inplace=True)
-ACOSH = _unary("acosh", lambda g, s: g * (s.self * s.self - 1).rsqrt(), ref=np.arccosh, domain=(1.1, 3.0),
-               api=("acosh", "arccosh"), inplace=True)
-ATANH = _unary("atanh", lambda g, s: g / (1 - s.self * s.self), ref=np.arctanh, domain=(-0.9, 0.9),
-               api=("atanh", "arctanh"), inplace=True)
+ASINH = _unary("asinh", lambda g, s: g * _c((s.self * s.self + 1).rsqrt()), ref=np.arcsinh, domain=(-0.9, 0.9),
+               api=("asinh", "arcsinh"), inplace=True, complex=True)
+ACOSH = _unary("acosh", lambda g, s: g * _c((s.self - 1).rsqrt() * (s.self + 1).rsqrt()), ref=np.arccosh,
+               domain=(1.1, 3.0), api=("acosh", "arccosh"), inplace=True, complex=True)
+ATANH = _unary("atanh", lambda g, s: g / _c(1 - s.self * s.self), ref=np.arctanh, domain=(-0.9, 0.9),
+               api=("atanh", "arctanh"), inplace=True, complex=True)
 LOG2 = _unary("log2", lambda g, s: g / _c(s.self * math.log(2.0)), ref=np.log2, domain=POS, inplace=True,
               complex=True)
 LOG10 = _unary("log10", lambda g, s: g / _c(s.self * math.log(10.0)), ref=np.log10, domain=POS, inplace=True,
                complex=True)
-EXP2 = _unary("exp2", lambda g, s: g * s.result * math.log(2.0), ref=np.exp2, inplace=True)
+EXP2 = _unary("exp2", lambda g, s: g * _c(s.result) * math.log(2.0), ref=np.exp2, inplace=True, complex=True)

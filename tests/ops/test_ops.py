@@ -25,6 +25,9 @@ EXPLICIT = {}
 # (distributions on fixed seeds, errors, and the zero gradient under the entry's node name).
 EXPLICIT.update({_name: ("test_random.py", '"%s"' % _name) for _name, _op in OPS.items()
                  if _op.forward.__module__ == "jitgrad.ops.random"})
+# lazy conjugation's entries, whose results are read resolved: tests/ops/test_conj_view.py
+EXPLICIT.update({"conj": ("test_conj_view.py", "z.conj()"),
+                 "resolve_conj_stored": ("test_conj_view.py", "resolve_conj()")})
 
 
 BINARY = sorted(n for n, op in OPS.items() if op.broadcast and op.inputs == ("self", "other") and op.tests.ref is not None)
