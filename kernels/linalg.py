@@ -70,6 +70,14 @@ def _jitted(fn, parallel=True):
     return _jit._serialised(d) if parallel and config.SERIALISE_PARALLEL else d
 
 
+def _by_batch(parallel, serial):
+    """The parallel loop for a batch, the serial build for one matrix (a parallel region for one item only costs
+    its launch; LAPACK's own threads serve a large single matrix)."""
+    def run(*args):
+        return (parallel if args[0].shape[0] > 1 else serial)(*args)  # (args[0]: the batch of matrices)
+    return run
+
+
 def _make(dtype):
     ch = "s" if dtype == np.float32 else "d"
     L = {r: _fn(mod, ch + r, n) for r, (mod, n) in _ROUTINES.items()}
@@ -281,7 +289,7 @@ def _make(dtype):
                       sv[b].ctypes, rc.ctypes, r.ctypes, work.ctypes, q[1:].ctypes, inf.ctypes)
             rank[b] = r[0]
 
-    ns = {k: _jitted(v) for k, v in locals().items() if callable(v) and k in (
+    ns = {k: _by_batch(_jitted(v), _jitted(v, parallel=False)) for k, v in locals().items() if callable(v) and k in (
         "lu_factor", "lu_solve", "inv", "cholesky", "triangular", "eigh", "svd", "qr_factor", "householder",
         "apply_q", "lstsq")}
     ns["dtype"] = dt

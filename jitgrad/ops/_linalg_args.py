@@ -116,6 +116,23 @@ def is_zero_grad(g):
     return g is None or (g.grad_fn is None and not g.requires_grad and not g._data.any())
 
 
+def shared(g, s, k, fn):
+    """``fn(g, s)``, computed once for the gradients of all of a node's inputs in one backward pass (solve's
+    A^-T g serves both A and B) and dropped after input ``k``, the last that takes a gradient, has used it
+    (as attention's fused parts)."""
+    d = getattr(s, "__dict__", None)
+    if d is None:  # (a stand-in node of a traced backward: nothing to share)
+        return fn(g, s)
+    hit = d.get("_linalg_shared")
+    value = hit[1] if hit is not None and hit[0] is g else fn(g, s)
+    nexts = getattr(s, "next_functions", ())
+    if any(nf[0] is not None for nf in nexts[k + 1:]):
+        d["_linalg_shared"] = (g, value)
+    else:
+        d.pop("_linalg_shared", None)
+    return value
+
+
 def is_tensor(x):
     return isinstance(x, Tensor)
 

@@ -5,12 +5,13 @@ import warnings
 
 import numpy as np
 
+from .._device import backend
 from .._grad_mode import is_grad_enabled
 from .._op import Op, dispatch
 from .._trace_hooks import ValueUnavailable
 from .._tensor import Tensor
 from ._linalg_args import (broadcast_batch, check_float, check_matrix, check_same_dtype, check_square, default_rtol,
-                           eye_like, raise_for_info, result_type, tolerance)
+                           eye_like, raise_for_info, result_type, shared, tolerance)
 from ._table import _arr, export, register
 from .decompositions import (_general, _np_lu_factor_ex, _floats, eigh, lu_factor_ex, permutation, permute_rows, qr,
                              solve_triangular, svd)
@@ -60,18 +61,20 @@ def _solve_forward(xp, dt, a, b, check):
 
 
 def _solve_adjoint(g, s):
-    """A^-T g: with the forward's LU where no graph of the backward is needed, else by a differentiable solve."""
+    """A^-T g, the gradient in B: one getrs with the forward's LU where no graph of the backward is needed, else
+    a differentiable solve. Computed once for both inputs (shared)."""
     if is_grad_enabled() or s.LU.numel() == 0:
-        return _solve(s.self.mT, g, None)[0]
-    return lu_solve(s.LU.detach(), s.pivots, g, adjoint=True)
+        return _solve(s.self.mT, g[0], None)[0]
+    LU, g0 = s.LU, g[0]
+    return Tensor._wrap(backend(LU._data).linalg.lu_solve(LU._data, s.pivots._data, g0._data, True))
 
 
 def _solve_grad_a(g, s):
-    return -(_solve_adjoint(g[0], s) @ s.result.mT)
+    return -shared(g, s, 0, _solve_adjoint) @ s.result.mT  # (the minus on the n x k factor)
 
 
 def _solve_grad_b(g, s):
-    return _solve_adjoint(g[0], s)
+    return shared(g, s, 1, _solve_adjoint)
 
 
 def _solve(A, B, check):
@@ -294,19 +297,21 @@ def _lstsq_forward(xp, dt, a, b, rcond, driver):
 
 
 def _lstsq_grads(g, s):
-    """(gA, gB) of X = A^+ B. A tall or square A of full rank: through its QR (gB = Q R^-T gX, and
-    gA = -gB X^T + (B - A X)(R^-1 R^-T gX)^T); otherwise through pinv's gradient, as PyTorch computes it."""
+    """(gA, gB) of X = A^+ B, computed once for both inputs (shared). A tall or square A of full rank: through
+    its R (A = Q R): Z = R^-1 R^-T gX = (A^T A)^-1 gX, gB = A Z (= Q R^-T gX) and gA = -gB X^T + (B - A X) Z^T;
+    Q itself is not needed (mode 'r') unless a graph of the backward is. Otherwise through pinv's gradient, as
+    PyTorch computes it."""
     A, B, X = s.self, s.other, s.solution
     gX = g[0]
     m, n = A.shape[-2:]
     rank = s.rank
     full = m >= n and (rank.numel() == 0 or bool((rank == n).all()))
     if full:
-        Q, R = qr(A)
-        Y = solve_triangular(R.mT, gX, upper=False)
-        gB = Q @ Y
-        Z = solve_triangular(R, Y, upper=True)
-        return -(gB @ X.mT) + (B - A @ X) @ Z.mT, gB
+        R = qr(A, mode="reduced" if is_grad_enabled() else "r").R
+        Z = solve_triangular(R, solve_triangular(R.mT, gX, upper=False), upper=True)
+        gB = A @ Z
+        gA = -gB @ X.mT
+        return (gA if m == n else gA + (B - A @ X) @ Z.mT), gB  # (square: no residual, A X = B)
     P = pinv(A)
     return pinv_grad(gX @ B.mT, P, A), P.mT @ gX
 
@@ -427,7 +432,7 @@ LU_SOLVE = register(Op("linalg_lu_solve", _lu_solve_forward, reduced_precision="
 PINV = register(Op("linalg_pinv", _pinv_forward, reduced_precision="refused", vjp=[_pinv_grad], node="LinalgPinvBackward0", call=pinv,
                    samples=_floats(_pinv_samples), ref=_np_pinv))
 LSTSQ = register(Op("linalg_lstsq", _lstsq_forward, reduced_precision="refused", inputs=("self", "other"),
-                    vjp=[lambda g, s: _lstsq_grads(g, s)[0], lambda g, s: _lstsq_grads(g, s)[1]], n_outputs=3,
+                    vjp=[lambda g, s: shared(g, s, 0, _lstsq_grads)[0], lambda g, s: shared(g, s, 1, _lstsq_grads)[1]], n_outputs=3,
                     outputs=("solution", "rank", "singular_values"), node="LinalgLstsqBackward0",
                     call=lambda A, B, **kw: lstsq(A, B, **kw)[:1], samples=_floats(_lstsq_samples),
                     ref=_np_lstsq_solution))
