@@ -309,32 +309,92 @@ def _small_det(a, out):
                       + m[0, 2] * (m[1, 0] * m[2, 1] - m[1, 1] * m[2, 0]))
 
 
+@njit(nogil=True, error_model="numpy", cache=config.CACHE)
+def _inv_into(m, o):
+    """o := m^-1 by the adjugate (2x2, 3x3); whether the determinant is nonzero."""
+    if m.shape[0] == 2:
+        det = m[0, 0] * m[1, 1] - m[0, 1] * m[1, 0]
+        r = 1 / det
+        o[0, 0], o[0, 1], o[1, 0], o[1, 1] = m[1, 1] * r, -m[0, 1] * r, -m[1, 0] * r, m[0, 0] * r
+        return det != 0
+    c00 = m[1, 1] * m[2, 2] - m[1, 2] * m[2, 1]
+    c01 = m[1, 2] * m[2, 0] - m[1, 0] * m[2, 2]
+    c02 = m[1, 0] * m[2, 1] - m[1, 1] * m[2, 0]
+    det = m[0, 0] * c00 + m[0, 1] * c01 + m[0, 2] * c02
+    r = 1 / det
+    o[0, 0], o[1, 0], o[2, 0] = c00 * r, c01 * r, c02 * r
+    o[0, 1] = (m[0, 2] * m[2, 1] - m[0, 1] * m[2, 2]) * r
+    o[1, 1] = (m[0, 0] * m[2, 2] - m[0, 2] * m[2, 0]) * r
+    o[2, 1] = (m[0, 1] * m[2, 0] - m[0, 0] * m[2, 1]) * r
+    o[0, 2] = (m[0, 1] * m[1, 2] - m[0, 2] * m[1, 1]) * r
+    o[1, 2] = (m[0, 2] * m[1, 0] - m[0, 0] * m[1, 2]) * r
+    o[2, 2] = (m[0, 0] * m[1, 1] - m[0, 1] * m[1, 0]) * r
+    return det != 0
+
+
 @njit(parallel=True, nogil=True, error_model="numpy", cache=config.CACHE)
 def _small_inv(a, out, ok):
     """Inverse by the adjugate; ``ok[b]`` False where the determinant is zero (LAPACK then says which pivot)."""
+    for b in prange(a.shape[0]):
+        ok[b] = _inv_into(a[b], out[b])
+
+
+@njit(parallel=True, nogil=True, error_model="numpy", cache=config.CACHE)
+def _small_inv_grad(r, g, out, scratch):
+    """out = -R^T g R^T per matrix (the gradient of R = A^-1); scratch: one matrix each (no allocation per matrix)."""
+    n = r.shape[1]
+    for b in prange(r.shape[0]):
+        t = scratch[b]  # g R^T
+        for i in range(n):
+            for j in range(n):
+                acc = 0.0
+                for k in range(n):
+                    acc += g[b, i, k] * r[b, j, k]
+                t[i, j] = acc
+        for i in range(n):
+            for j in range(n):
+                acc = 0.0
+                for k in range(n):
+                    acc += r[b, k, i] * t[k, j]
+                out[b, i, j] = -acc
+
+
+@njit(parallel=True, nogil=True, error_model="numpy", cache=config.CACHE)
+def _small_solve_grad(a, x, g, ga, gb, scratch):
+    """gB = A^-T g and gA = -gB X^T per system (the gradients of X = A^-1 B), A inverted by the adjugate (into
+    scratch)."""
+    n, k = a.shape[1], x.shape[2]
+    for b in prange(a.shape[0]):
+        inv = scratch[b]
+        _inv_into(a[b], inv)
+        for i in range(n):
+            for c in range(k):
+                acc = 0.0
+                for j in range(n):
+                    acc += inv[j, i] * g[b, j, c]
+                gb[b, i, c] = acc
+        for i in range(n):
+            for j in range(n):
+                acc = 0.0
+                for c in range(k):
+                    acc += gb[b, i, c] * x[b, j, c]
+                ga[b, i, j] = -acc
+
+
+@njit(parallel=True, nogil=True, error_model="numpy", cache=config.CACHE)
+def _small_det_grad(a, g, out):
+    """g times the cofactor matrix (= det A^-T, and defined at singular matrices too) per matrix."""
     n = a.shape[1]
     for b in prange(a.shape[0]):
-        m = a[b]
-        o = out[b]
+        m, o, s = a[b], out[b], g[b]
         if n == 2:
-            det = m[0, 0] * m[1, 1] - m[0, 1] * m[1, 0]
-            ok[b] = det != 0
-            r = 1 / det
-            o[0, 0], o[0, 1], o[1, 0], o[1, 1] = m[1, 1] * r, -m[0, 1] * r, -m[1, 0] * r, m[0, 0] * r
+            o[0, 0], o[0, 1], o[1, 0], o[1, 1] = m[1, 1] * s, -m[1, 0] * s, -m[0, 1] * s, m[0, 0] * s
         else:
-            c00 = m[1, 1] * m[2, 2] - m[1, 2] * m[2, 1]
-            c01 = m[1, 2] * m[2, 0] - m[1, 0] * m[2, 2]
-            c02 = m[1, 0] * m[2, 1] - m[1, 1] * m[2, 0]
-            det = m[0, 0] * c00 + m[0, 1] * c01 + m[0, 2] * c02
-            ok[b] = det != 0
-            r = 1 / det
-            o[0, 0], o[1, 0], o[2, 0] = c00 * r, c01 * r, c02 * r
-            o[0, 1] = (m[0, 2] * m[2, 1] - m[0, 1] * m[2, 2]) * r
-            o[1, 1] = (m[0, 0] * m[2, 2] - m[0, 2] * m[2, 0]) * r
-            o[2, 1] = (m[0, 1] * m[2, 0] - m[0, 0] * m[2, 1]) * r
-            o[0, 2] = (m[0, 1] * m[1, 2] - m[0, 2] * m[1, 1]) * r
-            o[1, 2] = (m[0, 2] * m[1, 0] - m[0, 0] * m[1, 2]) * r
-            o[2, 2] = (m[0, 0] * m[1, 1] - m[0, 1] * m[1, 0]) * r
+            for i in range(3):
+                i1, i2 = (i + 1) % 3, (i + 2) % 3
+                for j in range(3):
+                    j1, j2 = (j + 1) % 3, (j + 2) % 3
+                    o[i, j] = (m[i1, j1] * m[i2, j2] - m[i1, j2] * m[i2, j1]) * s
 
 
 @njit(parallel=True, nogil=True, error_model="numpy", cache=config.CACHE)
@@ -384,9 +444,13 @@ def lu_solve(lu, piv, b, adjoint):
 
 
 def solve(a, b):
-    """(X, LU, pivots, info): A X = B through one LU of A (kept for the gradient)."""
-    lu, piv, info = lu_factor(a)
-    return lu_solve(lu, piv, b, False), lu, piv, info
+    """(X, LU, pivots, info): A X = B through one LU, of A^T (kept for the gradient, whose A^-T g is then a plain
+    getrs): a row-major A is A^T in LAPACK's column-major order, so its copy for getrf is a memcpy, not a
+    transposing copy. info as getrf on A gives it (which pivot is zero)."""
+    lu, piv, info = lu_factor(np.swapaxes(a, -1, -2))
+    if info.any():
+        info = lu_factor(a)[2]
+    return lu_solve(lu, piv, b, True), lu, piv, info
 
 
 def inv(a):
@@ -423,6 +487,30 @@ def small_solve(a, b):
     out = np.empty(fb.shape, np.result_type(a.dtype, b.dtype))
     _small_solve(_flat(inverse), fb, out)
     return out.reshape(b.shape), info
+
+
+def small_inv_grad(r, g):
+    """-R^T g R^T for batches of 2x2 / 3x3 inverses R (g of R's shape)."""
+    out = np.empty(r.shape, np.result_type(r.dtype, g.dtype))
+    f = _flat(r)
+    _small_inv_grad(f, _flat(g), out.reshape(f.shape), np.empty_like(f))
+    return out
+
+
+def small_solve_grad(a, x, g):
+    """(gA, gB) of X = A^-1 B for batches of 2x2 / 3x3 systems (a, x and g of one batch shape)."""
+    ga = np.empty(a.shape, np.result_type(a.dtype, g.dtype))
+    gb = np.empty(g.shape, ga.dtype)
+    f = _flat(a)
+    _small_solve_grad(f, _flat(x), _flat(g), ga.reshape(f.shape), gb.reshape((-1,) + g.shape[-2:]), np.empty_like(f))
+    return ga, gb
+
+
+def small_det_grad(a, g):
+    """g times the cofactor matrix of each 2x2 / 3x3 matrix: the gradient of det, singular matrices included."""
+    out = np.empty(a.shape, np.result_type(a.dtype, g.dtype))
+    _small_det_grad(_flat(a), np.ascontiguousarray(np.broadcast_to(g, a.shape[:-2])).reshape(-1), out.reshape((-1,) + a.shape[-2:]))
+    return out
 
 
 def det(a):

@@ -133,6 +133,12 @@ def shared(g, s, k, fn):
     return value
 
 
+def needs_grad(s, k):
+    """Whether input ``k`` of the node ``s`` takes a gradient (a shared computation skips the parts it does not)."""
+    nexts = getattr(s, "next_functions", None)
+    return nexts is None or nexts[k][0] is not None
+
+
 def is_tensor(x):
     return isinstance(x, Tensor)
 

@@ -11,7 +11,7 @@ from .._op import Op, dispatch
 from .._trace_hooks import ValueUnavailable
 from .._tensor import Tensor
 from ._linalg_args import (broadcast_batch, check_float, check_matrix, check_same_dtype, check_square, default_rtol,
-                           eye_like, raise_for_info, result_type, shared, tolerance)
+                           eye_like, needs_grad, raise_for_info, result_type, shared, tolerance)
 from ._table import _arr, export, register
 from .decompositions import (_general, _np_lu_factor_ex, _floats, eigh, lu_factor_ex, permutation, permute_rows, qr,
                              solve_triangular, svd)
@@ -38,6 +38,18 @@ def _inv_grad(g, s):
     return -(R.mT @ (g[0] @ R.mT))
 
 
+def small_kernels(a):
+    """The CPU kernels where the array ``a`` holds 2x2 / 3x3 matrices (direct code for their gradients), else None."""
+    k = backend(a).linalg
+    return k if k.name == "cpu" and a.size and k._small(a) else None
+
+
+def _inv_fused(g, s):
+    R = s.result
+    k = small_kernels(R._data)
+    return Tensor._wrap(k.small_inv_grad(R._data, g[0]._data)) if k else _inv_grad(g, s)
+
+
 def inv_ex(A, *, check_errors=False):
     check_square(A, "linalg.inv_ex")
     return InvEx(*dispatch(INV, (A,), {"check": "linalg.inv_ex" if check_errors else None}))
@@ -60,21 +72,22 @@ def _solve_forward(xp, dt, a, b, check):
     return x, lu, piv, info
 
 
-def _solve_adjoint(g, s):
-    """A^-T g, the gradient in B: one getrs with the forward's LU where no graph of the backward is needed, else
-    a differentiable solve. Computed once for both inputs (shared)."""
-    if is_grad_enabled() or s.LU.numel() == 0:
-        return _solve(s.self.mT, g[0], None)[0]
-    LU, g0 = s.LU, g[0]
-    return Tensor._wrap(backend(LU._data).linalg.lu_solve(LU._data, s.pivots._data, g0._data, True))
+def _solve_grads(g, s):
+    """(gA, gB) of X = A^-1 B: gB = A^-T g, gA = -gB X^T, computed once for both inputs (shared)."""
+    gB = _solve(s.self.mT, g[0], None)[0]
+    return (-gB @ s.result.mT if needs_grad(s, 0) else None), gB  # (the minus on the n x k factor)
 
 
-def _solve_grad_a(g, s):
-    return -shared(g, s, 0, _solve_adjoint) @ s.result.mT  # (the minus on the n x k factor)
-
-
-def _solve_grad_b(g, s):
-    return shared(g, s, 1, _solve_adjoint)
+def _solve_fused(g, s):
+    """_solve_grads without a graph: one getrs with the forward's LU, or the direct code of 2x2 / 3x3 systems."""
+    A, X, g0 = s.self._data, s.result._data, g[0]._data
+    k = small_kernels(A)
+    if k:
+        gA, gB = k.small_solve_grad(A, X, g0)
+        return Tensor._wrap(gA), Tensor._wrap(gB)
+    LU = s.LU._data
+    gB = backend(LU).linalg.lu_solve(LU, s.pivots._data, g0, False)  # (LU: the factors of A^T)
+    return (Tensor._wrap(-gB @ np.swapaxes(X, -1, -2)) if needs_grad(s, 0) else None), Tensor._wrap(gB)
 
 
 def _solve(A, B, check):
@@ -421,9 +434,11 @@ def _np_lstsq_solution(a, b, rcond=None, driver=None):
 
 
 # ---------------------------------------------------------------------- the entries
-INV = register(Op("linalg_inv", _inv_forward, reduced_precision="refused", vjp=[_inv_grad], n_outputs=2, outputs=("result", "info"),
+INV = register(Op("linalg_inv", _inv_forward, reduced_precision="refused", vjp=[_inv_grad], fused=[_inv_fused], n_outputs=2, outputs=("result", "info"),
                   node="LinalgInvExBackward0", call=inv_ex, samples=_floats(_inv_samples), ref=_np_inv_ex))
-SOLVE = register(Op("linalg_solve", _solve_forward, reduced_precision="refused", inputs=("self", "other"), vjp=[_solve_grad_a, _solve_grad_b],
+SOLVE = register(Op("linalg_solve", _solve_forward, reduced_precision="refused", inputs=("self", "other"),
+                    vjp=[lambda g, s: shared(g, s, 0, _solve_grads)[0], lambda g, s: shared(g, s, 1, _solve_grads)[1]],
+                    fused=[lambda g, s: shared(g, s, 0, _solve_fused)[0], lambda g, s: shared(g, s, 1, _solve_fused)[1]],
                     n_outputs=4, outputs=("result", "LU", "pivots", "info"), node="LinalgSolveExBackward0",
                     call=solve_ex, samples=_floats(_solve_samples), ref=_np_solve_ex))
 LU_SOLVE = register(Op("linalg_lu_solve", _lu_solve_forward, reduced_precision="refused", inputs=("LU", "pivots", "other"),
