@@ -26,7 +26,7 @@ def _fn(module, name, nargs):
 _ROUTINES = {"getrf": ("lapack", 6), "getrs": ("lapack", 9), "getri": ("lapack", 7), "potrf": ("lapack", 5),
              "syevd": ("lapack", 11), "gesdd": ("lapack", 14), "geqrf": ("lapack", 8), "orgqr": ("lapack", 9),
              "ormqr": ("lapack", 13), "gelsy": ("lapack", 13), "gelsd": ("lapack", 14), "gelss": ("lapack", 13),
-             "gels": ("lapack", 11), "trsm": ("blas", 11)}
+             "gels": ("lapack", 11), "trsm": ("blas", 11), "trmm": ("blas", 11)}
 
 
 def _col(a):
@@ -82,8 +82,8 @@ def _make(dtype):
     ch = "s" if dtype == np.float32 else "d"
     L = {r: _fn(mod, ch + r, n) for r, (mod, n) in _ROUTINES.items()}
     getrf, getrs, getri, potrf, syevd, gesdd = L["getrf"], L["getrs"], L["getri"], L["potrf"], L["syevd"], L["gesdd"]
-    geqrf, orgqr, ormqr, gelsy, gelsd, gelss, gels, trsm = (L[r] for r in ("geqrf", "orgqr", "ormqr", "gelsy", "gelsd",
-                                                                           "gelss", "gels", "trsm"))
+    geqrf, orgqr, ormqr, gelsy, gelsd, gelss, gels, trsm, trmm = (L[r] for r in (
+        "geqrf", "orgqr", "ormqr", "gelsy", "gelsd", "gelss", "gels", "trsm", "trmm"))
     dt = dtype.type
 
     @njit(nogil=True)
@@ -149,6 +149,15 @@ def _make(dtype):
             d = ints(m, n, max(a.shape[1], 1), max(m, 1))
             s, u, t, g = char(side), char(uplo), char(trans), char(diag)
             trsm(s.ctypes, u.ctypes, t.ctypes, g.ctypes, d[0:].ctypes, d[1:].ctypes, one.ctypes, a[b].ctypes,
+                 d[2:].ctypes, x[b].ctypes, d[3:].ctypes)
+
+    def triangular_product(a, x, side, uplo, trans):  # trmm: x := op(a) x or x op(a), in place
+        m, n = x.shape[2], x.shape[1]
+        one = np.ones(1, a.dtype)
+        for b in prange(x.shape[0]):
+            d = ints(m, n, max(a.shape[1], 1), max(m, 1))
+            s, u, t, g = char(side), char(uplo), char(trans), char(78)
+            trmm(s.ctypes, u.ctypes, t.ctypes, g.ctypes, d[0:].ctypes, d[1:].ctypes, one.ctypes, a[b].ctypes,
                  d[2:].ctypes, x[b].ctypes, d[3:].ctypes)
 
     def eigh(a, w, jobz, uplo):  # syevd in place: a gets the eigenvectors when jobz is 'V'
@@ -290,7 +299,7 @@ def _make(dtype):
             rank[b] = r[0]
 
     ns = {k: _by_batch(_jitted(v), _jitted(v, parallel=False)) for k, v in locals().items() if callable(v) and k in (
-        "lu_factor", "lu_solve", "inv", "cholesky", "triangular", "eigh", "svd", "qr_factor", "householder",
+        "lu_factor", "lu_solve", "inv", "cholesky", "triangular", "triangular_product", "eigh", "svd", "qr_factor", "householder",
         "apply_q", "lstsq")}
     ns["dtype"] = dt
     return ns
@@ -551,8 +560,20 @@ def cholesky(a, upper):
     info = np.zeros(f.shape[0], np.int32)
     if f.size:  # column-major lower of A = row-major upper of A^T: ask LAPACK for what we want
         _kernels(a.dtype)["cholesky"](f, info, ord("U" if upper else "L"))
-    out = _back(f, batch)
-    return (np.triu(out) if upper else np.tril(out)), info.reshape(batch)
+    _zero_triangle(f, not upper)  # (f holds the factor column-major: its rows are the factor's columns)
+    return _back(f, batch), info.reshape(batch)
+
+
+@njit(parallel=True, nogil=True, error_model="numpy", cache=config.CACHE)
+def _zero_triangle(f, below):
+    """Zero each matrix's strictly lower (``below``) or strictly upper triangle in place, rows in parallel."""
+    n = f.shape[1]
+    for r in prange(f.shape[0] * n):
+        m, p = r // n, r % n
+        if below:
+            f[m, p, :p] = 0
+        else:
+            f[m, p, p + 1:] = 0
 
 
 def solve_triangular(a, b, upper, left, unitriangular):
@@ -563,6 +584,47 @@ def solve_triangular(a, b, upper, left, unitriangular):
         _kernels(a.dtype)["triangular"](_col_read(a), x, ord("L" if left else "R"), ord("U" if upper else "L"), ord("N"),
                                         ord("U" if unitriangular else "N"))
     return _back(x, batch)
+
+
+def cholesky_solve(l, b, upper):
+    """X with L L^T X = B (U^T U X = B with ``upper``): two trsm on one copy of B, the factor read in place."""
+    batch = b.shape[:-2]
+    x = _col(b)
+    if x.size:
+        k, lf, uplo = _kernels(l.dtype)["triangular"], _col_read(l), ord("U" if upper else "L")
+        k(lf, x, ord("L"), uplo, ord("T" if upper else "N"), ord("N"))
+        k(lf, x, ord("L"), uplo, ord("N" if upper else "T"), ord("N"))
+    return _back(x, batch)
+
+
+@njit(parallel=True, nogil=True, error_model="numpy", cache=config.CACHE)
+def _sym_upper_half(m):
+    """m := (triu(m) + triu(m, 1)^T) / 2 per matrix, in place (PyTorch's Phi of the Cholesky gradient, for a
+    matrix held column-major: its upper triangle in memory is the lower one of the matrix)."""
+    n = m.shape[1]
+    for b in prange(m.shape[0]):
+        for i in range(n):
+            m[b, i, i] *= 0.5
+            for j in range(i + 1, n):
+                v = 0.5 * m[b, i, j]
+                m[b, i, j] = v
+                m[b, j, i] = v
+
+
+def cholesky_grad(l, gl, upper):
+    """The gradient of the Cholesky factor L (U = L^T with ``upper``): gA = L^-T Phi L^-1, Phi the symmetric
+    matrix of tril(L^T gL) with its diagonal halved (PyTorch's cholesky_backward, after Murray 2016), in one
+    column-major buffer: a triangular product (trmm: half a GEMM's work), one pass, two trsm, the factor read in
+    place. gA is symmetric, so its layout is free."""
+    batch = l.shape[:-2]
+    f = _col(np.swapaxes(gl, -1, -2) if upper else gl)  # gL (gU^T)
+    if f.size:
+        k, lf, uplo = _kernels(l.dtype), _col_read(l), ord("U" if upper else "L")
+        k["triangular_product"](lf, f, ord("L"), uplo, ord("N" if upper else "T"))  # L^T gL (U gU^T)
+        _sym_upper_half(f)
+        k["triangular"](lf, f, ord("L"), uplo, ord("N" if upper else "T"), ord("N"))  # L^-T Phi
+        k["triangular"](lf, f, ord("R"), uplo, ord("T" if upper else "N"), ord("N"))  # ... L^-1
+    return _back(f, batch)
 
 
 def eigh(a, lower, vectors):

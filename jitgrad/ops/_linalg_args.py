@@ -25,7 +25,7 @@ _LOW_PRECISION_KERNEL = {"linalg.cholesky": "cholesky_cpu", "linalg.cholesky_ex"
                          "linalg.eigvalsh": "linalg_eigh_cpu", "linalg.eig": "linalg_eig_out_cpu",
                          "linalg.eigvals": "linalg_eig_out_cpu", "linalg.svd": "linalg_svd_cpu",
                          "linalg.svdvals": "linalg_svd_cpu", "linalg.qr": "geqrf_cpu", "torch.geqrf": "geqrf_cpu",
-                         "linalg.solve_triangular": "triangular_solve_cpu"}
+                         "linalg.solve_triangular": "triangular_solve_cpu", "torch.cholesky_solve": "cholesky_solve_cpu"}
 
 
 def check_float(t, fname, what="input"):

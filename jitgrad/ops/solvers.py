@@ -13,7 +13,7 @@ from .._tensor import Tensor
 from ._linalg_args import (broadcast_batch, check_float, check_matrix, check_same_dtype, check_square, default_rtol,
                            eye_like, needs_grad, raise_for_info, result_type, shared, tolerance)
 from ._table import _arr, export, register
-from .decompositions import (_general, _np_lu_factor_ex, _floats, eigh, lu_factor_ex, permutation, permute_rows, qr,
+from .decompositions import (_general, _np_lu_factor_ex, _floats, _spd, eigh, triangular_input, lu_factor_ex, permutation, permute_rows, qr,
                              solve_triangular, svd)
 
 _SINGULAR_INV = "The diagonal element %d is zero, the inversion could not be completed because the input matrix is singular."
@@ -171,16 +171,38 @@ def inverse(input):
     return inv(input)
 
 
+def _cholesky_solve_forward(xp, dt, b, l, upper):
+    return xp.linalg.cholesky_solve(l, b, upper)
+
+
+def _cholesky_solve_grads(g, s):
+    """(gB, gL) of X = (L L^H)^-1 B (PyTorch's cholesky_solve_backward): gB = (L L^H)^-1 g, gL = -(gB X^H + X gB^H) L
+    (-U (...) with upper); for few columns as four thin products (no n x n x n one). Computed once for both."""
+    L, X = s.input2, s.result
+    gB = cholesky_solve(g, L, s.upper)
+    if not needs_grad(s, 1):
+        return gB, None
+    n, k = X.shape[-2:]
+    if 4 * k < n:
+        gL = (-L @ gB) @ X.mT - (L @ X) @ gB.mT if s.upper else -gB @ (X.mT @ L) - X @ (gB.mT @ L)
+    else:
+        common = gB @ X.mT
+        common = common + common.mT
+        gL = -L @ common if s.upper else -common @ L
+    return gB, gL
+
+
 @export(method=True)
 def cholesky_solve(input, input2, upper=False):
-    """X with (L L^H) X = B for the Cholesky factor L (input2) of A: two triangular solves."""
+    """X with (L L^H) X = B for the Cholesky factor L (input2) of A (U^H U with ``upper``): potrs, two triangular
+    solves on the CPU."""
     B, L = input, input2
+    check_float(B, "torch.cholesky_solve")
     if B.shape[-2] != L.shape[-1]:
         raise RuntimeError("Incompatible matrix sizes for cholesky_solve: each A matrix is %d by %d but each b matrix "
                            "is %d by %d" % (L.shape[-2], L.shape[-1], B.shape[-2], B.shape[-1]))
-    if upper:
-        return solve_triangular(L, solve_triangular(L.mT, B, upper=False), upper=True)
-    return solve_triangular(L.mT, solve_triangular(L, B, upper=False), upper=True)
+    B, L = broadcast_batch(B, L)
+    return dispatch(CHOLESKY_SOLVE, (B, L), {"upper": bool(upper)})
 
 
 @export(method=True)
@@ -405,6 +427,21 @@ def _np_lu_solve(lu_, piv, b, adjoint=False):
                       b.dtype).reshape(lu_.shape[:-2] + b.shape[-2:])
 
 
+def _cholesky_solve_samples(rng, dtype):
+    B = lambda s: _arr(rng, s, -1, 1, dtype)  # noqa: E731
+    L = lambda s: np.asarray(np.linalg.cholesky(_spd(rng, s, np.float64)), dtype)  # noqa: E731
+    return [((B((3, 2)), L((3, 3))), {}), ((B((2, 4, 1)), L((4, 4))), {}),
+            ((B((9, 1)), L((2, 9, 9))), {}), ((B((3, 2)), np.swapaxes(L((3, 3)), -1, -2).copy()), {"upper": True}),
+            ((B((9, 1)), np.swapaxes(L((9, 9)), -1, -2).copy()), {"upper": True})]
+
+
+def _np_cholesky_solve(b, l, upper=False):
+    l = np.swapaxes(l, -1, -2) if upper else l
+    a = np.tril(l) @ np.swapaxes(np.tril(l), -1, -2)
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    return np.linalg.solve(np.broadcast_to(a, batch + a.shape[-2:]), np.broadcast_to(b, batch + b.shape[-2:]))
+
+
 def _pinv_samples(rng, dtype):
     return [((_general(rng, s, dtype),), {}) for s in ((3, 3), (4, 2), (2, 2, 4))]
 
@@ -444,6 +481,11 @@ SOLVE = register(Op("linalg_solve", _solve_forward, reduced_precision="refused",
 LU_SOLVE = register(Op("linalg_lu_solve", _lu_solve_forward, reduced_precision="refused", inputs=("LU", "pivots", "other"),
                        vjp=[_lu_solve_grad_lu, None, _lu_solve_grad_b], node="LinalgLuSolveBackward0", call=lu_solve,
                        keep_inputs=(1,), samples=_floats(_lu_solve_samples), ref=_np_lu_solve))
+CHOLESKY_SOLVE = register(Op("cholesky_solve", _cholesky_solve_forward, reduced_precision="refused", inputs=("self", "input2"),
+                             vjp=[lambda g, s: shared(g, s, 0, _cholesky_solve_grads)[0],
+                                  lambda g, s: shared(g, s, 1, _cholesky_solve_grads)[1]],
+                             node="CholeskySolveBackward0", call=triangular_input(cholesky_solve),
+                             samples=_floats(_cholesky_solve_samples), ref=_np_cholesky_solve, api=()))
 PINV = register(Op("linalg_pinv", _pinv_forward, reduced_precision="refused", vjp=[_pinv_grad], node="LinalgPinvBackward0", call=pinv,
                    samples=_floats(_pinv_samples), ref=_np_pinv))
 LSTSQ = register(Op("linalg_lstsq", _lstsq_forward, reduced_precision="refused", inputs=("self", "other"),
