@@ -7,6 +7,7 @@ F-contiguous, as PyTorch's CPU results are), pivots and infos as int32 (LAPACK's
 raises on a singular or indefinite matrix: ``info`` says what LAPACK said, and the op table words the error.
 """
 import ctypes
+import math
 
 import numpy as np
 from numba import njit, prange
@@ -43,7 +44,7 @@ def _col_read(a):
 
 def _count(a):
     """The number of matrices in a batch."""
-    return int(np.prod(a.shape[:-2], dtype=np.int64))
+    return math.prod(a.shape[:-2])
 
 
 def _back(f, batch):
