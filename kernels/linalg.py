@@ -300,8 +300,8 @@ def _make(dtype):
             rank[b] = r[0]
 
     ns = {k: _by_batch(_jitted(v), _jitted(v, parallel=False)) for k, v in locals().items() if callable(v) and k in (
-        "lu_factor", "lu_solve", "inv", "cholesky", "triangular", "triangular_product", "eigh", "svd", "qr_factor", "householder",
-        "apply_q", "lstsq")}
+        "lu_factor", "lu_solve", "inv", "cholesky", "triangular", "triangular_product", "eigh", "svd", "qr_factor",
+        "householder", "apply_q", "lstsq")}
     ns["dtype"] = dt
     return ns
 
@@ -519,7 +519,8 @@ def small_solve_grad(a, x, g):
 def small_det_grad(a, g):
     """g times the cofactor matrix of each 2x2 / 3x3 matrix: the gradient of det, singular matrices included."""
     out = np.empty(a.shape, np.result_type(a.dtype, g.dtype))
-    _small_det_grad(_flat(a), np.ascontiguousarray(np.broadcast_to(g, a.shape[:-2])).reshape(-1), out.reshape((-1,) + a.shape[-2:]))
+    gs = np.ascontiguousarray(np.broadcast_to(g, a.shape[:-2])).reshape(-1)
+    _small_det_grad(_flat(a), gs, out.reshape((-1,) + a.shape[-2:]))
     return out
 
 

@@ -13,8 +13,8 @@ from .._tensor import Tensor
 from ._linalg_args import (broadcast_batch, check_float, check_matrix, check_same_dtype, check_square, default_rtol,
                            eye_like, needs_grad, raise_for_info, result_type, shared, tolerance)
 from ._table import _arr, export, register
-from .decompositions import (_general, _np_lu_factor_ex, _floats, _spd, eigh, triangular_input, lu_factor_ex, permutation, permute_rows, qr,
-                             solve_triangular, svd)
+from .decompositions import (_general, _np_lu_factor_ex, _floats, _spd, eigh, permutation, permute_rows, qr,
+                             solve_triangular, svd, triangular_input)
 
 _SINGULAR_INV = "The diagonal element %d is zero, the inversion could not be completed because the input matrix is singular."
 _SINGULAR_SOLVE = "The solver failed because the input matrix is singular."
@@ -481,7 +481,8 @@ SOLVE = register(Op("linalg_solve", _solve_forward, reduced_precision="refused",
 LU_SOLVE = register(Op("linalg_lu_solve", _lu_solve_forward, reduced_precision="refused", inputs=("LU", "pivots", "other"),
                        vjp=[_lu_solve_grad_lu, None, _lu_solve_grad_b], node="LinalgLuSolveBackward0", call=lu_solve,
                        keep_inputs=(1,), samples=_floats(_lu_solve_samples), ref=_np_lu_solve))
-CHOLESKY_SOLVE = register(Op("cholesky_solve", _cholesky_solve_forward, reduced_precision="refused", inputs=("self", "input2"),
+CHOLESKY_SOLVE = register(Op("cholesky_solve", _cholesky_solve_forward, reduced_precision="refused",
+                             inputs=("self", "input2"),
                              vjp=[lambda g, s: shared(g, s, 0, _cholesky_solve_grads)[0],
                                   lambda g, s: shared(g, s, 1, _cholesky_solve_grads)[1]],
                              node="CholeskySolveBackward0", call=triangular_input(cholesky_solve),

@@ -80,8 +80,8 @@ def test_cholesky_solve_thin_and_square_gradients(upper):
         fn = (lambda b, c: jg.cholesky_solve(b, c.triu() if upper else c.tril(), upper=upper))
         assert gradcheck(fn, (B, F))
         x = jg.cholesky_solve(B, F, upper=upper)
-        np.testing.assert_allclose(x.detach().numpy(), np.linalg.solve(l @ np.swapaxes(l, -1, -2), B.detach().numpy()),
-                                   rtol=1e-10)
+        ref = np.linalg.solve(l @ np.swapaxes(l, -1, -2), B.detach().numpy())
+        np.testing.assert_allclose(x.detach().numpy(), ref, rtol=1e-10)
 
 
 @pytest.mark.parametrize("upper", [False, True])
