@@ -604,13 +604,13 @@ def _sym_upper_half(m):
     """m := (triu(m) + triu(m, 1)^T) / 2 per matrix, in place (PyTorch's Phi of the Cholesky gradient, for a
     matrix held column-major: its upper triangle in memory is the lower one of the matrix)."""
     n = m.shape[1]
-    for b in prange(m.shape[0]):
-        for i in range(n):
-            m[b, i, i] *= 0.5
-            for j in range(i + 1, n):
-                v = 0.5 * m[b, i, j]
-                m[b, i, j] = v
-                m[b, j, i] = v
+    for r in prange(m.shape[0] * n):  # (rows in parallel: row i writes its right part and column i's lower part)
+        b, i = r // n, r % n
+        m[b, i, i] *= 0.5
+        for j in range(i + 1, n):
+            v = 0.5 * m[b, i, j]
+            m[b, i, j] = v
+            m[b, j, i] = v
 
 
 def cholesky_grad(l, gl, upper):
