@@ -7,6 +7,7 @@ F-contiguous, as PyTorch's CPU results are), pivots and infos as int32 (LAPACK's
 raises on a singular or indefinite matrix: ``info`` says what LAPACK said, and the op table words the error.
 """
 import ctypes
+import math
 
 import numpy as np
 from numba import njit, prange
@@ -26,7 +27,7 @@ def _fn(module, name, nargs):
 _ROUTINES = {"getrf": ("lapack", 6), "getrs": ("lapack", 9), "getri": ("lapack", 7), "potrf": ("lapack", 5),
              "syevd": ("lapack", 11), "gesdd": ("lapack", 14), "geqrf": ("lapack", 8), "orgqr": ("lapack", 9),
              "ormqr": ("lapack", 13), "gelsy": ("lapack", 13), "gelsd": ("lapack", 14), "gelss": ("lapack", 13),
-             "gels": ("lapack", 11), "trsm": ("blas", 11)}
+             "gels": ("lapack", 11), "trsm": ("blas", 11), "trmm": ("blas", 11)}
 
 
 def _col(a):
@@ -43,7 +44,7 @@ def _col_read(a):
 
 def _count(a):
     """The number of matrices in a batch."""
-    return int(np.prod(a.shape[:-2], dtype=np.int64))
+    return math.prod(a.shape[:-2])
 
 
 def _back(f, batch):
@@ -70,12 +71,20 @@ def _jitted(fn, parallel=True):
     return _jit._serialised(d) if parallel and config.SERIALISE_PARALLEL else d
 
 
+def _by_batch(parallel, serial):
+    """The parallel loop for a batch, the serial build for one matrix (a parallel region for one item only costs
+    its launch; LAPACK's own threads serve a large single matrix)."""
+    def run(*args):
+        return (parallel if args[0].shape[0] > 1 else serial)(*args)  # (args[0]: the batch of matrices)
+    return run
+
+
 def _make(dtype):
     ch = "s" if dtype == np.float32 else "d"
     L = {r: _fn(mod, ch + r, n) for r, (mod, n) in _ROUTINES.items()}
     getrf, getrs, getri, potrf, syevd, gesdd = L["getrf"], L["getrs"], L["getri"], L["potrf"], L["syevd"], L["gesdd"]
-    geqrf, orgqr, ormqr, gelsy, gelsd, gelss, gels, trsm = (L[r] for r in ("geqrf", "orgqr", "ormqr", "gelsy", "gelsd",
-                                                                           "gelss", "gels", "trsm"))
+    geqrf, orgqr, ormqr, gelsy, gelsd, gelss, gels, trsm, trmm = (L[r] for r in (
+        "geqrf", "orgqr", "ormqr", "gelsy", "gelsd", "gelss", "gels", "trsm", "trmm"))
     dt = dtype.type
 
     @njit(nogil=True)
@@ -141,6 +150,15 @@ def _make(dtype):
             d = ints(m, n, max(a.shape[1], 1), max(m, 1))
             s, u, t, g = char(side), char(uplo), char(trans), char(diag)
             trsm(s.ctypes, u.ctypes, t.ctypes, g.ctypes, d[0:].ctypes, d[1:].ctypes, one.ctypes, a[b].ctypes,
+                 d[2:].ctypes, x[b].ctypes, d[3:].ctypes)
+
+    def triangular_product(a, x, side, uplo, trans):  # trmm: x := op(a) x or x op(a), in place
+        m, n = x.shape[2], x.shape[1]
+        one = np.ones(1, a.dtype)
+        for b in prange(x.shape[0]):
+            d = ints(m, n, max(a.shape[1], 1), max(m, 1))
+            s, u, t, g = char(side), char(uplo), char(trans), char(78)
+            trmm(s.ctypes, u.ctypes, t.ctypes, g.ctypes, d[0:].ctypes, d[1:].ctypes, one.ctypes, a[b].ctypes,
                  d[2:].ctypes, x[b].ctypes, d[3:].ctypes)
 
     def eigh(a, w, jobz, uplo):  # syevd in place: a gets the eigenvectors when jobz is 'V'
@@ -281,9 +299,9 @@ def _make(dtype):
                       sv[b].ctypes, rc.ctypes, r.ctypes, work.ctypes, q[1:].ctypes, inf.ctypes)
             rank[b] = r[0]
 
-    ns = {k: _jitted(v) for k, v in locals().items() if callable(v) and k in (
-        "lu_factor", "lu_solve", "inv", "cholesky", "triangular", "eigh", "svd", "qr_factor", "householder",
-        "apply_q", "lstsq")}
+    ns = {k: _by_batch(_jitted(v), _jitted(v, parallel=False)) for k, v in locals().items() if callable(v) and k in (
+        "lu_factor", "lu_solve", "inv", "cholesky", "triangular", "triangular_product", "eigh", "svd", "qr_factor",
+        "householder", "apply_q", "lstsq")}
     ns["dtype"] = dt
     return ns
 
@@ -301,32 +319,92 @@ def _small_det(a, out):
                       + m[0, 2] * (m[1, 0] * m[2, 1] - m[1, 1] * m[2, 0]))
 
 
+@njit(nogil=True, error_model="numpy", cache=config.CACHE)
+def _inv_into(m, o):
+    """o := m^-1 by the adjugate (2x2, 3x3); whether the determinant is nonzero."""
+    if m.shape[0] == 2:
+        det = m[0, 0] * m[1, 1] - m[0, 1] * m[1, 0]
+        r = 1 / det
+        o[0, 0], o[0, 1], o[1, 0], o[1, 1] = m[1, 1] * r, -m[0, 1] * r, -m[1, 0] * r, m[0, 0] * r
+        return det != 0
+    c00 = m[1, 1] * m[2, 2] - m[1, 2] * m[2, 1]
+    c01 = m[1, 2] * m[2, 0] - m[1, 0] * m[2, 2]
+    c02 = m[1, 0] * m[2, 1] - m[1, 1] * m[2, 0]
+    det = m[0, 0] * c00 + m[0, 1] * c01 + m[0, 2] * c02
+    r = 1 / det
+    o[0, 0], o[1, 0], o[2, 0] = c00 * r, c01 * r, c02 * r
+    o[0, 1] = (m[0, 2] * m[2, 1] - m[0, 1] * m[2, 2]) * r
+    o[1, 1] = (m[0, 0] * m[2, 2] - m[0, 2] * m[2, 0]) * r
+    o[2, 1] = (m[0, 1] * m[2, 0] - m[0, 0] * m[2, 1]) * r
+    o[0, 2] = (m[0, 1] * m[1, 2] - m[0, 2] * m[1, 1]) * r
+    o[1, 2] = (m[0, 2] * m[1, 0] - m[0, 0] * m[1, 2]) * r
+    o[2, 2] = (m[0, 0] * m[1, 1] - m[0, 1] * m[1, 0]) * r
+    return det != 0
+
+
 @njit(parallel=True, nogil=True, error_model="numpy", cache=config.CACHE)
 def _small_inv(a, out, ok):
     """Inverse by the adjugate; ``ok[b]`` False where the determinant is zero (LAPACK then says which pivot)."""
+    for b in prange(a.shape[0]):
+        ok[b] = _inv_into(a[b], out[b])
+
+
+@njit(parallel=True, nogil=True, error_model="numpy", cache=config.CACHE)
+def _small_inv_grad(r, g, out, scratch):
+    """out = -R^T g R^T per matrix (the gradient of R = A^-1); scratch: one matrix each (no allocation per matrix)."""
+    n = r.shape[1]
+    for b in prange(r.shape[0]):
+        t = scratch[b]  # g R^T
+        for i in range(n):
+            for j in range(n):
+                acc = 0.0
+                for k in range(n):
+                    acc += g[b, i, k] * r[b, j, k]
+                t[i, j] = acc
+        for i in range(n):
+            for j in range(n):
+                acc = 0.0
+                for k in range(n):
+                    acc += r[b, k, i] * t[k, j]
+                out[b, i, j] = -acc
+
+
+@njit(parallel=True, nogil=True, error_model="numpy", cache=config.CACHE)
+def _small_solve_grad(a, x, g, ga, gb, scratch):
+    """gB = A^-T g and gA = -gB X^T per system (the gradients of X = A^-1 B), A inverted by the adjugate (into
+    scratch)."""
+    n, k = a.shape[1], x.shape[2]
+    for b in prange(a.shape[0]):
+        inv = scratch[b]
+        _inv_into(a[b], inv)
+        for i in range(n):
+            for c in range(k):
+                acc = 0.0
+                for j in range(n):
+                    acc += inv[j, i] * g[b, j, c]
+                gb[b, i, c] = acc
+        for i in range(n):
+            for j in range(n):
+                acc = 0.0
+                for c in range(k):
+                    acc += gb[b, i, c] * x[b, j, c]
+                ga[b, i, j] = -acc
+
+
+@njit(parallel=True, nogil=True, error_model="numpy", cache=config.CACHE)
+def _small_det_grad(a, g, out):
+    """g times the cofactor matrix (= det A^-T, and defined at singular matrices too) per matrix."""
     n = a.shape[1]
     for b in prange(a.shape[0]):
-        m = a[b]
-        o = out[b]
+        m, o, s = a[b], out[b], g[b]
         if n == 2:
-            det = m[0, 0] * m[1, 1] - m[0, 1] * m[1, 0]
-            ok[b] = det != 0
-            r = 1 / det
-            o[0, 0], o[0, 1], o[1, 0], o[1, 1] = m[1, 1] * r, -m[0, 1] * r, -m[1, 0] * r, m[0, 0] * r
+            o[0, 0], o[0, 1], o[1, 0], o[1, 1] = m[1, 1] * s, -m[1, 0] * s, -m[0, 1] * s, m[0, 0] * s
         else:
-            c00 = m[1, 1] * m[2, 2] - m[1, 2] * m[2, 1]
-            c01 = m[1, 2] * m[2, 0] - m[1, 0] * m[2, 2]
-            c02 = m[1, 0] * m[2, 1] - m[1, 1] * m[2, 0]
-            det = m[0, 0] * c00 + m[0, 1] * c01 + m[0, 2] * c02
-            ok[b] = det != 0
-            r = 1 / det
-            o[0, 0], o[1, 0], o[2, 0] = c00 * r, c01 * r, c02 * r
-            o[0, 1] = (m[0, 2] * m[2, 1] - m[0, 1] * m[2, 2]) * r
-            o[1, 1] = (m[0, 0] * m[2, 2] - m[0, 2] * m[2, 0]) * r
-            o[2, 1] = (m[0, 1] * m[2, 0] - m[0, 0] * m[2, 1]) * r
-            o[0, 2] = (m[0, 1] * m[1, 2] - m[0, 2] * m[1, 1]) * r
-            o[1, 2] = (m[0, 2] * m[1, 0] - m[0, 0] * m[1, 2]) * r
-            o[2, 2] = (m[0, 0] * m[1, 1] - m[0, 1] * m[1, 0]) * r
+            for i in range(3):
+                i1, i2 = (i + 1) % 3, (i + 2) % 3
+                for j in range(3):
+                    j1, j2 = (j + 1) % 3, (j + 2) % 3
+                    o[i, j] = (m[i1, j1] * m[i2, j2] - m[i1, j2] * m[i2, j1]) * s
 
 
 @njit(parallel=True, nogil=True, error_model="numpy", cache=config.CACHE)
@@ -376,9 +454,13 @@ def lu_solve(lu, piv, b, adjoint):
 
 
 def solve(a, b):
-    """(X, LU, pivots, info): A X = B through one LU of A (kept for the gradient)."""
-    lu, piv, info = lu_factor(a)
-    return lu_solve(lu, piv, b, False), lu, piv, info
+    """(X, LU, pivots, info): A X = B through one LU, of A^T (kept for the gradient, whose A^-T g is then a plain
+    getrs): a row-major A is A^T in LAPACK's column-major order, so its copy for getrf is a memcpy, not a
+    transposing copy. info as getrf on A gives it (which pivot is zero)."""
+    lu, piv, info = lu_factor(np.swapaxes(a, -1, -2))
+    if info.any():
+        info = lu_factor(a)[2]
+    return lu_solve(lu, piv, b, True), lu, piv, info
 
 
 def inv(a):
@@ -415,6 +497,31 @@ def small_solve(a, b):
     out = np.empty(fb.shape, np.result_type(a.dtype, b.dtype))
     _small_solve(_flat(inverse), fb, out)
     return out.reshape(b.shape), info
+
+
+def small_inv_grad(r, g):
+    """-R^T g R^T for batches of 2x2 / 3x3 inverses R (g of R's shape)."""
+    out = np.empty(r.shape, np.result_type(r.dtype, g.dtype))
+    f = _flat(r)
+    _small_inv_grad(f, _flat(g), out.reshape(f.shape), np.empty_like(f))
+    return out
+
+
+def small_solve_grad(a, x, g):
+    """(gA, gB) of X = A^-1 B for batches of 2x2 / 3x3 systems (a, x and g of one batch shape)."""
+    ga = np.empty(a.shape, np.result_type(a.dtype, g.dtype))
+    gb = np.empty(g.shape, ga.dtype)
+    f = _flat(a)
+    _small_solve_grad(f, _flat(x), _flat(g), ga.reshape(f.shape), gb.reshape((-1,) + g.shape[-2:]), np.empty_like(f))
+    return ga, gb
+
+
+def small_det_grad(a, g):
+    """g times the cofactor matrix of each 2x2 / 3x3 matrix: the gradient of det, singular matrices included."""
+    out = np.empty(a.shape, np.result_type(a.dtype, g.dtype))
+    gs = np.ascontiguousarray(np.broadcast_to(g, a.shape[:-2])).reshape(-1)
+    _small_det_grad(_flat(a), gs, out.reshape((-1,) + a.shape[-2:]))
+    return out
 
 
 def det(a):
@@ -455,8 +562,20 @@ def cholesky(a, upper):
     info = np.zeros(f.shape[0], np.int32)
     if f.size:  # column-major lower of A = row-major upper of A^T: ask LAPACK for what we want
         _kernels(a.dtype)["cholesky"](f, info, ord("U" if upper else "L"))
-    out = _back(f, batch)
-    return (np.triu(out) if upper else np.tril(out)), info.reshape(batch)
+    _zero_triangle(f, not upper)  # (f holds the factor column-major: its rows are the factor's columns)
+    return _back(f, batch), info.reshape(batch)
+
+
+@njit(parallel=True, nogil=True, error_model="numpy", cache=config.CACHE)
+def _zero_triangle(f, below):
+    """Zero each matrix's strictly lower (``below``) or strictly upper triangle in place, rows in parallel."""
+    n = f.shape[1]
+    for r in prange(f.shape[0] * n):
+        m, p = r // n, r % n
+        if below:
+            f[m, p, :p] = 0
+        else:
+            f[m, p, p + 1:] = 0
 
 
 def solve_triangular(a, b, upper, left, unitriangular):
@@ -467,6 +586,47 @@ def solve_triangular(a, b, upper, left, unitriangular):
         _kernels(a.dtype)["triangular"](_col_read(a), x, ord("L" if left else "R"), ord("U" if upper else "L"), ord("N"),
                                         ord("U" if unitriangular else "N"))
     return _back(x, batch)
+
+
+def cholesky_solve(l, b, upper):
+    """X with L L^T X = B (U^T U X = B with ``upper``): two trsm on one copy of B, the factor read in place."""
+    batch = b.shape[:-2]
+    x = _col(b)
+    if x.size:
+        k, lf, uplo = _kernels(l.dtype)["triangular"], _col_read(l), ord("U" if upper else "L")
+        k(lf, x, ord("L"), uplo, ord("T" if upper else "N"), ord("N"))
+        k(lf, x, ord("L"), uplo, ord("N" if upper else "T"), ord("N"))
+    return _back(x, batch)
+
+
+@njit(parallel=True, nogil=True, error_model="numpy", cache=config.CACHE)
+def _sym_upper_half(m):
+    """m := (triu(m) + triu(m, 1)^T) / 2 per matrix, in place (PyTorch's Phi of the Cholesky gradient, for a
+    matrix held column-major: its upper triangle in memory is the lower one of the matrix)."""
+    n = m.shape[1]
+    for r in prange(m.shape[0] * n):  # (rows in parallel: row i writes its right part and column i's lower part)
+        b, i = r // n, r % n
+        m[b, i, i] *= 0.5
+        for j in range(i + 1, n):
+            v = 0.5 * m[b, i, j]
+            m[b, i, j] = v
+            m[b, j, i] = v
+
+
+def cholesky_grad(l, gl, upper):
+    """The gradient of the Cholesky factor L (U = L^T with ``upper``): gA = L^-T Phi L^-1, Phi the symmetric
+    matrix of tril(L^T gL) with its diagonal halved (PyTorch's cholesky_backward, after Murray 2016), in one
+    column-major buffer: a triangular product (trmm: half a GEMM's work), one pass, two trsm, the factor read in
+    place. gA is symmetric, so its layout is free."""
+    batch = l.shape[:-2]
+    f = _col(np.swapaxes(gl, -1, -2) if upper else gl)  # gL (gU^T)
+    if f.size:
+        k, lf, uplo = _kernels(l.dtype), _col_read(l), ord("U" if upper else "L")
+        k["triangular_product"](lf, f, ord("L"), uplo, ord("N" if upper else "T"))  # L^T gL (U gU^T)
+        _sym_upper_half(f)
+        k["triangular"](lf, f, ord("L"), uplo, ord("N" if upper else "T"), ord("N"))  # L^-T Phi
+        k["triangular"](lf, f, ord("R"), uplo, ord("T" if upper else "N"), ord("N"))  # ... L^-1
+    return _back(f, batch)
 
 
 def eigh(a, lower, vectors):

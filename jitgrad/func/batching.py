@@ -594,7 +594,7 @@ def _declare():
     # linear algebra: matrices in the last two dims, every leading dim a batch dim (LAPACK's loops take them)
     for name, op in OPS.items():
         if op.forward.__module__ in ("jitgrad.ops.decompositions", "jitgrad.ops.solvers",
-                                     "jitgrad.ops.matrix_functions", "jitgrad.ops.eig"):
+                                     "jitgrad.ops.matrix_functions", "jitgrad.ops.eig", "jitgrad.ops.products"):
             RULES[name] = leading(*range(len(op.inputs)))
 
 

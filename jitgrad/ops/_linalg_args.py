@@ -25,7 +25,7 @@ _LOW_PRECISION_KERNEL = {"linalg.cholesky": "cholesky_cpu", "linalg.cholesky_ex"
                          "linalg.eigvalsh": "linalg_eigh_cpu", "linalg.eig": "linalg_eig_out_cpu",
                          "linalg.eigvals": "linalg_eig_out_cpu", "linalg.svd": "linalg_svd_cpu",
                          "linalg.svdvals": "linalg_svd_cpu", "linalg.qr": "geqrf_cpu", "torch.geqrf": "geqrf_cpu",
-                         "linalg.solve_triangular": "triangular_solve_cpu"}
+                         "linalg.solve_triangular": "triangular_solve_cpu", "torch.cholesky_solve": "cholesky_solve_cpu"}
 
 
 def check_float(t, fname, what="input"):
@@ -114,6 +114,29 @@ def is_zero_grad(g):
     """Whether ``g`` is the zeros the engine passes for an output nothing used (PyTorch's undefined gradient),
     where a formula takes its shorter path (an eigenvalue-only gradient stays finite at repeated eigenvalues)."""
     return g is None or (g.grad_fn is None and not g.requires_grad and not g._data.any())
+
+
+def shared(g, s, k, fn):
+    """``fn(g, s)``, computed once for the gradients of all of a node's inputs in one backward pass (solve's
+    A^-T g serves both A and B) and dropped after input ``k``, the last that takes a gradient, has used it
+    (as attention's fused parts)."""
+    d = getattr(s, "__dict__", None)
+    if d is None:  # (a stand-in node of a traced backward: nothing to share)
+        return fn(g, s)
+    hit = d.get("_linalg_shared")
+    value = hit[1] if hit is not None and hit[0] is g else fn(g, s)
+    nexts = getattr(s, "next_functions", ())
+    if any(nf[0] is not None for nf in nexts[k + 1:]):
+        d["_linalg_shared"] = (g, value)
+    else:
+        d.pop("_linalg_shared", None)
+    return value
+
+
+def needs_grad(s, k):
+    """Whether input ``k`` of the node ``s`` takes a gradient (a shared computation skips the parts it does not)."""
+    nexts = getattr(s, "next_functions", None)
+    return nexts is None or nexts[k][0] is not None
 
 
 def is_tensor(x):

@@ -5,6 +5,7 @@ written over table ops (triangular solves, matmuls), so double backward follows;
 import numpy as np
 import scipy.linalg as sl
 
+from .._device import backend
 from .._factories import arange
 from .._grad_mode import is_grad_enabled
 from .._op import Op, dispatch
@@ -46,15 +47,21 @@ def _cholesky_forward(xp, dt, a, upper, check):
 
 
 def _cholesky_grad(g, s):
-    """gA = L^-H Phi(L^H gL) L^-1, symmetrised; Phi: the lower triangle with its diagonal halved."""
+    """gA = L^-H Phi L^-1, Phi the Hermitian matrix of tril(L^H gL) with its diagonal halved (PyTorch's)."""
     L, gL = s.result, g[0]
     if s.upper:
         L, gL = L.mT, gL.mT
     phi = (L.mT @ gL).tril()
-    phi = phi - diag_embed(phi.diagonal(0, -2, -1) * 0.5)
+    phi = (phi + phi.tril(-1).mT) * 0.5
     gA = solve_triangular(L.mT, phi, upper=True)
-    gA = solve_triangular(L, gA, upper=False, left=False)
-    return (gA + gA.mT) * 0.5
+    return solve_triangular(L, gA, upper=False, left=False)
+
+
+def _cholesky_fused(g, s):
+    """The formula without a graph, on the CPU in one buffer (kernels.linalg.cholesky_grad)."""
+    L = s.result._data
+    k = backend(L).linalg
+    return Tensor._wrap(k.cholesky_grad(L, g[0]._data, s.upper)) if k.name == "cpu" else _cholesky_grad(g, s)
 
 
 def cholesky_ex(A, *, upper=False, check_errors=False):
@@ -484,6 +491,14 @@ def hermitian_input(fn):
     return call
 
 
+def triangular_input(fn):
+    """``fn`` with its second argument cut to its lower triangle (upper with ``upper=True``): what the generated
+    tests call for an entry that reads one triangle of a factor (PyTorch's OpInfo wraps cholesky_solve so)."""
+    def call(B, L, *args, **kwargs):
+        return fn(B, L.triu() if kwargs.get("upper") else L.tril(), *args, **kwargs)
+    return call
+
+
 def _floats(fn):
     def samples(rng, dtype):
         return fn(rng, dtype) if np.dtype(dtype).kind == "f" else []
@@ -639,7 +654,8 @@ def _np_householder(a, tau):
 
 
 # ---------------------------------------------------------------------- the entries
-CHOLESKY = register(Op("linalg_cholesky", _cholesky_forward, reduced_precision="refused", vjp=[_cholesky_grad], n_outputs=2,
+CHOLESKY = register(Op("linalg_cholesky", _cholesky_forward, reduced_precision="refused", vjp=[_cholesky_grad],
+                       fused=[_cholesky_fused], n_outputs=2,
                        outputs=("result", "info"), node="LinalgCholeskyExBackward0", params={"upper": False},
                        call=hermitian_input(cholesky_ex), samples=_floats(_chol_samples), ref=_np_cholesky_ex))
 SOLVE_TRIANGULAR = register(Op("linalg_solve_triangular", _triangular_forward, reduced_precision="refused", inputs=("self", "other"),

@@ -8,12 +8,13 @@ import numpy as np
 
 from .._grad_mode import is_grad_enabled
 from .._op import Op, dispatch
+from .._tensor import Tensor
 from ._linalg_args import check_float, check_matrix, check_square, eye_like, result_type, tolerance
 from ._table import export, register
 from .decompositions import _floats, _general, eigvalsh, svd, svdvals
 from .join import cat
 from .reduction import norm as _vector_norm
-from .solvers import _solve, inv, inv_ex
+from .solvers import _solve, inv, inv_ex, small_kernels
 
 Slogdet = result_type("linalg_slogdet", ("sign", "logabsdet"))
 
@@ -43,6 +44,13 @@ def _det_grad(g, s):
     alpha = det(U) * det(Vh)
     D = _prod_others(S) * (g * alpha).unsqueeze(-1)
     return (U * D.unsqueeze(-2)) @ Vh
+
+
+def _det_fused(g, s):
+    """2x2 / 3x3 matrices: g times the cofactor matrix, by direct code; else the formula."""
+    A = s.self._data
+    k = small_kernels(A)
+    return Tensor._wrap(k.small_det_grad(A, g._data)) if k else _det_grad(g, s)
 
 
 def det(A):
@@ -178,7 +186,7 @@ def _slogdet_samples(rng, dtype):
     return [((_general(rng, s, dtype) * np.asarray(-1.0, dtype),), {}) for s in ((2, 2), (3, 3), (2, 4, 4))]
 
 
-DET = register(Op("linalg_det", _det_forward, reduced_precision="refused", vjp=[_det_grad], node="LinalgDetBackward0", call=det,
+DET = register(Op("linalg_det", _det_forward, reduced_precision="refused", vjp=[_det_grad], fused=[_det_fused], node="LinalgDetBackward0", call=det,
                   samples=_floats(_det_samples), ref=lambda a: np.linalg.det(a) if a.size else np.ones(a.shape[:-2])))
 SLOGDET = register(Op("linalg_slogdet", _slogdet_forward, reduced_precision="refused", vjp=[_slogdet_grad], n_outputs=2,
                       outputs=("sign", "logabsdet"), node="LinalgSlogdetBackward0", call=slogdet,

@@ -3,8 +3,10 @@ formulas: cross, vecdot, multi_dot, kron, tensordot, vdot, chain_matmul, cdist, 
 rules, with PyTorch's signatures and errors."""
 import numpy as np
 
+from .._op import Op, broadcast_shapes, dispatch
 from .._tensor import Tensor
-from ._table import export
+from ._linalg_args import shared
+from ._table import _arr, export, register
 from .composite import diff
 from .indexing import index_select
 from .join import cat
@@ -132,13 +134,58 @@ def vdot(input, other):
 
 @export(method=False)
 def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
-    """Distances between the rows of x1 and x2 (batched): the p-norm of their differences."""
+    """Distances between the rows of x1 and x2 (batched): the p-norm of their differences; for p = 2 with more than
+    25 rows (or compute_mode 'use_mm_for_euclid_dist'), PyTorch's matrix-product form (_euclidean_dist)."""
     if p < 0:
         raise RuntimeError("cdist only supports non-negative p values")
     if x1.shape[-1] != x2.shape[-1]:
         raise RuntimeError("X1 and X2 must have the same number of columns. X1: %d X2: %d"
                            % (x1.shape[-1], x2.shape[-1]))
+    mm_mode = compute_mode == "use_mm_for_euclid_dist" or (
+        compute_mode == "use_mm_for_euclid_dist_if_necessary" and (x1.shape[-2] > 25 or x2.shape[-2] > 25))
+    if p == 2 and mm_mode and x1.numel() and x2.numel():
+        batch = broadcast_shapes(tuple(x1.shape[:-2]), tuple(x2.shape[:-2]))
+        return euclidean_dist(x1.expand(batch + tuple(x1.shape[-2:])), x2.expand(batch + tuple(x2.shape[-2:])))
     return (x1.unsqueeze(-2) - x2.unsqueeze(-3)).norm(p, -1)
+
+
+def _euclidean_forward(xp, dt, x1, x2):
+    """sqrt(max(0, |x1_i|^2 + |x2_j|^2 - 2 x1_i . x2_j)) by one matrix product, as PyTorch's _euclidean_dist."""
+    a, b = np.asarray(xp.to_host(x1)), np.asarray(xp.to_host(x2))
+    n1, n2 = (a * a).sum(-1, keepdims=True), (b * b).sum(-1, keepdims=True)
+    left = np.concatenate([-2 * a, n1, np.ones_like(n1)], -1)
+    right = np.concatenate([b, np.ones_like(n2), n2], -1)
+    r = np.matmul(left, np.swapaxes(right, -1, -2))
+    return xp.from_host(np.sqrt(np.maximum(r, 0, out=r), out=r))
+
+
+def _euclidean_grads(g, s):
+    """PyTorch's _euclidean_dist_backward: a zero distance takes the subgradient 0."""
+    ratio = (g / s.result).masked_fill(s.result == 0, 0.0)
+    return (s.self * ratio.sum(-1, keepdim=True) - ratio @ s.other,
+            s.other * ratio.sum(-2).unsqueeze(-1) - ratio.mT @ s.self)
+
+
+def euclidean_dist(x1, x2):
+    return dispatch(EUCLIDEAN_DIST, (x1, x2))
+
+
+def _euclidean_samples(rng, dtype):
+    if np.dtype(dtype).kind != "f":
+        return []
+    A = lambda *s: _arr(rng, s, -1.0, 1.0, dtype)  # noqa: E731
+    return [((A(4, 3), A(5, 3)), {}), ((A(2, 3, 2), A(2, 4, 2)), {})]
+
+
+def _np_euclidean(x1, x2):
+    return np.sqrt(((x1[..., :, None, :] - x2[..., None, :, :]) ** 2).sum(-1))
+
+
+EUCLIDEAN_DIST = register(Op("_euclidean_dist", _euclidean_forward, inputs=("self", "other"),
+                             vjp=[lambda g, s: shared(g, s, 0, _euclidean_grads)[0],
+                                  lambda g, s: shared(g, s, 1, _euclidean_grads)[1]],
+                             node="EuclideanDistBackward0", call=euclidean_dist, api=(), samples=_euclidean_samples,
+                             ref=_np_euclidean))
 
 
 def vander(x, N=None):

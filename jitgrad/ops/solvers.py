@@ -5,15 +5,16 @@ import warnings
 
 import numpy as np
 
+from .._device import backend
 from .._grad_mode import is_grad_enabled
 from .._op import Op, dispatch
 from .._trace_hooks import ValueUnavailable
 from .._tensor import Tensor
 from ._linalg_args import (broadcast_batch, check_float, check_matrix, check_same_dtype, check_square, default_rtol,
-                           eye_like, raise_for_info, result_type, tolerance)
+                           eye_like, needs_grad, raise_for_info, result_type, shared, tolerance)
 from ._table import _arr, export, register
-from .decompositions import (_general, _np_lu_factor_ex, _floats, eigh, lu_factor_ex, permutation, permute_rows, qr,
-                             solve_triangular, svd)
+from .decompositions import (_general, _np_lu_factor_ex, _floats, _spd, eigh, permutation, permute_rows, qr,
+                             solve_triangular, svd, triangular_input)
 
 _SINGULAR_INV = "The diagonal element %d is zero, the inversion could not be completed because the input matrix is singular."
 _SINGULAR_SOLVE = "The solver failed because the input matrix is singular."
@@ -35,6 +36,18 @@ def _inv_forward(xp, dt, a, check):
 def _inv_grad(g, s):
     R = s.result
     return -(R.mT @ (g[0] @ R.mT))
+
+
+def small_kernels(a):
+    """The CPU kernels where the array ``a`` holds 2x2 / 3x3 matrices (direct code for their gradients), else None."""
+    k = backend(a).linalg
+    return k if k.name == "cpu" and a.size and k._small(a) else None
+
+
+def _inv_fused(g, s):
+    R = s.result
+    k = small_kernels(R._data)
+    return Tensor._wrap(k.small_inv_grad(R._data, g[0]._data)) if k else _inv_grad(g, s)
 
 
 def inv_ex(A, *, check_errors=False):
@@ -59,19 +72,22 @@ def _solve_forward(xp, dt, a, b, check):
     return x, lu, piv, info
 
 
-def _solve_adjoint(g, s):
-    """A^-T g: with the forward's LU where no graph of the backward is needed, else by a differentiable solve."""
-    if is_grad_enabled() or s.LU.numel() == 0:
-        return _solve(s.self.mT, g, None)[0]
-    return lu_solve(s.LU.detach(), s.pivots, g, adjoint=True)
+def _solve_grads(g, s):
+    """(gA, gB) of X = A^-1 B: gB = A^-T g, gA = -gB X^T, computed once for both inputs (shared)."""
+    gB = _solve(s.self.mT, g[0], None)[0]
+    return (-gB @ s.result.mT if needs_grad(s, 0) else None), gB  # (the minus on the n x k factor)
 
 
-def _solve_grad_a(g, s):
-    return -(_solve_adjoint(g[0], s) @ s.result.mT)
-
-
-def _solve_grad_b(g, s):
-    return _solve_adjoint(g[0], s)
+def _solve_fused(g, s):
+    """_solve_grads without a graph: one getrs with the forward's LU, or the direct code of 2x2 / 3x3 systems."""
+    A, X, g0 = s.self._data, s.result._data, g[0]._data
+    k = small_kernels(A)
+    if k:
+        gA, gB = k.small_solve_grad(A, X, g0)
+        return Tensor._wrap(gA), Tensor._wrap(gB)
+    LU = s.LU._data
+    gB = backend(LU).linalg.lu_solve(LU, s.pivots._data, g0, False)  # (LU: the factors of A^T)
+    return (Tensor._wrap(-gB @ np.swapaxes(X, -1, -2)) if needs_grad(s, 0) else None), Tensor._wrap(gB)
 
 
 def _solve(A, B, check):
@@ -155,16 +171,38 @@ def inverse(input):
     return inv(input)
 
 
+def _cholesky_solve_forward(xp, dt, b, l, upper):
+    return xp.linalg.cholesky_solve(l, b, upper)
+
+
+def _cholesky_solve_grads(g, s):
+    """(gB, gL) of X = (L L^H)^-1 B (PyTorch's cholesky_solve_backward): gB = (L L^H)^-1 g, gL = -(gB X^H + X gB^H) L
+    (-U (...) with upper); for few columns as four thin products (no n x n x n one). Computed once for both."""
+    L, X = s.input2, s.result
+    gB = cholesky_solve(g, L, s.upper)
+    if not needs_grad(s, 1):
+        return gB, None
+    n, k = X.shape[-2:]
+    if 4 * k < n:
+        gL = (-L @ gB) @ X.mT - (L @ X) @ gB.mT if s.upper else -gB @ (X.mT @ L) - X @ (gB.mT @ L)
+    else:
+        common = gB @ X.mT
+        common = common + common.mT
+        gL = -L @ common if s.upper else -common @ L
+    return gB, gL
+
+
 @export(method=True)
 def cholesky_solve(input, input2, upper=False):
-    """X with (L L^H) X = B for the Cholesky factor L (input2) of A: two triangular solves."""
+    """X with (L L^H) X = B for the Cholesky factor L (input2) of A (U^H U with ``upper``): potrs, two triangular
+    solves on the CPU."""
     B, L = input, input2
+    check_float(B, "torch.cholesky_solve")
     if B.shape[-2] != L.shape[-1]:
         raise RuntimeError("Incompatible matrix sizes for cholesky_solve: each A matrix is %d by %d but each b matrix "
                            "is %d by %d" % (L.shape[-2], L.shape[-1], B.shape[-2], B.shape[-1]))
-    if upper:
-        return solve_triangular(L, solve_triangular(L.mT, B, upper=False), upper=True)
-    return solve_triangular(L.mT, solve_triangular(L, B, upper=False), upper=True)
+    B, L = broadcast_batch(B, L)
+    return dispatch(CHOLESKY_SOLVE, (B, L), {"upper": bool(upper)})
 
 
 @export(method=True)
@@ -294,19 +332,21 @@ def _lstsq_forward(xp, dt, a, b, rcond, driver):
 
 
 def _lstsq_grads(g, s):
-    """(gA, gB) of X = A^+ B. A tall or square A of full rank: through its QR (gB = Q R^-T gX, and
-    gA = -gB X^T + (B - A X)(R^-1 R^-T gX)^T); otherwise through pinv's gradient, as PyTorch computes it."""
+    """(gA, gB) of X = A^+ B, computed once for both inputs (shared). A tall or square A of full rank: through
+    its R (A = Q R): Z = R^-1 R^-T gX = (A^T A)^-1 gX, gB = A Z (= Q R^-T gX) and gA = -gB X^T + (B - A X) Z^T;
+    Q itself is not needed (mode 'r') unless a graph of the backward is. Otherwise through pinv's gradient, as
+    PyTorch computes it."""
     A, B, X = s.self, s.other, s.solution
     gX = g[0]
     m, n = A.shape[-2:]
     rank = s.rank
     full = m >= n and (rank.numel() == 0 or bool((rank == n).all()))
     if full:
-        Q, R = qr(A)
-        Y = solve_triangular(R.mT, gX, upper=False)
-        gB = Q @ Y
-        Z = solve_triangular(R, Y, upper=True)
-        return -(gB @ X.mT) + (B - A @ X) @ Z.mT, gB
+        R = qr(A, mode="reduced" if is_grad_enabled() else "r").R
+        Z = solve_triangular(R, solve_triangular(R.mT, gX, upper=False), upper=True)
+        gB = A @ Z
+        gA = -gB @ X.mT
+        return (gA if m == n else gA + (B - A @ X) @ Z.mT), gB  # (square: no residual, A X = B)
     P = pinv(A)
     return pinv_grad(gX @ B.mT, P, A), P.mT @ gX
 
@@ -387,6 +427,21 @@ def _np_lu_solve(lu_, piv, b, adjoint=False):
                       b.dtype).reshape(lu_.shape[:-2] + b.shape[-2:])
 
 
+def _cholesky_solve_samples(rng, dtype):
+    B = lambda s: _arr(rng, s, -1, 1, dtype)  # noqa: E731
+    L = lambda s: np.asarray(np.linalg.cholesky(_spd(rng, s, np.float64)), dtype)  # noqa: E731
+    return [((B((3, 2)), L((3, 3))), {}), ((B((2, 4, 1)), L((4, 4))), {}),
+            ((B((9, 1)), L((2, 9, 9))), {}), ((B((3, 2)), np.swapaxes(L((3, 3)), -1, -2).copy()), {"upper": True}),
+            ((B((9, 1)), np.swapaxes(L((9, 9)), -1, -2).copy()), {"upper": True})]
+
+
+def _np_cholesky_solve(b, l, upper=False):
+    l = np.swapaxes(l, -1, -2) if upper else l
+    a = np.tril(l) @ np.swapaxes(np.tril(l), -1, -2)
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    return np.linalg.solve(np.broadcast_to(a, batch + a.shape[-2:]), np.broadcast_to(b, batch + b.shape[-2:]))
+
+
 def _pinv_samples(rng, dtype):
     return [((_general(rng, s, dtype),), {}) for s in ((3, 3), (4, 2), (2, 2, 4))]
 
@@ -416,18 +471,26 @@ def _np_lstsq_solution(a, b, rcond=None, driver=None):
 
 
 # ---------------------------------------------------------------------- the entries
-INV = register(Op("linalg_inv", _inv_forward, reduced_precision="refused", vjp=[_inv_grad], n_outputs=2, outputs=("result", "info"),
+INV = register(Op("linalg_inv", _inv_forward, reduced_precision="refused", vjp=[_inv_grad], fused=[_inv_fused], n_outputs=2, outputs=("result", "info"),
                   node="LinalgInvExBackward0", call=inv_ex, samples=_floats(_inv_samples), ref=_np_inv_ex))
-SOLVE = register(Op("linalg_solve", _solve_forward, reduced_precision="refused", inputs=("self", "other"), vjp=[_solve_grad_a, _solve_grad_b],
+SOLVE = register(Op("linalg_solve", _solve_forward, reduced_precision="refused", inputs=("self", "other"),
+                    vjp=[lambda g, s: shared(g, s, 0, _solve_grads)[0], lambda g, s: shared(g, s, 1, _solve_grads)[1]],
+                    fused=[lambda g, s: shared(g, s, 0, _solve_fused)[0], lambda g, s: shared(g, s, 1, _solve_fused)[1]],
                     n_outputs=4, outputs=("result", "LU", "pivots", "info"), node="LinalgSolveExBackward0",
                     call=solve_ex, samples=_floats(_solve_samples), ref=_np_solve_ex))
 LU_SOLVE = register(Op("linalg_lu_solve", _lu_solve_forward, reduced_precision="refused", inputs=("LU", "pivots", "other"),
                        vjp=[_lu_solve_grad_lu, None, _lu_solve_grad_b], node="LinalgLuSolveBackward0", call=lu_solve,
                        keep_inputs=(1,), samples=_floats(_lu_solve_samples), ref=_np_lu_solve))
+CHOLESKY_SOLVE = register(Op("cholesky_solve", _cholesky_solve_forward, reduced_precision="refused",
+                             inputs=("self", "input2"),
+                             vjp=[lambda g, s: shared(g, s, 0, _cholesky_solve_grads)[0],
+                                  lambda g, s: shared(g, s, 1, _cholesky_solve_grads)[1]],
+                             node="CholeskySolveBackward0", call=triangular_input(cholesky_solve),
+                             samples=_floats(_cholesky_solve_samples), ref=_np_cholesky_solve, api=()))
 PINV = register(Op("linalg_pinv", _pinv_forward, reduced_precision="refused", vjp=[_pinv_grad], node="LinalgPinvBackward0", call=pinv,
                    samples=_floats(_pinv_samples), ref=_np_pinv))
 LSTSQ = register(Op("linalg_lstsq", _lstsq_forward, reduced_precision="refused", inputs=("self", "other"),
-                    vjp=[lambda g, s: _lstsq_grads(g, s)[0], lambda g, s: _lstsq_grads(g, s)[1]], n_outputs=3,
+                    vjp=[lambda g, s: shared(g, s, 0, _lstsq_grads)[0], lambda g, s: shared(g, s, 1, _lstsq_grads)[1]], n_outputs=3,
                     outputs=("solution", "rank", "singular_values"), node="LinalgLstsqBackward0",
                     call=lambda A, B, **kw: lstsq(A, B, **kw)[:1], samples=_floats(_lstsq_samples),
                     ref=_np_lstsq_solution))
