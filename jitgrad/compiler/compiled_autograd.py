@@ -59,15 +59,15 @@ _DTYPES = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.bool_, np.i
                                           np.uint8))
 _OK_FLOATS = frozenset((np.dtype(np.float32), np.dtype(np.float64)))
 
-_seen = {}  # key -> backward passes seen (until its plan is built)
-_plans = {}  # key -> Plan, or the reason it could not be built (a str)
+_hints = {}  # graph key (_graph_key) -> _Seen, or the reason its graphs run eagerly (a str)
+_plans = {}  # full key (_walk) -> Plan, or the reason it could not be built (a str)
 _lock = threading.Lock()
 
 
 def reset():
     """Forget every key and plan (the counters stay)."""
     with _lock:
-        _seen.clear()
+        _hints.clear()
         _plans.clear()
 
 
@@ -304,30 +304,88 @@ def _remember(key, value, table):
     table[key] = value
 
 
+def _graph_key(roots, targets, accumulate):
+    """The hash of a backward's structure from its roots' node keys (built as the forward recorded them, Node._key):
+    O(1) in the graph's size. Equal structures give equal keys; the walk's full key decides where a plan exists."""
+    h = [accumulate]
+    for e, g in roots:
+        d = g._data
+        h += (e[0]._key, e[1], d.shape, d.dtype)
+    if targets is not None:
+        for t in targets:
+            fn = t.grad_fn
+            h += (fn._key, t._output_nr) if fn is not None else (None, t._data.shape)
+    return hash(tuple(h))
+
+
+class _Seen:
+    """What is known of a graph key: distinct graphs seen with it (a backward repeated on one graph, as gradcheck
+    runs, counts once), whether it passed the threshold, fallbacks for passing reasons, full keys built under it."""
+    __slots__ = ("count", "last", "passed", "transient", "built")
+
+    def __init__(self):
+        self.count, self.last, self.passed, self.transient, self.built = 0, None, False, 0, 0
+
+
+# reasons a graph of a key may not have next time (hooks registered for a while); past MAX_TRANSIENT of them in a
+# row the key runs eagerly for good, so a loop that keeps its hooks does not walk its graph every step
+TRANSIENT = frozenset(("hooks", "saved-tensor hooks", "a saved tensor freed or modified in place"))
+MAX_TRANSIENT = 3
+MAX_BUILT = 4  # full keys (plans) built under one graph key; past it the key runs eagerly ("structures vary")
+
+
 def run_compiled(roots, retain_graph, targets, accumulate):
     """The engine's backward of ``roots`` by a compiled plan: the targets' gradients (``[]`` when they went to
-    the leaves' ``.grad``), or None where the engine must run it (a fallback, counted)."""
+    the leaves' ``.grad``), or None where the engine must run it (a miss or a fallback, counted).
+
+    A graph's key (built while recording) is looked up first: until ``threshold`` distinct graphs have had it,
+    the engine runs them and nothing is walked; a key marked eager (a str: the reason) falls back at once. Past
+    it each backward walks its graph (the full key, the arrays it reads) and runs the full key's plan."""
     why = _why_eager(roots, targets)
     if why is not None:
         return _fallback(why)
+    gkey = _graph_key(roots, targets, accumulate)
+    seen = _hints.get(gkey)
+    if seen is None or seen.__class__ is _Seen and not seen.passed:
+        with _lock:
+            seen = _hints.get(gkey)
+            if seen is None:
+                seen = _Seen()
+                _remember(gkey, seen, _hints)
+            if seen.__class__ is _Seen:
+                graph = roots[0][0][0]._seq  # (unique per node, where an id is reused by the next graph)
+                if seen.last != graph:
+                    seen.count += 1
+                    seen.last = graph
+                if seen.count < SETTINGS["threshold"]:
+                    AUTOGRAD["misses"] += 1
+                    return None
+                seen.passed = True
+    if seen.__class__ is str:
+        return _fallback(seen)
     try:
         key, arrays, nodes, leaves = _walk(roots, targets)
     except _Eager as exc:
-        return _fallback(exc.args[0])
+        reason = exc.args[0]
+        if reason not in TRANSIENT or seen.transient >= MAX_TRANSIENT:
+            _hints[gkey] = reason
+        else:
+            seen.transient += 1
+        return _fallback(reason)
+    seen.transient = 0
     plan = _plans.get(key)
     if plan is None:
         with _lock:
-            seen = _seen.get(key, 0) + 1
-            if seen < SETTINGS["threshold"]:
-                _remember(key, seen, _seen)
-                AUTOGRAD["misses"] += 1
-                return None
-            _seen.pop(key, None)
+            seen.built += 1
+            if seen.built > MAX_BUILT:
+                _hints[gkey] = "structures vary under one key"
+                return _fallback("structures vary under one key")
         plan = _build(roots, targets, arrays, nodes, leaves, accumulate)
         with _lock:
             _remember(key, plan, _plans)
         if plan.__class__ is str:
             AUTOGRAD["build_failures"] += 1
+            _hints[gkey] = plan
             return _fallback(plan)
         AUTOGRAD["plans"] += 1
         AUTOGRAD["compile_seconds"] += plan.seconds
