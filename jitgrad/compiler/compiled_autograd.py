@@ -1,17 +1,20 @@
 """Compiled autograd: eager ``backward()`` / ``autograd.grad`` of a graph seen before runs a compiled plan.
 
-A training loop records the same graph every step. The engine (autograd/engine.py ``run``) hands each
-backward without ``create_graph`` to ``run_compiled`` here, which walks the graph once (breadth first
+A training loop records the same graph every step. Each node carries a structural key built as dispatch records
+it (``Node._key``: _op_node._attach), so the engine (autograd/engine.py ``run``), handing each backward without
+``create_graph`` to ``run_compiled`` here, finds the graph's key from its roots in O(1) (``_graph_key``). Until
+``threshold`` distinct graphs have had that key (2 by default; a backward repeated on one graph counts once),
+the engine runs them and nothing more happens. Past it, ``run_compiled`` walks the graph once (breadth first
 from the roots, a deterministic order):
 
-- it builds the graph's **structural key**: per node its entry, non-tensor params and saved scalars, the
+- it builds the graph's **full key**: per node its entry, non-tensor params and saved scalars, the
   shapes, dtypes, device class and contiguity of its saved arrays and tensor params, the metadata of the
   gradients it returns, and the positions of the nodes it points to (so sharing in the DAG is part of the
   key), plus the roots' gradients, the targets' positions and which collected arrays are one array;
 - it collects, in that order, **every array the backward reads** (saved tensors, tensor params, the arrays
   inside index keys) from the graph it is about to run, and checks that the graph may run as a plan.
 
-The plan of a key is built when the key is met for the ``threshold``-th time (2 by default): the engine's
+The plan of a full key is built when it is first met past the threshold: the engine's
 own backward runs once more under the compiler's tracer (capture.Tracer, with create_graph: the VJP
 formulas and the entries' fused VJP ops recorded as a graph whose inputs are the collected arrays and the
 roots' gradients), which the compiler lowers as it lowers ``jitgrad.compile``'s backward (compile_plan:
@@ -59,7 +62,9 @@ _DTYPES = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.bool_, np.i
                                           np.uint8))
 _OK_FLOATS = frozenset((np.dtype(np.float32), np.dtype(np.float64)))
 
-_hints = {}  # graph key (_graph_key) -> _Seen, or the reason its graphs run eagerly (a str)
+# graph key (_graph_key) -> (distinct graphs seen, the last one's root _seq) below the threshold, _Seen past it,
+# or the reason its graphs run eagerly (a str); a backward repeated on one graph (as gradcheck runs) counts once
+_hints = {}
 _plans = {}  # full key (_walk) -> Plan, or the reason it could not be built (a str)
 _lock = threading.Lock()
 
@@ -319,12 +324,11 @@ def _graph_key(roots, targets, accumulate):
 
 
 class _Seen:
-    """What is known of a graph key: distinct graphs seen with it (a backward repeated on one graph, as gradcheck
-    runs, counts once), whether it passed the threshold, fallbacks for passing reasons, full keys built under it."""
-    __slots__ = ("count", "last", "passed", "transient", "built")
+    """A graph key past the threshold: fallbacks in a row for passing reasons, full keys built under it."""
+    __slots__ = ("transient", "built")
 
     def __init__(self):
-        self.count, self.last, self.passed, self.transient, self.built = 0, None, False, 0, 0
+        self.transient = self.built = 0
 
 
 # reasons a graph of a key may not have next time (hooks registered for a while); past MAX_TRANSIENT of them in a
@@ -346,21 +350,17 @@ def run_compiled(roots, retain_graph, targets, accumulate):
         return _fallback(why)
     gkey = _graph_key(roots, targets, accumulate)
     seen = _hints.get(gkey)
-    if seen is None or seen.__class__ is _Seen and not seen.passed:
+    if seen is None or seen.__class__ is tuple:  # (distinct graphs counted, the last one's root): below threshold
         with _lock:
             seen = _hints.get(gkey)
-            if seen is None:
-                seen = _Seen()
-                _remember(gkey, seen, _hints)
-            if seen.__class__ is _Seen:
+            if seen is None or seen.__class__ is tuple:
                 graph = roots[0][0][0]._seq  # (unique per node, where an id is reused by the next graph)
-                if seen.last != graph:
-                    seen.count += 1
-                    seen.last = graph
-                if seen.count < SETTINGS["threshold"]:
+                count = 1 if seen is None else seen[0] + (seen[1] != graph)
+                if count < SETTINGS["threshold"]:
+                    _remember(gkey, (count, graph), _hints)  # (a tuple of ints: nothing for the collector)
                     AUTOGRAD["misses"] += 1
                     return None
-                seen.passed = True
+                seen = _hints[gkey] = _Seen()
     if seen.__class__ is str:
         return _fallback(seen)
     try:
