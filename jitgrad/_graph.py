@@ -72,6 +72,7 @@ class Node:
     _pre_hooks = _post_hooks = _tensor_hooks = _retain_hooks = None
     _hooked = False  # set once any hook is registered: the engine looks at the hooks of such nodes only
     _metadata = _anomaly_trace = None
+    _key = 0  # a structural key of the graph below (OpNode's is built as dispatch records it; others: 0)
 
     def __init__(self, next_functions=()):
         if None in next_functions:
@@ -136,13 +137,15 @@ class AccumulateGrad(Node):
     Its lock makes the read-modify-write of ``.grad`` atomic when several threads run backward
     into the same leaf (PyTorch's per-node mutex); there is one node per leaf (``accumulate_node``).
     """
-    __slots__ = ("variable", "_lock")
+    __slots__ = ("variable", "_lock", "_key")
     _post_acc_hooks = None
 
     def __init__(self, variable):  # one per leaf and graph, on the per-op path: slots set directly
         self.next_functions = ()
         self._seq = LEAF_SEQUENCE
         self.variable = variable
+        d = variable._data
+        self._key = hash((d.shape, d.dtype))
         self._lock = threading.Lock()
         if SPECIAL[0] and STATE.anomaly:
             record_trace(self)

@@ -17,7 +17,7 @@ _MISSING = object()
 class OpNode(Node):
     """grad_fn of a table op: holds the op, its params, saved tensors and input metadata. Built by
     ``_attach`` (fields set there directly: one node per recorded op); the entry's node_cls subclasses it."""
-    __slots__ = ("op", "params", "saved", "input_meta")
+    __slots__ = ("op", "params", "saved", "input_meta", "_key")
     edge_inputs = None  # the input positions next_functions stand for, in order, where not all (None: all)
 
     def apply(self, grads):
@@ -303,21 +303,38 @@ def _attach(op, args, params, outs):
     active = 0  # bit i: input i takes a gradient
     vjp = op.derivatives.vjp
     variadic = op.variadic
+    # the node's structural key (hashed below; Node._key): the entry, the keys of the nodes its gradients flow into
+    # (which imply their shapes), the other operands' shapes and dtypes, the scalars and the params: compiled
+    # autograd finds a graph's plan by its roots' keys
+    key = [op]
     for i, a in enumerate(args):
-        if isinstance(a, Tensor) and a._requires_grad and vjp[0 if variadic else i] is not None:
-            fn = a.grad_fn
-            if fn is not None:
-                nexts.append((fn, a._output_nr))
-            else:  # a leaf: its AccumulateGrad node, alive while a graph holds it (accumulate_node makes one)
-                ref = a._acc_node
-                fn = ref() if ref is not None else None
-                nexts.append((fn if fn is not None else accumulate_node(a), 0))
+        if isinstance(a, Tensor):
             d = a._data
-            meta.append((d.shape, d.dtype))
-            active |= 1 << i
+            if a._requires_grad and vjp[0 if variadic else i] is not None:
+                fn = a.grad_fn
+                if fn is not None:
+                    nr = a._output_nr
+                    nexts.append((fn, nr))
+                    key.append(fn._key if not nr else (fn._key, nr))
+                else:  # a leaf: its AccumulateGrad node, alive while a graph holds it (accumulate_node makes one)
+                    ref = a._acc_node
+                    fn = ref() if ref is not None else None
+                    if fn is None:
+                        fn = accumulate_node(a)
+                    nexts.append((fn, 0))
+                    key.append(fn._key)
+                meta.append((d.shape, d.dtype))
+                active |= 1 << i
+            else:
+                nexts.append(NO_EDGE)  # PyTorch's entry for an input that takes no gradient
+                meta.append(None)
+                key += (d.shape, d.dtype)
         else:
-            nexts.append(NO_EDGE)  # PyTorch's entry for an input that takes no gradient
+            nexts.append(NO_EDGE)
             meta.append(None)
+            key.append(a if a.__class__ in _PLAIN else key_of(a))
+    if params:
+        key.append(key_of(params))
     plan = op._plans.get(active)
     inputs, save_outputs = plan if plan is not None else _save_plan(op, active)
     if op.n_outputs != 1:
@@ -328,6 +345,7 @@ def _attach(op, args, params, outs):
     if op.n_outputs is None:
         node.n_outputs = len(outs)
     node.next_functions = tuple(nexts) if cls.edge_inputs is None else tuple(nexts[i] for i in cls.edge_inputs)
+    node._key = hash(tuple(key))
     node._seq = next(SEQUENCE)
     node.op = op
     node.input_meta = meta
@@ -352,3 +370,22 @@ def _attach(op, args, params, outs):
 
 
 _new = object.__new__
+_PLAIN = frozenset((int, float, bool, type(None)))
+_HASHABLE = frozenset((int, float, bool, str, type(None), type(Ellipsis), np.dtype))
+
+
+def key_of(v):
+    """A non-tensor operand or param as part of a node's key: values that stay the same from one step to the next
+    (tensors and arrays by shape and dtype, other objects by their type: compiled autograd's full key decides)."""
+    c = v.__class__
+    if c in _HASHABLE or isinstance(v, np.generic) or c.__module__ == "jitgrad._dtype":
+        return v
+    if c is tuple or c is list or isinstance(v, tuple):
+        return (c,) + tuple(map(key_of, v))
+    if c is dict:
+        return tuple((k, key_of(x)) for k, x in v.items())
+    if c is slice:
+        return (c, key_of(v.start), key_of(v.stop), key_of(v.step))
+    d = v._data if isinstance(v, Tensor) else v
+    shape = getattr(d, "shape", None)
+    return (c, shape, getattr(d, "dtype", None)) if shape.__class__ is tuple else c

@@ -1,17 +1,20 @@
 """Compiled autograd: eager ``backward()`` / ``autograd.grad`` of a graph seen before runs a compiled plan.
 
-A training loop records the same graph every step. The engine (autograd/engine.py ``run``) hands each
-backward without ``create_graph`` to ``run_compiled`` here, which walks the graph once (breadth first
+A training loop records the same graph every step. Each node carries a structural key built as dispatch records
+it (``Node._key``: _op_node._attach), so the engine (autograd/engine.py ``run``), handing each backward without
+``create_graph`` to ``run_compiled`` here, finds the graph's key from its roots in O(1) (``_graph_key``). Until
+``threshold`` distinct graphs have had that key (2 by default; a backward repeated on one graph counts once),
+the engine runs them and nothing more happens. Past it, ``run_compiled`` walks the graph once (breadth first
 from the roots, a deterministic order):
 
-- it builds the graph's **structural key**: per node its entry, non-tensor params and saved scalars, the
+- it builds the graph's **full key**: per node its entry, non-tensor params and saved scalars, the
   shapes, dtypes, device class and contiguity of its saved arrays and tensor params, the metadata of the
   gradients it returns, and the positions of the nodes it points to (so sharing in the DAG is part of the
   key), plus the roots' gradients, the targets' positions and which collected arrays are one array;
 - it collects, in that order, **every array the backward reads** (saved tensors, tensor params, the arrays
   inside index keys) from the graph it is about to run, and checks that the graph may run as a plan.
 
-The plan of a key is built when the key is met for the ``threshold``-th time (2 by default): the engine's
+The plan of a full key is built when it is first met past the threshold: the engine's
 own backward runs once more under the compiler's tracer (capture.Tracer, with create_graph: the VJP
 formulas and the entries' fused VJP ops recorded as a graph whose inputs are the collected arrays and the
 roots' gradients), which the compiler lowers as it lowers ``jitgrad.compile``'s backward (compile_plan:
@@ -58,15 +61,17 @@ _DTYPES = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.bool_, np.i
                                           np.uint8))
 _OK_FLOATS = frozenset((np.dtype(np.float32), np.dtype(np.float64)))
 
-_seen = {}  # key -> backward passes seen (until its plan is built)
-_plans = {}  # key -> Plan, or the reason it could not be built (a str)
+# graph key (_graph_key) -> (distinct graphs seen, the last one's root _seq) below the threshold, _Seen past it,
+# or the reason its graphs run eagerly (a str); a backward repeated on one graph (as gradcheck runs) counts once
+_hints = {}
+_plans = {}  # full key (_walk) -> Plan, or the reason it could not be built (a str)
 _lock = threading.Lock()
 
 
 def reset():
     """Forget every key and plan (the counters stay)."""
     with _lock:
-        _seen.clear()
+        _hints.clear()
         _plans.clear()
 
 
@@ -156,8 +161,15 @@ def _walk(roots, targets):
             continue
         if n._hooked or not isinstance(n, OpNode):
             raise _Eager("hooks" if n._hooked else "a %s node" % type(n).__name__)
+        op = n.op
+        fused = op.derivatives.fused
+        if fused is not None and not op.variadic and sum(
+                1 for nf, f in zip(n.next_functions, fused) if nf[0] is not None and callable(f)) > 1:
+            # fused VJP functions of several inputs (an RNN layer's, attention's) share one computation through
+            # their node; a plan would call each on a node of its own, computing it once per input
+            raise _Eager("a fused VJP function of several inputs")
         # (the names and order of the saved values follow from the entry and which inputs take gradients)
-        local = [n.op]
+        local = [op]
         for v in n.saved.values():
             if v.__class__ is SavedTensor:
                 if v._vc[0] != v._version or v._hooks is not None:  # (a freed one's _version is None)
@@ -301,30 +313,83 @@ def _remember(key, value, table):
     table[key] = value
 
 
+def _graph_key(roots, targets, accumulate):
+    """The hash of a backward's structure from its roots' node keys (built as the forward recorded them, Node._key):
+    O(1) in the graph's size. Equal structures give equal keys; the walk's full key decides where a plan exists."""
+    h = [accumulate]
+    for e, g in roots:
+        d = g._data
+        h += (e[0]._key, e[1], d.shape, d.dtype)
+    if targets is not None:
+        for t in targets:
+            fn = t.grad_fn
+            h += (fn._key, t._output_nr) if fn is not None else (None, t._data.shape)
+    return hash(tuple(h))
+
+
+class _Seen:
+    """A graph key past the threshold: fallbacks in a row for passing reasons, full keys built under it."""
+    __slots__ = ("transient", "built")
+
+    def __init__(self):
+        self.transient = self.built = 0
+
+
+# reasons a graph of a key may not have next time (hooks registered for a while); past MAX_TRANSIENT of them in a
+# row the key runs eagerly for good, so a loop that keeps its hooks does not walk its graph every step
+TRANSIENT = frozenset(("hooks", "saved-tensor hooks", "a saved tensor freed or modified in place"))
+MAX_TRANSIENT = 3
+MAX_BUILT = 4  # full keys (plans) built under one graph key; past it the key runs eagerly ("structures vary")
+
+
 def run_compiled(roots, retain_graph, targets, accumulate):
     """The engine's backward of ``roots`` by a compiled plan: the targets' gradients (``[]`` when they went to
-    the leaves' ``.grad``), or None where the engine must run it (a fallback, counted)."""
+    the leaves' ``.grad``), or None where the engine must run it (a miss or a fallback, counted).
+
+    A graph's key (built while recording) is looked up first: until ``threshold`` distinct graphs have had it,
+    the engine runs them and nothing is walked; a key marked eager (a str: the reason) falls back at once. Past
+    it each backward walks its graph (the full key, the arrays it reads) and runs the full key's plan."""
     why = _why_eager(roots, targets)
     if why is not None:
         return _fallback(why)
+    gkey = _graph_key(roots, targets, accumulate)
+    seen = _hints.get(gkey)
+    if seen is None or seen.__class__ is tuple:  # (distinct graphs counted, the last one's root): below threshold
+        with _lock:
+            seen = _hints.get(gkey)
+            if seen is None or seen.__class__ is tuple:
+                graph = roots[0][0][0]._seq  # (unique per node, where an id is reused by the next graph)
+                count = 1 if seen is None else seen[0] + (seen[1] != graph)
+                if count < SETTINGS["threshold"]:
+                    _remember(gkey, (count, graph), _hints)  # (a tuple of ints: nothing for the collector)
+                    AUTOGRAD["misses"] += 1
+                    return None
+                seen = _hints[gkey] = _Seen()
+    if seen.__class__ is str:
+        return _fallback(seen)
     try:
         key, arrays, nodes, leaves = _walk(roots, targets)
     except _Eager as exc:
-        return _fallback(exc.args[0])
+        reason = exc.args[0]
+        if reason not in TRANSIENT or seen.transient >= MAX_TRANSIENT:
+            _hints[gkey] = reason
+        else:
+            seen.transient += 1
+        return _fallback(reason)
+    seen.transient = 0
     plan = _plans.get(key)
     if plan is None:
         with _lock:
-            seen = _seen.get(key, 0) + 1
-            if seen < SETTINGS["threshold"]:
-                _remember(key, seen, _seen)
-                AUTOGRAD["misses"] += 1
-                return None
-            _seen.pop(key, None)
+            seen.built += 1
+            if seen.built > MAX_BUILT:
+                _hints[gkey] = "structures vary under one key"
+                return _fallback("structures vary under one key")
         plan = _build(roots, targets, arrays, nodes, leaves, accumulate)
         with _lock:
             _remember(key, plan, _plans)
         if plan.__class__ is str:
             AUTOGRAD["build_failures"] += 1
+            _hints[gkey] = plan
             return _fallback(plan)
         AUTOGRAD["plans"] += 1
         AUTOGRAD["compile_seconds"] += plan.seconds

@@ -320,12 +320,13 @@ class _Cube(jg.autograd.Function):
 
 
 def test_eager_branches(compiled):
-    """A custom Function, hooks, anomaly mode and create_graph run on the node-by-node engine, counted."""
+    """A custom Function, hooks, anomaly mode and create_graph run on the node-by-node engine, counted (from a
+    graph's second occurrence: a graph seen once runs on the engine, a miss, without being looked at)."""
     x = jg.tensor([1.0, -2.0], requires_grad=True)
-    for _ in range(2):
+    for _ in range(3):
         _Cube.apply(x * 2).sum().backward()
     seen = []
-    for _ in range(2):
+    for _ in range(3):
         y = x * 2
         y.register_hook(lambda g: seen.append(g) or g * 3)
         y.sum().backward()
@@ -338,7 +339,7 @@ def test_eager_branches(compiled):
     assert reasons.get("a _CubeBackward node", 0) + reasons.get("a BackwardCFunction node", 0) >= 2 or any(
         "Cube" in r for r in reasons), reasons
     assert reasons.get("hooks", 0) >= 2 and reasons.get("anomaly mode", 0) >= 2
-    assert len(seen) == 2
+    assert len(seen) == 3
     np.testing.assert_allclose(gx.detach().numpy(), [3.0, 12.0])
     assert gx.requires_grad
 
@@ -401,3 +402,55 @@ def test_environment_variable_and_log():
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["True", "1", "0"]
     assert "jitgrad: autograd plan built" in r.stderr
+
+
+# ---------------------------------------------------------------- the key built while recording
+def test_node_keys_are_built_while_recording():
+    """Equal structures give equal keys; an entry, a scalar, a shape, a param or a dtype changes the key."""
+    w = jg.tensor([1.0, 2.0], requires_grad=True)
+
+    def key(f, x=w):
+        return f(x).grad_fn._key
+    base = key(lambda x: (x * 2.0).tanh().sum())
+    assert key(lambda x: (x * 2.0).tanh().sum()) == base
+    assert key(lambda x: (x.detach().requires_grad_() * 2.0).tanh().sum()) == base  # (another leaf, same shape)
+    others = [key(lambda x: (x * 3.0).tanh().sum()), key(lambda x: (x * 2.0).sigmoid().sum()),
+              key(lambda x: (x * 2.0).tanh().sum(0)), key(lambda x: (x * 2.0).tanh().sum(), jg.ones(3).requires_grad_()),
+              key(lambda x: (x * 2.0).tanh().sum(), jg.ones(2, dtype=jg.float64).requires_grad_())]
+    assert base not in others and len(set(others)) == len(others)
+
+
+def test_graphs_seen_once_are_not_walked(compiled, monkeypatch):
+    """A graph whose key is new (here a new scalar each step) runs on the engine without a walk; a backward
+    repeated on one graph (gradcheck's) counts once, so it builds no plan."""
+    walks = []
+    walk = ca._walk
+    monkeypatch.setattr(ca, "_walk", lambda *a: walks.append(1) or walk(*a))
+    w = jg.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    before = _stats()
+    for k in range(5):
+        (w * (1.0 + k)).tanh().sum().backward()
+    loss = (w.exp() * w).sum()
+    for _ in range(4):
+        loss.backward(retain_graph=True)
+    assert jg.autograd.gradcheck(lambda x: (x * x).sin(), (jg.tensor([0.3, -0.7], dtype=jg.float64,
+                                                                     requires_grad=True),))
+    s = _stats()
+    assert walks == [] and s["plans"] == before["plans"] and s["misses"] - before["misses"] >= 9
+    for _ in range(3):  # new graphs of ``loss``'s structure: the second graph of that key on are walked
+        (w.exp() * w).sum().backward()
+    assert len(walks) == 3 and _stats()["plans"] == before["plans"] + 1
+
+
+def test_a_key_whose_structures_vary_runs_eagerly(compiled, monkeypatch):
+    """Graphs equal by their node keys but not by their full keys (here: which leaves are one tensor, and 0
+    against 0.0) get a plan each, up to ca.MAX_BUILT, then the key runs eagerly; gradients stay the engine's."""
+    monkeypatch.setattr(ca, "MAX_BUILT", 2)
+    leaves = [jg.tensor([0.5 + k, -1.0], requires_grad=True) for k in range(ca.MAX_BUILT + 3)]
+    for k in range(len(leaves)):
+        for a, b in ((leaves[0], leaves[0]), (leaves[0], leaves[k])):
+            a.grad = b.grad = None
+            (a * b * (k % 2 * 0.0 if k % 3 else 0)).sum().backward()
+            expect = 0 * a.detach().numpy()
+            np.testing.assert_allclose(a.grad.numpy(), expect)
+    assert _stats()["fallback_reasons"].get("structures vary under one key", 0) >= 1

@@ -1,8 +1,10 @@
 """The existing suites with compiled autograd forced on from the first backward (JITGRAD_COMPILED_AUTOGRAD=always,
-in a subprocess), and training examples reaching the same losses with it on and off.
+in a subprocess) and off (=0: the node-by-node engine alone; on, from a graph's second occurrence, is the
+default every other test runs in), and training examples reaching the same losses with it on and off.
 
-The default run takes a representative part (the hook and checkpoint tests); ``-m slow`` runs the autograd,
-nn and compile folders and the op matrix's gradient checks in that mode.
+The default run takes a representative part (the hook and checkpoint tests) in both modes; ``-m slow`` runs the
+autograd, nn, compile, transforms and distributions folders and the op matrix's gradient checks forced on, and
+the autograd folder off (CI's script, .ci/run, runs the autograd folder off as well).
 """
 import os
 import runpy
@@ -18,8 +20,8 @@ from jitgrad.compiler import compiled_autograd as ca
 import helpers
 
 
-def _pytest_forced(paths, *extra, timeout=3000):
-    env = dict(os.environ, JITGRAD_COMPILED_AUTOGRAD="always", PYTHONPATH=str(helpers.ROOT))
+def _pytest_forced(paths, *extra, timeout=3000, mode="always"):
+    env = dict(os.environ, JITGRAD_COMPILED_AUTOGRAD=mode, PYTHONPATH=str(helpers.ROOT))
     r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:warnings", "-p", "no:cacheprovider", "-x",
                         *paths, *extra], cwd=str(helpers.ROOT), env=env, capture_output=True, text=True,
                        timeout=timeout)
@@ -27,19 +29,22 @@ def _pytest_forced(paths, *extra, timeout=3000):
     assert "100%" in r.stdout
 
 
-def test_hook_and_checkpoint_tests_with_compiled_autograd():
-    _pytest_forced(["tests/autograd/test_hooks.py", "tests/autograd/test_checkpoint.py"])
+@pytest.mark.parametrize("mode", ["always", "0"])
+def test_hook_and_checkpoint_tests_with_compiled_autograd(mode):
+    _pytest_forced(["tests/autograd/test_hooks.py", "tests/autograd/test_checkpoint.py"], mode=mode)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("paths,extra", [
-    (["tests/autograd"], ()),
-    (["tests/nn"], ()),
-    (["tests/compile"], ()),
-    (["tests/ops/test_op_matrix.py"], ("-k", "grad and not gradgrad and -0-")),  # (each entry's first sample)
+@pytest.mark.parametrize("paths,extra,mode", [
+    (["tests/autograd"], (), "always"),
+    (["tests/autograd"], (), "0"),
+    (["tests/nn"], (), "always"),
+    (["tests/compile"], (), "always"),
+    (["tests/transforms", "tests/distributions"], (), "always"),
+    (["tests/ops/test_op_matrix.py"], ("-k", "grad and not gradgrad and -0-"), "always"),  # (each entry's 1st sample)
 ])
-def test_suites_with_compiled_autograd(paths, extra):
-    _pytest_forced(paths, *extra)
+def test_suites_with_compiled_autograd(paths, extra, mode):
+    _pytest_forced(paths, *extra, mode=mode)
 
 
 def _example(name):
