@@ -98,6 +98,9 @@ def _why_eager(roots, targets):
     return None
 
 
+PARAM_ARRAY_LIMIT = 4096  # elements of a param array hashed into a graph's key
+
+
 def _param_key(v, arrays):
     """A param or saved non-tensor value as part of the key; its arrays go to ``arrays`` (read from each graph)."""
     c = v.__class__
@@ -113,7 +116,14 @@ def _param_key(v, arrays):
         return (c,) + tuple(_param_key(x, arrays) for x in v)
     if c is slice:
         return (c, _param_key(v.start, arrays), _param_key(v.stop, arrays), _param_key(v.step, arrays))
-    if c is np.ndarray or hasattr(v, "__cuda_array_interface__"):
+    if c is np.ndarray:
+        # by value: a VJP formula may make constants from a param array in Python (upsample's weights and
+        # indices), which a plan would freeze; such arrays are small, a large one runs eagerly
+        if v.size > PARAM_ARRAY_LIMIT:
+            raise _Eager("a large array param")
+        arrays.append(v)
+        return _array_key(v) + (hash(v.tobytes()),)
+    if hasattr(v, "__cuda_array_interface__"):
         arrays.append(v)
         return _array_key(v)
     if c is dict:

@@ -6,7 +6,8 @@ name = "cuda"
 DRIVERS = _cpu.DRIVERS
 
 FUNCTIONS = ("lu_factor", "lu_solve", "solve", "inv", "small_solve", "det", "slogdet", "cholesky", "solve_triangular",
-             "eigh", "eig", "svd", "geqrf", "householder_product", "ormqr", "lstsq", "qr")
+             "eigh", "eig", "svd", "geqrf", "householder_product", "ormqr", "lstsq", "qr",
+             "cholesky_solve", "cholesky_grad", "small_inv_grad", "small_solve_grad", "small_det_grad")
 
 
 def _missing(fname):

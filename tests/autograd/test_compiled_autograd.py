@@ -454,3 +454,20 @@ def test_a_key_whose_structures_vary_runs_eagerly(compiled, monkeypatch):
             expect = 0 * a.detach().numpy()
             np.testing.assert_allclose(a.grad.numpy(), expect)
     assert _stats()["fallback_reasons"].get("structures vary under one key", 0) >= 1
+
+
+def test_param_arrays_are_part_of_the_key(compiled):
+    """upsample's VJP makes its weights and indices into constants in Python from the entry's param arrays: two
+    graphs alike in every shape but with other scales must not share a plan (it would freeze the first's weights)."""
+    x0 = np.random.default_rng(0).standard_normal((2, 2, 4))
+
+    def grad(scale, on):
+        jg.autograd.set_compiled_autograd(on, threshold=2)
+        x = jg.tensor(x0, requires_grad=True)
+        y = jg.nn.functional.interpolate(x, scale_factor=scale, mode="linear", align_corners=False)  # 6 outputs
+        (y * jg.arange(12.0).reshape(1, 2, 6)).sum().backward()
+        return x.grad.numpy()
+    for scale in (1.5, 1.5, 1.7, 1.7, 1.6, 1.5):
+        np.testing.assert_array_equal(grad(scale, True), grad(scale, False))
+    jg.autograd.set_compiled_autograd(True, threshold=2)
+    assert _stats()["hits"] >= 2

@@ -233,7 +233,7 @@ def test_node_names():
     assert x.expand(2, 6).grad_fn.name() == "ExpandBackward0" and x.repeat(2).grad_fn.name() == "RepeatBackward0"
     assert x.flip(0).grad_fn.name() == "FlipBackward0" and x.narrow(0, 1, 2).grad_fn.name() == "SliceBackward0"
     assert jg.cat([x, x]).grad_fn.name() == "CatBackward0" and jg.stack([x, x]).grad_fn.name() == "StackBackward0"
-    assert x.unbind()[0].grad_fn.name() == "SelectBackward0" and x.clone().grad_fn.name() == "CloneBackward0"
+    assert x.unbind()[0].grad_fn.name() == "UnbindBackward0" and x.clone().grad_fn.name() == "CloneBackward0"
     assert x.double().grad_fn.name() == "ToCopyBackward0"
     assert m._base is x and not m.is_leaf
 
