@@ -356,8 +356,12 @@ def test_autocast_caches_the_cast_of_a_weight_per_region():
         cast1 = [f for f, _ in y2.grad_fn.next_functions if f is not None]
         with jg.autocast("cpu", cache_enabled=False):
             y3 = jg.nn.functional.linear(x, w)
-    casts = {id(f) for y in (y2, y3) for f, _ in y.grad_fn.next_functions if f is not None
-             and type(f).__name__ == "ToCopyBackward0"}
+
+    def weight_cast(y):  # (as PyTorch's graph: MmBackward0 -> TBackward0 -> ToCopyBackward0 -> the weight)
+        t = y.grad_fn.next_functions[1][0]
+        assert type(t).__name__ == "TBackward0"
+        return t.next_functions[0][0]
+    casts = {id(weight_cast(y)) for y in (y2, y3) if type(weight_cast(y)).__name__ == "ToCopyBackward0"}
     assert len(casts) == 2 and cast1  # one cast for the region (y2), one made apart (cache off)
     (y1.float().sum() + y2.float().sum()).backward()
     np.testing.assert_allclose(w.grad.numpy(), 2 * x.bfloat16().float().sum(0).numpy()[None].repeat(5, 0),
