@@ -50,7 +50,7 @@ from .._tensor import Tensor
 from ..autograd import engine
 from ..kernels import config
 from .capture import Tracer
-from .ir import Graph
+from .ir import Graph, Held
 from .codegen import generate
 from .tape import tape_plan
 
@@ -270,6 +270,9 @@ def _build(roots, targets, arrays, nodes, leaves, accumulate):
         STATE.capture = prev
     if bg.breaks:
         return "trace: " + bg.breaks[0][0]
+    for n in bg.nodes:  # an array a formula made in Python from the graph's values would be frozen into the plan
+        if any(_loose_array(p.template if p.__class__ is Held else p) for p in n.params.values()):
+            return "an array a backward formula made in Python, a param of %s" % n.op.name
     at = {id(n): i for i, n in enumerate(nodes)}
     ran = sorted(at[id(n)] for n in ran)
     if accumulate and len(ran) + len(leaves) != len(nodes):
@@ -314,6 +317,13 @@ def _build(roots, targets, arrays, nodes, leaves, accumulate):
               % (len(nodes), len(bg.nodes), "tape" if plan.instructions else "%d fused groups" % len(plan.groups),
                  seconds), file=sys.stderr, flush=True)
     return Plan(plan.fn, sources, results, ran, seconds, len(bg.nodes))
+
+
+def _loose_array(x):
+    """Whether a traced param holds an array that is no value of the graph (a Held's arrays are Refs)."""
+    if x.__class__ in (tuple, list):
+        return any(_loose_array(y) for y in x)
+    return x.__class__ is np.ndarray and x.ndim > 0 or hasattr(x, "__cuda_array_interface__")
 
 
 def _remember(key, value, table):
