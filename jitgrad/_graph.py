@@ -197,7 +197,12 @@ def _can_steal(g):
     if sys.getrefcount(g) > 4 or sys.getrefcount(d) > 3:
         return False
     if d.__class__ is np.ndarray:
-        return d.base is None and d.flags.c_contiguous and d.flags.writeable
+        if not (d.flags.c_contiguous and d.flags.writeable):
+            return False
+        b = d.base  # (a view may be taken when it is the whole of an array no other view holds: a transpose's
+        # transpose, as F.linear's weight gradient comes back through TBackward0)
+        return b is None or (b.__class__ is np.ndarray and b.shape == d.shape and b.strides == d.strides
+                             and b.base is None and b.flags.writeable and sys.getrefcount(b) <= 2)
     return backend(d).holds_its_memory_alone(d)
 
 

@@ -36,8 +36,9 @@ def _linear_mm_forward(xp, dt, x, wt):
 
 
 def _linear_weight_grad(g, x):
-    """The gradient of the transposed weight (in, out)."""
-    return _c(x.reshape(_rows(x))).t().mm(g.reshape(_rows(g)))
+    """The gradient of the transposed weight (in, out), as the transpose of an (out, in) product: TBackward0's
+    transpose then hands the weight a C-contiguous gradient that .grad takes over without a copy."""
+    return g.reshape(_rows(g)).t().mm(_c(x.reshape(_rows(x)))).t()
 
 
 @autocasts("linear")
