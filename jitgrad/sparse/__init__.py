@@ -96,68 +96,53 @@ def _check_bounds(ind, size):
 def sparse_csr_tensor(crow_indices, col_indices, values, size=None, *, dtype=None, device=None, pin_memory=False,
                       requires_grad=False, check_invariants=None):
     """A 2-D CSR matrix from its row pointers, column indices and values; gradients flow to ``values``."""
-    _check_device(device)
-    crow, col = _index_array(crow_indices, "crow_indices"), _index_array(col_indices, "col_indices")
-    v = _values_tensor(values, dtype)
-    if crow.ndim != 1 or col.ndim != 1 or v.ndim != 1:
-        raise NotImplementedError("jitgrad's CSR tensors are 2-D matrices with 1-D crow_indices, col_indices and "
-                                  "values (batched or hybrid CSR is not supported)")
-    if size is None:
-        size = (crow.shape[0] - 1, int(col.max()) + 1 if col.size else 0)
-    size = tuple(int(s) for s in size)
-    nnz = col.shape[0]
-    if len(size) != 2:
-        raise RuntimeError("tensor dimensionality must be sum of batch, base, and dense dimensionalities (=0 + 2 + 0) "
-                           "but got %d" % len(size))
-    if crow.shape[0] != size[0] + 1:
-        raise RuntimeError("crow_indices.shape[-1] must be equal to the number of rows + 1 (=%d), but got %d"
-                           % (size[0] + 1, crow.shape[0]))
-    if v.shape[0] != nnz:
-        raise RuntimeError("col_indices and values must have the same number of elements, but got %d and %d"
-                           % (nnz, v.shape[0]))
-    if crow[0] != 0:
-        raise RuntimeError("`crow_indices[..., 0] == 0` is not satisfied.")
-    if crow[-1] != nnz:
-        raise RuntimeError("`crow_indices[..., -1] == nnz` is not satisfied.")
-    if np.any(np.diff(crow) < 0):
-        raise RuntimeError("`0 <= crow_indices[..., 1:] - crow_indices[..., :-1] <= ncols` is not satisfied.")
-    if nnz and (col.min() < 0 or col.max() >= size[1]):
-        raise RuntimeError("`0 <= col_indices < ncols` is not satisfied.")
-    out = F.CsrTensor.apply(v, crow, col, size)
-    return _leaf(out, requires_grad)
+    return _compressed_tensor(_CSR, crow_indices, col_indices, values, size, dtype, device, requires_grad)
 
 
 def sparse_csc_tensor(ccol_indices, row_indices, values, size=None, *, dtype=None, device=None, pin_memory=False,
                       requires_grad=False, check_invariants=None):
     """A 2-D CSC matrix from its column pointers, row indices and values; gradients flow to ``values``."""
+    return _compressed_tensor(_CSC, ccol_indices, row_indices, values, size, dtype, device, requires_grad)
+
+
+# a compressed layout's words: its name, its two index arrays, the compressed dim, its lines, the other dim's count
+_CSR = ("CSR", "crow_indices", "col_indices", 0, "rows", "ncols")
+_CSC = ("CSC", "ccol_indices", "row_indices", 1, "columns", "nrows")
+
+
+def _compressed_tensor(kind, compressed_indices, plain_indices, values, size, dtype, device, requires_grad):
+    """CSR or CSC from its pointers (one per line of the compressed dim + 1), the other dim's indices and values,
+    with PyTorch's invariant checks and messages."""
+    name, cname, pname, d, lines, other = kind
     _check_device(device)
-    ccol, row = _index_array(ccol_indices, "ccol_indices"), _index_array(row_indices, "row_indices")
+    comp, plain = _index_array(compressed_indices, cname), _index_array(plain_indices, pname)
     v = _values_tensor(values, dtype)
-    if ccol.ndim != 1 or row.ndim != 1 or v.ndim != 1:
-        raise NotImplementedError("jitgrad's CSC tensors are 2-D matrices with 1-D ccol_indices, row_indices and "
-                                  "values (batched or hybrid CSC is not supported)")
+    if comp.ndim != 1 or plain.ndim != 1 or v.ndim != 1:
+        raise NotImplementedError("jitgrad's %s tensors are 2-D matrices with 1-D %s, %s and values (batched or "
+                                  "hybrid %s is not supported)" % (name, cname, pname, name))
     if size is None:
-        size = (int(row.max()) + 1 if row.size else 0, ccol.shape[0] - 1)
+        size = [0, 0]
+        size[d], size[1 - d] = comp.shape[0] - 1, int(plain.max()) + 1 if plain.size else 0
     size = tuple(int(s) for s in size)
-    nnz = row.shape[0]
+    nnz = plain.shape[0]
     if len(size) != 2:
         raise RuntimeError("tensor dimensionality must be sum of batch, base, and dense dimensionalities (=0 + 2 + 0) "
                            "but got %d" % len(size))
-    if ccol.shape[0] != size[1] + 1:
-        raise RuntimeError("ccol_indices.shape[-1] must be equal to the number of columns + 1 (=%d), but got %d"
-                           % (size[1] + 1, ccol.shape[0]))
+    if comp.shape[0] != size[d] + 1:
+        raise RuntimeError("%s.shape[-1] must be equal to the number of %s + 1 (=%d), but got %d"
+                           % (cname, lines, size[d] + 1, comp.shape[0]))
     if v.shape[0] != nnz:
-        raise RuntimeError("row_indices and values must have the same number of elements, but got %d and %d"
-                           % (nnz, v.shape[0]))
-    if ccol[0] != 0:
-        raise RuntimeError("`ccol_indices[..., 0] == 0` is not satisfied.")
-    if ccol[-1] != nnz:
-        raise RuntimeError("`ccol_indices[..., -1] == nnz` is not satisfied.")
-    if np.any(np.diff(ccol) < 0):
-        raise RuntimeError("`0 <= ccol_indices[..., 1:] - ccol_indices[..., :-1] <= nrows` is not satisfied.")
-    if nnz and (row.min() < 0 or row.max() >= size[0]):
-        raise RuntimeError("`0 <= row_indices < nrows` is not satisfied.")
-    out = F.CscTensor.apply(v, ccol, row, size)
+        raise RuntimeError("%s and values must have the same number of elements, but got %d and %d"
+                           % (pname, nnz, v.shape[0]))
+    if comp[0] != 0:
+        raise RuntimeError("`%s[..., 0] == 0` is not satisfied." % cname)
+    if comp[-1] != nnz:
+        raise RuntimeError("`%s[..., -1] == nnz` is not satisfied." % cname)
+    if np.any(np.diff(comp) < 0):
+        raise RuntimeError("`0 <= %s[..., 1:] - %s[..., :-1] <= %s` is not satisfied." % (cname, cname, other))
+    if nnz and (plain.min() < 0 or plain.max() >= size[1 - d]):
+        raise RuntimeError("`0 <= %s < %s` is not satisfied." % (pname, other))
+    out = F.CompressedTensor.apply(v, comp, plain, size, name)
     return _leaf(out, requires_grad)
 
 

@@ -47,29 +47,17 @@ class CooTensor(Function):
 
 
 @_named("SparseCompressedTensorBackward0")
-class CsrTensor(Function):
+class CompressedTensor(Function):
+    """A CSR or CSC matrix (``layout``: "CSR" or "CSC") from values and its index arrays."""
     @staticmethod
-    def forward(ctx, values, crow, col, shape):
-        out = S.csr(crow, col, values._data, shape)
+    def forward(ctx, values, compressed, plain, shape, layout):
+        out = (S.csr if layout == "CSR" else S.csc)(compressed, plain, values._data, shape)
         ctx.p = _pattern(out)
         return out
 
     @staticmethod
     def backward(ctx, g):
-        return _wrap(S.gather(g, ctx.p)), None, None, None
-
-
-@_named("SparseCompressedTensorBackward0")
-class CscTensor(Function):
-    @staticmethod
-    def forward(ctx, values, ccol, row, shape):
-        out = S.csc(ccol, row, values._data, shape)
-        ctx.p = _pattern(out)
-        return out
-
-    @staticmethod
-    def backward(ctx, g):
-        return _wrap(S.gather(g, ctx.p)), None, None, None
+        return _wrap(S.gather(g, ctx.p)), None, None, None, None
 
 
 @_named("ToDenseBackward0")
