@@ -63,6 +63,11 @@ def add_hook(hooks, fn):
     return handle
 
 
+# compiled autograd's switches (autograd/engine.py fills them from the environment): recording builds node keys only
+# while it is enabled
+COMPILED_AUTOGRAD = {}
+
+
 class Node:
     """A node of the backward graph (``tensor.grad_fn``)."""
     # Hooks, metadata and the anomaly trace are class-level defaults: the few nodes that have any keep

@@ -7,7 +7,7 @@ from ._grad_mode import SPECIAL, STATE
 from ._dtype import FROM_NP, INEXACT_NP, REDUCED_NP
 from ._factories import zeros
 from ._anomaly import record_trace
-from ._graph import NO_EDGE, SEQUENCE, Node, accumulate_node
+from ._graph import COMPILED_AUTOGRAD, NO_EDGE, SEQUENCE, Node, accumulate_node
 from ._saved import SavedTensor, save_input, save_output
 from ._tensor import Tensor
 
@@ -333,7 +333,8 @@ def _attach(op, args, params, outs):
             nexts.append(NO_EDGE)
             meta.append(None)
             key.append(a if a.__class__ in _PLAIN else key_of(a))
-    if params:
+    keyed = COMPILED_AUTOGRAD["enabled"]  # (the key costs a hash of the params per op: only when it is read)
+    if params and keyed:
         key.append(key_of(params))
     plan = op._plans.get(active)
     inputs, save_outputs = plan if plan is not None else _save_plan(op, active)
@@ -345,7 +346,7 @@ def _attach(op, args, params, outs):
     if op.n_outputs is None:
         node.n_outputs = len(outs)
     node.next_functions = tuple(nexts) if cls.edge_inputs is None else tuple(nexts[i] for i in cls.edge_inputs)
-    node._key = hash(tuple(key))
+    node._key = hash(tuple(key)) if keyed else 0
     node._seq = next(SEQUENCE)
     node.op = op
     node.input_meta = meta

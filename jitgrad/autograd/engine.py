@@ -19,7 +19,7 @@ from .._dtype import REDUCED_NP
 from .._factories import zeros_like
 from .._grad_mode import STATE, set_grad_enabled
 from .._layout import ConjView, strided
-from .._graph import AccumulateGrad, accumulate_locked, edge, type_name
+from .._graph import COMPILED_AUTOGRAD, AccumulateGrad, accumulate_locked, edge, type_name
 from .._tensor import Tensor
 from .._trace_hooks import NOT_CAPTURED, backward_pass, step_call
 
@@ -105,8 +105,9 @@ _ENV = os.environ.get("JITGRAD_COMPILED_AUTOGRAD", "0").strip().lower()
 # index array a backward formula reads, see docs/autograd.md), and in which distinct graph of one
 # structure its plan is built (1: the first)
 # (and whether larger graphs' plans fuse ops into loops: faster, but not bit for bit the engine's results)
-SETTINGS = {"enabled": _ENV not in ("", "0", "false", "off", "no"), "threshold": 1 if _ENV in ("always", "force")
-            else 2, "fuse": os.environ.get("JITGRAD_COMPILED_AUTOGRAD_FUSE", "0") not in ("", "0")}
+SETTINGS = COMPILED_AUTOGRAD
+SETTINGS.update({"enabled": _ENV not in ("", "0", "false", "off", "no"), "threshold": 1 if _ENV in ("always", "force")
+                 else 2, "fuse": os.environ.get("JITGRAD_COMPILED_AUTOGRAD_FUSE", "0") not in ("", "0")})
 
 
 def set_compiled_autograd(enabled=True, threshold=None):

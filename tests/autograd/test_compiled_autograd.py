@@ -405,8 +405,9 @@ def test_environment_variable_and_log():
 
 
 # ---------------------------------------------------------------- the key built while recording
-def test_node_keys_are_built_while_recording():
-    """Equal structures give equal keys; an entry, a scalar, a shape, a param or a dtype changes the key."""
+def test_node_keys_are_built_while_recording(compiled):
+    """(Keys are built while compiled autograd is on.) Equal structures give equal keys; an entry, a scalar, a
+    shape, a param or a dtype changes the key."""
     w = jg.tensor([1.0, 2.0], requires_grad=True)
 
     def key(f, x=w):
