@@ -25,6 +25,7 @@ from collections import namedtuple
 from .._grad_mode import STATE, enable_grad, no_grad
 from .._inplace import _region_tensor
 from .._op import dispatch
+from .._dtype import float32, float64
 from .._tensor import Tensor
 from . import engine
 
@@ -209,7 +210,7 @@ class _Hook:
                     jvps = dispatch(op, (tangents[0],) + tuple(args[1:]), params)
                     jvps = (jvps,) if op.n_outputs == 1 else jvps
                 else:
-                    jvps = _owned(_jvp(op, args, params, outs, tangents), tangents)
+                    jvps = _owned(_jvp(op, args, params, outs, tangents, not outer), tangents)
         finally:
             _L.ceiling = ceiling
             _swap_dual(self)
@@ -318,10 +319,14 @@ def _differentiable(o):
     return o.dtype.is_inexact
 
 
-def _jvp(op, args, params, outs, tangents):
-    """The tangent of each output (None for the integer ones: indices)."""
+def _jvp(op, args, params, outs, tangents, fusable=False):
+    """The tangent of each output (None for the integer ones: indices). ``fusable``: no outer level's tangents
+    ride on the JVP's ops, so that an elementwise entry may run its fused VJP kernel (see _fused_jvp)."""
     s = _Primals(op, args, params, outs)
     elementwise = getattr(op.forward, "kernel", None) is not None
+    if fusable and elementwise and STATE.grad_enabled and any(
+            isinstance(a, Tensor) and a.requires_grad for a in args + tuple(tangents)):
+        fusable = False  # the tangent keeps its history (an outer reverse-mode transform differentiates it)
     total = None
     for k, t in enumerate(tangents):
         if t is None:
@@ -342,7 +347,9 @@ def _jvp(op, args, params, outs, tangents):
                 j = formula(t.conj(), s).conj_physical()  # at conj(t) (a real output keeps the real part: abs, angle)
                 terms = (j.real if j.dtype.is_complex and not out.dtype.is_complex else j,)
             else:
-                terms = (formula(t, s),)
+                fop = op.derivatives.fused_ops[k] if fusable else None
+                j = _fused_jvp(fop, op.derivatives.fused[k][1], t, s) if fop is not None else None
+                terms = (formula(t, s) if j is None else j,)
         else:
             s.__dict__.pop("_fused_parts", None)  # (parts a formula cached for another input's gradients)
             terms = _transposed(formula, s, outs, args[k], t)
@@ -352,6 +359,18 @@ def _jvp(op, args, params, outs, tangents):
         total = (None,) * len(outs)
     return tuple(None if not _differentiable(o) or k in op.workspace else o.new_zeros(o.shape) if j is None else j
                  for k, (o, j) in enumerate(zip(outs, total)))
+
+
+def _fused_jvp(fop, names, t, s):
+    """An elementwise entry's JVP f'(x) t in one pass: its fused VJP kernel (g f'(x), the same product for a
+    real diagonal Jacobian) on the tangent, where the formula takes several ops (tanh's t * (1 - y * y): three).
+    None where a float16/bfloat16 tangent computes in float32 (the formula's ops round as PyTorch's)."""
+    if t.dtype not in _FUSED_DTYPES:
+        return None
+    return fop.exposure.call(*[t if n == "g" else getattr(s, n) for n in names])
+
+
+_FUSED_DTYPES = frozenset((float32, float64))
 
 
 # how jitgrad.func (a layer above) transposes a formula for a tangent batched by vmap (jacfwd's basis)
