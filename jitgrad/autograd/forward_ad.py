@@ -157,20 +157,37 @@ def tangent(t, level=None):
 # ------------------------------------------------------------------ propagation (dispatch's hook)
 class _Primals:
     """What a VJP formula reads as ``s``, from the call itself: inputs, outputs, params and their defaults,
-    the inputs' shapes."""
+    the inputs' shapes; each looked up when a formula first reads it (most JVPs read one or two, or none)."""
 
     def __init__(self, op, args, params, outs):
-        self.__dict__.update(zip(op.inputs or (), args))
-        self.__dict__.update(zip(op.outputs, outs))
-        self.__dict__.update(op.exposure.params)
-        self.__dict__.update(params)
-        self.__dict__.update({n + "_shape": tuple(a.shape) for n, a in zip(op.inputs or (), args) if isinstance(a, Tensor)})
-        self.params = params
         self.op = op
+        self.params = params
         self._args = args
-        # (formulas that share parts between inputs, cached on ``s``, read which inputs take gradients)
-        self.next_functions = ((True, 0),) * len(args)
-        self.input_meta = [(tuple(a.shape), a.dtype) if isinstance(a, Tensor) else None for a in args]
+        self._outs = outs
+
+    def __getattr__(self, name):  # (only for names not set yet)
+        d = self.__dict__
+        op, args = d["op"], d["_args"]
+        inputs = op.inputs or ()
+        if name.endswith("_shape") and name[:-6] in inputs:
+            a = args[inputs.index(name[:-6])]
+            if isinstance(a, Tensor):
+                return tuple(a.shape)
+        if name in d["params"]:
+            return d["params"][name]
+        if name in op.exposure.params:
+            return op.exposure.params[name]
+        if name in op.outputs:
+            k = op.outputs.index(name)
+            if k < len(d["_outs"]):
+                return d["_outs"][k]
+        if name in inputs:
+            return args[inputs.index(name)]
+        if name == "next_functions":  # (formulas that share parts between inputs read which take gradients)
+            return ((True, 0),) * len(args)
+        if name == "input_meta":
+            return [(tuple(a.shape), a.dtype) if isinstance(a, Tensor) else None for a in args]
+        raise AttributeError(name)
 
 
 def _levels(args):
@@ -347,7 +364,7 @@ def _jvp(op, args, params, outs, tangents, fusable=False):
                 j = formula(t.conj(), s).conj_physical()  # at conj(t) (a real output keeps the real part: abs, angle)
                 terms = (j.real if j.dtype.is_complex and not out.dtype.is_complex else j,)
             else:
-                fop = op.derivatives.fused_ops[k] if fusable else None
+                fop = op.derivatives.fused_ops[k] if fusable and t.dtype == out.dtype else None
                 j = _fused_jvp(fop, op.derivatives.fused[k][1], t, s) if fop is not None else None
                 terms = (formula(t, s) if j is None else j,)
         else:
@@ -364,7 +381,8 @@ def _jvp(op, args, params, outs, tangents, fusable=False):
 def _fused_jvp(fop, names, t, s):
     """An elementwise entry's JVP f'(x) t in one pass: its fused VJP kernel (g f'(x), the same product for a
     real diagonal Jacobian) on the tangent, where the formula takes several ops (tanh's t * (1 - y * y): three).
-    None where a float16/bfloat16 tangent computes in float32 (the formula's ops round as PyTorch's)."""
+    The kernel computes in the tangent's dtype (the caller checks it is the output's). None where a
+    float16/bfloat16 tangent computes in float32 (the formula's ops round as PyTorch's)."""
     if t.dtype not in _FUSED_DTYPES:
         return None
     return fop.exposure.call(*[t if n == "g" else getattr(s, n) for n in names])
