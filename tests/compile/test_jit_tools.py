@@ -41,7 +41,7 @@ def _stats(proc):
 def test_jit_stats_fields():
     s = jg.jit_stats()
     assert set(s) == {"kernels_compiled", "compile_seconds", "cache_hits", "cache_misses", "background_builds",
-                      "graphs", "graph_compile_seconds", "compiled_autograd"}  # jitgrad.compile's graphs, and
+                      "background_pending", "background_seconds", "graphs", "graph_compile_seconds", "compiled_autograd"}  # jitgrad.compile's graphs, and
     # compiled autograd's counters
     assert all(v >= 0 for k, v in s.items() if k not in ("graphs", "compiled_autograd"))
     assert isinstance(s["graphs"], list) and s["compiled_autograd"]["fallbacks"] >= 0
