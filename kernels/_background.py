@@ -96,14 +96,14 @@ def _send(key, name):
         try:
             pickle.dump((len(REQUESTS) - 1,) + key, proc.stdin)
             proc.stdin.flush()
-        except (OSError, pickle.PickleError):
+        except (OSError, ValueError, pickle.PickleError):  # (ValueError: closed at exit, by _let_go)
             REQUESTS.pop()  # not sent: compiled here, and not counted as a background build
             raise
         if config.LOG_COMPILES:
             print("jitgrad: compiling %s(%s) in the background" % (name, ", ".join(map(str, key[1]))), file=sys.stderr,
                   flush=True)
         return True
-    except (OSError, pickle.PickleError):
+    except (OSError, ValueError, pickle.PickleError):
         return False
 
 
@@ -128,6 +128,7 @@ def _let_go(proc):
         proc.stdin.close()
     except OSError:
         pass
+    proc.returncode = 0  # (it outlives this process on purpose: Popen's finalizer must not warn that it still runs)
 
 
 def _read_replies(proc):
