@@ -189,6 +189,11 @@ def serve():
             try:
                 requests.put(pickle.load(sys.stdin.buffer))
             except Exception:  # EOFError: the requester is gone
+                # let go of its stdout/stderr, so that whoever reads them (a shell pipe, subprocess.run) is not
+                # kept waiting for this last build
+                quiet = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(quiet, 1)
+                os.dup2(quiet, 2)
                 ended.set()
                 requests.put(None)
                 return
