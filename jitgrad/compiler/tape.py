@@ -50,6 +50,24 @@ def compile_plan(graph, outputs, fuse=True, name="plan"):
     return (fuse and tape_plan(graph, outputs, name)) or generate(graph, outputs, fuse, name)
 
 
+_BUILT = {}  # id(graph) -> (graph, its tape): what tape_expressible built, for tape_plan to take (once)
+
+
+def tape_expressible(graph):
+    """Whether a tape runs ``graph`` (its values small, each op with instructions)."""
+    tape = _build(graph) if _fits(graph) else None
+    _BUILT.clear()
+    if tape is not None:
+        _BUILT[id(graph)] = (graph, tape)
+    return tape is not None
+
+
+def _fits(graph):
+    arrays = graph.arrays
+    return bool(graph.nodes) and all(a.__class__ is np.ndarray and a.dtype in _TABLE and a.size <= SMALL
+                                     for a in arrays) and sum(a.size for a in arrays) <= MAX_TABLE
+
+
 def _cast(dt, x):
     """Source of table value ``x`` as an operand of dtype ``dt``."""
     return "(%s != 0.0)" % x if dt == np.bool_ else "%s(%s)" % (NUMPY_CASTS[dt], x)
@@ -322,15 +340,17 @@ def _interpreter_source(tape, kname):
 def tape_plan(graph, outputs, name="plan"):
     """``graph`` compiled as a tape (a codegen.Compiled), or None where it is not small and tape-shaped."""
     arrays = graph.arrays
-    if not graph.nodes or any(a.__class__ is not np.ndarray or a.dtype not in _TABLE or a.size > SMALL
-                              for a in arrays) or sum(a.size for a in arrays) > MAX_TABLE:
+    if not _fits(graph):
         return None
     start = time.perf_counter()
-    tape = _build(graph)
+    built = _BUILT.pop(id(graph), None)
+    tape = built[1] if built is not None and built[0] is graph else _build(graph)
     if tape is None:
         return None
-    boundary = boundary_values(graph)
-    for v in list(boundary) + list(outputs):
+    # the constants a backward's formulas made go into the table once; the other boundary values come with each call
+    frozen = [v for v in boundary_values(graph) if graph.kinds[v][0] == "const"]
+    boundary = [v for v in boundary_values(graph) if graph.kinds[v][0] != "const"]
+    for v in frozen + boundary + list(outputs):
         tape.slot(v)
     # named by its source and the scalar functions' sources: the disk cache never serves a stale build
     src, fns, arity = _interpreter_source(tape, "KERNEL")
@@ -343,6 +363,8 @@ def tape_plan(graph, outputs, name="plan"):
     table = np.zeros(max(tape.top, 1))
     for r, c in tape.consts:
         table[r] = c
+    for v in frozen:
+        table[tape.slots[v]:tape.slots[v] + arrays[v].size] = arrays[v].reshape(-1)
     maps = np.concatenate(tape.maps)
     at = np.zeros((len(boundary), 3), np.int64)  # (offset in the table, offset in the inputs, elements) per argument
     offset = 0
@@ -351,8 +373,11 @@ def tape_plan(graph, outputs, name="plan"):
         at[k] = (tape.slots[v], offset, size)
         offset += size
     kernel, hit = _kernel(kname, src, fns, False, [code, table, maps, np.zeros(1), at])
-    outs = [(tape.slots[v], arrays[v].size, arrays[v].shape, arrays[v].dtype) for v in outputs]
-    fn = _plan_function(kernel, code, table, maps, at, outs)
+    unique = list(dict.fromkeys(outputs))
+    outs = [(tape.slots[v], arrays[v].size, arrays[v].shape, arrays[v].dtype) for v in unique]
+    # a value asked for twice (returned, and saved for the backward) is one array, as generated code returns it
+    picks = [unique.index(v) for v in outputs] if len(unique) < len(outputs) else None
+    fn = _plan_function(kernel, code, table, maps, at, outs, picks)
     sizes = sorted({a.size for a in arrays})
     listing = ["def %s(%s):  # a tape of %d instructions over values of %s element(s), run by %s" % (
         name, ", ".join("v%d" % v for v in boundary), len(tape.code), ", ".join(map(str, sizes)), kname)] + \
@@ -361,7 +386,7 @@ def tape_plan(graph, outputs, name="plan"):
                     list(outputs), len(tape.code))
 
 
-def _plan_function(kernel, code, table, maps, at, outs):
+def _plan_function(kernel, code, table, maps, at, outs, picks):
     # every slot is written before it is read (inputs first, then each instruction's result), and the
     # constants' slots are never written: a table is reused between calls. One per concurrent call
     # (list.pop and list.append are atomic), so threads and re-entrant calls get tables of their own.
@@ -373,5 +398,5 @@ def _plan_function(kernel, code, table, maps, at, outs):
         kernel(code, T, maps, x, at)
         res = tuple(T[r:r + size].reshape(shape).astype(dt) for r, size, shape, dt in outs)  # (arrays of their own)
         spare.append(T)
-        return res
+        return res if picks is None else tuple(res[k] for k in picks)
     return plan
