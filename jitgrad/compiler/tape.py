@@ -266,14 +266,19 @@ def _case_lines(case):
     lines = ["            %s = %s" % (("a%d" if w else "c%d") % i, ("code[p, %d]" if w else "T[code[p, %d]]")
                                       % (_FIRST + i)) for i, w in enumerate(whole)]
     kind = case[0]
+    if kind in ("fn", "cast") and any(whole):
+        # through views of the slots, indexed from 0: an index known not to be negative lets LLVM vectorize
+        lines += ["            r = T[o:o + m]"] + ["            u%d = T[a%d:a%d + m]" % (i, i, i)
+                                                      for i, w in enumerate(whole) if w]
     if kind == "fn":
         _, fn, dts, odt, _ = case
-        reads = [_cast(dt, ("T[a%d + j]" if w else "c%d") % i) for i, (dt, w) in enumerate(zip(dts, whole))]
+        reads = [_cast(dt, ("u%d[j]" if w else "c%d") % i) for i, (dt, w) in enumerate(zip(dts, whole))]
         return lines + ["            for j in range(m):",
-                        "                T[o + j] = %s" % _write(odt, "F_%s(%s)" % (fn, ", ".join(reads)))]
+                        "                %s = %s" % ("r[j]" if any(whole) else "T[o + j]",
+                                                     _write(odt, "F_%s(%s)" % (fn, ", ".join(reads))))]
     if kind == "cast":  # rounded to float32, or to bool by its truth (NaN is true), as NumPy's astype
         return lines + ["            for j in range(m):",
-                        "                T[o + j] = %s" % _write(case[1], "T[a0 + j]")]
+                        "                r[j] = %s" % _write(case[1], "u0[j]")]
     if kind == "gather":
         return lines + ["            for j in range(m):",
                         "                T[o + j] = T[I[k + j]]"]
