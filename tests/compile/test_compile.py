@@ -453,7 +453,7 @@ def test_explain_shows_graph_groups_guards_source(capsys, monkeypatch, small):
         assert part in out
     if small:  # a small graph is a tape: its instructions, and the interpreter of its cases
         for part in ("a tape of 6 instructions over values of 1, 2 element(s)", "v3 = tanh(v2)", "def tape_",
-                     "F_tanh(np.float64(T[a0 + j]))", "fused groups: 0"):
+                     "F_tanh(np.float64(u0[j]))", "fused groups: 0"):
             assert part in out
     else:
         assert "fused groups: 1" in out and "for i in range(n):" in out
