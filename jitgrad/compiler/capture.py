@@ -377,4 +377,8 @@ def trace_backward(graph, outs, leaves):
         STATE.capture = prev
         for t, h in hooks:
             t._hooks = h
-    return bg, [None if gr is None else bg.value(gr) for gr in grads]
+    grads = [None if gr is None else bg.value(gr) for gr in grads]
+    # a tensor the backward reads that is no forward value was made by the formulas (zeros for an output that
+    # got no gradient): a constant of the graph, which no caller holds
+    bg.kinds = [("const", k[1]) if k[0] == "ext" else k for k in bg.kinds]
+    return bg, grads

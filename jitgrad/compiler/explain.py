@@ -20,8 +20,8 @@ def _graph_lines(title, graph, plan):
     for v, kind in enumerate(graph.kinds):
         if kind[0] != "op":
             shape, dt = graph.meta(v)
-            what = kind[0] if kind[0] != "ext" else "external tensor"
-            lines.append("  v%d: %s %s %s%s" % (v, what, dt, list(shape), "" if kind[0] == "ext" else " #%s" % (
+            what = {"ext": "external tensor", "const": "constant"}.get(kind[0], kind[0])
+            lines.append("  v%d: %s %s %s%s" % (v, what, dt, list(shape), "" if kind[0] in ("ext", "const") else " #%s" % (
                 kind[1],)))
     lines += [_node_line(n) for n in graph.nodes]
     if plan is not None:

@@ -170,7 +170,7 @@ def joint_graph(fg, bg, outputs, grad):
         if kind[0] == "fwd":
             bmap[v] = Ref(kind[1])
         elif kind[0] == "grad":
-            bmap[v] = grad if grad.__class__ is Ref else ng.add(grad._data, ("ext", grad))
+            bmap[v] = grad if grad.__class__ is Ref else ng.add(grad._data, ("const", grad))
         elif kind[0] != "op":
             bmap[v] = ng.add(bg.arrays[v], kind)
     for node in bg.nodes:

@@ -1,7 +1,7 @@
 """The compiler's IR: a Graph of values and Nodes, as capture records it and the passes and lowerings read it.
 
 A value is a ``Ref`` (its number); its kind says where it comes from: an input (by position), an external
-(a parameter or constant the plan reads live), a gradient placeholder, a forward value read by a backward
+(a parameter or constant the plan reads live), a constant a backward's formulas made, a gradient placeholder, a forward value read by a backward
 graph, or an op's result. A ``Node`` is one table op: the entry, its arguments (Refs or constants), its
 params (constants, Refs, or ``Held`` structures holding values' arrays, as an index key's) and its results.
 """
@@ -90,7 +90,9 @@ class Graph:
         self.parent = parent  # a backward graph reads its forward graph's values as inputs ("fwd", value)
         self.nodes = []
         self.arrays = []  # value -> the array it held while tracing (keeps ids unique while tracing)
-        self.kinds = []  # value -> ("input", position) | ("ext", Tensor) | ("grad", k) | ("op", node index)
+        # value -> ("input", position) | ("ext", Tensor) | ("const", Tensor: made by a backward's formulas) |
+        # ("grad", k) | ("fwd", forward value) | ("op", node index)
+        self.kinds = []
         self.by_id = {}  # id(array) -> value
         self.breaks = []  # (reason, "file:line")
         self.seen = []  # (version counter, version) of every tensor an op read, to detect in-place writes

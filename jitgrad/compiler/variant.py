@@ -17,7 +17,7 @@ from .guards import tensor_key
 from .nodes import CompiledFunctionBackward, CompiledStepBackward, RegionReplayBackward, _tensor_of
 from .pytree import flatten, unflatten
 from .replay import Replay
-from .tape import SMALL, compile_plan
+from .tape import SMALL, compile_plan, tape_expressible
 
 
 def _producers(g, values):
@@ -199,18 +199,21 @@ class Variant:
         return True
 
     def _joint(self, g, bg, grads, leaf_vals, owner, grad_out_vals):
-        """A scalar output on the CPU whose backward is elementwise math (and full sums): its gradients at an
-        output gradient of one come out of the forward plan's own loops (``self.joint``); the backward only
-        scales them. True where that applies."""
+        """A scalar output on the CPU whose backward is elementwise math (and full sums), or a small graph that a
+        tape runs whole: its gradients at an output gradient of one come out of the forward plan's own loops or
+        tape (``self.joint``); the backward only scales them. True where that applies."""
         out = g.arrays[grad_out_vals[0]]
         grad_vals = [gr for gr in grads if gr is not None]
+        size = max(a.size for a in g.arrays)
         if not (owner.fuse and len(grad_out_vals) == 1 and out.__class__ is np.ndarray and out.ndim == 0
-                and grad_vals and not JOINT_MAX_SIZE < max(a.size for a in g.arrays) < JOINT_MIN_SIZE
-                and elementwise_backward(bg)):
+                and grad_vals and not JOINT_MAX_SIZE < size < JOINT_MIN_SIZE
+                and (size <= JOINT_MAX_SIZE or elementwise_backward(bg))):
             return False
         joint = joint_graph(g, bg, grad_vals, Tensor._wrap(np.ones((), out.dtype)))
         if any(joint[0].kinds[v][0] != "op" for v in joint[1]):  # a gradient that is an input: no loop to fuse
             return False
+        if not elementwise_backward(bg) and not tape_expressible(joint[0]):
+            return False  # (a small backward of moves and groups: joined where a tape runs it all)
         self.leaf_vals = [v for v, gr in zip(leaf_vals, grads) if gr is not None]
         self.saved_vals = []
         self.bgraph, self.joint = bg, joint

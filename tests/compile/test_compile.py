@@ -452,7 +452,7 @@ def test_explain_shows_graph_groups_guards_source(capsys, monkeypatch, small):
     for part in ("Guards:", "requires_grad=True", "Forward graph: 6 ops", "def forward(", "Backward graph"):
         assert part in out
     if small:  # a small graph is a tape: its instructions, and the interpreter of its cases
-        for part in ("a tape of 6 instructions over values of 2 element(s)", "v3 = tanh(v2)", "def tape_",
+        for part in ("a tape of 6 instructions over values of 1, 2 element(s)", "v3 = tanh(v2)", "def tape_",
                      "F_tanh(np.float64(u0[j]))", "fused groups: 0"):
             assert part in out
     else:
