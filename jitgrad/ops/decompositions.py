@@ -15,6 +15,7 @@ from ._linalg_args import (LinAlgError, broadcast_batch, check_float, check_matr
 from ._table import _arr, export, register
 from .indexing import gather
 from .join import cat, stack
+from .unary import _c
 
 _NOT_PD = ("The factorization could not be completed because the input is not positive-definite (the leading minor "
            "of order %d is not positive-definite).")
@@ -279,6 +280,8 @@ def geqrf(input):
     if input.ndim < 2:
         raise RuntimeError("torch.geqrf: input must have at least 2 dimensions.")
     check_float(input, "torch.geqrf")
+    if input.dtype.is_complex and input.requires_grad and is_grad_enabled():  # (PyTorch records no complex geqrf)
+        raise RuntimeError("geqrf does not support automatic differentiation for outputs with complex dtype.")
     return Geqrf(*dispatch(GEQRF, (input,)))
 
 
@@ -306,9 +309,9 @@ def _reflectors(A, k):
 
 
 def _householder_grad(which):
-    """Reverse mode through Q = H_0 ... H_{k-1} I[:, :n], H_i = I - tau_i v_i v_i^T, applied to I right to left
+    """Reverse mode through Q = H_0 ... H_{k-1} I[:, :n], H_i = I - tau_i v_i v_i^H, applied to I right to left
     (PyTorch's householder_product_backward differentiates the same product): the states are recomputed, then
-    each reflector passes gQ on as H_i^T gQ and takes its share in tau_i and in v_i (A's column i below row i)."""
+    each reflector passes gQ on as H_i^H gQ and takes its share in tau_i and in v_i (A's column i below row i)."""
     def formula(g, s):
         A, tau = s.self, s.tau
         m, n = A.shape[-2:]
@@ -319,17 +322,19 @@ def _householder_grad(which):
         states = []  # the state each reflector is applied to
         for i in reversed(range(k)):
             states.append(Q)
-            Q = Q - tau[..., i, None, None] * vs[i].unsqueeze(-1) * (vs[i].unsqueeze(-2) @ Q)
+            Q = Q - tau[..., i, None, None] * vs[i].unsqueeze(-1) * (_c(vs[i].unsqueeze(-2)) @ Q)
         states.reverse()
         columns, gtau = [], []
         for i in range(k):
             v, t, Qi = vs[i], tau[..., i, None, None], states[i]
-            vg = v.unsqueeze(-2) @ g  # v^T gQ
-            vQ = v.unsqueeze(-2) @ Qi  # v^T Q_i
-            gtau.append(-(vg * vQ).sum((-2, -1)))
-            gv = -t.squeeze(-1) * ((g @ vQ.mT).squeeze(-1) + (Qi @ vg.mT).squeeze(-1))
+            vh = _c(v.unsqueeze(-2))
+            vg = vh @ g  # v^H gQ
+            vQ = vh @ Qi  # v^H Q_i
+            gtau.append(-(vg * _c(vQ)).sum((-2, -1)))
+            t1 = t.squeeze(-1)
+            gv = -(_c(t1) * (g @ vQ.mH).squeeze(-1) + t1 * (Qi @ vg.mH).squeeze(-1))
             columns.append(cat([A.new_zeros(batch + (i + 1,)), gv[..., i + 1:]], -1))
-            g = g - t * v.unsqueeze(-1) * vg
+            g = g - _c(t) * v.unsqueeze(-1) * vg
         if which == 1:
             return stack(gtau, -1)
         columns += [A.new_zeros(batch + (m,))] * (n - k)
@@ -691,7 +696,7 @@ def _np_geqrf(a):
 def _householder_samples(rng, dtype):
     out = []
     for shape, k in (((4, 3), 3), ((2, 3, 3), 2)):
-        a = _general(rng, shape, np.float64)
+        a = _general(rng, shape, np.complex128 if np.dtype(dtype).kind == "c" else np.float64)
         qr_, tau = _np_geqrf(a)
         out.append(((np.asarray(qr_, dtype), np.asarray(tau[..., :k], dtype)), {}))
     return out
@@ -704,7 +709,7 @@ def _np_householder(a, tau):
         q = np.eye(m.shape[0])
         for i in range(t.shape[0]):
             v = np.concatenate([np.zeros(i), [1.0], m[i + 1:, i]])
-            q = q @ (np.eye(m.shape[0]) - t[i] * np.outer(v, v))
+            q = q @ (np.eye(m.shape[0]) - t[i] * np.outer(v, v.conj()))
         outs.append(q[:, :m.shape[1]])
     return np.asarray(outs, a.dtype).reshape(a.shape)
 
@@ -727,11 +732,11 @@ PERMUTATION = register(Op("lu_pivots_to_permutation", _permutation_forward, inpu
                           differentiable=False, call=permutation, keep_inputs=(0,), samples=_floats(
                               lambda rng, dt: [((_np_lu_factor_ex(_general(rng, (2, 4, 4), np.float64))[1],), {})]),
                           ref=_np_permutation))
-GEQRF = register(Op("geqrf", _geqrf_forward, reduced_precision="refused", n_outputs=2, outputs=("a", "tau"), differentiable=False, call=geqrf,
-                    samples=_floats(_geqrf_samples, complex=False), ref=_np_geqrf))
-HOUSEHOLDER = register(Op("linalg_householder_product", _householder_forward, reduced_precision="refused", inputs=("self", "tau"),
+GEQRF = register(Op("geqrf", _geqrf_forward, reduced_precision="refused", complex=True, n_outputs=2, outputs=("a", "tau"), differentiable=False, call=geqrf,
+                    samples=_floats(_geqrf_samples), ref=_np_geqrf))
+HOUSEHOLDER = register(Op("linalg_householder_product", _householder_forward, reduced_precision="refused", complex=True, inputs=("self", "tau"),
                           vjp=[_householder_grad(0), _householder_grad(1)], node="LinalgHouseholderProductBackward0",
-                          call=householder_product, samples=_floats(_householder_samples, complex=False), ref=_np_householder))
+                          call=householder_product, samples=_floats(_householder_samples), ref=_np_householder))
 EIGH = register(Op("linalg_eigh", _eigh_forward, reduced_precision="refused", complex=True, vjp=[_eigh_grad], n_outputs=2,
                    outputs=("eigenvalues", "eigenvectors"), node="LinalgEighBackward0", call=phase_free(hermitian_input(eigh), (1,)),
                    samples=_floats(_eigh_samples), ref=phase_free(_np_eigh, (1,))))

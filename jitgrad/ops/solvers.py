@@ -211,7 +211,7 @@ def cholesky_solve(input, input2, upper=False):
 def triangular_solve(input, A, upper=True, transpose=False, unitriangular=False):
     warnings.warn("torch.triangular_solve is deprecated in favor of torch.linalg.solve_triangularand will be removed "
                   "in a future PyTorch release.", UserWarning, stacklevel=2)
-    M = A.mH if transpose else A
+    M = A.mT if transpose else A  # (PyTorch's transpose: not conjugated)
     X = solve_triangular(M, input, upper=upper != transpose, unitriangular=unitriangular)
     return TriangularSolve(X, A.clone())
 
