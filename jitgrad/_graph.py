@@ -14,7 +14,7 @@ from ._anomaly import record_trace
 from ._device import backend
 from ._dtype import FROM_NP, REDUCED_NP
 from ._grad_mode import SPECIAL, STATE
-from ._layout import ConjView, strided
+from ._layout import LAZY, strided
 
 SEQUENCE = itertools.count()  # creation order of nodes: the engine runs the latest first
 _handle_ids = itertools.count()
@@ -180,8 +180,8 @@ def accumulate_into(var, g):
     being built or its array cannot take the sum in place."""
     if g is None:
         return
-    if g._data.__class__ is ConjView:  # (a lazy conjugate's values, summed in place below)
-        g = g.resolve_conj()
+    if g._data.__class__ in LAZY:  # (a lazy conjugate's or negation's values, summed in place below)
+        g = g.resolve_conj().resolve_neg()
     if g._data.dtype != var._data.dtype:
         g = g.to(var.dtype)
     old = var._grad

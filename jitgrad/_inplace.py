@@ -14,7 +14,7 @@ from ._dtype import check_scalar
 from ._grad_mode import SPECIAL, STATE, no_grad
 from ._graph import Node, edge, overlaps
 from ._index_key import _is_basic, normalize_key
-from ._layout import ConjView
+from ._layout import LAZY, ConjView
 from ._op import dispatch
 from ._tensor import Tensor, has_tangent
 from ._trace_hooks import side_effect
@@ -73,7 +73,7 @@ def _write(t, value, chain=(), key=None, op_name="__setitem__"):
     if isinstance(value, Tensor) and value.dtype.category > t.dtype.category:
         raise RuntimeError("result type %s can't be cast to the desired output type %s"
                            % (_CAST_NAMES[value.dtype.name], _CAST_NAMES[t.dtype.name]))
-    if src.__class__ is ConjView:
+    if src.__class__ in LAZY:
         src = src.resolved()
     d = t._data
     xp = backend(d)
@@ -82,6 +82,8 @@ def _write(t, value, chain=(), key=None, op_name="__setitem__"):
     dst = _region_array(d, chain, None)
     if dst.__class__ is ConjView:  # a lazy conjugate stores the conjugates of the values written to it
         dst, src = dst.view(np.ndarray), np.conjugate(src)
+    elif dst.__class__ is not np.ndarray and dst.__class__ in LAZY:  # (a lazy negation: their negatives)
+        dst, src = dst.view(np.ndarray), np.negative(src)
     if key is None and src.shape != dst.shape and np.broadcast_shapes(src.shape, dst.shape) != dst.shape:
         raise RuntimeError("output with shape [%s] doesn't match the broadcast shape [%s]"
                            % (", ".join(map(str, dst.shape)), ", ".join(map(str, np.broadcast_shapes(src.shape, dst.shape)))))

@@ -56,3 +56,17 @@ class ConjView(np.ndarray):
         """The values it stands for, in an array of their own."""
         stored = self.view(np.ndarray)
         return np.conjugate(stored, out=np.empty_like(stored))  # (out: a 0-d one stays an array)
+
+
+class NegView(np.ndarray):
+    """A lazy negation (PyTorch's negative bit): the ``_data`` of ``z.conj().imag``, a NumPy view of the imaginary
+    parts ``z`` stores, whose values are their negatives. It is handled as ConjView is (dispatch hands it to
+    conj_dispatch: shape views stay lazy, other ops read the resolved values; writes store the negatives)."""
+    __array_ufunc__ = None
+
+    def resolved(self):
+        stored = self.view(np.ndarray)
+        return np.negative(stored, out=np.empty_like(stored))
+
+
+LAZY = (ConjView, NegView)  # the array classes whose values are not the numbers they store

@@ -16,7 +16,7 @@ from ._device import cuda_backend
 from .kernels import config as KERNEL_CONFIG, cpu as CPU_BACKEND
 from .kernels.scalars import COMPLEX as COMPLEX_KERNELS
 from ._grad_mode import SPECIAL, STATE
-from ._layout import ConjView, SparseMeta
+from ._layout import LAZY, ConjView, SparseMeta
 from . import _op_node
 from ._op_node import OpNode, _attach, record
 from ._tensor import Tensor, has_tangent
@@ -336,7 +336,7 @@ def dispatch(op, args, params=EMPTY, profiled=False):
     if kind is not np.ndarray and kind is not None:  # (CPU tensors of real or complex values pass by)
         if kind is SparseMeta:
             return SPARSE_DISPATCH[0](op, args, params)
-        if kind is ConjView:  # a lazy conjugate among the operands
+        if kind in LAZY:  # a lazy conjugate (or negation) among the operands
             return CONJ_DISPATCH[0](op, args, params)
     plan = op._dtypes.get(tuple(key))
     if plan is None:
@@ -456,7 +456,7 @@ def _mixed_kinds(args):
     then takes the op), else PyTorch's device error."""
     if any(isinstance(a, Tensor) and a._data.__class__ is SparseMeta for a in args):
         return SparseMeta
-    if any(isinstance(a, Tensor) and a._data.__class__ is ConjView for a in args) and \
+    if any(isinstance(a, Tensor) and a._data.__class__ in LAZY for a in args) and \
             all(isinstance(a._data, np.ndarray) for a in args if isinstance(a, Tensor)):
         return ConjView
     _device_mismatch(args)

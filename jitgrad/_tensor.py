@@ -13,7 +13,7 @@ import numpy as np
 from . import _dtype as D
 from . import _graph as G
 from . import _memory_format as MF
-from ._layout import ConjView, strided
+from ._layout import LAZY, ConjView, NegView, strided
 from ._device import CPU, Device, backend, device_of, to_device
 from ._grad_mode import SPECIAL, STATE
 from ._trace_hooks import side_effect, value_read
@@ -158,7 +158,8 @@ class Tensor:
         return self._data.__class__ is ConjView
 
     def is_neg(self):
-        return False
+        """Whether this is a lazy negation (``z.conj().imag``, and views of one)."""
+        return self._data.__class__ is NegView
 
     def is_distributed(self):
         return False
@@ -192,7 +193,7 @@ class Tensor:
         d = self._data
         if d.__class__ is np.ndarray:
             return d
-        return d.resolved() if d.__class__ is ConjView else backend(d).to_host(d)
+        return d.resolved() if d.__class__ in LAZY else backend(d).to_host(d)
 
     @property
     def is_leaf(self):
@@ -398,6 +399,11 @@ class Tensor:
             if not force:
                 raise RuntimeError("Can't call numpy() on Tensor that has conjugate bit set. Use "
                                    "tensor.resolve_conj().numpy() instead.")
+            return self._data.resolved()
+        if self._data.__class__ is NegView:
+            if not force:
+                raise RuntimeError("Can't call numpy() on Tensor that has negative bit set. Use "
+                                   "tensor.resolve_neg().numpy() instead.")
             return self._data.resolved()
         if self._data.__class__ is not np.ndarray:
             if not force:

@@ -40,7 +40,7 @@ import zlib
 import numpy as np
 
 from . import _dtype as D
-from ._layout import ConjView
+from ._layout import LAZY
 from . import _weights_only_unpickler as _wo
 from ._weights_only_unpickler import add_safe_globals, clear_safe_globals, get_safe_globals, safe_globals  # noqa: F401
 from ._tensor import Tensor
@@ -138,7 +138,7 @@ class _Encoder:
             raise TypeError("jitgrad.save can't save %s: unsupported dtype %s" % (where, data.dtype))
         if name in _BITS_OF:
             data = np.asarray(t._host()).view(np.uint16)
-        if data.__class__ is ConjView:  # (a lazy conjugate: its values)
+        if data.__class__ in LAZY:  # (a lazy conjugate or negation: its values)
             data = data.resolved()
         arr = np.asarray(data, dtype=_DTYPES[name], order="C")
         i = self._index[id(t)] = self.add(arr, name, bool(t.requires_grad), isinstance(t, Parameter))

@@ -79,9 +79,27 @@ def _by_batch(parallel, serial):
     return run
 
 
+# complex routines whose names or arguments differ from the real ones' (the Hermitian and unitary forms; the rest
+# take one more real workspace, rwork)
+_COMPLEX_ROUTINES = {"syevd": ("heevd", "lapack", 13), "gesdd": ("gesdd", "lapack", 15), "orgqr": ("ungqr", "lapack", 9),
+                     "ormqr": ("unmqr", "lapack", 13), "gelsy": ("gelsy", "lapack", 14),
+                     "gelsd": ("gelsd", "lapack", 15), "gelss": ("gelss", "lapack", 14)}
+
+
+def _routines(dtype):
+    """LAPACK's routines of one dtype by their real names (s, d, c, z: float32 ... complex128)."""
+    ch = {"float32": "s", "float64": "d", "complex64": "c", "complex128": "z"}[dtype.name]
+    L = {}
+    for r, (mod, n) in _ROUTINES.items():
+        name = r
+        if dtype.kind == "c" and r in _COMPLEX_ROUTINES:
+            name, mod, n = _COMPLEX_ROUTINES[r]
+        L[r] = _fn(mod, ch + name, n)
+    return L
+
+
 def _make(dtype):
-    ch = "s" if dtype == np.float32 else "d"
-    L = {r: _fn(mod, ch + r, n) for r, (mod, n) in _ROUTINES.items()}
+    L = _routines(dtype)
     getrf, getrs, getri, potrf, syevd, gesdd = L["getrf"], L["getrs"], L["getri"], L["potrf"], L["syevd"], L["gesdd"]
     geqrf, orgqr, ormqr, gelsy, gelsd, gelss, gels, trsm, trmm = (L[r] for r in (
         "geqrf", "orgqr", "ormqr", "gelsy", "gelsd", "gelss", "gels", "trsm", "trmm"))
@@ -123,7 +141,7 @@ def _make(dtype):
         d = ints(n, max(n, 1), -1, 0)
         inf = np.zeros(1, np.int32)
         getri(d[0:].ctypes, a[0].ctypes, d[1:].ctypes, piv0.ctypes, query.ctypes, d[2:].ctypes, inf.ctypes)
-        lwork = max(int(query[0]), 1)
+        lwork = max(int(query[0].real), 1)
         for b in prange(a.shape[0]):
             d = ints(n, max(n, 1), lwork, 0)
             piv = np.empty(max(n, 1), np.int32)
@@ -170,7 +188,7 @@ def _make(dtype):
         j, u = char(jobz), char(uplo)
         syevd(j.ctypes, u.ctypes, d[0:].ctypes, a[0].ctypes, d[1:].ctypes, w[0].ctypes, qw.ctypes, d[2:].ctypes,
               qi.ctypes, d[3:].ctypes, inf.ctypes)
-        lwork, liwork = max(int(qw[0]), 1), max(int(qi[0]), 1)
+        lwork, liwork = max(int(qw[0].real), 1), max(int(qi[0]), 1)
         for b in prange(a.shape[0]):
             d = ints(n, max(n, 1), lwork, liwork)
             inf = np.zeros(1, np.int32)
@@ -192,7 +210,7 @@ def _make(dtype):
         j = char(jobz)
         gesdd(j.ctypes, d[0:].ctypes, d[1:].ctypes, a[0].ctypes, d[2:].ctypes, s[0].ctypes, u[0].ctypes,
               dd[0:].ctypes, vt[0].ctypes, dd[1:].ctypes, qw.ctypes, d[3:].ctypes, iwork0.ctypes, inf.ctypes)
-        lwork = max(int(qw[0]), 1)
+        lwork = max(int(qw[0].real), 1)
         for b in prange(a.shape[0]):
             d = ints(m, n, max(m, 1), lwork)
             dd = ints(ldu, ldvt, 0, 0)
@@ -210,7 +228,7 @@ def _make(dtype):
         inf = np.zeros(1, np.int32)
         geqrf(d[0:].ctypes, d[1:].ctypes, a[0].ctypes, d[2:].ctypes, tau[0].ctypes, qw.ctypes, d[3:].ctypes,
               inf.ctypes)
-        lwork = max(int(qw[0]), 1)
+        lwork = max(int(qw[0].real), 1)
         for b in prange(a.shape[0]):
             d = ints(m, n, max(m, 1), lwork)
             inf = np.zeros(1, np.int32)
@@ -226,7 +244,7 @@ def _make(dtype):
         inf = np.zeros(1, np.int32)
         orgqr(d[0:].ctypes, d[1:].ctypes, d[2:].ctypes, a[0].ctypes, d[3:].ctypes, tau[0].ctypes, qw.ctypes,
               q.ctypes, inf.ctypes)
-        lwork = max(int(qw[0]), 1)
+        lwork = max(int(qw[0].real), 1)
         for b in prange(a.shape[0]):
             d = ints(m, n, k, max(m, 1))
             q = ints(lwork, 0, 0, 0)
@@ -245,7 +263,7 @@ def _make(dtype):
         s, t = char(side), char(trans)
         ormqr(s.ctypes, t.ctypes, d[0:].ctypes, d[1:].ctypes, d[2:].ctypes, a[0].ctypes, d[3:].ctypes,
               tau[0].ctypes, c[0].ctypes, q[0:].ctypes, qw.ctypes, q[1:].ctypes, inf.ctypes)
-        lwork = max(int(qw[0]), 1)
+        lwork = max(int(qw[0].real), 1)
         for b in prange(c.shape[0]):
             d = ints(m, n, k, lda)
             q = ints(max(m, 1), lwork, 0, 0)
@@ -269,7 +287,7 @@ def _make(dtype):
                 t = char(78)
                 gels(t.ctypes, d[0:].ctypes, d[1:].ctypes, d[2:].ctypes, a[b].ctypes, d[3:].ctypes, x[b].ctypes,
                      q[0:].ctypes, qw.ctypes, q[1:].ctypes, inf.ctypes)
-                q[1] = max(int(qw[0]), 1)
+                q[1] = max(int(qw[0].real), 1)
                 work = np.empty(q[1], a.dtype)
                 gels(t.ctypes, d[0:].ctypes, d[1:].ctypes, d[2:].ctypes, a[b].ctypes, d[3:].ctypes, x[b].ctypes,
                      q[0:].ctypes, work.ctypes, q[1:].ctypes, inf.ctypes)
@@ -277,7 +295,7 @@ def _make(dtype):
                 jpvt = np.zeros(max(n, 1), np.int32)
                 gelsy(d[0:].ctypes, d[1:].ctypes, d[2:].ctypes, a[b].ctypes, d[3:].ctypes, x[b].ctypes, q[0:].ctypes,
                       jpvt.ctypes, rc.ctypes, r.ctypes, qw.ctypes, q[1:].ctypes, inf.ctypes)
-                q[1] = max(int(qw[0]), 1)
+                q[1] = max(int(qw[0].real), 1)
                 work = np.empty(q[1], a.dtype)
                 gelsy(d[0:].ctypes, d[1:].ctypes, d[2:].ctypes, a[b].ctypes, d[3:].ctypes, x[b].ctypes, q[0:].ctypes,
                       jpvt.ctypes, rc.ctypes, r.ctypes, work.ctypes, q[1:].ctypes, inf.ctypes)
@@ -285,7 +303,7 @@ def _make(dtype):
                 iw = np.empty(1, np.int32)
                 gelsd(d[0:].ctypes, d[1:].ctypes, d[2:].ctypes, a[b].ctypes, d[3:].ctypes, x[b].ctypes, q[0:].ctypes,
                       sv[b].ctypes, rc.ctypes, r.ctypes, qw.ctypes, q[1:].ctypes, iw.ctypes, inf.ctypes)
-                q[1] = max(int(qw[0]), 1)
+                q[1] = max(int(qw[0].real), 1)
                 work = np.empty(q[1], a.dtype)
                 iwork = np.empty(max(iw[0], 1), np.int32)
                 gelsd(d[0:].ctypes, d[1:].ctypes, d[2:].ctypes, a[b].ctypes, d[3:].ctypes, x[b].ctypes, q[0:].ctypes,
@@ -293,17 +311,138 @@ def _make(dtype):
             else:  # gelss
                 gelss(d[0:].ctypes, d[1:].ctypes, d[2:].ctypes, a[b].ctypes, d[3:].ctypes, x[b].ctypes, q[0:].ctypes,
                       sv[b].ctypes, rc.ctypes, r.ctypes, qw.ctypes, q[1:].ctypes, inf.ctypes)
-                q[1] = max(int(qw[0]), 1)
+                q[1] = max(int(qw[0].real), 1)
                 work = np.empty(q[1], a.dtype)
                 gelss(d[0:].ctypes, d[1:].ctypes, d[2:].ctypes, a[b].ctypes, d[3:].ctypes, x[b].ctypes, q[0:].ctypes,
                       sv[b].ctypes, rc.ctypes, r.ctypes, work.ctypes, q[1:].ctypes, inf.ctypes)
             rank[b] = r[0]
+
+    if dtype.kind == "c":
+        eigh, svd, lstsq = _complex_parts(L, dtype, ints, char)
 
     ns = {k: _by_batch(_jitted(v), _jitted(v, parallel=False)) for k, v in locals().items() if callable(v) and k in (
         "lu_factor", "lu_solve", "inv", "cholesky", "triangular", "triangular_product", "eigh", "svd", "qr_factor",
         "householder", "apply_q", "lstsq")}
     ns["dtype"] = dt
     return ns
+
+
+def _complex_parts(L, dtype, ints, char):
+    """The complex twins of _make's eigh, svd and lstsq: heevd, gesdd and the least-squares drivers take a real
+    workspace (rwork) more, and their eigenvalues, singular values and rcond are real."""
+    heevd, gesdd, gelsy, gelsd, gelss, gels = L["syevd"], L["gesdd"], L["gelsy"], L["gelsd"], L["gelss"], L["gels"]
+
+    def eigh(a, w, jobz, uplo):
+        n = a.shape[1]
+        qw = np.empty(1, a.dtype)
+        qr = np.empty(1, w.dtype)
+        qi = np.empty(1, np.int32)
+        d = ints(n, max(n, 1), -1, -1)
+        dr = ints(-1, 0, 0, 0)
+        inf = np.zeros(1, np.int32)
+        j, u = char(jobz), char(uplo)
+        heevd(j.ctypes, u.ctypes, d[0:].ctypes, a[0].ctypes, d[1:].ctypes, w[0].ctypes, qw.ctypes, d[2:].ctypes,
+              qr.ctypes, dr.ctypes, qi.ctypes, d[3:].ctypes, inf.ctypes)
+        lwork, lrwork, liwork = max(int(qw[0].real), 1), max(int(qr[0]), 1), max(int(qi[0]), 1)
+        for b in prange(a.shape[0]):
+            d = ints(n, max(n, 1), lwork, liwork)
+            dr = ints(lrwork, 0, 0, 0)
+            inf = np.zeros(1, np.int32)
+            j, u = char(jobz), char(uplo)
+            work = np.empty(lwork, a.dtype)
+            rwork = np.empty(lrwork, w.dtype)
+            iwork = np.empty(liwork, np.int32)
+            heevd(j.ctypes, u.ctypes, d[0:].ctypes, a[b].ctypes, d[1:].ctypes, w[b].ctypes, work.ctypes,
+                  d[2:].ctypes, rwork.ctypes, dr.ctypes, iwork.ctypes, d[3:].ctypes, inf.ctypes)
+
+    def svd(a, s, u, vt, jobz):
+        m, n = a.shape[2], a.shape[1]
+        k = min(m, n)
+        ldu, ldvt = max(m, 1), max(vt.shape[2], 1)
+        lrwork = max(5 * k * k + 5 * k, 2 * max(m, n) * k + 2 * k * k + k, 7 * k, 1)
+        qw = np.empty(1, a.dtype)
+        rwork0 = np.empty(lrwork, s.dtype)
+        iwork0 = np.empty(max(8 * k, 1), np.int32)
+        d = ints(m, n, max(m, 1), -1)
+        dd = ints(ldu, ldvt, 0, 0)
+        inf = np.zeros(1, np.int32)
+        j = char(jobz)
+        gesdd(j.ctypes, d[0:].ctypes, d[1:].ctypes, a[0].ctypes, d[2:].ctypes, s[0].ctypes, u[0].ctypes,
+              dd[0:].ctypes, vt[0].ctypes, dd[1:].ctypes, qw.ctypes, d[3:].ctypes, rwork0.ctypes, iwork0.ctypes,
+              inf.ctypes)
+        lwork = max(int(qw[0].real), 1)
+        for b in prange(a.shape[0]):
+            d = ints(m, n, max(m, 1), lwork)
+            dd = ints(ldu, ldvt, 0, 0)
+            inf = np.zeros(1, np.int32)
+            j = char(jobz)
+            work = np.empty(lwork, a.dtype)
+            rwork = np.empty(lrwork, s.dtype)
+            iwork = np.empty(max(8 * k, 1), np.int32)
+            gesdd(j.ctypes, d[0:].ctypes, d[1:].ctypes, a[b].ctypes, d[2:].ctypes, s[b].ctypes, u[b].ctypes,
+                  dd[0:].ctypes, vt[b].ctypes, dd[1:].ctypes, work.ctypes, d[3:].ctypes, rwork.ctypes, iwork.ctypes,
+                  inf.ctypes)
+
+    def lstsq(a, x, rank, sv, rcond, driver):  # sv: real
+        m, n, nrhs = a.shape[2], a.shape[1], x.shape[1]
+        ldb = max(x.shape[2], 1)
+        rc = np.full(1, rcond, sv.dtype)
+        for b in prange(a.shape[0]):
+            d = ints(m, n, nrhs, max(m, 1))
+            q = ints(ldb, -1, 0, 0)
+            inf = np.zeros(1, np.int32)
+            r = np.zeros(1, np.int32)
+            qw = np.empty(1, a.dtype)
+            if driver == 0:  # gels
+                t = char(78)
+                gels(t.ctypes, d[0:].ctypes, d[1:].ctypes, d[2:].ctypes, a[b].ctypes, d[3:].ctypes, x[b].ctypes,
+                     q[0:].ctypes, qw.ctypes, q[1:].ctypes, inf.ctypes)
+                q[1] = max(int(qw[0].real), 1)
+                work = np.empty(q[1], a.dtype)
+                gels(t.ctypes, d[0:].ctypes, d[1:].ctypes, d[2:].ctypes, a[b].ctypes, d[3:].ctypes, x[b].ctypes,
+                     q[0:].ctypes, work.ctypes, q[1:].ctypes, inf.ctypes)
+            elif driver == 1:  # gelsy
+                jpvt = np.zeros(max(n, 1), np.int32)
+                rwork = np.empty(max(2 * n, 1), sv.dtype)
+                gelsy(d[0:].ctypes, d[1:].ctypes, d[2:].ctypes, a[b].ctypes, d[3:].ctypes, x[b].ctypes, q[0:].ctypes,
+                      jpvt.ctypes, rc.ctypes, r.ctypes, qw.ctypes, q[1:].ctypes, rwork.ctypes, inf.ctypes)
+                q[1] = max(int(qw[0].real), 1)
+                work = np.empty(q[1], a.dtype)
+                gelsy(d[0:].ctypes, d[1:].ctypes, d[2:].ctypes, a[b].ctypes, d[3:].ctypes, x[b].ctypes, q[0:].ctypes,
+                      jpvt.ctypes, rc.ctypes, r.ctypes, work.ctypes, q[1:].ctypes, rwork.ctypes, inf.ctypes)
+            elif driver == 2:  # gelsd
+                iw = np.empty(1, np.int32)
+                rw = np.empty(1, sv.dtype)
+                gelsd(d[0:].ctypes, d[1:].ctypes, d[2:].ctypes, a[b].ctypes, d[3:].ctypes, x[b].ctypes, q[0:].ctypes,
+                      sv[b].ctypes, rc.ctypes, r.ctypes, qw.ctypes, q[1:].ctypes, rw.ctypes, iw.ctypes, inf.ctypes)
+                q[1] = max(int(qw[0].real), 1)
+                work = np.empty(q[1], a.dtype)
+                rwork = np.empty(max(int(rw[0]), 1), sv.dtype)
+                iwork = np.empty(max(iw[0], 1), np.int32)
+                gelsd(d[0:].ctypes, d[1:].ctypes, d[2:].ctypes, a[b].ctypes, d[3:].ctypes, x[b].ctypes, q[0:].ctypes,
+                      sv[b].ctypes, rc.ctypes, r.ctypes, work.ctypes, q[1:].ctypes, rwork.ctypes, iwork.ctypes,
+                      inf.ctypes)
+            else:  # gelss
+                rwork = np.empty(max(5 * min(m, n), 1), sv.dtype)
+                gelss(d[0:].ctypes, d[1:].ctypes, d[2:].ctypes, a[b].ctypes, d[3:].ctypes, x[b].ctypes, q[0:].ctypes,
+                      sv[b].ctypes, rc.ctypes, r.ctypes, qw.ctypes, q[1:].ctypes, rwork.ctypes, inf.ctypes)
+                q[1] = max(int(qw[0].real), 1)
+                work = np.empty(q[1], a.dtype)
+                gelss(d[0:].ctypes, d[1:].ctypes, d[2:].ctypes, a[b].ctypes, d[3:].ctypes, x[b].ctypes, q[0:].ctypes,
+                      sv[b].ctypes, rc.ctypes, r.ctypes, work.ctypes, q[1:].ctypes, rwork.ctypes, inf.ctypes)
+            rank[b] = r[0]
+
+    return eigh, svd, lstsq
+
+
+def _real(dtype):
+    """The dtype of a complex dtype's parts (a real dtype itself): eigenvalues, singular values, log|det|."""
+    return np.empty(0, dtype).real.dtype
+
+
+def _adjoint(dtype):
+    """LAPACK's trans character of op(A) = A^H: 'C' for complex (their 'T' transposes only), 'T' for real."""
+    return ord("C" if np.dtype(dtype).kind == "c" else "T")
 
 
 # ---------------------------------------------------------------------- small matrices: direct code
@@ -444,19 +583,23 @@ def lu_factor(a):
 
 
 def lu_solve(lu, piv, b, adjoint):
-    """X with A X = B (A^T X = B if ``adjoint``), A = P L U given as getrf gives it; b (..., n, k)."""
+    """X with A X = B (A^H X = B if ``adjoint``), A = P L U given as getrf gives it; b (..., n, k)."""
     batch = b.shape[:-2]
     x = _col(b)
     if x.size:
         _kernels(lu.dtype)["lu_solve"](_col_read(lu), np.ascontiguousarray(piv).reshape(_count(lu), piv.shape[-1]), x,
-                                       ord("T" if adjoint else "N"))
+                                       _adjoint(lu.dtype) if adjoint else ord("N"))
     return _back(x, batch)
 
 
 def solve(a, b):
     """(X, LU, pivots, info): A X = B through one LU, of A^T (kept for the gradient, whose A^-T g is then a plain
     getrs): a row-major A is A^T in LAPACK's column-major order, so its copy for getrf is a memcpy, not a
-    transposing copy. info as getrf on A gives it (which pivot is zero)."""
+    transposing copy. info as getrf on A gives it (which pivot is zero). Complex: the LU of A itself (getrs's
+    'T' of A^T would be the conjugate's)."""
+    if a.dtype.kind == "c":
+        lu, piv, info = lu_factor(a)
+        return lu_solve(lu, piv, b, False), lu, piv, info
     lu, piv, info = lu_factor(np.swapaxes(a, -1, -2))
     if info.any():
         info = lu_factor(a)[2]
@@ -546,13 +689,15 @@ def slogdet(a):
     """(sign, log|det|) from one LU."""
     n = a.shape[-1]
     if n == 0:
-        return np.ones(a.shape[:-2], a.dtype), np.zeros(a.shape[:-2], a.dtype)
+        return np.ones(a.shape[:-2], a.dtype), np.zeros(a.shape[:-2], _real(a.dtype))
     lu, piv, _ = lu_factor(a)
     d = np.diagonal(lu, 0, -2, -1)
-    sign = _pivot_sign(piv).astype(a.dtype) * np.prod(np.sign(d), -1)
-    with np.errstate(divide="ignore"):
-        logabs = np.log(np.abs(d)).sum(-1)
-    return np.asarray(sign, a.dtype), np.asarray(logabs, a.dtype)
+    mag = np.abs(d)
+    with np.errstate(divide="ignore", invalid="ignore"):  # (complex: the phase d / |d|, 0 where d is)
+        unit = np.sign(d) if a.dtype.kind != "c" else np.where(mag == 0, 0, d / np.where(mag == 0, 1, mag))
+        logabs = np.log(mag).sum(-1)
+    sign = _pivot_sign(piv).astype(a.dtype) * np.prod(unit, -1)
+    return np.asarray(sign, a.dtype), np.asarray(logabs, _real(a.dtype))
 
 
 def cholesky(a, upper):
@@ -589,13 +734,13 @@ def solve_triangular(a, b, upper, left, unitriangular):
 
 
 def cholesky_solve(l, b, upper):
-    """X with L L^T X = B (U^T U X = B with ``upper``): two trsm on one copy of B, the factor read in place."""
+    """X with L L^H X = B (U^H U X = B with ``upper``): two trsm on one copy of B, the factor read in place."""
     batch = b.shape[:-2]
     x = _col(b)
     if x.size:
-        k, lf, uplo = _kernels(l.dtype)["triangular"], _col_read(l), ord("U" if upper else "L")
-        k(lf, x, ord("L"), uplo, ord("T" if upper else "N"), ord("N"))
-        k(lf, x, ord("L"), uplo, ord("N" if upper else "T"), ord("N"))
+        k, lf, uplo, h = _kernels(l.dtype)["triangular"], _col_read(l), ord("U" if upper else "L"), _adjoint(l.dtype)
+        k(lf, x, ord("L"), uplo, h if upper else ord("N"), ord("N"))
+        k(lf, x, ord("L"), uplo, ord("N") if upper else h, ord("N"))
     return _back(x, batch)
 
 
@@ -633,7 +778,7 @@ def eigh(a, lower, vectors):
     """(eigenvalues ascending, eigenvectors as columns or None): syevd on the ``lower`` or upper triangle."""
     batch, n = a.shape[:-2], a.shape[-1]
     f = _col(a)
-    w = np.zeros((f.shape[0], n), a.dtype)
+    w = np.zeros((f.shape[0], n), _real(a.dtype))
     if f.size:
         _kernels(a.dtype)["eigh"](f, w, ord("V" if vectors else "N"), ord("L" if lower else "U"))
     return w.reshape(batch + (n,)), (_back(f, batch) if vectors else None)
@@ -659,7 +804,7 @@ def svd(a, full_matrices, vectors):
     k = min(m, n)
     f = _col(a)
     B = f.shape[0]
-    s = np.zeros((B, k), a.dtype)
+    s = np.zeros((B, k), _real(a.dtype))
     ucols, vrows = (m, n) if full_matrices else (k, k)
     if not vectors:
         ucols = vrows = 1
@@ -701,7 +846,7 @@ def ormqr(a, tau, c, left, transpose):
     x = _col(c)
     if x.size and tau.shape[-1]:
         _kernels(a.dtype)["apply_q"](_col_read(a), np.ascontiguousarray(tau).reshape(x.shape[0], -1), x,
-                                     ord("L" if left else "R"), ord("T" if transpose else "N"))
+                                     ord("L" if left else "R"), _adjoint(a.dtype) if transpose else ord("N"))
     return _back(x, batch)
 
 
@@ -717,7 +862,7 @@ def lstsq(a, b, rcond, driver):
     x = np.zeros((B, k, rows), a.dtype)
     x[:, :, :m] = np.swapaxes(np.broadcast_to(b, batch + (m, k)).reshape(B, m, k), 1, 2)
     rank = np.zeros(B, np.int64)
-    sv = np.zeros((B, min(m, n)), a.dtype)
+    sv = np.zeros((B, min(m, n)), _real(a.dtype))
     r32 = np.zeros(B, np.int32)
     if f.size and k:
         _kernels(a.dtype)["lstsq"](f, x, r32, sv, rcond, DRIVERS.index(driver))

@@ -18,7 +18,7 @@ from .._device import backend
 from .._dtype import REDUCED_NP
 from .._factories import zeros_like
 from .._grad_mode import STATE, set_grad_enabled
-from .._layout import ConjView, strided
+from .._layout import LAZY, strided
 from .._graph import COMPILED_AUTOGRAD, AccumulateGrad, accumulate_locked, edge, type_name
 from .._tensor import Tensor
 from .._trace_hooks import NOT_CAPTURED, backward_pass, step_call
@@ -41,8 +41,8 @@ def _root_grads(tensors, grad_tensors, what="grad"):
             g = Tensor._wrap(backend(d).full(d.shape, 1, d.dtype))
         elif not isinstance(g, Tensor):
             raise TypeError("gradients can be either Tensors or None, but got " + type(g).__name__)
-        elif g._data.__class__ is ConjView:  # (the fused VJP kernels read arrays: a lazy conjugate's values)
-            g = g.resolve_conj()
+        elif g._data.__class__ in LAZY:  # (the fused VJP kernels read arrays: a lazy conjugate's values)
+            g = g.resolve_conj().resolve_neg()
         if g._data.shape != t._data.shape:
             raise RuntimeError("Mismatch in shape: grad_output[%d] has a shape of %r and output[%d] has a shape of %r."
                                % (i, g.shape, i, t.shape))
@@ -333,7 +333,7 @@ def _sum_grads(a, b, create_graph):
     if a.layout is not strided or b.layout is not strided:  # sparse gradients (jitgrad.sparse): with a dense one,
         return b + a if b.layout is strided else a + b  # the sum is dense (there is no sparse + dense)
     if create_graph or a._data.shape != b._data.shape or a._data.dtype != b._data.dtype or \
-            a._data.dtype in REDUCED_NP or ConjView in (a._data.__class__, b._data.__class__):
+            a._data.dtype in REDUCED_NP or a._data.__class__ in LAZY or b._data.__class__ in LAZY:
         return a + b  # (float16/bfloat16: the op computes in float32; a lazy conjugate: its values)
     d = a._data
     return Tensor._wrap(backend(d).run("add", d.dtype, d, b._data))

@@ -15,6 +15,7 @@ import numpy as np
 
 from .._factories import zeros_like
 from .._graph import Node, edge
+from .._layout import LAZY
 from .._tensor import Tensor
 from ..ops.complex import complex as _complex
 from ..ops.shape import stack
@@ -87,7 +88,8 @@ def _diff_outputs(out):
 
 def _flat64(t):
     """A float64 copy of ``t``'s values, flattened (outputs are copied before the next evaluation)."""
-    return np.array(t._data, dtype=np.float64).reshape(-1)
+    d = t._data
+    return np.array(d.resolved() if d.__class__ in LAZY else d, dtype=np.float64).reshape(-1)  # (lazy: the values)
 
 
 def _tensor64(arr):

@@ -29,6 +29,8 @@ _LOW_PRECISION_KERNEL = {"linalg.cholesky": "cholesky_cpu", "linalg.cholesky_ex"
 
 
 def check_float(t, fname, what="input"):
+    if t.dtype.is_complex:
+        return
     if not t.dtype.is_floating_point or t.dtype.name in ("float16", "bfloat16"):
         if t.dtype.is_floating_point:
             kernel = _LOW_PRECISION_KERNEL.get(fname)
@@ -104,6 +106,12 @@ def diag_embed(v):
 def eye_like(t, n=None):
     n = t.shape[-1] if n is None else n
     return eye(n, dtype=t.dtype, device=t.device)
+
+
+def real_diag(M):
+    """diag(Re(diag(M))) as a matrix of M's batch (the real part of a complex diagonal; M's own for a real M)."""
+    d = M.diagonal(0, -2, -1)
+    return diag_embed(d.real if d.dtype.is_complex else d)
 
 
 def sym(x):

@@ -10,7 +10,7 @@ import numpy as np
 
 from .. import _dtype as D
 from .. import _op
-from .._layout import ConjView
+from .._layout import LAZY, ConjView, NegView
 from .._op import Op, dispatch
 from .._tensor import Tensor
 from ._table import _arr, export, register
@@ -55,8 +55,13 @@ def real(input):
 
 @export(method=False)
 def imag(input):
-    """The imaginary part of a complex tensor, a view."""
+    """The imaginary part of a complex tensor, a view; of a lazy conjugate, a lazy negation of the imaginary parts it
+    stores (``is_neg()``, as PyTorch's: writes reach ``input``)."""
     _check_complex(input, "imag")
+    if input._data.__class__ is ConjView:
+        out = dispatch(IMAG, (_stored(input),))  # (recorded against the conjugate's node: its values' imag)
+        out._data = out._data.view(NegView)
+        return out
     return dispatch(IMAG, (input,))
 
 
@@ -196,8 +201,8 @@ def resolve_conj(input):
 
 @export()
 def resolve_neg(input):
-    """``input`` (jitgrad has no lazy negation: ``z.conj().imag`` is computed)."""
-    return input
+    """A lazy negation's values in memory of their own (``is_neg()`` False); any other tensor itself."""
+    return dispatch(RESOLVE_NEG, (_stored(input),)) if input._data.__class__ is NegView else input
 
 
 def _stored(t):
@@ -224,10 +229,20 @@ def conj_dispatch(op, args, params):
         raise RuntimeError("view_as_real doesn't work on unresolved conjugated tensors.  To resolve the conjugate "
                            "tensor so you can view it as real, use self.resolve_conj(); however, be warned that the "
                            "resulting tensor will NOT alias the original.")
-    lazy = [isinstance(a, Tensor) and a._data.__class__ is ConjView for a in args]
+    lazy = [isinstance(a, Tensor) and a._data.__class__ in LAZY for a in args]
     if op.view and op is not IMAG:
-        return _toggle(dispatch(op, tuple(_stored(a) if k else a for a, k in zip(args, lazy)), params))
-    return dispatch(op, tuple(resolve_conj(a) if k else a for a, k in zip(args, lazy)), params)
+        cls = next(a._data.__class__ for a, k in zip(args, lazy) if k)
+        out = dispatch(op, tuple(_stored(a) if k else a for a, k in zip(args, lazy)), params)
+        return _toggle(out) if cls is ConjView else _mark_neg(out)
+    return dispatch(op, tuple(resolve_neg(resolve_conj(a)) if k else a for a, k in zip(args, lazy)), params)
+
+
+def _mark_neg(out):
+    """A view op's result on a lazy negation's stored numbers, made to stand for the view of its values."""
+    for o in (out if isinstance(out, (tuple, list)) else (out,)):
+        if isinstance(o, Tensor) and o._data.__class__ is np.ndarray:
+            o._data = o._data.view(NegView)
+    return out
 
 
 def _conj_forward(xp, dt, x):
@@ -243,6 +258,9 @@ CONJ = register(Op("conj", _conj_forward, vjp=[lambda g, s: _c(g)], dtype="same"
                    node="ConjBackward0", call=conj))
 RESOLVE_CONJ = register(Op("resolve_conj_stored", ew_forward("conj_physical"), vjp=[lambda g, s: g],
                            dtype="same", complex=True, call=resolve_conj, node="ResolveConjBackward0"))
+# resolve_neg_stored: the negatives of a lazy negation's stored numbers (its values: the gradient passes unchanged)
+RESOLVE_NEG = register(Op("resolve_neg_stored", ew_forward("neg"), vjp=[lambda g, s: g], dtype="same", complex=True,
+                          call=resolve_neg, node="ResolveNegBackward0"))
 _op.CONJ_DISPATCH[0] = conj_dispatch
 
 Tensor.real = property(real, _set_part(real))

@@ -11,10 +11,11 @@ from .._grad_mode import is_grad_enabled
 from .._op import Op, dispatch
 from .._tensor import Tensor
 from ._linalg_args import (LinAlgError, broadcast_batch, check_float, check_matrix, check_same_dtype, check_square,
-                           diag_embed, eye_like, is_zero_grad, raise_for_info, result_type)
+                           diag_embed, eye_like, is_zero_grad, raise_for_info, real_diag, result_type)
 from ._table import _arr, export, register
 from .indexing import gather
 from .join import cat, stack
+from .unary import _c
 
 _NOT_PD = ("The factorization could not be completed because the input is not positive-definite (the leading minor "
            "of order %d is not positive-definite).")
@@ -50,10 +51,12 @@ def _cholesky_grad(g, s):
     """gA = L^-H Phi L^-1, Phi the Hermitian matrix of tril(L^H gL) with its diagonal halved (PyTorch's)."""
     L, gL = s.result, g[0]
     if s.upper:
-        L, gL = L.mT, gL.mT
-    phi = (L.mT @ gL).tril()
-    phi = (phi + phi.tril(-1).mT) * 0.5
-    gA = solve_triangular(L.mT, phi, upper=True)
+        L, gL = L.mH, gL.mH
+    phi = (L.mH @ gL).tril()
+    phi = (phi + phi.tril(-1).mH) * 0.5
+    if phi.dtype.is_complex:  # (its diagonal's real part only: Hermitian)
+        phi = phi - diag_embed(phi.diagonal(0, -2, -1).imag) * 1j
+    gA = solve_triangular(L.mH, phi, upper=True)
     return solve_triangular(L, gA, upper=False, left=False)
 
 
@@ -61,7 +64,8 @@ def _cholesky_fused(g, s):
     """The formula without a graph, on the CPU in one buffer (kernels.linalg.cholesky_grad)."""
     L = s.result._data
     k = backend(L).linalg
-    return Tensor._wrap(k.cholesky_grad(L, g[0]._data, s.upper)) if k.name == "cpu" else _cholesky_grad(g, s)
+    real = L.dtype.kind != "c"  # (complex: the formula)
+    return Tensor._wrap(k.cholesky_grad(L, g[0]._data, s.upper)) if k.name == "cpu" and real else _cholesky_grad(g, s)
 
 
 def cholesky_ex(A, *, upper=False, check_errors=False):
@@ -79,9 +83,9 @@ def cholesky(A, *, upper=False):
 def cholesky_inverse(input, upper=False):
     """(L L^H)^-1 from its Cholesky factor: two triangular solves of the identity."""
     check_square(input, "cholesky_inverse")
-    L = input.mT if upper else input
+    L = input.mH if upper else input
     Linv = solve_triangular(L, eye_like(L).expand(L.shape), upper=False)
-    return Linv.mT @ Linv
+    return Linv.mH @ Linv
 
 
 # ---------------------------------------------------------------------- triangular solves
@@ -90,13 +94,13 @@ def _triangular_forward(xp, dt, a, b, upper, left, unitriangular):
 
 
 def _triangular_grad_b(g, s):
-    return solve_triangular(s.self.mT, g, upper=not s.upper, left=s.left, unitriangular=s.unitriangular)
+    return solve_triangular(s.self.mH, g, upper=not s.upper, left=s.left, unitriangular=s.unitriangular)
 
 
 def _triangular_grad_a(g, s):
     gB = _triangular_grad_b(g, s)
     X = s.result
-    gA = -(gB @ X.mT) if s.left else -(X.mT @ gB)
+    gA = -(gB @ X.mH) if s.left else -(X.mH @ gB)
     return gA.triu(int(s.unitriangular)) if s.upper else gA.tril(-int(s.unitriangular))
 
 
@@ -170,9 +174,9 @@ def _lu_factor_grad(g, s):
         raise NotImplementedError("jitgrad: the gradient of lu_factor is implemented for square matrices only")
     L = LU.tril(-1) + eye_like(LU)
     U = LU.triu()
-    phi = (L.mT @ gLU.tril(-1)).tril(-1) + (gLU.triu() @ U.mT).triu()
-    gA = solve_triangular(L.mT, phi, upper=True, unitriangular=True)
-    gA = solve_triangular(U.mT, gA, upper=False, left=False)
+    phi = (L.mH @ gLU.tril(-1)).tril(-1) + (gLU.triu() @ U.mH).triu()
+    gA = solve_triangular(L.mH, phi, upper=True, unitriangular=True)
+    gA = solve_triangular(U.mH, gA, upper=False, left=False)
     return permute_rows(gA, permutation(s.pivots), inverse=True)
 
 
@@ -258,16 +262,17 @@ def _qr_grad(g, s):
         return _qr_square_grad(gQ, gR, Q, R)
     U, V = R[..., :m], R[..., m:]
     gU, gV = gR[..., :m], gR[..., m:]
-    gX = _qr_square_grad(gQ + (Q @ V) @ gV.mT, gU, Q, U)
+    gX = _qr_square_grad(gQ + (Q @ V) @ gV.mH, gU, Q, U)
     return cat([gX, Q @ gV], -1)
 
 
 def _qr_square_grad(gQ, gR, Q, R):
-    """m >= n: gA = (gQ + Q copyltu(M)) R^-H, M = R gR^H - gQ^H Q."""
-    M = R @ gR.mT - gQ.mT @ Q
+    """m >= n: gA = (gQ + Q copyltu(M)) R^-H, M = R gR^H - gQ^H Q (copyltu: the Hermitian matrix of M's lower
+    triangle, its diagonal's real part)."""
+    M = R @ gR.mH - gQ.mH @ Q
     low = M.tril(-1)
-    sym = low + low.mT + diag_embed(M.diagonal(0, -2, -1))
-    return solve_triangular(R.mT, gQ + Q @ sym, upper=False, left=False)
+    sym = low + low.mH + real_diag(M)
+    return solve_triangular(R.mH, gQ + Q @ sym, upper=False, left=False)
 
 
 @export(method=True)
@@ -275,6 +280,8 @@ def geqrf(input):
     if input.ndim < 2:
         raise RuntimeError("torch.geqrf: input must have at least 2 dimensions.")
     check_float(input, "torch.geqrf")
+    if input.dtype.is_complex and input.requires_grad and is_grad_enabled():  # (PyTorch records no complex geqrf)
+        raise RuntimeError("geqrf does not support automatic differentiation for outputs with complex dtype.")
     return Geqrf(*dispatch(GEQRF, (input,)))
 
 
@@ -302,9 +309,9 @@ def _reflectors(A, k):
 
 
 def _householder_grad(which):
-    """Reverse mode through Q = H_0 ... H_{k-1} I[:, :n], H_i = I - tau_i v_i v_i^T, applied to I right to left
+    """Reverse mode through Q = H_0 ... H_{k-1} I[:, :n], H_i = I - tau_i v_i v_i^H, applied to I right to left
     (PyTorch's householder_product_backward differentiates the same product): the states are recomputed, then
-    each reflector passes gQ on as H_i^T gQ and takes its share in tau_i and in v_i (A's column i below row i)."""
+    each reflector passes gQ on as H_i^H gQ and takes its share in tau_i and in v_i (A's column i below row i)."""
     def formula(g, s):
         A, tau = s.self, s.tau
         m, n = A.shape[-2:]
@@ -315,17 +322,19 @@ def _householder_grad(which):
         states = []  # the state each reflector is applied to
         for i in reversed(range(k)):
             states.append(Q)
-            Q = Q - tau[..., i, None, None] * vs[i].unsqueeze(-1) * (vs[i].unsqueeze(-2) @ Q)
+            Q = Q - tau[..., i, None, None] * vs[i].unsqueeze(-1) * (_c(vs[i].unsqueeze(-2)) @ Q)
         states.reverse()
         columns, gtau = [], []
         for i in range(k):
             v, t, Qi = vs[i], tau[..., i, None, None], states[i]
-            vg = v.unsqueeze(-2) @ g  # v^T gQ
-            vQ = v.unsqueeze(-2) @ Qi  # v^T Q_i
-            gtau.append(-(vg * vQ).sum((-2, -1)))
-            gv = -t.squeeze(-1) * ((g @ vQ.mT).squeeze(-1) + (Qi @ vg.mT).squeeze(-1))
+            vh = _c(v.unsqueeze(-2))
+            vg = vh @ g  # v^H gQ
+            vQ = vh @ Qi  # v^H Q_i
+            gtau.append(-(vg * _c(vQ)).sum((-2, -1)))
+            t1 = t.squeeze(-1)
+            gv = -(_c(t1) * (g @ vQ.mH).squeeze(-1) + t1 * (Qi @ vg.mH).squeeze(-1))
             columns.append(cat([A.new_zeros(batch + (i + 1,)), gv[..., i + 1:]], -1))
-            g = g - t * v.unsqueeze(-1) * vg
+            g = g - _c(t) * v.unsqueeze(-1) * vg
         if which == 1:
             return stack(gtau, -1)
         columns += [A.new_zeros(batch + (m,))] * (n - k)
@@ -345,7 +354,7 @@ def ormqr(input, input2, input3, left=True, transpose=False):
     if a.shape[-1] < m:
         a = cat([a, a.new_zeros(tuple(a.shape[:-1]) + (m - a.shape[-1],))], -1)
     Q = householder_product(a, input2)
-    Q = Q.mT if transpose else Q
+    Q = Q.mH if transpose else Q
     return Q @ input3 if left else input3 @ Q
 
 
@@ -357,14 +366,33 @@ def _eigh_forward(xp, dt, a, lower, vectors):
 
 def eigh_grad(gL, gV, L, V):
     """gA = V (diag(gL) + skew(V^H gV) / E) V^H, E_ij = L_j - L_i (PyTorch's; inf/nan at repeated
-    eigenvalues where the loss depends on the eigenvectors, as PyTorch's)."""
+    eigenvalues where the loss depends on the eigenvectors, as PyTorch's). A complex loss that depends on the
+    eigenvectors' phases raises PyTorch's error."""
     if is_zero_grad(gV):
-        return V @ (gL.unsqueeze(-1) * V.mT)
-    VhgV = V.mT @ gV
-    VhgV = (VhgV - VhgV.mT) * 0.5
+        return V @ (gL.unsqueeze(-1) * V.mH)
+    VhgV = V.mH @ gV
+    if VhgV.dtype.is_complex:
+        check_gauge(VhgV.diagonal(0, -2, -1).imag, "linalg_eigh_backward: The eigenvectors in the complex case are "
+                    "specified up to multiplication by e^{i phi}. The specified loss function depends on this quantity, "
+                    "so it is ill-defined.")
+    VhgV = (VhgV - VhgV.mH) * 0.5
+    if VhgV.dtype.is_complex:  # (the diagonal is gL's: drop the phases' imaginary part)
+        VhgV = VhgV - diag_embed(VhgV.diagonal(0, -2, -1))
     E = L.unsqueeze(-2) - L.unsqueeze(-1) + eye_like(L, L.shape[-1])
     gA = VhgV / E + diag_embed(gL)
-    return V @ (gA @ V.mT)
+    return V @ (gA @ V.mH)
+
+
+# a complex loss must not depend on the phases of eigenvectors or singular vectors: PyTorch's tolerance
+_GAUGE_TOL = 1e-2
+
+
+def check_gauge(imag, message, other=None):
+    """PyTorch's check that ``imag`` (the imaginary diagonal of V^H gV) is zero (or -``other``'s, for the SVD)."""
+    a = imag.detach().numpy()
+    b = -other.detach().numpy() if other is not None else np.zeros_like(a)
+    if not np.allclose(a, b, rtol=_GAUGE_TOL, atol=_GAUGE_TOL):
+        raise RuntimeError(message)
 
 
 def _eigh_grad(g, s):
@@ -420,26 +448,35 @@ def svd_grad(gU, gS, gVh, U, S, Vh):
         return (U * gS.unsqueeze(-2)) @ Vh
     S2 = S * S
     E = S2.unsqueeze(-2) - S2.unsqueeze(-1) + eye_like(S, S.shape[-1])
+    UhgU = None if no_u else U.mH @ gU
+    VhgV = None if no_v else Vh @ gVh.mH
+    if U.dtype.is_complex:  # (the phases: U^H gU's imaginary diagonal must be -V^H gV's)
+        zero = (UhgU if VhgV is None else VhgV).diagonal(0, -2, -1).imag * 0
+        check_gauge(zero if UhgU is None else UhgU.diagonal(0, -2, -1).imag,
+                    "svd_backward: The singular vectors in the complex case are specified up to multiplication by "
+                    "e^{i phi}. The specified loss function depends on this phase term, making it ill-defined.",
+                    zero if VhgV is None else VhgV.diagonal(0, -2, -1).imag)
     gA = None
     if not no_u:
-        UhgU = U.mT @ gU
-        gA = (UhgU - UhgU.mT) * S.unsqueeze(-2)
+        UhgU = UhgU - UhgU.mH
+        gA = UhgU * S.unsqueeze(-2)
     if not no_v:
-        VhgV = Vh @ gVh.mT
-        term = S.unsqueeze(-1) * (VhgV - VhgV.mT)
+        term = S.unsqueeze(-1) * (VhgV - VhgV.mH)
         gA = term if gA is None else gA + term
     gA = gA / E
     if not is_zero_grad(gS):
         gA = gA + diag_embed(gS)
+    if U.dtype.is_complex and not no_u:  # (U^H gU's imaginary diagonal, which the real part of E's cannot carry)
+        gA = gA + diag_embed(UhgU.diagonal(0, -2, -1) / (2 * S))
     if m > n and not no_u:
         gA = U @ gA
         gUSinv = gU / S.unsqueeze(-2)
-        gA = gA + gUSinv - U @ (U.mT @ gUSinv)
+        gA = gA + gUSinv - U @ (U.mH @ gUSinv)
         return gA @ Vh
     if m < n and not no_v:
         gA = gA @ Vh
         SinvgVh = gVh / S.unsqueeze(-1)
-        gA = gA + SinvgVh - (SinvgVh @ Vh.mT) @ Vh
+        gA = gA + SinvgVh - (SinvgVh @ Vh.mH) @ Vh
         return U @ gA
     return U @ (gA @ Vh)
 
@@ -479,7 +516,7 @@ def svd_legacy(input, some=True, compute_uv=True):
         z = lambda r, c: Tensor._wrap(np.zeros(tuple(input.shape[:-2]) + (r, c), input.dtype.np))  # noqa: E731
         return SVDOld(z(m, m if not some else min(m, n)), S, z(n, n if not some else min(m, n)))
     U, S, Vh = svd(input, full_matrices=not some)
-    return SVDOld(U, S, Vh.mT)
+    return SVDOld(U, S, Vh.mH)
 
 
 # ---------------------------------------------------------------------- samples and references
@@ -487,7 +524,18 @@ def hermitian_input(fn):
     """``fn`` applied to (A + A^H) / 2: what the generated tests call for the entries that read one triangle of a
     symmetric input (PyTorch's OpInfo wraps them the same way), so finite differences see the symmetric function."""
     def call(A, *args, **kwargs):
-        return fn((A + A.mT) * 0.5, *args, **kwargs)
+        return fn((A + A.mH) * 0.5, *args, **kwargs)
+    return call
+
+
+def phase_free(fn, vectors):
+    """``fn`` with the outputs at positions ``vectors`` (eigenvectors, singular vectors) replaced by their absolute
+    values for a complex input: what the generated tests call (PyTorch's OpInfo does the same), since complex vectors
+    are unique up to a phase each and a loss of them must not depend on it. Real inputs: ``fn`` itself."""
+    def call(A, *args, **kwargs):
+        out = fn(A, *args, **kwargs)
+        complex_input = A.dtype.is_complex if isinstance(A, Tensor) else A.dtype.kind == "c"
+        return tuple(abs(o) if k in vectors else o for k, o in enumerate(out)) if complex_input else out
     return call
 
 
@@ -499,31 +547,44 @@ def triangular_input(fn):
     return call
 
 
-def _floats(fn):
+def _floats(fn, complex=True):
+    """The samples of an entry of floating (and ``complex``) dtypes: none in the others."""
     def samples(rng, dtype):
-        return fn(rng, dtype) if np.dtype(dtype).kind == "f" else []
+        return fn(rng, dtype) if np.dtype(dtype).kind in ("fc" if complex else "f") else []
     return samples
+
+
+def _normal(rng, shape, dtype):
+    """Standard normal values, complex ones (both parts) in a complex dtype."""
+    a = rng.standard_normal(shape)
+    return a + 1j * rng.standard_normal(shape) if np.dtype(dtype).kind == "c" else a
+
+
+def _adj(a):
+    return np.swapaxes(a, -1, -2).conj()
 
 
 def _spd(rng, shape, dtype):
     a = rng.uniform(-1, 1, shape)
-    return np.asarray(a @ np.swapaxes(a, -1, -2) + shape[-1] * np.eye(shape[-1]), dtype)
+    if np.dtype(dtype).kind == "c":
+        a = a + 1j * rng.uniform(-1, 1, shape)
+    return np.asarray(a @ _adj(a) + shape[-1] * np.eye(shape[-1]), dtype)
 
 
 def _sym(rng, shape, dtype):
-    """A symmetric matrix with well-separated eigenvalues (finite differences stay on one branch)."""
+    """A symmetric (Hermitian) matrix with well-separated eigenvalues (finite differences stay on one branch)."""
     n = shape[-1]
-    q, _ = np.linalg.qr(rng.standard_normal(shape))
+    q, _ = np.linalg.qr(_normal(rng, shape, dtype))
     w = np.arange(1, n + 1) * 1.5 + rng.uniform(0, 0.3, shape[:-1])
-    return np.asarray((q * w[..., None, :]) @ np.swapaxes(q, -1, -2), dtype)
+    return np.asarray((q * w[..., None, :]) @ _adj(q), dtype)
 
 
 def _general(rng, shape, dtype):
     """A well-conditioned general matrix with separated singular values."""
     m, n = shape[-2:]
     k = min(m, n)
-    u, _ = np.linalg.qr(rng.standard_normal(shape[:-2] + (m, m)))
-    v, _ = np.linalg.qr(rng.standard_normal(shape[:-2] + (n, n)))
+    u, _ = np.linalg.qr(_normal(rng, shape[:-2] + (m, m), dtype))
+    v, _ = np.linalg.qr(_normal(rng, shape[:-2] + (n, n), dtype))
     s = np.zeros(shape)
     idx = np.arange(k)
     s[..., idx, idx] = np.arange(k, 0, -1) + 1.0 + rng.uniform(0, 0.2, shape[:-2] + (k,))
@@ -537,7 +598,7 @@ def _chol_samples(rng, dtype):
 
 def _np_cholesky(a, upper=False):
     L = np.linalg.cholesky(a) if a.size else a.copy()
-    return np.swapaxes(L, -1, -2) if upper else L
+    return _adj(L) if upper else L
 
 
 def _np_cholesky_ex(a, upper=False, check_errors=False):
@@ -545,7 +606,7 @@ def _np_cholesky_ex(a, upper=False, check_errors=False):
 
 
 def _triangular_samples(rng, dtype):
-    A = lambda s: np.asarray(rng.uniform(-1, 1, s) + 3 * np.eye(s[-1]), dtype)  # noqa: E731
+    A = lambda s: np.asarray(_arr(rng, s, -1, 1, dtype) + 3 * np.eye(s[-1]), dtype)  # noqa: E731
     B = lambda s: _arr(rng, s, -1, 1, dtype)  # noqa: E731
     return [((A((3, 3)), B((3, 2))), {"upper": True}), ((A((2, 3, 3)), B((3, 1))), {"upper": False}),
             ((A((3, 3)), B((2, 3))), {"upper": False, "left": False}),
@@ -635,7 +696,7 @@ def _np_geqrf(a):
 def _householder_samples(rng, dtype):
     out = []
     for shape, k in (((4, 3), 3), ((2, 3, 3), 2)):
-        a = _general(rng, shape, np.float64)
+        a = _general(rng, shape, np.complex128 if np.dtype(dtype).kind == "c" else np.float64)
         qr_, tau = _np_geqrf(a)
         out.append(((np.asarray(qr_, dtype), np.asarray(tau[..., :k], dtype)), {}))
     return out
@@ -648,42 +709,43 @@ def _np_householder(a, tau):
         q = np.eye(m.shape[0])
         for i in range(t.shape[0]):
             v = np.concatenate([np.zeros(i), [1.0], m[i + 1:, i]])
-            q = q @ (np.eye(m.shape[0]) - t[i] * np.outer(v, v))
+            q = q @ (np.eye(m.shape[0]) - t[i] * np.outer(v, v.conj()))
         outs.append(q[:, :m.shape[1]])
     return np.asarray(outs, a.dtype).reshape(a.shape)
 
 
 # ---------------------------------------------------------------------- the entries
-CHOLESKY = register(Op("linalg_cholesky", _cholesky_forward, reduced_precision="refused", vjp=[_cholesky_grad],
+CHOLESKY = register(Op("linalg_cholesky", _cholesky_forward, reduced_precision="refused", complex=True, vjp=[_cholesky_grad],
                        fused=[_cholesky_fused], n_outputs=2,
                        outputs=("result", "info"), node="LinalgCholeskyExBackward0", params={"upper": False},
                        call=hermitian_input(cholesky_ex), samples=_floats(_chol_samples), ref=_np_cholesky_ex))
-SOLVE_TRIANGULAR = register(Op("linalg_solve_triangular", _triangular_forward, reduced_precision="refused", inputs=("self", "other"),
+SOLVE_TRIANGULAR = register(Op("linalg_solve_triangular", _triangular_forward, reduced_precision="refused", complex=True, inputs=("self", "other"),
                                vjp=[_triangular_grad_a, _triangular_grad_b], node="LinalgSolveTriangularBackward0",
                                call=solve_triangular, samples=_floats(_triangular_samples), ref=_np_triangular))
-LU_FACTOR = register(Op("linalg_lu_factor", _lu_forward, reduced_precision="refused", vjp=[_lu_factor_grad], n_outputs=3,
+LU_FACTOR = register(Op("linalg_lu_factor", _lu_forward, reduced_precision="refused", complex=True, vjp=[_lu_factor_grad], n_outputs=3,
                         outputs=("result", "pivots", "info"), node="LinalgLuFactorExBackward0", call=lu_factor_ex,
                         samples=_floats(_lu_samples), ref=_np_lu_factor_ex))
-QR_OP = register(Op("linalg_qr", _qr_forward, reduced_precision="refused", vjp=[_qr_grad], n_outputs=2, outputs=("Q", "R"),
+QR_OP = register(Op("linalg_qr", _qr_forward, reduced_precision="refused", complex=True, vjp=[_qr_grad], n_outputs=2, outputs=("Q", "R"),
                     node="LinalgQrBackward0", call=qr, samples=_floats(_qr_samples), ref=_np_qr,
                     params={"mode": "reduced"}))
 PERMUTATION = register(Op("lu_pivots_to_permutation", _permutation_forward, inputs=("pivots",), dtype="int64",
                           differentiable=False, call=permutation, keep_inputs=(0,), samples=_floats(
                               lambda rng, dt: [((_np_lu_factor_ex(_general(rng, (2, 4, 4), np.float64))[1],), {})]),
                           ref=_np_permutation))
-GEQRF = register(Op("geqrf", _geqrf_forward, reduced_precision="refused", n_outputs=2, outputs=("a", "tau"), differentiable=False, call=geqrf,
+GEQRF = register(Op("geqrf", _geqrf_forward, reduced_precision="refused", complex=True, n_outputs=2, outputs=("a", "tau"), differentiable=False, call=geqrf,
                     samples=_floats(_geqrf_samples), ref=_np_geqrf))
-HOUSEHOLDER = register(Op("linalg_householder_product", _householder_forward, reduced_precision="refused", inputs=("self", "tau"),
+HOUSEHOLDER = register(Op("linalg_householder_product", _householder_forward, reduced_precision="refused", complex=True, inputs=("self", "tau"),
                           vjp=[_householder_grad(0), _householder_grad(1)], node="LinalgHouseholderProductBackward0",
                           call=householder_product, samples=_floats(_householder_samples), ref=_np_householder))
-EIGH = register(Op("linalg_eigh", _eigh_forward, reduced_precision="refused", vjp=[_eigh_grad], n_outputs=2,
-                   outputs=("eigenvalues", "eigenvectors"), node="LinalgEighBackward0", call=hermitian_input(eigh),
-                   samples=_floats(_eigh_samples), ref=_np_eigh))
-EIGVALSH = register(Op("linalg_eigvalsh", _eigh_forward, reduced_precision="refused", vjp=[_eigvalsh_grad], n_outputs=2,
+EIGH = register(Op("linalg_eigh", _eigh_forward, reduced_precision="refused", complex=True, vjp=[_eigh_grad], n_outputs=2,
+                   outputs=("eigenvalues", "eigenvectors"), node="LinalgEighBackward0", call=phase_free(hermitian_input(eigh), (1,)),
+                   samples=_floats(_eigh_samples), ref=phase_free(_np_eigh, (1,))))
+EIGVALSH = register(Op("linalg_eigvalsh", _eigh_forward, reduced_precision="refused", complex=True, vjp=[_eigvalsh_grad], n_outputs=2,
                        outputs=("result", "eigenvectors"), node="LinalgEighBackward0", call=hermitian_input(eigvalsh),
                        samples=_floats(_eigh_samples), ref=_np_eigvalsh))
-SVD_OP = register(Op("linalg_svd", _svd_forward, reduced_precision="refused", vjp=[_svd_grad], n_outputs=3, outputs=("U", "S", "Vh"),
-                     node="LinalgSvdBackward0", call=svd, samples=_floats(_svd_samples), ref=_np_svd))
-SVDVALS = register(Op("linalg_svdvals", _svdvals_forward, reduced_precision="refused", vjp=[_svdvals_grad], n_outputs=3, outputs=("result", "U", "Vh"),
+SVD_OP = register(Op("linalg_svd", _svd_forward, reduced_precision="refused", complex=True, vjp=[_svd_grad], n_outputs=3, outputs=("U", "S", "Vh"),
+                     node="LinalgSvdBackward0", call=phase_free(svd, (0, 2)), samples=_floats(_svd_samples),
+                     ref=phase_free(_np_svd, (0, 2))))
+SVDVALS = register(Op("linalg_svdvals", _svdvals_forward, reduced_precision="refused", complex=True, vjp=[_svdvals_grad], n_outputs=3, outputs=("result", "U", "Vh"),
                       node="LinalgSvdBackward0", call=svdvals, samples=_floats(_svdvals_samples),
                       ref=lambda a: (np.linalg.svd(a, compute_uv=False),)))

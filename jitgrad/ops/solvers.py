@@ -35,7 +35,7 @@ def _inv_forward(xp, dt, a, check):
 
 def _inv_grad(g, s):
     R = s.result
-    return -(R.mT @ (g[0] @ R.mT))
+    return -(R.mH @ (g[0] @ R.mH))
 
 
 def small_kernels(a):
@@ -46,7 +46,7 @@ def small_kernels(a):
 
 def _inv_fused(g, s):
     R = s.result
-    k = small_kernels(R._data)
+    k = small_kernels(R._data)  # (2x2, 3x3 of real dtypes)
     return Tensor._wrap(k.small_inv_grad(R._data, g[0]._data)) if k else _inv_grad(g, s)
 
 
@@ -73,14 +73,16 @@ def _solve_forward(xp, dt, a, b, check):
 
 
 def _solve_grads(g, s):
-    """(gA, gB) of X = A^-1 B: gB = A^-T g, gA = -gB X^T, computed once for both inputs (shared)."""
-    gB = _solve(s.self.mT, g[0], None)[0]
-    return (-gB @ s.result.mT if needs_grad(s, 0) else None), gB  # (the minus on the n x k factor)
+    """(gA, gB) of X = A^-1 B: gB = A^-H g, gA = -gB X^H, computed once for both inputs (shared)."""
+    gB = _solve(s.self.mH, g[0], None)[0]
+    return (-gB @ s.result.mH if needs_grad(s, 0) else None), gB  # (the minus on the n x k factor)
 
 
 def _solve_fused(g, s):
     """_solve_grads without a graph: one getrs with the forward's LU, or the direct code of 2x2 / 3x3 systems."""
     A, X, g0 = s.self._data, s.result._data, g[0]._data
+    if A.dtype.kind == "c":  # (the forward's LU is of A itself there: the formula)
+        return _solve_grads(g, s)
     k = small_kernels(A)
     if k:
         gA, gB = k.small_solve_grad(A, X, g0)
@@ -144,19 +146,19 @@ def _lu_solve_grad_lu(g, s):
     gLU = tril(P^T gA U^T, -1) + triu(L^T P^T gA)."""
     LU, X = s.LU, s.result
     gB = _lu_solve_grad_b(g, s)
-    gA = -(X @ gB.mT) if s.adjoint else -(gB @ X.mT)
+    gA = -(X @ gB.mH) if s.adjoint else -(gB @ X.mH)
     PtgA = permute_rows(gA, permutation(s.pivots))
     L = LU.tril(-1) + eye_like(LU)
     U = LU.triu()
-    return (PtgA @ U.mT).tril(-1) + (L.mT @ PtgA).triu()
+    return (PtgA @ U.mH).tril(-1) + (L.mH @ PtgA).triu()
 
 
 def lu_solve(LU, pivots, B, *, left=True, adjoint=False):
     fname = "linalg.lu_solve"
     check_square(LU, fname, "LU")
     check_matrix(B, fname, "B")
-    if not left:  # X A = B: A^T X^T = B^T
-        return lu_solve(LU, pivots, B.mT, adjoint=not adjoint).mT
+    if not left:  # X A = B: A^H X^H = B^H
+        return lu_solve(LU, pivots, B.mH, adjoint=not adjoint).mH
     if B.shape[-2] != LU.shape[-1]:
         raise RuntimeError("%s: Incompatible shapes of A and B for the equation AX = B (%dx%d and %dx%d)"
                            % (fname, LU.shape[-2], LU.shape[-1], B.shape[-2], B.shape[-1]))
@@ -184,10 +186,10 @@ def _cholesky_solve_grads(g, s):
         return gB, None
     n, k = X.shape[-2:]
     if 4 * k < n:
-        gL = (-L @ gB) @ X.mT - (L @ X) @ gB.mT if s.upper else -gB @ (X.mT @ L) - X @ (gB.mT @ L)
+        gL = (-L @ gB) @ X.mH - (L @ X) @ gB.mH if s.upper else -gB @ (X.mH @ L) - X @ (gB.mH @ L)
     else:
-        common = gB @ X.mT
-        common = common + common.mT
+        common = gB @ X.mH
+        common = common + common.mH
         gL = -L @ common if s.upper else -common @ L
     return gB, gL
 
@@ -209,7 +211,7 @@ def cholesky_solve(input, input2, upper=False):
 def triangular_solve(input, A, upper=True, transpose=False, unitriangular=False):
     warnings.warn("torch.triangular_solve is deprecated in favor of torch.linalg.solve_triangularand will be removed "
                   "in a future PyTorch release.", UserWarning, stacklevel=2)
-    M = A.mT if transpose else A
+    M = A.mT if transpose else A  # (PyTorch's transpose: not conjugated)
     X = solve_triangular(M, input, upper=upper != transpose, unitriangular=unitriangular)
     return TriangularSolve(X, A.clone())
 
@@ -265,20 +267,20 @@ def _pinv_forward(xp, dt, a, atol, rtol):
     tol = np.maximum(atol, rtol * smax)
     keep = s > tol
     inv_s = np.where(keep, 1 / np.where(keep, s, 1), 0).astype(dt)
-    return np.asarray(np.swapaxes(vh, -1, -2) @ (inv_s[..., :, None] * np.swapaxes(u, -1, -2)), dt)
+    return np.asarray(np.swapaxes(vh, -1, -2).conj() @ (inv_s[..., :, None] * np.swapaxes(u, -1, -2).conj()), dt)
 
 
 def pinv_grad(g, P, A):
-    """PyTorch's pinv_backward (real), over matmuls: finite where the singular values repeat."""
+    """PyTorch's pinv_backward, over matmuls: finite where the singular values repeat."""
     m, n = A.shape[-2:]
-    Pt, gt = P.mT, g.mT
+    Pt, gt = P.mH, g.mH
     if m <= n:
         K = gt @ P
         KPt = K @ Pt
-        return -(P @ K).mT + KPt - (A @ P) @ KPt + (Pt @ P) @ (gt - K @ A)
+        return -(P @ K).mH + KPt - (A @ P) @ KPt + (Pt @ P) @ (gt - K @ A)
     K = P @ gt
     PtK = Pt @ K
-    return -(K @ P).mT + ((gt - A @ K) @ P) @ Pt + PtK - (PtK @ P) @ A
+    return -(K @ P).mH + ((gt - A @ K) @ P) @ Pt + PtK - (PtK @ P) @ A
 
 
 def _pinv_grad(g, s):
@@ -302,7 +304,7 @@ def _pinv_by_parts(A, atol, rtol, hermitian):
     per matrix of the batch, broadcast), composed of the decomposition's entries as PyTorch composes it."""
     if hermitian:
         L, Q = eigh(A)
-        S, U, Vh = L, Q, Q.mT
+        S, U, Vh = L, Q, Q.mH
         mag = L.abs()
     else:
         U, S, Vh = svd(A, full_matrices=False)
@@ -310,7 +312,7 @@ def _pinv_by_parts(A, atol, rtol, hermitian):
     smax = mag.amax(-1, keepdim=True) if mag.shape[-1] else mag.sum(-1, keepdim=True)
     keep = mag > tolerance(A, smax, atol, rtol)
     inv = (1.0 / S.masked_fill(keep.logical_not(), 1.0)) * keep.to(S.dtype)
-    return (Vh.mT * inv.unsqueeze(-2)) @ U.mT
+    return (Vh.mH * inv.unsqueeze(-2)) @ U.mH
 
 
 @export(method=True)
@@ -333,7 +335,7 @@ def _lstsq_forward(xp, dt, a, b, rcond, driver):
 
 def _lstsq_grads(g, s):
     """(gA, gB) of X = A^+ B, computed once for both inputs (shared). A tall or square A of full rank: through
-    its R (A = Q R): Z = R^-1 R^-T gX = (A^T A)^-1 gX, gB = A Z (= Q R^-T gX) and gA = -gB X^T + (B - A X) Z^T;
+    its R (A = Q R): Z = R^-1 R^-H gX = (A^H A)^-1 gX, gB = A Z (= Q R^-H gX) and gA = -gB X^H + (B - A X) Z^H;
     Q itself is not needed (mode 'r') unless a graph of the backward is. Otherwise through pinv's gradient, as
     PyTorch computes it."""
     A, B, X = s.self, s.other, s.solution
@@ -343,12 +345,12 @@ def _lstsq_grads(g, s):
     full = m >= n and (rank.numel() == 0 or bool((rank == n).all()))
     if full:
         R = qr(A, mode="reduced" if is_grad_enabled() else "r").R
-        Z = solve_triangular(R, solve_triangular(R.mT, gX, upper=False), upper=True)
+        Z = solve_triangular(R, solve_triangular(R.mH, gX, upper=False), upper=True)
         gB = A @ Z
-        gA = -gB @ X.mT
-        return (gA if m == n else gA + (B - A @ X) @ Z.mT), gB  # (square: no residual, A X = B)
+        gA = -gB @ X.mH
+        return (gA if m == n else gA + (B - A @ X) @ Z.mH), gB  # (square: no residual, A X = B)
     P = pinv(A)
-    return pinv_grad(gX @ B.mT, P, A), P.mT @ gX
+    return pinv_grad(gX @ B.mH, P, A), P.mH @ gX
 
 
 def lstsq(A, B, rcond=None, *, driver=None):
@@ -376,7 +378,7 @@ def lstsq(A, B, rcond=None, *, driver=None):
     except ValueUnavailable:  # (inside vmap: the residuals of every sample, full rank or not)
         full = True
     if m > n and driver != "gelsy" and full:  # the squared residual norms, per column
-        residuals = ((A2 @ X - B2) ** 2).sum(-2)
+        residuals = ((A2 @ X - B2).abs() ** 2).sum(-2)
         residuals = residuals.squeeze(-1) if vector else residuals
     return Lstsq(X.squeeze(-1) if vector else X, residuals, rank, sv)
 
@@ -413,7 +415,7 @@ def _np_solve_ex(a, b, left=True, check_errors=False):
 def _lu_solve_samples(rng, dtype):
     out = []
     for shape, bs, kw in (((3, 3), (3, 2), {}), ((2, 4, 4), (4, 1), {"adjoint": True})):
-        a = _general(rng, shape, np.float64)
+        a = _general(rng, shape, np.complex128 if np.dtype(dtype).kind == "c" else np.float64)
         lu_, piv, _ = _np_lu_factor_ex(a)
         out.append(((np.asarray(lu_, dtype), piv, _arr(rng, bs, -1, 1, dtype)), kw))
     return out
@@ -423,21 +425,23 @@ def _np_lu_solve(lu_, piv, b, adjoint=False):
     import scipy.linalg as sl
     flat, fp = lu_.reshape((-1,) + lu_.shape[-2:]), piv.reshape(-1, piv.shape[-1]) - 1
     fb = np.broadcast_to(b, lu_.shape[:-2] + b.shape[-2:]).reshape((-1,) + b.shape[-2:])
-    return np.asarray([sl.lu_solve((m, p), c, trans=1 if adjoint else 0) for m, p, c in zip(flat, fp, fb)],
+    trans = (2 if b.dtype.kind == "c" else 1) if adjoint else 0  # (A^H)
+    return np.asarray([sl.lu_solve((m, p), c, trans=trans) for m, p, c in zip(flat, fp, fb)],
                       b.dtype).reshape(lu_.shape[:-2] + b.shape[-2:])
 
 
 def _cholesky_solve_samples(rng, dtype):
     B = lambda s: _arr(rng, s, -1, 1, dtype)  # noqa: E731
-    L = lambda s: np.asarray(np.linalg.cholesky(_spd(rng, s, np.float64)), dtype)  # noqa: E731
+    L = lambda s: np.asarray(np.linalg.cholesky(_spd(rng, s, dtype)), dtype)  # noqa: E731
+    U = lambda s: np.swapaxes(L(s), -1, -2).conj().copy()  # noqa: E731
     return [((B((3, 2)), L((3, 3))), {}), ((B((2, 4, 1)), L((4, 4))), {}),
-            ((B((9, 1)), L((2, 9, 9))), {}), ((B((3, 2)), np.swapaxes(L((3, 3)), -1, -2).copy()), {"upper": True}),
-            ((B((9, 1)), np.swapaxes(L((9, 9)), -1, -2).copy()), {"upper": True})]
+            ((B((9, 1)), L((2, 9, 9))), {}), ((B((3, 2)), U((3, 3))), {"upper": True}),
+            ((B((9, 1)), U((9, 9))), {"upper": True})]
 
 
 def _np_cholesky_solve(b, l, upper=False):
-    l = np.swapaxes(l, -1, -2) if upper else l
-    a = np.tril(l) @ np.swapaxes(np.tril(l), -1, -2)
+    l = np.swapaxes(l, -1, -2).conj() if upper else l
+    a = np.tril(l) @ np.swapaxes(np.tril(l), -1, -2).conj()
     batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     return np.linalg.solve(np.broadcast_to(a, batch + a.shape[-2:]), np.broadcast_to(b, batch + b.shape[-2:]))
 
@@ -471,25 +475,25 @@ def _np_lstsq_solution(a, b, rcond=None, driver=None):
 
 
 # ---------------------------------------------------------------------- the entries
-INV = register(Op("linalg_inv", _inv_forward, reduced_precision="refused", vjp=[_inv_grad], fused=[_inv_fused], n_outputs=2, outputs=("result", "info"),
+INV = register(Op("linalg_inv", _inv_forward, reduced_precision="refused", complex=True, vjp=[_inv_grad], fused=[_inv_fused], n_outputs=2, outputs=("result", "info"),
                   node="LinalgInvExBackward0", call=inv_ex, samples=_floats(_inv_samples), ref=_np_inv_ex))
-SOLVE = register(Op("linalg_solve", _solve_forward, reduced_precision="refused", inputs=("self", "other"),
+SOLVE = register(Op("linalg_solve", _solve_forward, reduced_precision="refused", complex=True, inputs=("self", "other"),
                     vjp=[lambda g, s: shared(g, s, 0, _solve_grads)[0], lambda g, s: shared(g, s, 1, _solve_grads)[1]],
                     fused=[lambda g, s: shared(g, s, 0, _solve_fused)[0], lambda g, s: shared(g, s, 1, _solve_fused)[1]],
                     n_outputs=4, outputs=("result", "LU", "pivots", "info"), node="LinalgSolveExBackward0",
                     call=solve_ex, samples=_floats(_solve_samples), ref=_np_solve_ex))
-LU_SOLVE = register(Op("linalg_lu_solve", _lu_solve_forward, reduced_precision="refused", inputs=("LU", "pivots", "other"),
+LU_SOLVE = register(Op("linalg_lu_solve", _lu_solve_forward, reduced_precision="refused", complex=True, inputs=("LU", "pivots", "other"),
                        vjp=[_lu_solve_grad_lu, None, _lu_solve_grad_b], node="LinalgLuSolveBackward0", call=lu_solve,
                        keep_inputs=(1,), samples=_floats(_lu_solve_samples), ref=_np_lu_solve))
-CHOLESKY_SOLVE = register(Op("cholesky_solve", _cholesky_solve_forward, reduced_precision="refused",
+CHOLESKY_SOLVE = register(Op("cholesky_solve", _cholesky_solve_forward, reduced_precision="refused", complex=True,
                              inputs=("self", "input2"),
                              vjp=[lambda g, s: shared(g, s, 0, _cholesky_solve_grads)[0],
                                   lambda g, s: shared(g, s, 1, _cholesky_solve_grads)[1]],
                              node="CholeskySolveBackward0", call=triangular_input(cholesky_solve),
                              samples=_floats(_cholesky_solve_samples), ref=_np_cholesky_solve, api=()))
-PINV = register(Op("linalg_pinv", _pinv_forward, reduced_precision="refused", vjp=[_pinv_grad], node="LinalgPinvBackward0", call=pinv,
+PINV = register(Op("linalg_pinv", _pinv_forward, reduced_precision="refused", complex=True, vjp=[_pinv_grad], node="LinalgPinvBackward0", call=pinv,
                    samples=_floats(_pinv_samples), ref=_np_pinv))
-LSTSQ = register(Op("linalg_lstsq", _lstsq_forward, reduced_precision="refused", inputs=("self", "other"),
+LSTSQ = register(Op("linalg_lstsq", _lstsq_forward, reduced_precision="refused", complex=True, inputs=("self", "other"),
                     vjp=[lambda g, s: shared(g, s, 0, _lstsq_grads)[0], lambda g, s: shared(g, s, 1, _lstsq_grads)[1]], n_outputs=3,
                     outputs=("solution", "rank", "singular_values"), node="LinalgLstsqBackward0",
                     call=lambda A, B, **kw: lstsq(A, B, **kw)[:1], samples=_floats(_lstsq_samples),

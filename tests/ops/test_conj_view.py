@@ -43,7 +43,7 @@ def test_which_results_keep_the_bit_as_pytorch_s():
     np.testing.assert_array_equal(lazy["view"].resolve_conj().numpy(), Z.conj().ravel())
     assert y.conj().data_ptr() == y.data_ptr()  # conj of a lazy conjugate: a plain view of the same storage
     np.testing.assert_array_equal(resolved["real"].numpy(), Z.real)
-    np.testing.assert_array_equal(resolved["imag"].numpy(), -Z.imag)
+    np.testing.assert_array_equal(resolved["imag"].resolve_neg().numpy(), -Z.imag)  # (a lazy negation: below)
     np.testing.assert_array_equal(resolved["mul"].numpy(), Z.conj())
     np.testing.assert_allclose(resolved["abs"].numpy(), np.abs(Z))
 
@@ -165,3 +165,43 @@ def test_gradients_of_writes_through_a_lazy_conjugate_as_pytorch_s():
         out.append((a.detach().resolve_conj().numpy(), w.grad.resolve_conj().numpy()))
     for x, y in zip(*out):
         np.testing.assert_allclose(y, x, rtol=1e-6)
+
+
+def test_imag_of_a_conjugate_is_a_lazy_negation():
+    """z.conj().imag views the imaginary parts z stores, negated lazily (PyTorch's negative bit): is_neg(), writes
+    reach z, shape views stay lazy, other ops read the values, resolve_neg() copies them, numpy() refuses."""
+    z = jg.tensor(np.array([[1 + 2j, 3 - 4j], [0.5 - 1j, -2 + 3j]]))
+    i = z.conj().imag
+    assert i.is_neg() and i.T.is_neg() and i[0].is_neg() and not (i * 1).is_neg() and not i.resolve_neg().is_neg()
+    np.testing.assert_array_equal(i.resolve_neg().numpy(), [[-2, 4], [1, -3]])
+    i[0, 1] = 7.0
+    i[1].mul_(2)
+    np.testing.assert_array_equal(z.numpy(), [[1 + 2j, 3 - 7j], [0.5 - 2j, -2 + 6j]])
+    np.testing.assert_array_equal((i + 1).numpy(), [[-1, 8], [3, -5]])
+    with pytest.raises(RuntimeError, match="^Can't call numpy\\(\\) on Tensor that has negative bit set"):
+        i.numpy()
+
+
+def test_gradient_through_a_lazy_negation():
+    z = jg.tensor(np.array([1 + 2j, 3 - 4j]), requires_grad=True)
+    (z.conj().imag * jg.tensor([1.0, 2.0], dtype=jg.float64)).sum().backward()
+    np.testing.assert_array_equal(z.grad.numpy(), [-1j, -2j])  # (d Im(conj z) / d Im z = -1)
+
+
+@pytest.mark.torch
+def test_lazy_negation_against_pytorch():
+    torch = pytest.importorskip("torch")
+
+    def run(lib):
+        z = lib.tensor(np.array([[1 + 2j, 3 - 4j], [0.5 - 1j, -2 + 3j]]))
+        i = z.conj().imag
+        flags = [t.is_neg() for t in (i, i.T, i[0], i * 1, i.clone(), i.detach(), i.contiguous(), i.resolve_neg(),
+                                      i.neg())]
+        i[0, 1] = 7.0
+        i.mul_(2)
+        i[1].add_(1)
+        return flags, z.resolve_conj().numpy(), i.resolve_neg().numpy(), i.T.resolve_neg().numpy(), (i + 1).numpy()
+    got, want = run(jg), run(torch)
+    assert got[0] == want[0]
+    for a, b in zip(got[1:], want[1:]):
+        np.testing.assert_array_equal(a, b)
