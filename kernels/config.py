@@ -37,6 +37,10 @@ FOLD_FASTMATH = FASTMATH | {"reassoc"}
 # the numba tiled kernel (the fallback, and the reference the benchmark measures cuBLAS against).
 CUBLAS = os.environ.get("JITGRAD_CUBLAS", "1") != "0"
 
+# LAPACK on the CPU from NumPy's own OpenBLAS where NumPy ships one (one BLAS thread pool for matmuls and
+# decompositions); "0" uses SciPy's (a second pool), as any other NumPy build does.
+NUMPY_LAPACK = os.environ.get("JITGRAD_NUMPY_LAPACK", "1") != "0"
+
 # Print one line per kernel compilation (see jitgrad.jit_stats for totals).
 LOG_COMPILES = os.environ.get("JITGRAD_LOG_COMPILES", "0") not in ("", "0")
 

@@ -7,7 +7,9 @@ F-contiguous, as PyTorch's CPU results are), pivots and infos as int32 (LAPACK's
 raises on a singular or indefinite matrix: ``info`` says what LAPACK said, and the op table words the error.
 """
 import ctypes
+import glob
 import math
+import os
 
 import numpy as np
 from numba import njit, prange
@@ -19,8 +21,37 @@ name = "cpu"
 _P = ctypes.c_void_p
 
 
+def _numpy_openblas():
+    """NumPy's own OpenBLAS (the ILP64 build with 'scipy_'-prefixed symbols its wheels ship), or None. LAPACK from it
+    runs on the thread pool NumPy's matmul uses: SciPy's OpenBLAS is a second pool, and when a gradient alternates
+    triangular solves with matmuls, each pool's threads (which spin for a while after a call) take the cores the
+    other's need."""
+    if not config.NUMPY_LAPACK:
+        return None
+    try:
+        lapack = np.show_config(mode="dicts")["Build Dependencies"]["lapack"]
+        if lapack.get("name") != "scipy-openblas" or "USE64BITINT" not in lapack.get("openblas configuration", ""):
+            return None
+        root = os.path.dirname(np.__file__)
+        for path in sorted(glob.glob(root + ".libs/libscipy_openblas64_*") + glob.glob(root + "/.dylibs/libscipy_openblas64_*")):
+            lib = ctypes.CDLL(path)  # (the library NumPy loaded: the same handle, the same threads)
+            if hasattr(lib, "scipy_dgetrf_64_"):
+                return lib
+    except Exception:  # an unusual build: SciPy's LAPACK serves
+        return None
+    return None
+
+
+_NUMPY_OPENBLAS = _numpy_openblas()
+INT = np.int64 if _NUMPY_OPENBLAS is not None else np.int32  # LAPACK's integer (pivots, infos, work sizes)
+
+
 def _fn(module, name, nargs):
-    return ctypes.CFUNCTYPE(None, *([_P] * nargs))(get_cython_function_address("scipy.linalg.cython_" + module, name))
+    if _NUMPY_OPENBLAS is not None:
+        address = ctypes.cast(getattr(_NUMPY_OPENBLAS, "scipy_%s_64_" % name), _P).value
+    else:
+        address = get_cython_function_address("scipy.linalg.cython_" + module, name)
+    return ctypes.CFUNCTYPE(None, *([_P] * nargs))(address)
 
 
 # routine -> (module, number of arguments); s... for float32, d... for float64
@@ -86,10 +117,11 @@ def _make(dtype):
     geqrf, orgqr, ormqr, gelsy, gelsd, gelss, gels, trsm, trmm = (L[r] for r in (
         "geqrf", "orgqr", "ormqr", "gelsy", "gelsd", "gelss", "gels", "trsm", "trmm"))
     dt = dtype.type
+    it = INT  # LAPACK's integer
 
     @njit(nogil=True)
     def ints(a, b, c, d):
-        out = np.empty(4, np.int32)
+        out = np.empty(4, it)
         out[0], out[1], out[2], out[3] = a, b, c, d
         return out
 
@@ -103,7 +135,7 @@ def _make(dtype):
         m, n = a.shape[2], a.shape[1]
         for b in prange(a.shape[0]):
             d = ints(m, n, max(m, 1), 0)
-            inf = np.zeros(1, np.int32)
+            inf = np.zeros(1, it)
             getrf(d[0:].ctypes, d[1:].ctypes, a[b].ctypes, d[2:].ctypes, piv[b].ctypes, inf.ctypes)
             info[b] = inf[0]
 
@@ -111,23 +143,23 @@ def _make(dtype):
         n, k = lu.shape[1], x.shape[1]
         for b in prange(lu.shape[0]):
             d = ints(n, k, max(n, 1), 0)
-            inf = np.zeros(1, np.int32)
+            inf = np.zeros(1, it)
             t = char(trans)
             getrs(t.ctypes, d[0:].ctypes, d[1:].ctypes, lu[b].ctypes, d[2:].ctypes, piv[b].ctypes, x[b].ctypes,
                   d[2:].ctypes, inf.ctypes)
 
     def inv(a, info):  # getrf then getri, in place
         n = a.shape[1]
-        piv0 = np.empty(max(n, 1), np.int32)
+        piv0 = np.empty(max(n, 1), it)
         query = np.empty(1, a.dtype)
         d = ints(n, max(n, 1), -1, 0)
-        inf = np.zeros(1, np.int32)
+        inf = np.zeros(1, it)
         getri(d[0:].ctypes, a[0].ctypes, d[1:].ctypes, piv0.ctypes, query.ctypes, d[2:].ctypes, inf.ctypes)
         lwork = max(int(query[0]), 1)
         for b in prange(a.shape[0]):
             d = ints(n, max(n, 1), lwork, 0)
-            piv = np.empty(max(n, 1), np.int32)
-            inf = np.zeros(1, np.int32)
+            piv = np.empty(max(n, 1), it)
+            inf = np.zeros(1, it)
             getrf(d[0:].ctypes, d[0:].ctypes, a[b].ctypes, d[1:].ctypes, piv.ctypes, inf.ctypes)
             info[b] = inf[0]
             if inf[0] == 0:
@@ -138,7 +170,7 @@ def _make(dtype):
         n = a.shape[1]
         for b in prange(a.shape[0]):
             d = ints(n, max(n, 1), 0, 0)
-            inf = np.zeros(1, np.int32)
+            inf = np.zeros(1, it)
             u = char(uplo)
             potrf(u.ctypes, d[0:].ctypes, a[b].ctypes, d[1:].ctypes, inf.ctypes)
             info[b] = inf[0]
@@ -164,19 +196,19 @@ def _make(dtype):
     def eigh(a, w, jobz, uplo):  # syevd in place: a gets the eigenvectors when jobz is 'V'
         n = a.shape[1]
         qw = np.empty(1, a.dtype)
-        qi = np.empty(1, np.int32)
+        qi = np.empty(1, it)
         d = ints(n, max(n, 1), -1, -1)
-        inf = np.zeros(1, np.int32)
+        inf = np.zeros(1, it)
         j, u = char(jobz), char(uplo)
         syevd(j.ctypes, u.ctypes, d[0:].ctypes, a[0].ctypes, d[1:].ctypes, w[0].ctypes, qw.ctypes, d[2:].ctypes,
               qi.ctypes, d[3:].ctypes, inf.ctypes)
         lwork, liwork = max(int(qw[0]), 1), max(int(qi[0]), 1)
         for b in prange(a.shape[0]):
             d = ints(n, max(n, 1), lwork, liwork)
-            inf = np.zeros(1, np.int32)
+            inf = np.zeros(1, it)
             j, u = char(jobz), char(uplo)
             work = np.empty(lwork, a.dtype)
-            iwork = np.empty(liwork, np.int32)
+            iwork = np.empty(liwork, it)
             syevd(j.ctypes, u.ctypes, d[0:].ctypes, a[b].ctypes, d[1:].ctypes, w[b].ctypes, work.ctypes,
                   d[2:].ctypes, iwork.ctypes, d[3:].ctypes, inf.ctypes)
 
@@ -185,10 +217,10 @@ def _make(dtype):
         k = min(m, n)
         ldu, ldvt = max(m, 1), max(vt.shape[2], 1)
         qw = np.empty(1, a.dtype)
-        iwork0 = np.empty(max(8 * k, 1), np.int32)
+        iwork0 = np.empty(max(8 * k, 1), it)
         d = ints(m, n, max(m, 1), -1)
         dd = ints(ldu, ldvt, 0, 0)
-        inf = np.zeros(1, np.int32)
+        inf = np.zeros(1, it)
         j = char(jobz)
         gesdd(j.ctypes, d[0:].ctypes, d[1:].ctypes, a[0].ctypes, d[2:].ctypes, s[0].ctypes, u[0].ctypes,
               dd[0:].ctypes, vt[0].ctypes, dd[1:].ctypes, qw.ctypes, d[3:].ctypes, iwork0.ctypes, inf.ctypes)
@@ -196,10 +228,10 @@ def _make(dtype):
         for b in prange(a.shape[0]):
             d = ints(m, n, max(m, 1), lwork)
             dd = ints(ldu, ldvt, 0, 0)
-            inf = np.zeros(1, np.int32)
+            inf = np.zeros(1, it)
             j = char(jobz)
             work = np.empty(lwork, a.dtype)
-            iwork = np.empty(max(8 * k, 1), np.int32)
+            iwork = np.empty(max(8 * k, 1), it)
             gesdd(j.ctypes, d[0:].ctypes, d[1:].ctypes, a[b].ctypes, d[2:].ctypes, s[b].ctypes, u[b].ctypes,
                   dd[0:].ctypes, vt[b].ctypes, dd[1:].ctypes, work.ctypes, d[3:].ctypes, iwork.ctypes, inf.ctypes)
 
@@ -207,13 +239,13 @@ def _make(dtype):
         m, n = a.shape[2], a.shape[1]
         qw = np.empty(1, a.dtype)
         d = ints(m, n, max(m, 1), -1)
-        inf = np.zeros(1, np.int32)
+        inf = np.zeros(1, it)
         geqrf(d[0:].ctypes, d[1:].ctypes, a[0].ctypes, d[2:].ctypes, tau[0].ctypes, qw.ctypes, d[3:].ctypes,
               inf.ctypes)
         lwork = max(int(qw[0]), 1)
         for b in prange(a.shape[0]):
             d = ints(m, n, max(m, 1), lwork)
-            inf = np.zeros(1, np.int32)
+            inf = np.zeros(1, it)
             work = np.empty(lwork, a.dtype)
             geqrf(d[0:].ctypes, d[1:].ctypes, a[b].ctypes, d[2:].ctypes, tau[b].ctypes, work.ctypes, d[3:].ctypes,
                   inf.ctypes)
@@ -223,14 +255,14 @@ def _make(dtype):
         qw = np.empty(1, a.dtype)
         d = ints(m, n, k, max(m, 1))
         q = ints(-1, 0, 0, 0)
-        inf = np.zeros(1, np.int32)
+        inf = np.zeros(1, it)
         orgqr(d[0:].ctypes, d[1:].ctypes, d[2:].ctypes, a[0].ctypes, d[3:].ctypes, tau[0].ctypes, qw.ctypes,
               q.ctypes, inf.ctypes)
         lwork = max(int(qw[0]), 1)
         for b in prange(a.shape[0]):
             d = ints(m, n, k, max(m, 1))
             q = ints(lwork, 0, 0, 0)
-            inf = np.zeros(1, np.int32)
+            inf = np.zeros(1, it)
             work = np.empty(lwork, a.dtype)
             orgqr(d[0:].ctypes, d[1:].ctypes, d[2:].ctypes, a[b].ctypes, d[3:].ctypes, tau[b].ctypes, work.ctypes,
                   q.ctypes, inf.ctypes)
@@ -241,7 +273,7 @@ def _make(dtype):
         qw = np.empty(1, a.dtype)
         d = ints(m, n, k, lda)
         q = ints(max(m, 1), -1, 0, 0)
-        inf = np.zeros(1, np.int32)
+        inf = np.zeros(1, it)
         s, t = char(side), char(trans)
         ormqr(s.ctypes, t.ctypes, d[0:].ctypes, d[1:].ctypes, d[2:].ctypes, a[0].ctypes, d[3:].ctypes,
               tau[0].ctypes, c[0].ctypes, q[0:].ctypes, qw.ctypes, q[1:].ctypes, inf.ctypes)
@@ -249,7 +281,7 @@ def _make(dtype):
         for b in prange(c.shape[0]):
             d = ints(m, n, k, lda)
             q = ints(max(m, 1), lwork, 0, 0)
-            inf = np.zeros(1, np.int32)
+            inf = np.zeros(1, it)
             s, t = char(side), char(trans)
             work = np.empty(lwork, a.dtype)
             ormqr(s.ctypes, t.ctypes, d[0:].ctypes, d[1:].ctypes, d[2:].ctypes, a[b].ctypes, d[3:].ctypes,
@@ -262,8 +294,8 @@ def _make(dtype):
         for b in prange(a.shape[0]):
             d = ints(m, n, nrhs, max(m, 1))
             q = ints(ldb, -1, 0, 0)
-            inf = np.zeros(1, np.int32)
-            r = np.zeros(1, np.int32)
+            inf = np.zeros(1, it)
+            r = np.zeros(1, it)
             qw = np.empty(1, a.dtype)
             if driver == 0:  # gels
                 t = char(78)
@@ -274,7 +306,7 @@ def _make(dtype):
                 gels(t.ctypes, d[0:].ctypes, d[1:].ctypes, d[2:].ctypes, a[b].ctypes, d[3:].ctypes, x[b].ctypes,
                      q[0:].ctypes, work.ctypes, q[1:].ctypes, inf.ctypes)
             elif driver == 1:  # gelsy
-                jpvt = np.zeros(max(n, 1), np.int32)
+                jpvt = np.zeros(max(n, 1), it)
                 gelsy(d[0:].ctypes, d[1:].ctypes, d[2:].ctypes, a[b].ctypes, d[3:].ctypes, x[b].ctypes, q[0:].ctypes,
                       jpvt.ctypes, rc.ctypes, r.ctypes, qw.ctypes, q[1:].ctypes, inf.ctypes)
                 q[1] = max(int(qw[0]), 1)
@@ -282,12 +314,12 @@ def _make(dtype):
                 gelsy(d[0:].ctypes, d[1:].ctypes, d[2:].ctypes, a[b].ctypes, d[3:].ctypes, x[b].ctypes, q[0:].ctypes,
                       jpvt.ctypes, rc.ctypes, r.ctypes, work.ctypes, q[1:].ctypes, inf.ctypes)
             elif driver == 2:  # gelsd
-                iw = np.empty(1, np.int32)
+                iw = np.empty(1, it)
                 gelsd(d[0:].ctypes, d[1:].ctypes, d[2:].ctypes, a[b].ctypes, d[3:].ctypes, x[b].ctypes, q[0:].ctypes,
                       sv[b].ctypes, rc.ctypes, r.ctypes, qw.ctypes, q[1:].ctypes, iw.ctypes, inf.ctypes)
                 q[1] = max(int(qw[0]), 1)
                 work = np.empty(q[1], a.dtype)
-                iwork = np.empty(max(iw[0], 1), np.int32)
+                iwork = np.empty(max(iw[0], 1), it)
                 gelsd(d[0:].ctypes, d[1:].ctypes, d[2:].ctypes, a[b].ctypes, d[3:].ctypes, x[b].ctypes, q[0:].ctypes,
                       sv[b].ctypes, rc.ctypes, r.ctypes, work.ctypes, q[1:].ctypes, iwork.ctypes, inf.ctypes)
             else:  # gelss
@@ -436,11 +468,11 @@ def lu_factor(a):
     """(LU, pivots, info) of ``a`` (..., m, n): getrf, partial pivoting."""
     batch, (m, n) = a.shape[:-2], a.shape[-2:]
     f = _col(a)
-    piv = np.zeros((f.shape[0], min(m, n)), np.int32)
+    piv = np.zeros((f.shape[0], min(m, n)), INT)
     info = np.zeros(f.shape[0], np.int32)
     if f.size:
         _kernels(a.dtype)["lu_factor"](f, piv, info)
-    return _back(f, batch), piv.reshape(batch + (min(m, n),)), info.reshape(batch)
+    return _back(f, batch), piv.astype(np.int32, copy=False).reshape(batch + (min(m, n),)), info.reshape(batch)
 
 
 def lu_solve(lu, piv, b, adjoint):
@@ -448,7 +480,7 @@ def lu_solve(lu, piv, b, adjoint):
     batch = b.shape[:-2]
     x = _col(b)
     if x.size:
-        _kernels(lu.dtype)["lu_solve"](_col_read(lu), np.ascontiguousarray(piv).reshape(_count(lu), piv.shape[-1]), x,
+        _kernels(lu.dtype)["lu_solve"](_col_read(lu), np.ascontiguousarray(piv, INT).reshape(_count(lu), piv.shape[-1]), x,
                                        ord("T" if adjoint else "N"))
     return _back(x, batch)
 
@@ -617,7 +649,8 @@ def cholesky_grad(l, gl, upper):
     """The gradient of the Cholesky factor L (U = L^T with ``upper``): gA = L^-T Phi L^-1, Phi the symmetric
     matrix of tril(L^T gL) with its diagonal halved (PyTorch's cholesky_backward, after Murray 2016), in one
     column-major buffer: a triangular product (trmm: half a GEMM's work), one pass, two trsm, the factor read in
-    place. gA is symmetric, so its layout is free."""
+    place. gA is symmetric, so its layout is free: it comes back C-contiguous (the buffer read row-major, gA^T up to
+    rounding), which the elementwise backward of whatever built A reads without a copy."""
     batch = l.shape[:-2]
     f = _col(np.swapaxes(gl, -1, -2) if upper else gl)  # gL (gU^T)
     if f.size:
@@ -626,7 +659,7 @@ def cholesky_grad(l, gl, upper):
         _sym_upper_half(f)
         k["triangular"](lf, f, ord("L"), uplo, ord("N" if upper else "T"), ord("N"))  # L^-T Phi
         k["triangular"](lf, f, ord("R"), uplo, ord("T" if upper else "N"), ord("N"))  # ... L^-1
-    return _back(f, batch)
+    return f.reshape(tuple(batch) + f.shape[1:])
 
 
 def eigh(a, lower, vectors):
