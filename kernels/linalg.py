@@ -64,13 +64,13 @@ _ROUTINES = {"getrf": ("lapack", 6), "getrs": ("lapack", 9), "getri": ("lapack",
 def _col(a):
     """``a`` (..., m, n) as a C-contiguous (B, n, m) copy: each [b] is matrix b in column-major order."""
     m, n = a.shape[-2:]
-    return np.array(np.swapaxes(a, -1, -2), order="C").reshape((_count(a),) + (n, m))
+    return np.array(a.swapaxes(-1, -2), order="C").reshape((_count(a), n, m))
 
 
 def _col_read(a):
     """Like ``_col``, for an input LAPACK only reads: no copy where ``a`` is column-major already."""
     m, n = a.shape[-2:]
-    return np.ascontiguousarray(np.swapaxes(a, -1, -2)).reshape((_count(a),) + (n, m))
+    return np.ascontiguousarray(a.swapaxes(-1, -2)).reshape((_count(a), n, m))
 
 
 def _count(a):
@@ -80,7 +80,7 @@ def _count(a):
 
 def _back(f, batch):
     """The inverse of ``_col``: (B, n, m) -> (*batch, m, n), a view whose last two dims are F-contiguous."""
-    return np.swapaxes(f.reshape(tuple(batch) + f.shape[1:]), -1, -2)
+    return f.reshape(tuple(batch) + f.shape[1:]).swapaxes(-1, -2)
 
 
 _KERNELS = {}
@@ -108,6 +108,30 @@ def _by_batch(parallel, serial):
     def run(*args):
         return (parallel if args[0].shape[0] > 1 else serial)(*args)  # (args[0]: the batch of matrices)
     return run
+
+
+@njit(nogil=True, error_model="numpy", cache=config.CACHE)
+def _zero_triangle(m, below):
+    """Zero the strictly lower (``below``) or strictly upper triangle of the square matrix ``m`` in place."""
+    n = m.shape[0]
+    for p in range(n):
+        if below:
+            m[p, :p] = 0
+        else:
+            m[p, p + 1:] = 0
+
+
+@njit(nogil=True, error_model="numpy", cache=config.CACHE)
+def _phi(m):
+    """m := (triu(m) + triu(m, 1)^T) / 2 in place (PyTorch's Phi of the Cholesky gradient, for a matrix held
+    column-major: its upper triangle in memory is the lower one of the matrix)."""
+    n = m.shape[0]
+    for i in range(n):
+        m[i, i] *= 0.5
+        for j in range(i + 1, n):
+            v = 0.5 * m[i, j]
+            m[i, j] = v
+            m[j, i] = v
 
 
 def _make(dtype):
@@ -166,7 +190,7 @@ def _make(dtype):
                 work = np.empty(lwork, a.dtype)
                 getri(d[0:].ctypes, a[b].ctypes, d[1:].ctypes, piv.ctypes, work.ctypes, d[2:].ctypes, inf.ctypes)
 
-    def cholesky(a, info, uplo):  # potrf in place; the other triangle is zeroed by the caller
+    def cholesky(a, info, uplo):  # potrf in place, the other triangle zeroed
         n = a.shape[1]
         for b in prange(a.shape[0]):
             d = ints(n, max(n, 1), 0, 0)
@@ -174,6 +198,22 @@ def _make(dtype):
             u = char(uplo)
             potrf(u.ctypes, d[0:].ctypes, a[b].ctypes, d[1:].ctypes, inf.ctypes)
             info[b] = inf[0]
+            _zero_triangle(a[b], uplo == 76)  # (a[b] holds the factor column-major: its rows are its columns)
+
+    def cholesky_grad(l, f, uplo):  # f: gL column-major in (gU^T with uplo 'U'), gA out
+        n = f.shape[1]
+        one = np.ones(1, f.dtype)
+        for b in prange(f.shape[0]):
+            d = ints(n, n, max(n, 1), max(n, 1))
+            u, g = char(uplo), char(78)
+            left, right, t1, t2 = char(76), char(82), char(78 if uplo == 85 else 84), char(84 if uplo == 85 else 78)
+            trmm(left.ctypes, u.ctypes, t1.ctypes, g.ctypes, d[0:].ctypes, d[1:].ctypes, one.ctypes, l[b].ctypes,
+                 d[2:].ctypes, f[b].ctypes, d[3:].ctypes)  # L^T gL (U gU^T)
+            _phi(f[b])
+            trsm(left.ctypes, u.ctypes, t1.ctypes, g.ctypes, d[0:].ctypes, d[1:].ctypes, one.ctypes, l[b].ctypes,
+                 d[2:].ctypes, f[b].ctypes, d[3:].ctypes)  # L^-T Phi
+            trsm(right.ctypes, u.ctypes, t2.ctypes, g.ctypes, d[0:].ctypes, d[1:].ctypes, one.ctypes, l[b].ctypes,
+                 d[2:].ctypes, f[b].ctypes, d[3:].ctypes)  # ... L^-1
 
     def triangular(a, x, side, uplo, trans, diag):  # trsm: x := op(a)^-1 x or x op(a)^-1, in place
         m, n = x.shape[2], x.shape[1]
@@ -182,15 +222,6 @@ def _make(dtype):
             d = ints(m, n, max(a.shape[1], 1), max(m, 1))
             s, u, t, g = char(side), char(uplo), char(trans), char(diag)
             trsm(s.ctypes, u.ctypes, t.ctypes, g.ctypes, d[0:].ctypes, d[1:].ctypes, one.ctypes, a[b].ctypes,
-                 d[2:].ctypes, x[b].ctypes, d[3:].ctypes)
-
-    def triangular_product(a, x, side, uplo, trans):  # trmm: x := op(a) x or x op(a), in place
-        m, n = x.shape[2], x.shape[1]
-        one = np.ones(1, a.dtype)
-        for b in prange(x.shape[0]):
-            d = ints(m, n, max(a.shape[1], 1), max(m, 1))
-            s, u, t, g = char(side), char(uplo), char(trans), char(78)
-            trmm(s.ctypes, u.ctypes, t.ctypes, g.ctypes, d[0:].ctypes, d[1:].ctypes, one.ctypes, a[b].ctypes,
                  d[2:].ctypes, x[b].ctypes, d[3:].ctypes)
 
     def eigh(a, w, jobz, uplo):  # syevd in place: a gets the eigenvectors when jobz is 'V'
@@ -332,7 +363,7 @@ def _make(dtype):
             rank[b] = r[0]
 
     ns = {k: _by_batch(_jitted(v), _jitted(v, parallel=False)) for k, v in locals().items() if callable(v) and k in (
-        "lu_factor", "lu_solve", "inv", "cholesky", "triangular", "triangular_product", "eigh", "svd", "qr_factor",
+        "lu_factor", "lu_solve", "inv", "cholesky", "cholesky_grad", "triangular", "eigh", "svd", "qr_factor",
         "householder", "apply_q", "lstsq")}
     ns["dtype"] = dt
     return ns
@@ -464,15 +495,16 @@ def _flat(a):
 
 
 # ---------------------------------------------------------------------- the functions the op table calls
-def lu_factor(a):
-    """(LU, pivots, info) of ``a`` (..., m, n): getrf, partial pivoting."""
+def lu_factor(a, pivots=np.int32):
+    """(LU, pivots, info) of ``a`` (..., m, n): getrf, partial pivoting; the pivots as ``pivots`` (int32, as
+    PyTorch's, or INT: LAPACK's own, which lu_solve takes without a conversion)."""
     batch, (m, n) = a.shape[:-2], a.shape[-2:]
     f = _col(a)
     piv = np.zeros((f.shape[0], min(m, n)), INT)
     info = np.zeros(f.shape[0], np.int32)
     if f.size:
         _kernels(a.dtype)["lu_factor"](f, piv, info)
-    return _back(f, batch), piv.astype(np.int32, copy=False).reshape(batch + (min(m, n),)), info.reshape(batch)
+    return _back(f, batch), piv.astype(pivots, copy=False).reshape(batch + (min(m, n),)), info.reshape(batch)
 
 
 def lu_solve(lu, piv, b, adjoint):
@@ -489,7 +521,7 @@ def solve(a, b):
     """(X, LU, pivots, info): A X = B through one LU, of A^T (kept for the gradient, whose A^-T g is then a plain
     getrs): a row-major A is A^T in LAPACK's column-major order, so its copy for getrf is a memcpy, not a
     transposing copy. info as getrf on A gives it (which pivot is zero)."""
-    lu, piv, info = lu_factor(np.swapaxes(a, -1, -2))
+    lu, piv, info = lu_factor(a.swapaxes(-1, -2), INT)  # (the pivots stay internal to the op)
     if info.any():
         info = lu_factor(a)[2]
     return lu_solve(lu, piv, b, True), lu, piv, info
@@ -594,20 +626,9 @@ def cholesky(a, upper):
     info = np.zeros(f.shape[0], np.int32)
     if f.size:  # column-major lower of A = row-major upper of A^T: ask LAPACK for what we want
         _kernels(a.dtype)["cholesky"](f, info, ord("U" if upper else "L"))
-    _zero_triangle(f, not upper)  # (f holds the factor column-major: its rows are the factor's columns)
     return _back(f, batch), info.reshape(batch)
 
 
-@njit(parallel=True, nogil=True, error_model="numpy", cache=config.CACHE)
-def _zero_triangle(f, below):
-    """Zero each matrix's strictly lower (``below``) or strictly upper triangle in place, rows in parallel."""
-    n = f.shape[1]
-    for r in prange(f.shape[0] * n):
-        m, p = r // n, r % n
-        if below:
-            f[m, p, :p] = 0
-        else:
-            f[m, p, p + 1:] = 0
 
 
 def solve_triangular(a, b, upper, left, unitriangular):
@@ -631,34 +652,16 @@ def cholesky_solve(l, b, upper):
     return _back(x, batch)
 
 
-@njit(parallel=True, nogil=True, error_model="numpy", cache=config.CACHE)
-def _sym_upper_half(m):
-    """m := (triu(m) + triu(m, 1)^T) / 2 per matrix, in place (PyTorch's Phi of the Cholesky gradient, for a
-    matrix held column-major: its upper triangle in memory is the lower one of the matrix)."""
-    n = m.shape[1]
-    for r in prange(m.shape[0] * n):  # (rows in parallel: row i writes its right part and column i's lower part)
-        b, i = r // n, r % n
-        m[b, i, i] *= 0.5
-        for j in range(i + 1, n):
-            v = 0.5 * m[b, i, j]
-            m[b, i, j] = v
-            m[b, j, i] = v
-
-
 def cholesky_grad(l, gl, upper):
     """The gradient of the Cholesky factor L (U = L^T with ``upper``): gA = L^-T Phi L^-1, Phi the symmetric
     matrix of tril(L^T gL) with its diagonal halved (PyTorch's cholesky_backward, after Murray 2016), in one
-    column-major buffer: a triangular product (trmm: half a GEMM's work), one pass, two trsm, the factor read in
-    place. gA is symmetric, so its layout is free: it comes back C-contiguous (the buffer read row-major, gA^T up to
-    rounding), which the elementwise backward of whatever built A reads without a copy."""
+    column-major buffer and one kernel call: a triangular product (trmm: half a GEMM's work), one pass, two trsm,
+    the factor read in place. gA is symmetric, so its layout is free: it comes back C-contiguous (the buffer read
+    row-major, gA^T up to rounding), which the elementwise backward of whatever built A reads without a copy."""
     batch = l.shape[:-2]
-    f = _col(np.swapaxes(gl, -1, -2) if upper else gl)  # gL (gU^T)
+    f = _col(gl.swapaxes(-1, -2) if upper else gl)  # gL (gU^T)
     if f.size:
-        k, lf, uplo = _kernels(l.dtype), _col_read(l), ord("U" if upper else "L")
-        k["triangular_product"](lf, f, ord("L"), uplo, ord("N" if upper else "T"))  # L^T gL (U gU^T)
-        _sym_upper_half(f)
-        k["triangular"](lf, f, ord("L"), uplo, ord("N" if upper else "T"), ord("N"))  # L^-T Phi
-        k["triangular"](lf, f, ord("R"), uplo, ord("T" if upper else "N"), ord("N"))  # ... L^-1
+        _kernels(l.dtype)["cholesky_grad"](_col_read(l), f, ord("U" if upper else "L"))
     return f.reshape(tuple(batch) + f.shape[1:])
 
 
