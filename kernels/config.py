@@ -37,9 +37,10 @@ FOLD_FASTMATH = FASTMATH | {"reassoc"}
 # the numba tiled kernel (the fallback, and the reference the benchmark measures cuBLAS against).
 CUBLAS = os.environ.get("JITGRAD_CUBLAS", "1") != "0"
 
-# LAPACK on the CPU from NumPy's own OpenBLAS where NumPy ships one (one BLAS thread pool for matmuls and
-# decompositions); "0" uses SciPy's (a second pool), as any other NumPy build does.
-NUMPY_LAPACK = os.environ.get("JITGRAD_NUMPY_LAPACK", "1") != "0"
+# LAPACK on the CPU: SciPy's (a BLAS thread pool of its own), or with "1" NumPy's own OpenBLAS where NumPy ships
+# one (the pool NumPy's matmuls use). Off by default: on one thread its trsm/trmm measured slower here, and the
+# gain of one pool for two threads is not yet measured on a quiet machine.
+NUMPY_LAPACK = os.environ.get("JITGRAD_NUMPY_LAPACK", "0") not in ("", "0")
 
 # Print one line per kernel compilation (see jitgrad.jit_stats for totals).
 LOG_COMPILES = os.environ.get("JITGRAD_LOG_COMPILES", "0") not in ("", "0")

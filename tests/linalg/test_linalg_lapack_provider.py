@@ -1,5 +1,5 @@
-"""Both LAPACKs the CPU kernels can call: NumPy's own OpenBLAS (ILP64, where NumPy ships it: the default) and SciPy's
-(JITGRAD_NUMPY_LAPACK=0, and any other NumPy build), each against NumPy/SciPy: LU with its int32 pivots, the infos of
+"""Both LAPACKs the CPU kernels can call: SciPy's (the default) and NumPy's own OpenBLAS (ILP64, where NumPy ships it,
+with JITGRAD_NUMPY_LAPACK=1), each against NumPy/SciPy: LU with its int32 pivots, the infos of
 singular and indefinite matrices, solve, inverse, Cholesky and its gradient, eigh, SVD, QR, lstsq drivers, in float32
 and float64, batched."""
 import os
@@ -55,19 +55,16 @@ def test_default_lapack_matches_numpy():
     exec(CHECKS, namespace)
 
 
-def test_numpy_openblas_is_used_where_numpy_ships_it():
+def _ships_ilp64_openblas():
     lapack = np.show_config(mode="dicts")["Build Dependencies"]["lapack"]
-    ships = lapack.get("name") == "scipy-openblas" and "USE64BITINT" in lapack.get("openblas configuration", "")
-    if not ships:
-        pytest.skip("this NumPy has no ILP64 OpenBLAS of its own")
-    assert K.INT is np.int64 and K._NUMPY_OPENBLAS is not None
+    return lapack.get("name") == "scipy-openblas" and "USE64BITINT" in lapack.get("openblas configuration", "")
 
 
-def test_scipy_lapack_matches_numpy():
-    env = dict(os.environ, JITGRAD_NUMPY_LAPACK="0")
+def test_numpy_openblas_lapack_matches_numpy():
+    env = dict(os.environ, JITGRAD_NUMPY_LAPACK="1")
     out = subprocess.run([sys.executable, "-c", CHECKS], env=env, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
-    assert out.stdout.split() == ["ok", "int32"]
+    assert out.stdout.split() == ["ok", "int64" if _ships_ilp64_openblas() else "int32"]
 
 
 def test_cholesky_gradient_comes_back_row_major():
