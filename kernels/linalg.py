@@ -19,8 +19,12 @@ name = "cpu"
 _P = ctypes.c_void_p
 
 
+INT = np.int32  # LAPACK's integer (pivots, infos, work sizes)
+
+
 def _fn(module, name, nargs):
-    return ctypes.CFUNCTYPE(None, *([_P] * nargs))(get_cython_function_address("scipy.linalg.cython_" + module, name))
+    address = get_cython_function_address("scipy.linalg.cython_" + module, name)
+    return ctypes.CFUNCTYPE(None, *([_P] * nargs))(address)
 
 
 # routine -> (module, number of arguments); s... for float32, d... for float64
@@ -33,13 +37,13 @@ _ROUTINES = {"getrf": ("lapack", 6), "getrs": ("lapack", 9), "getri": ("lapack",
 def _col(a):
     """``a`` (..., m, n) as a C-contiguous (B, n, m) copy: each [b] is matrix b in column-major order."""
     m, n = a.shape[-2:]
-    return np.array(np.swapaxes(a, -1, -2), order="C").reshape((_count(a),) + (n, m))
+    return np.array(a.swapaxes(-1, -2), order="C").reshape((_count(a), n, m))
 
 
 def _col_read(a):
     """Like ``_col``, for an input LAPACK only reads: no copy where ``a`` is column-major already."""
     m, n = a.shape[-2:]
-    return np.ascontiguousarray(np.swapaxes(a, -1, -2)).reshape((_count(a),) + (n, m))
+    return np.ascontiguousarray(a.swapaxes(-1, -2)).reshape((_count(a), n, m))
 
 
 def _count(a):
@@ -49,7 +53,7 @@ def _count(a):
 
 def _back(f, batch):
     """The inverse of ``_col``: (B, n, m) -> (*batch, m, n), a view whose last two dims are F-contiguous."""
-    return np.swapaxes(f.reshape(tuple(batch) + f.shape[1:]), -1, -2)
+    return f.reshape(tuple(batch) + f.shape[1:]).swapaxes(-1, -2)
 
 
 _KERNELS = {}
@@ -98,16 +102,41 @@ def _routines(dtype):
     return L
 
 
+@njit(nogil=True, error_model="numpy", cache=config.CACHE)
+def _zero_triangle(m, below):
+    """Zero the strictly lower (``below``) or strictly upper triangle of the square matrix ``m`` in place."""
+    n = m.shape[0]
+    for p in range(n):
+        if below:
+            m[p, :p] = 0
+        else:
+            m[p, p + 1:] = 0
+
+
+@njit(nogil=True, error_model="numpy", cache=config.CACHE)
+def _phi(m):
+    """m := (triu(m) + triu(m, 1)^T) / 2 in place (PyTorch's Phi of the Cholesky gradient, for a matrix held
+    column-major: its upper triangle in memory is the lower one of the matrix)."""
+    n = m.shape[0]
+    for i in range(n):
+        m[i, i] *= 0.5
+        for j in range(i + 1, n):
+            v = 0.5 * m[i, j]
+            m[i, j] = v
+            m[j, i] = v
+
+
 def _make(dtype):
     L = _routines(dtype)
     getrf, getrs, getri, potrf, syevd, gesdd = L["getrf"], L["getrs"], L["getri"], L["potrf"], L["syevd"], L["gesdd"]
     geqrf, orgqr, ormqr, gelsy, gelsd, gelss, gels, trsm, trmm = (L[r] for r in (
         "geqrf", "orgqr", "ormqr", "gelsy", "gelsd", "gelss", "gels", "trsm", "trmm"))
     dt = dtype.type
+    it = INT  # LAPACK's integer
 
     @njit(nogil=True)
     def ints(a, b, c, d):
-        out = np.empty(4, np.int32)
+        out = np.empty(4, it)
         out[0], out[1], out[2], out[3] = a, b, c, d
         return out
 
@@ -121,7 +150,7 @@ def _make(dtype):
         m, n = a.shape[2], a.shape[1]
         for b in prange(a.shape[0]):
             d = ints(m, n, max(m, 1), 0)
-            inf = np.zeros(1, np.int32)
+            inf = np.zeros(1, it)
             getrf(d[0:].ctypes, d[1:].ctypes, a[b].ctypes, d[2:].ctypes, piv[b].ctypes, inf.ctypes)
             info[b] = inf[0]
 
@@ -129,37 +158,53 @@ def _make(dtype):
         n, k = lu.shape[1], x.shape[1]
         for b in prange(lu.shape[0]):
             d = ints(n, k, max(n, 1), 0)
-            inf = np.zeros(1, np.int32)
+            inf = np.zeros(1, it)
             t = char(trans)
             getrs(t.ctypes, d[0:].ctypes, d[1:].ctypes, lu[b].ctypes, d[2:].ctypes, piv[b].ctypes, x[b].ctypes,
                   d[2:].ctypes, inf.ctypes)
 
     def inv(a, info):  # getrf then getri, in place
         n = a.shape[1]
-        piv0 = np.empty(max(n, 1), np.int32)
+        piv0 = np.empty(max(n, 1), it)
         query = np.empty(1, a.dtype)
         d = ints(n, max(n, 1), -1, 0)
-        inf = np.zeros(1, np.int32)
+        inf = np.zeros(1, it)
         getri(d[0:].ctypes, a[0].ctypes, d[1:].ctypes, piv0.ctypes, query.ctypes, d[2:].ctypes, inf.ctypes)
         lwork = max(int(query[0].real), 1)
         for b in prange(a.shape[0]):
             d = ints(n, max(n, 1), lwork, 0)
-            piv = np.empty(max(n, 1), np.int32)
-            inf = np.zeros(1, np.int32)
+            piv = np.empty(max(n, 1), it)
+            inf = np.zeros(1, it)
             getrf(d[0:].ctypes, d[0:].ctypes, a[b].ctypes, d[1:].ctypes, piv.ctypes, inf.ctypes)
             info[b] = inf[0]
             if inf[0] == 0:
                 work = np.empty(lwork, a.dtype)
                 getri(d[0:].ctypes, a[b].ctypes, d[1:].ctypes, piv.ctypes, work.ctypes, d[2:].ctypes, inf.ctypes)
 
-    def cholesky(a, info, uplo):  # potrf in place; the other triangle is zeroed by the caller
+    def cholesky(a, info, uplo):  # potrf in place, the other triangle zeroed
         n = a.shape[1]
         for b in prange(a.shape[0]):
             d = ints(n, max(n, 1), 0, 0)
-            inf = np.zeros(1, np.int32)
+            inf = np.zeros(1, it)
             u = char(uplo)
             potrf(u.ctypes, d[0:].ctypes, a[b].ctypes, d[1:].ctypes, inf.ctypes)
             info[b] = inf[0]
+            _zero_triangle(a[b], uplo == 76)  # (a[b] holds the factor column-major: its rows are its columns)
+
+    def cholesky_grad(l, f, uplo):  # f: gL column-major in (gU^T with uplo 'U'), gA out
+        n = f.shape[1]
+        one = np.ones(1, f.dtype)
+        for b in prange(f.shape[0]):
+            d = ints(n, n, max(n, 1), max(n, 1))
+            u, g = char(uplo), char(78)
+            left, right, t1, t2 = char(76), char(82), char(78 if uplo == 85 else 84), char(84 if uplo == 85 else 78)
+            trmm(left.ctypes, u.ctypes, t1.ctypes, g.ctypes, d[0:].ctypes, d[1:].ctypes, one.ctypes, l[b].ctypes,
+                 d[2:].ctypes, f[b].ctypes, d[3:].ctypes)  # L^T gL (U gU^T)
+            _phi(f[b])
+            trsm(left.ctypes, u.ctypes, t1.ctypes, g.ctypes, d[0:].ctypes, d[1:].ctypes, one.ctypes, l[b].ctypes,
+                 d[2:].ctypes, f[b].ctypes, d[3:].ctypes)  # L^-T Phi
+            trsm(right.ctypes, u.ctypes, t2.ctypes, g.ctypes, d[0:].ctypes, d[1:].ctypes, one.ctypes, l[b].ctypes,
+                 d[2:].ctypes, f[b].ctypes, d[3:].ctypes)  # ... L^-1
 
     def triangular(a, x, side, uplo, trans, diag):  # trsm: x := op(a)^-1 x or x op(a)^-1, in place
         m, n = x.shape[2], x.shape[1]
@@ -170,31 +215,22 @@ def _make(dtype):
             trsm(s.ctypes, u.ctypes, t.ctypes, g.ctypes, d[0:].ctypes, d[1:].ctypes, one.ctypes, a[b].ctypes,
                  d[2:].ctypes, x[b].ctypes, d[3:].ctypes)
 
-    def triangular_product(a, x, side, uplo, trans):  # trmm: x := op(a) x or x op(a), in place
-        m, n = x.shape[2], x.shape[1]
-        one = np.ones(1, a.dtype)
-        for b in prange(x.shape[0]):
-            d = ints(m, n, max(a.shape[1], 1), max(m, 1))
-            s, u, t, g = char(side), char(uplo), char(trans), char(78)
-            trmm(s.ctypes, u.ctypes, t.ctypes, g.ctypes, d[0:].ctypes, d[1:].ctypes, one.ctypes, a[b].ctypes,
-                 d[2:].ctypes, x[b].ctypes, d[3:].ctypes)
-
     def eigh(a, w, jobz, uplo):  # syevd in place: a gets the eigenvectors when jobz is 'V'
         n = a.shape[1]
         qw = np.empty(1, a.dtype)
-        qi = np.empty(1, np.int32)
+        qi = np.empty(1, it)
         d = ints(n, max(n, 1), -1, -1)
-        inf = np.zeros(1, np.int32)
+        inf = np.zeros(1, it)
         j, u = char(jobz), char(uplo)
         syevd(j.ctypes, u.ctypes, d[0:].ctypes, a[0].ctypes, d[1:].ctypes, w[0].ctypes, qw.ctypes, d[2:].ctypes,
               qi.ctypes, d[3:].ctypes, inf.ctypes)
         lwork, liwork = max(int(qw[0].real), 1), max(int(qi[0]), 1)
         for b in prange(a.shape[0]):
             d = ints(n, max(n, 1), lwork, liwork)
-            inf = np.zeros(1, np.int32)
+            inf = np.zeros(1, it)
             j, u = char(jobz), char(uplo)
             work = np.empty(lwork, a.dtype)
-            iwork = np.empty(liwork, np.int32)
+            iwork = np.empty(liwork, it)
             syevd(j.ctypes, u.ctypes, d[0:].ctypes, a[b].ctypes, d[1:].ctypes, w[b].ctypes, work.ctypes,
                   d[2:].ctypes, iwork.ctypes, d[3:].ctypes, inf.ctypes)
 
@@ -203,10 +239,10 @@ def _make(dtype):
         k = min(m, n)
         ldu, ldvt = max(m, 1), max(vt.shape[2], 1)
         qw = np.empty(1, a.dtype)
-        iwork0 = np.empty(max(8 * k, 1), np.int32)
+        iwork0 = np.empty(max(8 * k, 1), it)
         d = ints(m, n, max(m, 1), -1)
         dd = ints(ldu, ldvt, 0, 0)
-        inf = np.zeros(1, np.int32)
+        inf = np.zeros(1, it)
         j = char(jobz)
         gesdd(j.ctypes, d[0:].ctypes, d[1:].ctypes, a[0].ctypes, d[2:].ctypes, s[0].ctypes, u[0].ctypes,
               dd[0:].ctypes, vt[0].ctypes, dd[1:].ctypes, qw.ctypes, d[3:].ctypes, iwork0.ctypes, inf.ctypes)
@@ -214,10 +250,10 @@ def _make(dtype):
         for b in prange(a.shape[0]):
             d = ints(m, n, max(m, 1), lwork)
             dd = ints(ldu, ldvt, 0, 0)
-            inf = np.zeros(1, np.int32)
+            inf = np.zeros(1, it)
             j = char(jobz)
             work = np.empty(lwork, a.dtype)
-            iwork = np.empty(max(8 * k, 1), np.int32)
+            iwork = np.empty(max(8 * k, 1), it)
             gesdd(j.ctypes, d[0:].ctypes, d[1:].ctypes, a[b].ctypes, d[2:].ctypes, s[b].ctypes, u[b].ctypes,
                   dd[0:].ctypes, vt[b].ctypes, dd[1:].ctypes, work.ctypes, d[3:].ctypes, iwork.ctypes, inf.ctypes)
 
@@ -225,13 +261,13 @@ def _make(dtype):
         m, n = a.shape[2], a.shape[1]
         qw = np.empty(1, a.dtype)
         d = ints(m, n, max(m, 1), -1)
-        inf = np.zeros(1, np.int32)
+        inf = np.zeros(1, it)
         geqrf(d[0:].ctypes, d[1:].ctypes, a[0].ctypes, d[2:].ctypes, tau[0].ctypes, qw.ctypes, d[3:].ctypes,
               inf.ctypes)
         lwork = max(int(qw[0].real), 1)
         for b in prange(a.shape[0]):
             d = ints(m, n, max(m, 1), lwork)
-            inf = np.zeros(1, np.int32)
+            inf = np.zeros(1, it)
             work = np.empty(lwork, a.dtype)
             geqrf(d[0:].ctypes, d[1:].ctypes, a[b].ctypes, d[2:].ctypes, tau[b].ctypes, work.ctypes, d[3:].ctypes,
                   inf.ctypes)
@@ -241,14 +277,14 @@ def _make(dtype):
         qw = np.empty(1, a.dtype)
         d = ints(m, n, k, max(m, 1))
         q = ints(-1, 0, 0, 0)
-        inf = np.zeros(1, np.int32)
+        inf = np.zeros(1, it)
         orgqr(d[0:].ctypes, d[1:].ctypes, d[2:].ctypes, a[0].ctypes, d[3:].ctypes, tau[0].ctypes, qw.ctypes,
               q.ctypes, inf.ctypes)
         lwork = max(int(qw[0].real), 1)
         for b in prange(a.shape[0]):
             d = ints(m, n, k, max(m, 1))
             q = ints(lwork, 0, 0, 0)
-            inf = np.zeros(1, np.int32)
+            inf = np.zeros(1, it)
             work = np.empty(lwork, a.dtype)
             orgqr(d[0:].ctypes, d[1:].ctypes, d[2:].ctypes, a[b].ctypes, d[3:].ctypes, tau[b].ctypes, work.ctypes,
                   q.ctypes, inf.ctypes)
@@ -259,7 +295,7 @@ def _make(dtype):
         qw = np.empty(1, a.dtype)
         d = ints(m, n, k, lda)
         q = ints(max(m, 1), -1, 0, 0)
-        inf = np.zeros(1, np.int32)
+        inf = np.zeros(1, it)
         s, t = char(side), char(trans)
         ormqr(s.ctypes, t.ctypes, d[0:].ctypes, d[1:].ctypes, d[2:].ctypes, a[0].ctypes, d[3:].ctypes,
               tau[0].ctypes, c[0].ctypes, q[0:].ctypes, qw.ctypes, q[1:].ctypes, inf.ctypes)
@@ -267,7 +303,7 @@ def _make(dtype):
         for b in prange(c.shape[0]):
             d = ints(m, n, k, lda)
             q = ints(max(m, 1), lwork, 0, 0)
-            inf = np.zeros(1, np.int32)
+            inf = np.zeros(1, it)
             s, t = char(side), char(trans)
             work = np.empty(lwork, a.dtype)
             ormqr(s.ctypes, t.ctypes, d[0:].ctypes, d[1:].ctypes, d[2:].ctypes, a[b].ctypes, d[3:].ctypes,
@@ -280,8 +316,8 @@ def _make(dtype):
         for b in prange(a.shape[0]):
             d = ints(m, n, nrhs, max(m, 1))
             q = ints(ldb, -1, 0, 0)
-            inf = np.zeros(1, np.int32)
-            r = np.zeros(1, np.int32)
+            inf = np.zeros(1, it)
+            r = np.zeros(1, it)
             qw = np.empty(1, a.dtype)
             if driver == 0:  # gels
                 t = char(78)
@@ -292,7 +328,7 @@ def _make(dtype):
                 gels(t.ctypes, d[0:].ctypes, d[1:].ctypes, d[2:].ctypes, a[b].ctypes, d[3:].ctypes, x[b].ctypes,
                      q[0:].ctypes, work.ctypes, q[1:].ctypes, inf.ctypes)
             elif driver == 1:  # gelsy
-                jpvt = np.zeros(max(n, 1), np.int32)
+                jpvt = np.zeros(max(n, 1), it)
                 gelsy(d[0:].ctypes, d[1:].ctypes, d[2:].ctypes, a[b].ctypes, d[3:].ctypes, x[b].ctypes, q[0:].ctypes,
                       jpvt.ctypes, rc.ctypes, r.ctypes, qw.ctypes, q[1:].ctypes, inf.ctypes)
                 q[1] = max(int(qw[0].real), 1)
@@ -300,12 +336,12 @@ def _make(dtype):
                 gelsy(d[0:].ctypes, d[1:].ctypes, d[2:].ctypes, a[b].ctypes, d[3:].ctypes, x[b].ctypes, q[0:].ctypes,
                       jpvt.ctypes, rc.ctypes, r.ctypes, work.ctypes, q[1:].ctypes, inf.ctypes)
             elif driver == 2:  # gelsd
-                iw = np.empty(1, np.int32)
+                iw = np.empty(1, it)
                 gelsd(d[0:].ctypes, d[1:].ctypes, d[2:].ctypes, a[b].ctypes, d[3:].ctypes, x[b].ctypes, q[0:].ctypes,
                       sv[b].ctypes, rc.ctypes, r.ctypes, qw.ctypes, q[1:].ctypes, iw.ctypes, inf.ctypes)
                 q[1] = max(int(qw[0].real), 1)
                 work = np.empty(q[1], a.dtype)
-                iwork = np.empty(max(iw[0], 1), np.int32)
+                iwork = np.empty(max(iw[0], 1), it)
                 gelsd(d[0:].ctypes, d[1:].ctypes, d[2:].ctypes, a[b].ctypes, d[3:].ctypes, x[b].ctypes, q[0:].ctypes,
                       sv[b].ctypes, rc.ctypes, r.ctypes, work.ctypes, q[1:].ctypes, iwork.ctypes, inf.ctypes)
             else:  # gelss
@@ -321,7 +357,7 @@ def _make(dtype):
         eigh, svd, lstsq = _complex_parts(L, dtype, ints, char)
 
     ns = {k: _by_batch(_jitted(v), _jitted(v, parallel=False)) for k, v in locals().items() if callable(v) and k in (
-        "lu_factor", "lu_solve", "inv", "cholesky", "triangular", "triangular_product", "eigh", "svd", "qr_factor",
+        "lu_factor", "lu_solve", "inv", "cholesky", "cholesky_grad", "triangular", "eigh", "svd", "qr_factor",
         "householder", "apply_q", "lstsq")}
     ns["dtype"] = dt
     return ns
@@ -572,10 +608,10 @@ def _flat(a):
 
 # ---------------------------------------------------------------------- the functions the op table calls
 def lu_factor(a):
-    """(LU, pivots, info) of ``a`` (..., m, n): getrf, partial pivoting."""
+    """(LU, pivots, info) of ``a`` (..., m, n): getrf, partial pivoting; int32 pivots, as PyTorch's."""
     batch, (m, n) = a.shape[:-2], a.shape[-2:]
     f = _col(a)
-    piv = np.zeros((f.shape[0], min(m, n)), np.int32)
+    piv = np.zeros((f.shape[0], min(m, n)), INT)
     info = np.zeros(f.shape[0], np.int32)
     if f.size:
         _kernels(a.dtype)["lu_factor"](f, piv, info)
@@ -587,7 +623,8 @@ def lu_solve(lu, piv, b, adjoint):
     batch = b.shape[:-2]
     x = _col(b)
     if x.size:
-        _kernels(lu.dtype)["lu_solve"](_col_read(lu), np.ascontiguousarray(piv).reshape(_count(lu), piv.shape[-1]), x,
+        _kernels(lu.dtype)["lu_solve"](_col_read(lu), np.ascontiguousarray(piv, INT).reshape(_count(lu), piv.shape[-1]),
+                                       x,
                                        _adjoint(lu.dtype) if adjoint else ord("N"))
     return _back(x, batch)
 
@@ -600,7 +637,7 @@ def solve(a, b):
     if a.dtype.kind == "c":
         lu, piv, info = lu_factor(a)
         return lu_solve(lu, piv, b, False), lu, piv, info
-    lu, piv, info = lu_factor(np.swapaxes(a, -1, -2))
+    lu, piv, info = lu_factor(a.swapaxes(-1, -2))
     if info.any():
         info = lu_factor(a)[2]
     return lu_solve(lu, piv, b, True), lu, piv, info
@@ -707,20 +744,9 @@ def cholesky(a, upper):
     info = np.zeros(f.shape[0], np.int32)
     if f.size:  # column-major lower of A = row-major upper of A^T: ask LAPACK for what we want
         _kernels(a.dtype)["cholesky"](f, info, ord("U" if upper else "L"))
-    _zero_triangle(f, not upper)  # (f holds the factor column-major: its rows are the factor's columns)
     return _back(f, batch), info.reshape(batch)
 
 
-@njit(parallel=True, nogil=True, error_model="numpy", cache=config.CACHE)
-def _zero_triangle(f, below):
-    """Zero each matrix's strictly lower (``below``) or strictly upper triangle in place, rows in parallel."""
-    n = f.shape[1]
-    for r in prange(f.shape[0] * n):
-        m, p = r // n, r % n
-        if below:
-            f[m, p, :p] = 0
-        else:
-            f[m, p, p + 1:] = 0
 
 
 def solve_triangular(a, b, upper, left, unitriangular):
@@ -744,34 +770,17 @@ def cholesky_solve(l, b, upper):
     return _back(x, batch)
 
 
-@njit(parallel=True, nogil=True, error_model="numpy", cache=config.CACHE)
-def _sym_upper_half(m):
-    """m := (triu(m) + triu(m, 1)^T) / 2 per matrix, in place (PyTorch's Phi of the Cholesky gradient, for a
-    matrix held column-major: its upper triangle in memory is the lower one of the matrix)."""
-    n = m.shape[1]
-    for r in prange(m.shape[0] * n):  # (rows in parallel: row i writes its right part and column i's lower part)
-        b, i = r // n, r % n
-        m[b, i, i] *= 0.5
-        for j in range(i + 1, n):
-            v = 0.5 * m[b, i, j]
-            m[b, i, j] = v
-            m[b, j, i] = v
-
-
 def cholesky_grad(l, gl, upper):
     """The gradient of the Cholesky factor L (U = L^T with ``upper``): gA = L^-T Phi L^-1, Phi the symmetric
     matrix of tril(L^T gL) with its diagonal halved (PyTorch's cholesky_backward, after Murray 2016), in one
-    column-major buffer: a triangular product (trmm: half a GEMM's work), one pass, two trsm, the factor read in
-    place. gA is symmetric, so its layout is free."""
+    column-major buffer and one kernel call: a triangular product (trmm: half a GEMM's work), one pass, two trsm,
+    the factor read in place. gA is symmetric, so its layout is free: it comes back C-contiguous (the buffer read
+    row-major, gA^T up to rounding), which the elementwise backward of whatever built A reads without a copy."""
     batch = l.shape[:-2]
-    f = _col(np.swapaxes(gl, -1, -2) if upper else gl)  # gL (gU^T)
+    f = _col(gl.swapaxes(-1, -2) if upper else gl)  # gL (gU^T)
     if f.size:
-        k, lf, uplo = _kernels(l.dtype), _col_read(l), ord("U" if upper else "L")
-        k["triangular_product"](lf, f, ord("L"), uplo, ord("N" if upper else "T"))  # L^T gL (U gU^T)
-        _sym_upper_half(f)
-        k["triangular"](lf, f, ord("L"), uplo, ord("N" if upper else "T"), ord("N"))  # L^-T Phi
-        k["triangular"](lf, f, ord("R"), uplo, ord("T" if upper else "N"), ord("N"))  # ... L^-1
-    return _back(f, batch)
+        _kernels(l.dtype)["cholesky_grad"](_col_read(l), f, ord("U" if upper else "L"))
+    return f.reshape(tuple(batch) + f.shape[1:])
 
 
 def eigh(a, lower, vectors):
