@@ -41,16 +41,17 @@ import time
 
 import numpy as np
 
+from .._device import Device, is_array
 from .._graph import AccumulateGrad, accumulate_into
 from .._grad_mode import SPECIAL, STATE, enable_grad
 from .._jit_stats import AUTOGRAD
-from .._op_node import OpNode
+from .._op_node import _MISSING, FusedCall, OpNode
 from .._saved import SavedTensor
 from .._tensor import Tensor
 from ..autograd import engine
 from ..kernels import config
 from .capture import Tracer
-from .ir import Graph, Held
+from .ir import Graph, Held, Ref
 from .codegen import generate
 from .tape import tape_plan
 
@@ -123,7 +124,7 @@ def _param_key(v, arrays):
             raise _Eager("a large array param")
         arrays.append(v)
         return _array_key(v) + (hash(v.tobytes()),)
-    if hasattr(v, "__cuda_array_interface__"):
+    if is_array(v):  # (a device array)
         arrays.append(v)
         return _array_key(v)
     if c is dict:
@@ -270,9 +271,10 @@ def _build(roots, targets, arrays, nodes, leaves, accumulate):
         STATE.capture = prev
     if bg.breaks:
         return "trace: " + bg.breaks[0][0]
-    for n in bg.nodes:  # an array a formula made in Python from the graph's values would be frozen into the plan
-        if any(_loose_array(p.template if p.__class__ is Held else p) for p in n.params.values()):
-            return "an array a backward formula made in Python, a param of %s" % n.op.name
+    for n in bg.nodes:  # a value a formula made in Python from the graph's values would be frozen into the plan
+        for p in n.params.values():
+            if _frozen(p):
+                return "a value a backward formula made in Python (%s), a param of %s" % (type(p).__name__, n.op.name)
     at = {id(n): i for i, n in enumerate(nodes)}
     ran = sorted(at[id(n)] for n in ran)
     if accumulate and len(ran) + len(leaves) != len(nodes):
@@ -319,11 +321,27 @@ def _build(roots, targets, arrays, nodes, leaves, accumulate):
     return Plan(plan.fn, sources, results, ran, seconds, len(bg.nodes))
 
 
-def _loose_array(x):
-    """Whether a traced param holds an array that is no value of the graph (a Held's arrays are Refs)."""
-    if x.__class__ in (tuple, list):
-        return any(_loose_array(y) for y in x)
-    return x.__class__ is np.ndarray and x.ndim > 0 or hasattr(x, "__cuda_array_interface__")
+_CONSTANTS = frozenset((int, float, bool, str, type(None), type(Ellipsis), np.dtype, Device))
+
+
+def _frozen(x):
+    """Whether a traced param may hold a value of the graph it was traced from: anything but a value's Ref (a Held's
+    arrays are Refs) and constants of known types (the structure's shapes, dims and flags, which the full key holds).
+    An array no value holds, or an object of another type, refuses the plan: it cannot be proven to be a constant."""
+    c = x.__class__
+    if c is Ref or c in _CONSTANTS or isinstance(x, np.generic) or c.__module__ == "jitgrad._dtype":
+        return False
+    if c is Held:
+        return _frozen(x.template)
+    if c is FusedCall:  # (its node's tensors are the call's operands; the rest it holds itself)
+        return any(_frozen(v) for _, v in x.saved if v is not _MISSING) or _frozen(x.params)
+    if c is tuple or c is list or isinstance(x, tuple):  # (jitgrad.Size)
+        return any(_frozen(y) for y in x)
+    if c is dict:
+        return any(_frozen(y) for y in x.values())
+    if c is slice:
+        return _frozen(x.start) or _frozen(x.stop) or _frozen(x.step)
+    return not (c is np.ndarray and x.ndim == 0)  # (a 0-d array: a scalar constant)
 
 
 def _remember(key, value, table):
