@@ -240,6 +240,7 @@ class Plan:
         self.ran = ran  # positions of the nodes the eager engine runs (freed after, without retain_graph)
         self.seconds = seconds
         self.size = size  # nodes of the backward graph
+        self.traced = None  # the gradients the trace computed, for the backward that built the plan (run_compiled)
 
 
 def _build(roots, targets, arrays, nodes, leaves, accumulate):
@@ -258,7 +259,9 @@ def _build(roots, targets, arrays, nodes, leaves, accumulate):
         placeholders.append((e, gk))
     tvars = targets if targets is not None else [nodes[i].variable for i in leaves]
     ran = []
-    tracer = Tracer(True, bg, serial=True, fused_vjps=True)
+    # the trace runs the kernels the engine runs (the plan calls them too, unless it fuses loops, whose kernels' serial
+    # builds cost less to compile): its gradients are the engine's, and the backward that builds a plan returns them
+    tracer = Tracer(True, bg, serial=SETTINGS["fuse"], fused_vjps=True)
     tracer.fused_functions = True  # (softmax's and the losses' fused VJP functions recorded as calls of them)
     prev = STATE.capture
     STATE.capture = tracer
@@ -318,7 +321,9 @@ def _build(roots, targets, arrays, nodes, leaves, accumulate):
         print("jitgrad: autograd plan built (%d nodes, %d backward ops, %s) in %.3f s"
               % (len(nodes), len(bg.nodes), "tape" if plan.instructions else "%d fused groups" % len(plan.groups),
                  seconds), file=sys.stderr, flush=True)
-    return Plan(plan.fn, sources, results, ran, seconds, len(bg.nodes))
+    built = Plan(plan.fn, sources, results, ran, seconds, len(bg.nodes))
+    built.traced = [bg.arrays[v] for v in outs]
+    return built
 
 
 _CONSTANTS = frozenset((int, float, bool, str, type(None), type(Ellipsis), np.dtype, Device))
@@ -416,6 +421,7 @@ def run_compiled(roots, retain_graph, targets, accumulate):
         return _fallback(reason)
     seen.transient = 0
     plan = _plans.get(key)
+    res = None  # the gradients: the plan's, or those of the trace that built it
     if plan is None:
         with _lock:
             seen.built += 1
@@ -423,6 +429,8 @@ def run_compiled(roots, retain_graph, targets, accumulate):
                 _hints[gkey] = "structures vary under one key"
                 return _fallback("structures vary under one key")
         plan = _build(roots, targets, arrays, nodes, leaves, accumulate)
+        if plan.__class__ is Plan:  # (taken before other threads can see the plan)
+            res, plan.traced = plan.traced, None
         with _lock:
             _remember(key, plan, _plans)
         if plan.__class__ is str:
@@ -435,8 +443,9 @@ def run_compiled(roots, retain_graph, targets, accumulate):
         return _fallback(plan)
     else:
         AUTOGRAD["hits"] += 1
-    args = [roots[k][1]._data if s == 0 else arrays[k] if s == 1 else k for s, k in plan.sources]
-    res = plan.fn(*args)
+    if res is None:
+        args = [roots[k][1]._data if s == 0 else arrays[k] if s == 1 else k for s, k in plan.sources]
+        res = plan.fn(*args)
     if not retain_graph:  # OpNode._release, inlined (no saved tensor here has hooks: see _walk)
         for i in plan.ran:
             for v in nodes[i].saved.values():
