@@ -154,7 +154,7 @@ def measure_workload(name, workers, repeats, sample_seconds):
 def measure_cold_start(lib_names, repeats):
     """Median wall time of a fresh process importing the library and running its first MLP step."""
     for lib_name in lib_names:
-        coldstart.first_step_seconds("mlp_step", lib_name)  # fill numba's cache (jitgrad), page in files
+        coldstart.first_step_seconds("mlp_step", lib_name, fill=True)  # fill numba's cache (jitgrad), page in files
     times = {lib_name: [] for lib_name in lib_names}
     for r in range(repeats):
         for lib_name in (lib_names if r % 2 == 0 else lib_names[::-1]):

@@ -141,8 +141,10 @@ class AccumulateGrad(Node):
 
     Its lock makes the read-modify-write of ``.grad`` atomic when several threads run backward
     into the same leaf (PyTorch's per-node mutex); there is one node per leaf (``accumulate_node``).
+    The lock is the leaf's, made with its first node: a graph that dies takes its node along, and the
+    next graph's node (one per op on a 16-element training loop) need not make a lock again.
     """
-    __slots__ = ("variable", "_lock", "_key")
+    __slots__ = ("variable", "_key")
     _post_acc_hooks = None
 
     def __init__(self, variable):  # one per leaf and graph, on the per-op path: slots set directly
@@ -151,9 +153,14 @@ class AccumulateGrad(Node):
         self.variable = variable
         d = variable._data
         self._key = hash((d.shape, d.dtype))
-        self._lock = threading.Lock()
+        if variable._acc_lock is None:  # (under accumulate_node's lock: one per leaf)
+            variable._acc_lock = threading.Lock()
         if SPECIAL[0] and STATE.anomaly:
             record_trace(self)
+
+    @property
+    def _lock(self):
+        return self.variable._acc_lock
 
     def apply(self, grads):
         with self._lock:
@@ -248,12 +255,15 @@ def accumulate_node(tensor):
     ref = tensor._acc_node
     node = ref() if ref is not None else None
     if node is None:
-        with _NEW_NODE_LOCK:  # two threads must not give one leaf two nodes (and two locks)
+        _NEW_NODE_LOCK.acquire()  # two threads must not give one leaf two nodes (and two locks)
+        try:
             ref = tensor._acc_node
             node = ref() if ref is not None else None
             if node is None:
                 node = AccumulateGrad(tensor)
                 tensor._acc_node = weakref.ref(node)
+        finally:
+            _NEW_NODE_LOCK.release()
     return node
 
 

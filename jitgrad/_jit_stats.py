@@ -25,7 +25,8 @@ def jit_stats(per_kernel=False):
     - ``cache_hits`` / ``cache_misses``: signatures loaded from numba's on-disk cache, and
       signatures that were not found there;
     - ``background_builds``: parallel builds handed to the background compiler (their serial
-      twins ran meanwhile; see kernels/_background.py);
+      twins ran meanwhile; see kernels/_background.py), ``background_pending``: those not built yet,
+      ``background_seconds``: the worker's compile time of those it built;
     - ``graphs``: one dict per graph ``jitgrad.compile`` built (``function``, ``nodes``,
       ``backward_nodes``, ``fused_groups``, ``compile_seconds``, ``kernels_from_cache``), and
       ``graph_compile_seconds``, their total;
@@ -50,6 +51,8 @@ def jit_stats(per_kernel=False):
         "cache_hits": hits,
         "cache_misses": misses,
         "background_builds": len(_background.REQUESTS),
+        "background_pending": _background.pending(),
+        "background_seconds": sum(d[3] for d in _background.DONE),
         "graphs": [dict(g) for g in GRAPHS],
         "graph_compile_seconds": sum(g["compile_seconds"] for g in GRAPHS),
         "compiled_autograd": dict(AUTOGRAD, fallback_reasons=dict(AUTOGRAD["fallback_reasons"])),

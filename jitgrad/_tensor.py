@@ -51,6 +51,7 @@ class Tensor:
     _base = None
     _view_chain = ()
     _acc_node = None
+    _acc_lock = None  # the lock of its AccumulateGrad nodes (jitgrad/_graph.py)
     _hooks = None
     _inference = False
     layout = strided  # sparse tensors (jitgrad/sparse/) have their own

@@ -5,9 +5,15 @@
     python -m jitgrad.precompile --serial-only        # skip the multi-threaded builds
 
 Kernels compile for each argument signature they meet (dtype, memory layout, serial or
-parallel build). This runs every op's sample inputs forward and backward, once as they are
-(serial builds) and once with the parallel threshold at zero (the parallel builds that large
-tensors use), so that numba's on-disk cache holds them and later processes only load them.
+parallel build), and numba's on-disk cache keeps them (NUMBA_CACHE_DIR picks where). This runs
+every op's sample inputs forward and backward, once as they are (serial builds) and once with
+the parallel threshold at zero (the parallel builds that large tensors use), so that the cache
+holds them and later processes only load them: no first-step compile, and no serial twin
+standing in while a parallel build compiles in the background. The parallel builds that
+have a serial twin compile in the background worker here too (beside the serial ones); this
+waits for it to finish before it reports. Graph-specific code (jitgrad.compile's fused loops,
+compiled autograd's plans) is not covered: it is cached when a program first builds it.
+The whole table takes several minutes; --ops and --dtypes narrow it.
 The helpers that turn a table sample into a call are shared with the op benchmarks.
 """
 import argparse
@@ -21,7 +27,7 @@ from ._grad_mode import enable_grad
 from ._jit_stats import jit_stats
 from ._op import dispatch
 from ._tensor import Tensor
-from .kernels import config
+from .kernels import _background, config
 from .autograd.engine import backward as run_backward  # run_sample's argument 'backward' is a flag
 from .ops import FUNCTIONS, METHODS, OPS
 
@@ -122,23 +128,29 @@ def precompile(ops=None, dtypes=DTYPES, parallel=True, out=sys.stdout):
                 name, s1["kernels_compiled"] - s0["kernels_compiled"], s1["cache_hits"] - s0["cache_hits"],
                 time.perf_counter() - t0, "  (%d sample(s) failed)" % len(errs) if errs else ""), file=out)
             errors += errs
+    if before["background_builds"] < jit_stats()["background_builds"]:
+        print("waiting for the background worker's parallel builds ...", file=out, flush=True)
+        _background.wait()
     after = jit_stats()
+    background = after["background_builds"] - before["background_builds"]
     print("precompiled %d op(s) for %s%s: %d kernel signature(s) compiled in %.1f s, %d loaded from the cache, "
-          "%.1f s in all" % (len(names) - len(skipped), "/".join(dtypes), "" if parallel else " (serial builds only)",
-                             after["kernels_compiled"] - before["kernels_compiled"],
-                             after["compile_seconds"] - before["compile_seconds"],
-                             after["cache_hits"] - before["cache_hits"], time.perf_counter() - start), file=out)
+          "%d parallel build(s) compiled in the background in %.1f s, %.1f s in all" % (
+              len(names) - len(skipped), "/".join(dtypes), "" if parallel else " (serial builds only)",
+              after["kernels_compiled"] - before["kernels_compiled"], after["compile_seconds"] - before["compile_seconds"],
+              after["cache_hits"] - before["cache_hits"], background,
+              after["background_seconds"] - before["background_seconds"], time.perf_counter() - start), file=out)
     if skipped:
         print("no samples to run (skipped): " + ", ".join(skipped), file=out)
     for e in dict.fromkeys(errors):
         n = errors.count(e)
         print("failed: %s%s" % (e, " (%d samples)" % n if n > 1 else ""), file=out)
     return {"ops": len(names) - len(skipped), "skipped": skipped, "errors": errors,
-            "compiled": after["kernels_compiled"] - before["kernels_compiled"]}
+            "compiled": after["kernels_compiled"] - before["kernels_compiled"], "background": background}
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m jitgrad.precompile", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m jitgrad.precompile", formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     description=__doc__.rsplit("\nThe helpers", 1)[0])
     parser.add_argument("--ops", help="comma-separated op names (default: every op of the table)")
     parser.add_argument("--dtypes", default=",".join(DTYPES), help="comma-separated dtypes (default: %(default)s)")
     parser.add_argument("--serial-only", action="store_true", help="skip the parallel (multi-threaded) builds")

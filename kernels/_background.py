@@ -5,7 +5,13 @@ a first training step needs several. The first call of a parallel build whose si
 on-disk cache therefore asks a worker process to compile it into that cache, and runs the serial twin
 (the same function, the same results: only kernels whose threads write disjoint outputs have twins here).
 Once the worker is done, the next call loads the build from the cache. The worker is started at the
-first request, compiles one build at a time, and ends with this process.
+first request and compiles one build at a time.
+
+When this process exits (or dies), the worker finishes the build in hand (at most one more: the cost stays
+bounded, a few seconds at most) so that it is in the cache for the next process, then ends; the builds
+still queued are dropped, and the next process asks for them again at their first call. jit_stats()
+counts the builds asked for, those still pending and the worker's compile seconds; JITGRAD_LOG_COMPILES=1
+logs each request, each finished build with its time, and what is left at exit.
 
 JITGRAD_BACKGROUND_COMPILE=0 (or a disabled cache) compiles every build in this process when first
 called, as numba does.
@@ -14,9 +20,12 @@ import atexit
 import importlib
 import os
 import pickle
+import queue
+import signal
 import subprocess
 import sys
 import threading
+import time
 
 from numba.core import config as numba_config
 from numba.core.compiler_lock import global_compiler_lock
@@ -29,6 +38,8 @@ ENABLED = config.CACHE and not numba_config.DISABLE_JIT and os.environ.get("JITG
 
 _state = {}    # (remake, signature) -> "building", "ok" or "failed"
 REQUESTS = []  # request number -> its key (jit_stats counts them)
+DONE = []      # (kernel name, signature, status, seconds the worker spent) per answered request
+_names = {}    # request number -> the kernel's name (for the log)
 _worker = []   # the worker process, once started
 _lock = threading.Lock()
 
@@ -81,17 +92,18 @@ def _send(key, name):
             _start()
         proc = _worker[0]
         REQUESTS.append(key)  # before the request goes: the reader thread looks its reply up by number
+        _names[len(REQUESTS) - 1] = name
         try:
             pickle.dump((len(REQUESTS) - 1,) + key, proc.stdin)
             proc.stdin.flush()
-        except (OSError, pickle.PickleError):
+        except (OSError, ValueError, pickle.PickleError):  # (ValueError: closed at exit, by _let_go)
             REQUESTS.pop()  # not sent: compiled here, and not counted as a background build
             raise
         if config.LOG_COMPILES:
             print("jitgrad: compiling %s(%s) in the background" % (name, ", ".join(map(str, key[1]))), file=sys.stderr,
                   flush=True)
         return True
-    except (OSError, pickle.PickleError):
+    except (OSError, ValueError, pickle.PickleError):
         return False
 
 
@@ -102,16 +114,52 @@ def _start():
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
     _worker.append(proc)
     threading.Thread(target=_read_replies, args=(proc,), daemon=True).start()
-    atexit.register(proc.kill)
+    atexit.register(_let_go, proc)
+
+
+def _let_go(proc):
+    """At exit: close the worker's requests. It finishes the build in hand (into the cache) and ends by itself;
+    this process does not wait for it."""
+    pending = [_names.get(n, "?") for n, key in enumerate(REQUESTS) if _state.get(key) == "building"]
+    if pending and config.LOG_COMPILES:
+        print("jitgrad: exiting with %d background build(s) pending: the worker finishes the one in hand (%s), the "
+              "next process asks for the rest again" % (len(pending), pending[0]), file=sys.stderr, flush=True)
+    try:
+        proc.stdin.close()
+    except OSError:
+        pass
+    proc.returncode = 0  # (it outlives this process on purpose: Popen's finalizer must not warn that it still runs)
 
 
 def _read_replies(proc):
     for line in proc.stdout:
-        n, status = line.split()
-        _state[REQUESTS[int(n)]] = status.decode()
+        n, status, seconds = line.split()
+        n, status, seconds = int(n), status.decode(), float(seconds)
+        key = REQUESTS[n]
+        DONE.append((_names.get(n, "?"), key[1], status, seconds))
+        _state[key] = status
+        if config.LOG_COMPILES and status == "ok":
+            print("jitgrad: built %s(%s) in the background in %.3f s" % (_names.get(n, "?"), ", ".join(map(str, key[1])),
+                                                                         seconds), file=sys.stderr, flush=True)
     for key, state in list(_state.items()):  # the worker ended: what it had not done is compiled here
         if state == "building":
             _state[key] = "failed"
+
+
+def pending():
+    """How many requested builds the worker has not answered yet."""
+    return sum(1 for state in list(_state.values()) if state == "building")
+
+
+def wait(timeout=None):
+    """Block until the worker has answered every request (or ``timeout`` seconds passed); True if none is left.
+    (``python -m jitgrad.precompile`` waits so that the parallel builds it asked for are in the cache.)"""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while pending():
+        if deadline is not None and time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
 
 
 def _forget_worker_in_child():
@@ -119,6 +167,8 @@ def _forget_worker_in_child():
     _worker.clear()
     _state.clear()
     REQUESTS.clear()
+    DONE.clear()
+    _names.clear()
 
 
 if hasattr(os, "register_at_fork"):
@@ -127,14 +177,33 @@ if hasattr(os, "register_at_fork"):
 
 def serve():
     """The worker: compile each requested (number, remake, signature) into the on-disk cache and answer
-    'number ok' or 'number failed', until the requesting process closes the pipe."""
+    'number ok seconds' or 'number failed seconds'. Once the requesting process has closed the pipe (it
+    exited, or died), finish the build in hand, or take the next one if none was, and end."""
     replies = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # anything printed while compiling goes to stderr, not into the replies
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the requester; its exit ends this one
+    requests, ended = queue.SimpleQueue(), threading.Event()
+
+    def read():
+        while True:
+            try:
+                requests.put(pickle.load(sys.stdin.buffer))
+            except Exception:  # EOFError: the requester is gone
+                # let go of its stdout/stderr, so that whoever reads them (a shell pipe, subprocess.run) is not
+                # kept waiting for this last build
+                quiet = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(quiet, 1)
+                os.dup2(quiet, 2)
+                ended.set()
+                requests.put(None)
+                return
+    threading.Thread(target=read, daemon=True).start()
     while True:
-        try:
-            n, (module, function, args), sig = pickle.load(sys.stdin.buffer)
-        except EOFError:
+        request = requests.get()
+        if request is None:
             return
+        n, (module, function, args), sig = request
+        start = time.perf_counter()
         try:
             build = getattr(importlib.import_module(module), function)(*args)
             getattr(build, "dispatcher", build).compile(sig)
@@ -142,4 +211,9 @@ def serve():
         except Exception as e:  # the requester compiles it itself
             print("jitgrad: background compile of %s.%s%r failed: %r" % (module, function, args, e), file=sys.stderr)
             status = "failed"
-        print(n, status, file=replies, flush=True)
+        if ended.is_set():
+            return  # (its build is in the cache; the requester, gone, needs no answer)
+        try:
+            print(n, status, "%.4f" % (time.perf_counter() - start), file=replies, flush=True)
+        except OSError:
+            return

@@ -113,6 +113,41 @@ else:
 SERIALISE_PARALLEL = _may_be_workqueue(THREADING_LAYER, _TBB)
 
 
+# ---------------------------------------------------------------- small GEMMs on one BLAS thread
+# OpenBLAS splits a GEMM over all its threads from m*n*k = 64^3 on. Below about 128^3 a second thread saves
+# microseconds at best, and where the cores are shared it must be woken and then wait for a core: a 100 x 100
+# float32 GEMM (vmap's product of a matrix and a batch of 100 vectors, as in a Hessian) took 10-50 ms instead
+# of 0.03 on a loaded 2-core machine. GEMMs of fewer than SMALL_GEMM multiply-adds run with NumPy's OpenBLAS
+# set to one thread (two calls of about 1 us); 0 leaves OpenBLAS to choose.
+SMALL_GEMM = int(os.environ.get("JITGRAD_SMALL_GEMM", 1 << 21))
+
+
+def _openblas_threads():
+    """(get, set) of the thread count of the OpenBLAS that NumPy calls, or None (another BLAS)."""
+    import numpy as np
+    folder = os.path.join(os.path.dirname(os.path.dirname(np.__file__)), "numpy.libs")
+    try:
+        names = [n for n in os.listdir(folder) if "openblas" in n]
+    except OSError:
+        return None
+    for name in names:
+        try:
+            lib = ctypes.CDLL(os.path.join(folder, name))
+        except OSError:
+            continue
+        for prefix, suffix in (("scipy_openblas", "64_"), ("scipy_openblas", ""), ("openblas", "64_"),
+                               ("openblas", "")):
+            get = getattr(lib, prefix + "_get_num_threads" + suffix, None)
+            put = getattr(lib, prefix + "_set_num_threads" + suffix, None)
+            if get is not None and put is not None:
+                get.restype, put.argtypes, put.restype = ctypes.c_int, (ctypes.c_int,), None
+                return get, put
+    return None
+
+
+OPENBLAS_THREADS = _openblas_threads() if SMALL_GEMM else None
+
+
 # ---------------------------------------------------------------- freed host memory
 # glibc hands freed memory back to the system once 2x its mmap threshold lies free at the top of the
 # heap (and serves large arrays by mmap), so a step that frees its arrays and allocates them again

@@ -25,6 +25,7 @@ from collections import namedtuple
 from .._grad_mode import STATE, enable_grad, no_grad
 from .._inplace import _region_tensor
 from .._op import dispatch
+from .._dtype import float32, float64
 from .._tensor import Tensor
 from . import engine
 
@@ -156,20 +157,37 @@ def tangent(t, level=None):
 # ------------------------------------------------------------------ propagation (dispatch's hook)
 class _Primals:
     """What a VJP formula reads as ``s``, from the call itself: inputs, outputs, params and their defaults,
-    the inputs' shapes."""
+    the inputs' shapes; each looked up when a formula first reads it (most JVPs read one or two, or none)."""
 
     def __init__(self, op, args, params, outs):
-        self.__dict__.update(zip(op.inputs or (), args))
-        self.__dict__.update(zip(op.outputs, outs))
-        self.__dict__.update(op.exposure.params)
-        self.__dict__.update(params)
-        self.__dict__.update({n + "_shape": tuple(a.shape) for n, a in zip(op.inputs or (), args) if isinstance(a, Tensor)})
-        self.params = params
         self.op = op
+        self.params = params
         self._args = args
-        # (formulas that share parts between inputs, cached on ``s``, read which inputs take gradients)
-        self.next_functions = ((True, 0),) * len(args)
-        self.input_meta = [(tuple(a.shape), a.dtype) if isinstance(a, Tensor) else None for a in args]
+        self._outs = outs
+
+    def __getattr__(self, name):  # (only for names not set yet)
+        d = self.__dict__
+        op, args = d["op"], d["_args"]
+        inputs = op.inputs or ()
+        if name.endswith("_shape") and name[:-6] in inputs:
+            a = args[inputs.index(name[:-6])]
+            if isinstance(a, Tensor):
+                return tuple(a.shape)
+        if name in d["params"]:
+            return d["params"][name]
+        if name in op.exposure.params:
+            return op.exposure.params[name]
+        if name in op.outputs:
+            k = op.outputs.index(name)
+            if k < len(d["_outs"]):
+                return d["_outs"][k]
+        if name in inputs:
+            return args[inputs.index(name)]
+        if name == "next_functions":  # (formulas that share parts between inputs read which take gradients)
+            return ((True, 0),) * len(args)
+        if name == "input_meta":
+            return [(tuple(a.shape), a.dtype) if isinstance(a, Tensor) else None for a in args]
+        raise AttributeError(name)
 
 
 def _levels(args):
@@ -209,7 +227,7 @@ class _Hook:
                     jvps = dispatch(op, (tangents[0],) + tuple(args[1:]), params)
                     jvps = (jvps,) if op.n_outputs == 1 else jvps
                 else:
-                    jvps = _owned(_jvp(op, args, params, outs, tangents), tangents)
+                    jvps = _owned(_jvp(op, args, params, outs, tangents, not outer), tangents)
         finally:
             _L.ceiling = ceiling
             _swap_dual(self)
@@ -318,10 +336,14 @@ def _differentiable(o):
     return o.dtype.is_inexact
 
 
-def _jvp(op, args, params, outs, tangents):
-    """The tangent of each output (None for the integer ones: indices)."""
+def _jvp(op, args, params, outs, tangents, fusable=False):
+    """The tangent of each output (None for the integer ones: indices). ``fusable``: no outer level's tangents
+    ride on the JVP's ops, so that an elementwise entry may run its fused VJP kernel (see _fused_jvp)."""
     s = _Primals(op, args, params, outs)
     elementwise = getattr(op.forward, "kernel", None) is not None
+    if fusable and elementwise and STATE.grad_enabled and any(
+            isinstance(a, Tensor) and a.requires_grad for a in args + tuple(tangents)):
+        fusable = False  # the tangent keeps its history (an outer reverse-mode transform differentiates it)
     total = None
     for k, t in enumerate(tangents):
         if t is None:
@@ -342,7 +364,9 @@ def _jvp(op, args, params, outs, tangents):
                 j = formula(t.conj(), s).conj_physical()  # at conj(t) (a real output keeps the real part: abs, angle)
                 terms = (j.real if j.dtype.is_complex and not out.dtype.is_complex else j,)
             else:
-                terms = (formula(t, s),)
+                fop = op.derivatives.fused_ops[k] if fusable and t.dtype == out.dtype else None
+                j = _fused_jvp(fop, op.derivatives.fused[k][1], t, s) if fop is not None else None
+                terms = (formula(t, s) if j is None else j,)
         else:
             s.__dict__.pop("_fused_parts", None)  # (parts a formula cached for another input's gradients)
             terms = _transposed(formula, s, outs, args[k], t)
@@ -352,6 +376,19 @@ def _jvp(op, args, params, outs, tangents):
         total = (None,) * len(outs)
     return tuple(None if not _differentiable(o) or k in op.workspace else o.new_zeros(o.shape) if j is None else j
                  for k, (o, j) in enumerate(zip(outs, total)))
+
+
+def _fused_jvp(fop, names, t, s):
+    """An elementwise entry's JVP f'(x) t in one pass: its fused VJP kernel (g f'(x), the same product for a
+    real diagonal Jacobian) on the tangent, where the formula takes several ops (tanh's t * (1 - y * y): three).
+    The kernel computes in the tangent's dtype (the caller checks it is the output's). None where a
+    float16/bfloat16 tangent computes in float32 (the formula's ops round as PyTorch's)."""
+    if t.dtype not in _FUSED_DTYPES:
+        return None
+    return fop.exposure.call(*[t if n == "g" else getattr(s, n) for n in names])
+
+
+_FUSED_DTYPES = frozenset((float32, float64))
 
 
 # how jitgrad.func (a layer above) transposes a formula for a tangent batched by vmap (jacfwd's basis)

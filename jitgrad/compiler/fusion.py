@@ -48,7 +48,7 @@ def scalar_form(node):
         fn, extra = "where", []
     elif name == "masked_fill":
         return "where", [args[1], cnp.type(p["value"]), args[0]]
-    elif name == "expand":
+    elif name == "expand" or name == "clone" and not p:  # (a clone in C order: a fused loop's output is a copy)
         return "identity", [args[0]]
     else:
         return None

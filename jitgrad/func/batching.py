@@ -524,6 +524,10 @@ def _declare():
             RULES[name] = random
     for name in ("div_rounded", "where", "masked_fill", "logaddexp", "lerp", "one_hot", "rsub"):
         RULES[name] = elementwise
+    for op in OPS.values():  # the fused VJP kernels' ops (forward mode runs them on jacfwd's batched tangents)
+        for fop in op.derivatives.fused_ops:
+            if fop is not None:
+                RULES.setdefault(fop.name, elementwise)
     for name in ("fill", "copy_from"):
         RULES[name] = elementwise_full
     for name in _REDUCTIONS:

@@ -359,13 +359,14 @@ def _red(name, forward, vjp, dtype="same", node=None, **kw):
 
 
 SUM = _red("sum", _reduce_forward("sum"), lambda g, s: _unreduce(g, s), node="SumBackward1", ref=_np_reduce(np.sum),
-           samples=_DIMS, call=sum, api=("sum",), autocast=CUDA_FP32, complex=True)
+           samples=_DIMS, call=sum, api=("sum",), autocast=CUDA_FP32, complex=True, linear=(0,))
 SUM_ALL = _red("sum_all", _reduce_forward("sum"), lambda g, s: _unreduce(g, s), node="SumBackward0",
-               ref=_np_reduce(np.sum), samples=_ALL, call=sum, autocast=CUDA_FP32, complex=True)
+               ref=_np_reduce(np.sum), samples=_ALL, call=sum, autocast=CUDA_FP32, complex=True, linear=(0,))
 MEAN = _red("mean", _mean_forward, lambda g, s: _unreduce(g / _count(s), s), node="MeanBackward1",
-            ref=_np_reduce(np.mean), samples=_DIMS, unsupported=_MEAN_REJECTS, call=mean, api=("mean",), complex=True)
+            ref=_np_reduce(np.mean), samples=_DIMS, unsupported=_MEAN_REJECTS, call=mean, api=("mean",), complex=True,
+            linear=(0,))
 MEAN_ALL = _red("mean_all", _mean_forward, lambda g, s: _unreduce(g / _count(s), s), node="MeanBackward0",
-                ref=_np_reduce(np.mean), samples=_ALL, unsupported=_MEAN_REJECTS, call=mean, complex=True)
+                ref=_np_reduce(np.mean), samples=_ALL, unsupported=_MEAN_REJECTS, call=mean, complex=True, linear=(0,))
 PROD = _red("prod", _reduce_forward("prod"), _prod_grad, node="ProdBackward1", ref=_np_reduce(np.prod),
             samples=_cases(((2, 3), {}), ((2, 3), {"dim": 1}), ((2, 3), {"dim": -1, "keepdim": True}), ((), {}),
                            ([3, 2], {"dim": 0}), lo=-1.5, hi=1.5), call=prod, api=("prod",), autocast=FP32,

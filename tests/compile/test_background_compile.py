@@ -6,8 +6,10 @@ the cache, and a later call loads it from there.
 """
 import json
 import os
+import re
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -38,7 +40,10 @@ again = [f() for f in calls]
 report["equal"] = [bool(np.array_equal(a, b)) for a, b in zip(first, again)]
 report["overloads"] = [len(d.overloads) for d in builds]
 report["cache_hits"] = [sum(d.stats.cache_hits.values()) for d in builds]
-report["background_builds"] = jitgrad.jit_stats()["background_builds"]
+stats = jitgrad.jit_stats()
+report["background_builds"] = stats["background_builds"]
+report["background_pending"] = stats["background_pending"]
+report["background_seconds"] = stats["background_seconds"]
 report["compiled_here"] = sorted({n for n, _, _, depth in _jit.COMPILES
                                   if depth == 0 and ("_par_" in n or n.endswith("_par"))})
 print(json.dumps(report))
@@ -64,6 +69,8 @@ def test_a_parallel_build_compiles_in_the_background_while_its_serial_twin_runs(
     assert r["overloads"] == [1, 1, 1] and r["cache_hits"] == [1, 1, 1]  # loaded from the worker's cache entry
     assert r["compiled_here"] == []  # no parallel build was compiled in this process
     assert r["background_builds"] == 3
+    assert r["background_pending"] == 0 and r["background_seconds"] > 0  # jit_stats shows the worker's time
+    assert re.search(r"jitgrad: built _sum_cols_par\(array\(float32, 3d, C\).*\) in the background in \d+\.\d+ s", err)
 
 
 def test_without_background_compiles_the_parallel_build_at_its_first_call(tmp_path):
@@ -144,3 +151,57 @@ def test_a_parallel_build_already_in_the_cache_is_loaded_at_its_first_call(tmp_p
     assert again["states"] == [] and again["background_builds"] == 0
     assert again["overloads_at_first"] == [1, 1, 1] and again["cache_hits"] == [1, 1, 1]
     assert again["compiled_here"] == []
+
+
+# a parallel build asked of the worker, then the process exits at once (the worker is still starting)
+_EXITING_CHILD = r"""
+import json
+import numpy as np
+from jitgrad.kernels import _background, elementwise as E
+x = np.linspace(-1.0, 1.0, 70000).astype(np.float32)  # above the parallel threshold
+y = E.run("neg", np.float32, x)
+assert np.array_equal(y, -x)
+print(json.dumps({"worker": _background._worker[0].pid, "states": sorted(_background._state.values())}))
+"""
+
+# the next process: the same call finds the build in the cache
+_NEXT_CHILD = r"""
+import json
+import numpy as np
+import jitgrad
+from jitgrad.kernels import elementwise as E
+x = np.linspace(-1.0, 1.0, 70000).astype(np.float32)
+y = E.run("neg", np.float32, x)
+d = E._loops[("neg", True, True)]
+s = jitgrad.jit_stats()
+print(json.dumps({"equal": bool(np.array_equal(y, -x)), "overloads": len(d.overloads), "hits": sum(d.stats.cache_hits.values()),
+                  "background_builds": s["background_builds"]}))
+"""
+
+
+def _ended(pid):
+    """Whether process ``pid`` (not our child) has ended: gone, or a zombie nobody has reaped yet."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="watches the orphaned worker through /proc")
+def test_a_build_asked_for_by_a_process_that_exits_is_in_the_cache_for_the_next(tmp_path):
+    """The requester exits while its worker is still starting: the worker finishes the build in hand, then ends."""
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba"), JITGRAD_LOG_COMPILES="1",
+               JITGRAD_BACKGROUND_COMPILE="1")
+    out = subprocess.run([sys.executable, "-c", _EXITING_CHILD], env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    first = json.loads(out.stdout.splitlines()[-1])
+    assert first["states"] == ["building"]  # it exited before the worker answered
+    assert "exiting with 1 background build(s) pending" in out.stderr
+    deadline = time.time() + 300
+    while not _ended(first["worker"]) and time.time() < deadline:
+        time.sleep(0.05)
+    assert _ended(first["worker"])  # the worker ends by itself
+    out = subprocess.run([sys.executable, "-c", _NEXT_CHILD], env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert json.loads(out.stdout.splitlines()[-1]) == {"equal": True, "overloads": 1, "hits": 1, "background_builds": 0}

@@ -13,6 +13,7 @@ import pytest
 
 import jitgrad as jg
 from jitgrad import precompile
+from jitgrad.kernels import _background
 from jitgrad.ops import OPS
 
 LOG_LINE = re.compile(r"^jitgrad: compiled (\w+)\((.*)\) in (\d+\.\d+) s$")
@@ -41,7 +42,7 @@ def _stats(proc):
 def test_jit_stats_fields():
     s = jg.jit_stats()
     assert set(s) == {"kernels_compiled", "compile_seconds", "cache_hits", "cache_misses", "background_builds",
-                      "graphs", "graph_compile_seconds", "compiled_autograd"}  # jitgrad.compile's graphs, and
+                      "background_pending", "background_seconds", "graphs", "graph_compile_seconds", "compiled_autograd"}  # jitgrad.compile's graphs, and
     # compiled autograd's counters
     assert all(v >= 0 for k, v in s.items() if k not in ("graphs", "compiled_autograd"))
     assert isinstance(s["graphs"], list) and s["compiled_autograd"]["fallbacks"] >= 0
@@ -97,15 +98,21 @@ def test_precompile_subset_fills_the_cache(tmp_path):
     assert re.search(r"^neg\s+compiled\s+[1-9]", out, re.M) and re.search(r"^mul\s+compiled", out, re.M)
     m = re.search(r"precompiled 2 op\(s\) for float64: (\d+) kernel signature\(s\) compiled", out)
     assert m and int(m.group(1)) > 0
+    if _background.ENABLED:  # the parallel builds went to the worker, and precompile waited for them
+        m = re.search(r"(\d+) parallel build\(s\) compiled in the background", out)
+        assert m and int(m.group(1)) > 0
     # serial and parallel builds are both in the cache now: running the samples again compiles nothing
     proc = _run(args, tmp_path)
     assert proc.returncode == 0
     assert "float64: 0 kernel signature(s) compiled" in proc.stdout
-    # ... and so does ordinary use of those ops in a new process
-    program = ("import jitgrad as jg, json\nx, y = (jg.tensor([1.0, 2.0], dtype=jg.float64, requires_grad=True)"
-               " for _ in range(2))\n(-(x * y)).backward(jg.ones(2, dtype=jg.float64))\n"
-               "print(json.dumps(jg.jit_stats()))")
-    assert _stats(_run(["-c", program], tmp_path))["kernels_compiled"] == 0
+    # ... and so does ordinary use of those ops in a new process, on small tensors (serial builds) and on large
+    # ones (parallel builds: loaded from the cache, none asked of the background worker)
+    for n in (2, 70000):
+        program = ("import jitgrad as jg, json\nx, y = (jg.linspace(-1, 1, %d, dtype=jg.float64, requires_grad=True)"
+                   " for _ in range(2))\n(-(x * y)).backward(jg.ones(%d, dtype=jg.float64))\n"
+                   "print(json.dumps(jg.jit_stats()))" % (n, n))
+        stats = _stats(_run(["-c", program], tmp_path))
+        assert stats["kernels_compiled"] == 0 and stats["background_builds"] == 0 and stats["cache_hits"] > 0
 
 
 @pytest.mark.parametrize("argv, message", [(["--ops", "no_such_op"], "unknown op(s): no_such_op"),

@@ -1,0 +1,120 @@
+"""The fast paths of the transform workloads: forward mode's fused elementwise JVPs and linear reductions, small
+GEMMs on one BLAS thread, and compiled tapes over a float32 table. Each checked against the slow path it
+replaces (the VJP formula, NumPy in float64) and for what it must not do (a per-sample loop, a lost thread count).
+"""
+import math
+import warnings
+
+import numpy as np
+import pytest
+
+import jitgrad as jg
+from jitgrad.autograd import forward_ad as fwAD
+from jitgrad.func import hessian, jacfwd, jvp
+from jitgrad.kernels import config, cpu
+
+RNG = np.random.default_rng(7)
+
+
+def _f32(*shape):
+    return jg.from_numpy(RNG.standard_normal(shape).astype(np.float32))
+
+
+@pytest.mark.parametrize("name", ["tanh", "sigmoid", "exp", "sin", "log1p"])
+def test_fused_jvp_matches_the_formula(name):
+    x, t = _f32(64).abs(), _f32(64)
+    fn = getattr(jg, name)
+    _, fused = jvp(fn, (x,), (t,))
+    with fwAD.dual_level():  # grad mode on and a primal requiring grad: the tangent keeps its history (formula)
+        y = fn(fwAD.make_dual(x.detach().requires_grad_(), t))
+        formula = fwAD.unpack_dual(y).tangent
+    np.testing.assert_allclose(fused.numpy(), formula.detach().numpy(), rtol=2e-6, atol=1e-7)
+    xd = x.numpy().astype(np.float64)
+    eps = 1e-6
+    fd = (getattr(np, name if name != "sigmoid" else "exp")(xd + eps * t.numpy()) -
+          getattr(np, name if name != "sigmoid" else "exp")(xd - eps * t.numpy())) / (2 * eps)
+    if name == "sigmoid":  # (finite differences of exp above; sigmoid's own here)
+        s = lambda v: 1 / (1 + np.exp(-v))  # noqa: E731
+        fd = (s(xd + eps * t.numpy()) - s(xd - eps * t.numpy())) / (2 * eps)
+    np.testing.assert_allclose(fused.numpy(), fd, rtol=1e-4, atol=1e-5)
+
+
+def test_fused_jvp_keeps_the_output_dtype():
+    x, y, t = _f32(8), jg.from_numpy(RNG.standard_normal(8)), _f32(8)
+    _, tangent = jvp(lambda a: jg.atan2(a, y), (x,), (t,))  # float32 tangent, float64 output: the formula
+    assert tangent.dtype == jg.float64
+    ref = t.numpy() * y.numpy() / (x.numpy().astype(np.float64) ** 2 + y.numpy() ** 2)
+    np.testing.assert_allclose(tangent.numpy(), ref, rtol=1e-5)
+
+
+def test_jacfwd_runs_fused_jvps_batched_without_a_loop():
+    w1, w2, x = _f32(16, 16), _f32(16, 16), _f32(16)
+    f = lambda v: (w2 @ (w1 @ v).tanh()).tanh()  # noqa: E731
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # vmap's "performance drop" warning of an op without a batching rule
+        jac = jacfwd(f)(x)
+    h = np.tanh(w1.numpy() @ x.numpy())
+    o = np.tanh(w2.numpy() @ h)
+    ref = (1 - o ** 2)[:, None] * (w2.numpy() * (1 - h ** 2)[None, :]) @ w1.numpy()
+    np.testing.assert_allclose(jac.numpy(), ref, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("reduce", ["sum", "mean"])
+def test_reductions_are_linear_in_forward_mode(reduce):
+    x, t = _f32(3, 4), _f32(3, 4)
+    for kw in ({}, {"dim": 1}, {"dim": 0, "keepdim": True}):
+        _, tangent = jvp(lambda a: getattr(a, reduce)(**kw), (x,), (t,))
+        np.testing.assert_allclose(tangent.numpy(), getattr(t.numpy(), reduce)(
+            axis=kw.get("dim"), keepdims=kw.get("keepdim", False)), rtol=1e-6)
+
+
+def test_hessian_through_the_linear_sum():
+    A, x = _f32(10, 10), _f32(10)
+    H = hessian(lambda v: ((A @ v).tanh() ** 2).sum() + 0.5 * (v * v).sum())(x).numpy()
+    a, v = A.numpy().astype(np.float64), x.numpy().astype(np.float64)
+    u = np.tanh(a @ v)
+    ref = a.T @ np.diag(2 * (1 - u ** 2) * (1 - 3 * u ** 2)) @ a + np.eye(10)
+    np.testing.assert_allclose(H, ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.skipif(config.OPENBLAS_THREADS is None, reason="NumPy is not linked to OpenBLAS")
+def test_small_gemm_on_one_thread_restores_the_count():
+    get, put = config.OPENBLAS_THREADS
+    before = get()
+    a, b = RNG.standard_normal((100, 100)), RNG.standard_normal((100, 100))
+    np.testing.assert_allclose(cpu.matmul(a, b), a @ b, rtol=1e-12)
+    c = RNG.standard_normal((7, 100, 100))  # a batch of matrices times one: one GEMM of the stacked rows
+    np.testing.assert_allclose(cpu.matmul(c, b), c @ b, rtol=1e-12)
+    assert get() == before
+    big = RNG.standard_normal((160, 160))  # 160^3 > 2^21 multiply-adds: OpenBLAS chooses
+    np.testing.assert_allclose(cpu.matmul(big, big), big @ big, rtol=1e-12)
+    assert get() == before
+
+
+def test_float32_tape_matches_eager():
+    x, t = _f32(512), _f32(512)
+
+    def chain(x):
+        for _ in range(5):
+            x = (x * 1.01 + 0.01).tanh()
+        return x.clone() * 1.0
+
+    def step(x, t):
+        return jvp(chain, (x,), (t,))
+    eager = step(x, t)
+    compiled = jg.compile(step)
+    for _ in range(2):
+        got = compiled(x, t)
+    for e, g in zip(eager, got):
+        assert g.dtype == jg.float32
+        np.testing.assert_allclose(g.numpy(), e.numpy(), rtol=1e-6, atol=1e-7)
+    report = jg.compiler.explain(step, x, t)
+    assert "tape of" in report and "row" in report  # the clones and views share their source's row
+
+
+def test_float64_constant_keeps_a_float64_tape():
+    x = jg.from_numpy(RNG.standard_normal(64))
+
+    def f(x):
+        return (x * math.pi).sin() + 0.1
+    np.testing.assert_allclose(jg.compile(f)(x).numpy(), np.sin(x.numpy() * math.pi) + 0.1, rtol=1e-15)
