@@ -58,6 +58,12 @@ def backend(array):
     return cuda_backend()
 
 
+def is_array(x):
+    """Whether ``x`` is an array a tensor can hold: a NumPy array, or a device array of the CUDA backend (by the
+    backend's own test, not by the protocols an array answers: the simulator's arrays answer none of them)."""
+    return isinstance(x, np.ndarray) or _cuda_backend is not None and _cuda_backend.is_device_array(x)
+
+
 def may_share_memory(a, b):
     """Whether two arrays may overlap in memory: NumPy's test on the host, the address ranges on the device (NumPy's
     would copy device arrays to the host and never find an overlap); arrays on two devices never do."""

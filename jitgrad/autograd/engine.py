@@ -100,19 +100,19 @@ def tensor_backward(self, gradient=None, retain_graph=None, create_graph=False, 
 # compiled autograd (jitgrad/compiler/compiled_autograd.py, a layer above), set when it loads: run_compiled(roots,
 # retain_graph, targets, accumulate_leaves) -> the targets' gradients, or None where this engine runs the graph
 COMPILED = [None]
-_ENV = os.environ.get("JITGRAD_COMPILED_AUTOGRAD", "0").strip().lower()
-# whether backward runs compiled plans (off unless the environment says 1 or always: a plan can still freeze an
-# index array a backward formula reads, see docs/autograd.md), and in which distinct graph of one
-# structure its plan is built (1: the first)
-# (and whether larger graphs' plans fuse ops into loops: faster, but not bit for bit the engine's results)
+# whether backward runs compiled plans (on unless the environment variable JITGRAD_COMPILED_AUTOGRAD says 0, false,
+# off or no; "always" builds each plan in the first graph of its structure), in which distinct graph of one
+# structure its plan is built (threshold 1: the first; 2 by default), and whether larger graphs' plans fuse ops into
+# loops (faster, but not bit for bit the engine's results)
+_ENV = os.environ.get("JITGRAD_COMPILED_AUTOGRAD", "1").strip().lower()
 SETTINGS = COMPILED_AUTOGRAD
-SETTINGS.update({"enabled": _ENV not in ("", "0", "false", "off", "no"), "threshold": 1 if _ENV in ("always", "force")
+SETTINGS.update({"enabled": _ENV not in ("0", "false", "off", "no"), "threshold": 1 if _ENV in ("always", "force")
                  else 2, "fuse": os.environ.get("JITGRAD_COMPILED_AUTOGRAD_FUSE", "0") not in ("", "0")})
 
 
 def set_compiled_autograd(enabled=True, threshold=None):
-    """Switch compiled autograd on or off (default: off, unless the environment variable JITGRAD_COMPILED_AUTOGRAD
-    is ``1``; ``always``: plans from the first backward); ``threshold``: in which distinct graph of one structure
+    """Switch compiled autograd on or off (default: on, unless the environment variable JITGRAD_COMPILED_AUTOGRAD
+    is ``0``; ``always``: plans from the first backward); ``threshold``: in which distinct graph of one structure
     its plan is built (1: the first; 2 by default). Returns the previous setting of ``enabled``."""
     prev = SETTINGS["enabled"]
     if threshold is not None:

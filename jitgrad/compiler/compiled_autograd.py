@@ -41,16 +41,17 @@ import time
 
 import numpy as np
 
+from .._device import Device, is_array
 from .._graph import AccumulateGrad, accumulate_into
 from .._grad_mode import SPECIAL, STATE, enable_grad
 from .._jit_stats import AUTOGRAD
-from .._op_node import OpNode
+from .._op_node import _MISSING, FusedCall, OpNode
 from .._saved import SavedTensor
 from .._tensor import Tensor
 from ..autograd import engine
 from ..kernels import config
 from .capture import Tracer
-from .ir import Graph, Held
+from .ir import Graph, Held, Ref
 from .codegen import generate
 from .tape import tape_plan
 
@@ -123,7 +124,7 @@ def _param_key(v, arrays):
             raise _Eager("a large array param")
         arrays.append(v)
         return _array_key(v) + (hash(v.tobytes()),)
-    if hasattr(v, "__cuda_array_interface__"):
+    if is_array(v):  # (a device array)
         arrays.append(v)
         return _array_key(v)
     if c is dict:
@@ -239,6 +240,7 @@ class Plan:
         self.ran = ran  # positions of the nodes the eager engine runs (freed after, without retain_graph)
         self.seconds = seconds
         self.size = size  # nodes of the backward graph
+        self.traced = None  # the gradients the trace computed, for the backward that built the plan (run_compiled)
 
 
 def _build(roots, targets, arrays, nodes, leaves, accumulate):
@@ -257,7 +259,9 @@ def _build(roots, targets, arrays, nodes, leaves, accumulate):
         placeholders.append((e, gk))
     tvars = targets if targets is not None else [nodes[i].variable for i in leaves]
     ran = []
-    tracer = Tracer(True, bg, serial=True, fused_vjps=True)
+    # the trace runs the kernels the engine runs (the plan calls them too, unless it fuses loops, whose kernels' serial
+    # builds cost less to compile): its gradients are the engine's, and the backward that builds a plan returns them
+    tracer = Tracer(True, bg, serial=SETTINGS["fuse"], fused_vjps=True)
     tracer.fused_functions = True  # (softmax's and the losses' fused VJP functions recorded as calls of them)
     prev = STATE.capture
     STATE.capture = tracer
@@ -270,9 +274,10 @@ def _build(roots, targets, arrays, nodes, leaves, accumulate):
         STATE.capture = prev
     if bg.breaks:
         return "trace: " + bg.breaks[0][0]
-    for n in bg.nodes:  # an array a formula made in Python from the graph's values would be frozen into the plan
-        if any(_loose_array(p.template if p.__class__ is Held else p) for p in n.params.values()):
-            return "an array a backward formula made in Python, a param of %s" % n.op.name
+    for n in bg.nodes:  # a value a formula made in Python from the graph's values would be frozen into the plan
+        for p in n.params.values():
+            if _frozen(p):
+                return "a value a backward formula made in Python (%s), a param of %s" % (type(p).__name__, n.op.name)
     at = {id(n): i for i, n in enumerate(nodes)}
     ran = sorted(at[id(n)] for n in ran)
     if accumulate and len(ran) + len(leaves) != len(nodes):
@@ -316,14 +321,32 @@ def _build(roots, targets, arrays, nodes, leaves, accumulate):
         print("jitgrad: autograd plan built (%d nodes, %d backward ops, %s) in %.3f s"
               % (len(nodes), len(bg.nodes), "tape" if plan.instructions else "%d fused groups" % len(plan.groups),
                  seconds), file=sys.stderr, flush=True)
-    return Plan(plan.fn, sources, results, ran, seconds, len(bg.nodes))
+    built = Plan(plan.fn, sources, results, ran, seconds, len(bg.nodes))
+    built.traced = [bg.arrays[v] for v in outs]
+    return built
 
 
-def _loose_array(x):
-    """Whether a traced param holds an array that is no value of the graph (a Held's arrays are Refs)."""
-    if x.__class__ in (tuple, list):
-        return any(_loose_array(y) for y in x)
-    return x.__class__ is np.ndarray and x.ndim > 0 or hasattr(x, "__cuda_array_interface__")
+_CONSTANTS = frozenset((int, float, bool, str, type(None), type(Ellipsis), np.dtype, Device))
+
+
+def _frozen(x):
+    """Whether a traced param may hold a value of the graph it was traced from: anything but a value's Ref (a Held's
+    arrays are Refs) and constants of known types (the structure's shapes, dims and flags, which the full key holds).
+    An array no value holds, or an object of another type, refuses the plan: it cannot be proven to be a constant."""
+    c = x.__class__
+    if c is Ref or c in _CONSTANTS or isinstance(x, np.generic) or c.__module__ == "jitgrad._dtype":
+        return False
+    if c is Held:
+        return _frozen(x.template)
+    if c is FusedCall:  # (its node's tensors are the call's operands; the rest it holds itself)
+        return any(_frozen(v) for _, v in x.saved if v is not _MISSING) or _frozen(x.params)
+    if c is tuple or c is list or isinstance(x, tuple):  # (jitgrad.Size)
+        return any(_frozen(y) for y in x)
+    if c is dict:
+        return any(_frozen(y) for y in x.values())
+    if c is slice:
+        return _frozen(x.start) or _frozen(x.stop) or _frozen(x.step)
+    return not (c is np.ndarray and x.ndim == 0)  # (a 0-d array: a scalar constant)
 
 
 def _remember(key, value, table):
@@ -398,6 +421,7 @@ def run_compiled(roots, retain_graph, targets, accumulate):
         return _fallback(reason)
     seen.transient = 0
     plan = _plans.get(key)
+    res = None  # the gradients: the plan's, or those of the trace that built it
     if plan is None:
         with _lock:
             seen.built += 1
@@ -405,6 +429,8 @@ def run_compiled(roots, retain_graph, targets, accumulate):
                 _hints[gkey] = "structures vary under one key"
                 return _fallback("structures vary under one key")
         plan = _build(roots, targets, arrays, nodes, leaves, accumulate)
+        if plan.__class__ is Plan:  # (taken before other threads can see the plan)
+            res, plan.traced = plan.traced, None
         with _lock:
             _remember(key, plan, _plans)
         if plan.__class__ is str:
@@ -417,8 +443,9 @@ def run_compiled(roots, retain_graph, targets, accumulate):
         return _fallback(plan)
     else:
         AUTOGRAD["hits"] += 1
-    args = [roots[k][1]._data if s == 0 else arrays[k] if s == 1 else k for s, k in plan.sources]
-    res = plan.fn(*args)
+    if res is None:
+        args = [roots[k][1]._data if s == 0 else arrays[k] if s == 1 else k for s, k in plan.sources]
+        res = plan.fn(*args)
     if not retain_graph:  # OpNode._release, inlined (no saved tensor here has hooks: see _walk)
         for i in plan.ran:
             for v in nodes[i].saved.values():

@@ -5,6 +5,7 @@ A value is a ``Ref`` (its number); its kind says where it comes from: an input (
 graph, or an op's result. A ``Node`` is one table op: the entry, its arguments (Refs or constants), its
 params (constants, Refs, or ``Held`` structures holding values' arrays, as an index key's) and its results.
 """
+from .._device import is_array
 from .._tensor import Tensor
 
 
@@ -80,7 +81,7 @@ def _walk(x, f):
 def _has_array(x):
     if x.__class__ in (tuple, list):
         return any(_has_array(y) for y in x)
-    return hasattr(x, "__array_interface__") or hasattr(x, "__cuda_array_interface__")
+    return is_array(x)
 
 
 class Graph:

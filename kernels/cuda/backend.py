@@ -12,7 +12,7 @@ from . import loss  # noqa: F401
 from . import linalg  # noqa: F401  (raises: cuSOLVER is not bound yet)
 from . import fft  # noqa: F401  (raises: cuFFT is not bound yet)
 from .array import (address, ascontiguous, astype, broadcast_to, concatenate, copy, diagonal, empty, expand_dims, flip, from_host,  # noqa: F401
-                    full, getitem, holds_its_memory_alone, is_contiguous, may_share_memory, reshape, setitem, stack, swapaxes, take, take_along_axis, tile,
+                    full, getitem, holds_its_memory_alone, is_contiguous, is_device_array, may_share_memory, reshape, setitem, stack, swapaxes, take, take_along_axis, tile,
                     to_host, transpose, view, zeros)
 from .array import copy_into
 from .asserts import raise_pending  # noqa: F401

@@ -404,6 +404,19 @@ def test_environment_variable_and_log():
     assert "jitgrad: autograd plan built" in r.stderr
 
 
+def test_on_by_default_and_off_by_the_environment():
+    code = ("import jitgrad as jg\n"
+            "print(jg.autograd.is_compiled_autograd_enabled(), jg.compiler.compiled_autograd.SETTINGS['threshold'])")
+    for value, expect in ((None, "True 2"), ("1", "True 2"), ("always", "True 1"), ("0", "False 2"),
+                          ("off", "False 2")):
+        env = dict(os.environ, PYTHONPATH=str(helpers.ROOT))
+        env.pop("JITGRAD_COMPILED_AUTOGRAD", None)
+        if value is not None:
+            env["JITGRAD_COMPILED_AUTOGRAD"] = value
+        r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0 and r.stdout.strip() == expect, (value, r.stdout, r.stderr)
+
+
 # ---------------------------------------------------------------- the key built while recording
 def test_node_keys_are_built_while_recording(compiled):
     """(Keys are built while compiled autograd is on.) Equal structures give equal keys; an entry, a scalar, a
