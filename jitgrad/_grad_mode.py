@@ -24,6 +24,9 @@ class _State(threading.local):
     vmap = None
     # inside jitgrad.profiler.profile while it records: the recorder dispatch and the engine time ops with
     profiler = None
+    # inside gradcheck/gradgradcheck: backward passes run on the node-by-node engine, not compiled autograd's plans
+    # (a plan built between two passes would round a fused formula differently: its reentrancy check is bit for bit)
+    eager_backward = False
     # jitgrad.autocast (jitgrad/amp/): {device type: dtype} of the device types it is on for, the dtypes
     # set per device type (None: the defaults), whether casts of leaf weights are cached, how many autocast
     # regions are open, and the cache {id(weight): (weight, its cast)}. Mappings are replaced, never changed.

@@ -241,7 +241,8 @@ def run(roots, retain_graph, create_graph, targets=None, accumulate_leaves=True,
     detach = backward_pass(roots, accumulate_leaves) and not create_graph
     if detach:
         create_graph = True
-    if not create_graph and SETTINGS["enabled"] and COMPILED[0] is not None and STATE.profiler is None:
+    if not create_graph and SETTINGS["enabled"] and COMPILED[0] is not None and STATE.profiler is None and \
+            not STATE.eager_backward:
         captured = COMPILED[0](roots, retain_graph, targets, accumulate_leaves)
         if captured is not None:
             return captured

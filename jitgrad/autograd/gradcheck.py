@@ -9,11 +9,13 @@ side as ``grad`` with ``grad_output = v``; on a mismatch it reruns slow mode for
 Both modes then check that backward is linear in grad_output and (``check_undefined_grad``) that
 it copes with undefined (None) output gradients. Everything runs in float64 on the side.
 """
+import functools
 import warnings
 
 import numpy as np
 
 from .._factories import zeros_like
+from .._grad_mode import STATE
 from .._graph import Node, edge
 from .._layout import LAZY
 from .._tensor import Tensor
@@ -496,6 +498,21 @@ def _test_batched_grad_forward_ad(func, inputs):
 
 
 # ------------------------------------------------------------------ public API
+def _on_the_engine(check):
+    """Run ``check``'s backward passes on the node-by-node engine (STATE.eager_backward): it checks the formulas
+    and that two passes agree bit for bit, which a compiled plan built between them need not."""
+    @functools.wraps(check)
+    def run(*args, **kwargs):
+        prev = STATE.eager_backward
+        STATE.eager_backward = True
+        try:
+            return check(*args, **kwargs)
+        finally:
+            STATE.eager_backward = prev
+    return run
+
+
+@_on_the_engine
 def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True, nondet_tol=0.0,
               check_undefined_grad=True, check_grad_dtypes=False, check_batched_grad=False,
               check_batched_forward_grad=False, check_forward_ad=False, check_backward_ad=True, fast_mode=False,
@@ -576,6 +593,7 @@ def _gradcheck(func, inputs, eps, atol, rtol, nondet_tol, check_undefined_grad, 
     return True
 
 
+@_on_the_engine
 def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=1e-3,
                   gen_non_contig_grad_outputs=False, raise_exception=True, nondet_tol=0.0, check_undefined_grad=True,
                   check_grad_dtypes=False, check_batched_grad=False, check_fwd_over_rev=False, check_rev_over_rev=True,

@@ -390,6 +390,20 @@ def test_counters_and_switch(compiled):
         jg.autograd.set_compiled_autograd(True, threshold=0)
 
 
+
+def test_gradcheck_runs_on_the_engine(compiled):
+    # gradcheck compares two backward passes bit for bit: a plan built between them may round a fused formula
+    # differently (a multiply-add contracted in one loop and not in another), so its passes run on the engine
+    a = jg.tensor(0.7, dtype=jg.float64, requires_grad=True)
+    b = jg.tensor(-1.3, dtype=jg.float64, requires_grad=True)
+    for _ in range(3):
+        jg.autograd.grad(jg.atan2(a, b), (a, b))  # the structure's plan exists
+    before = _stats()
+    assert jg.autograd.gradcheck(jg.atan2, (a, b)) and jg.autograd.gradgradcheck(jg.atan2, (a, b))
+    assert _stats()["hits"] == before["hits"]
+    jg.autograd.grad(jg.atan2(a, b), (a, b))
+    assert _stats()["hits"] == before["hits"] + 1  # (and afterwards plans run again)
+
 def test_environment_variable_and_log():
     code = ("import jitgrad as jg\n"
             "w = jg.tensor([1.0, 2.0], requires_grad=True)\n"

@@ -27,7 +27,8 @@ EXPLICIT.update({_name: ("test_random.py", '"%s"' % _name) for _name, _op in OPS
                  if _op.forward.__module__ == "jitgrad.ops.random"})
 # lazy conjugation's entries, whose results are read resolved: tests/ops/test_conj_view.py
 EXPLICIT.update({"conj": ("test_conj_view.py", "z.conj()"),
-                 "resolve_conj_stored": ("test_conj_view.py", "resolve_conj()")})
+                 "resolve_conj_stored": ("test_conj_view.py", "resolve_conj()"),
+                 "resolve_neg_stored": ("test_conj_view.py", "resolve_neg()")})
 
 
 BINARY = sorted(n for n, op in OPS.items() if op.broadcast and op.inputs == ("self", "other") and op.tests.ref is not None)
