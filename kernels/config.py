@@ -120,6 +120,7 @@ SERIALISE_PARALLEL = _may_be_workqueue(THREADING_LAYER, _TBB)
 # of 0.03 on a loaded 2-core machine. GEMMs of fewer than SMALL_GEMM multiply-adds run with NumPy's OpenBLAS
 # set to one thread (two calls of about 1 us); 0 leaves OpenBLAS to choose.
 SMALL_GEMM = int(os.environ.get("JITGRAD_SMALL_GEMM", 1 << 21))
+THREADED_GEMM = 64 ** 3  # (below it OpenBLAS runs one thread anyway: nothing to switch)
 
 
 def _openblas_threads():

@@ -70,7 +70,8 @@ _OUTER = twins(_outer_batched)
 def _gemm(a, b):
     """np.matmul, on one OpenBLAS thread where the product is small (config.SMALL_GEMM)."""
     threads = config.OPENBLAS_THREADS
-    if threads is None or a.ndim < 2 or b.ndim < 2 or a.size * b.shape[-1] >= config.SMALL_GEMM:
+    if threads is None or a.ndim < 2 or b.ndim < 2 or not \
+            config.THREADED_GEMM <= a.size * b.shape[-1] < config.SMALL_GEMM:
         return np.matmul(a, b)
     get, put = threads
     n = get()
