@@ -88,8 +88,10 @@ def _solve_fused(g, s):
         gA, gB = k.small_solve_grad(A, X, g0)
         return Tensor._wrap(gA), Tensor._wrap(gB)
     LU = s.LU._data
-    gB = backend(LU).linalg.lu_solve(LU, s.pivots._data, g0, False)  # (LU: the factors of A^T)
-    return (Tensor._wrap(-gB @ np.swapaxes(X, -1, -2)) if needs_grad(s, 0) else None), Tensor._wrap(gB)
+    xp = backend(LU)
+    gB = xp.linalg.lu_solve(LU, s.pivots._data, g0, False)  # (LU: the factors of A^T)
+    # (the backend's GEMM: on one BLAS thread where the product is small, as the formula's matmul runs)
+    return (Tensor._wrap(xp.matmul(-gB, np.swapaxes(X, -1, -2))) if needs_grad(s, 0) else None), Tensor._wrap(gB)
 
 
 def _solve(A, B, check):
@@ -480,7 +482,8 @@ INV = register(Op("linalg_inv", _inv_forward, reduced_precision="refused", compl
 SOLVE = register(Op("linalg_solve", _solve_forward, reduced_precision="refused", complex=True, inputs=("self", "other"),
                     vjp=[lambda g, s: shared(g, s, 0, _solve_grads)[0], lambda g, s: shared(g, s, 1, _solve_grads)[1]],
                     fused=[lambda g, s: shared(g, s, 0, _solve_fused)[0], lambda g, s: shared(g, s, 1, _solve_fused)[1]],
-                    n_outputs=4, outputs=("result", "LU", "pivots", "info"), node="LinalgSolveExBackward0",
+                    n_outputs=4, outputs=("result", "LU", "pivots", "info"), workspace=("LU", "pivots"),
+                    node="LinalgSolveExBackward0",
                     call=solve_ex, samples=_floats(_solve_samples), ref=_np_solve_ex))
 LU_SOLVE = register(Op("linalg_lu_solve", _lu_solve_forward, reduced_precision="refused", complex=True, inputs=("LU", "pivots", "other"),
                        vjp=[_lu_solve_grad_lu, None, _lu_solve_grad_b], node="LinalgLuSolveBackward0", call=lu_solve,
