@@ -123,19 +123,27 @@ SMALL_GEMM = int(os.environ.get("JITGRAD_SMALL_GEMM", 1 << 21))
 THREADED_GEMM = 64 ** 3  # (below it OpenBLAS runs one thread anyway: nothing to switch)
 
 
-def _openblas_threads():
-    """(get, set) of the thread count of the OpenBLAS that NumPy calls, or None (another BLAS)."""
+def _openblas_libraries(package):
+    """ctypes handles of the OpenBLAS libraries a wheel of ``package`` (numpy, scipy) bundles."""
     import numpy as np
-    folder = os.path.join(os.path.dirname(os.path.dirname(np.__file__)), "numpy.libs")
+    folder = os.path.join(os.path.dirname(os.path.dirname(np.__file__)), package + ".libs")
     try:
         names = [n for n in os.listdir(folder) if "openblas" in n]
     except OSError:
-        return None
+        return []
+    libs = []
     for name in names:
         try:
-            lib = ctypes.CDLL(os.path.join(folder, name))
+            libs.append(ctypes.CDLL(os.path.join(folder, name)))
         except OSError:
             continue
+    return libs
+
+
+def _openblas_threads(package="numpy"):
+    """(get, set) of the thread count of the OpenBLAS that NumPy (or SciPy's LAPACK) calls, or None (another
+    BLAS)."""
+    for lib in _openblas_libraries(package):
         for prefix, suffix in (("scipy_openblas", "64_"), ("scipy_openblas", ""), ("openblas", "64_"),
                                ("openblas", "")):
             get = getattr(lib, prefix + "_get_num_threads" + suffix, None)
@@ -147,6 +155,15 @@ def _openblas_threads():
 
 
 OPENBLAS_THREADS = _openblas_threads() if SMALL_GEMM else None
+
+# The LAPACK of kernels/linalg.py is SciPy's OpenBLAS, a second build with a thread pool of its own. Its threaded
+# factorizations synchronise their threads step by step, so where the cores are shared a thread waits for the
+# other to get a core again: on 2 cores at load average 4-6, potrf of order 512 took 160-210 ms on two threads
+# against 2.5 on one, syevd of order 256 64-79 ms against 9-11 (the fastest of 20 calls), while the BLAS-3
+# products (trsm, trmm) lost nothing. Factorizations of matrices of at most SMALL_LAPACK rows and columns run on
+# one OpenBLAS thread (triangular products and solves follow SMALL_GEMM, as GEMMs do); 0: OpenBLAS chooses.
+SMALL_LAPACK = int(os.environ.get("JITGRAD_SMALL_LAPACK", 512))
+LAPACK_THREADS = _openblas_threads("scipy") if SMALL_LAPACK else None
 
 
 # ---------------------------------------------------------------- freed host memory

@@ -75,12 +75,39 @@ def _jitted(fn, parallel=True):
     return _jit._serialised(d) if parallel and config.SERIALISE_PARALLEL else d
 
 
-def _by_batch(parallel, serial):
+def _by_batch(parallel, serial, rhs=None):
     """The parallel loop for a batch, the serial build for one matrix (a parallel region for one item only costs
-    its launch; LAPACK's own threads serve a large single matrix)."""
+    its launch). A batch's per-matrix LAPACK calls run on one OpenBLAS thread (numba's threads share the cores
+    out), and so does a single small problem: a factorization of a matrix of order up to config.SMALL_LAPACK, or
+    a triangular product or solve (the kernels with a right-hand side, argument ``rhs``) of fewer than
+    config.SMALL_GEMM multiply-adds, as a GEMM. LAPACK's own threads serve the larger ones."""
     def run(*args):
-        return (parallel if args[0].shape[0] > 1 else serial)(*args)  # (args[0]: the batch of matrices)
+        a = args[0]  # (the batch of matrices)
+        fn = parallel if a.shape[0] > 1 else serial
+        threads = config.LAPACK_THREADS
+        if threads is None:
+            return fn(*args)
+        if fn is serial:
+            if rhs is None:
+                large = max(a.shape[1:]) > config.SMALL_LAPACK
+            else:
+                x = args[rhs]
+                large = a.shape[1] * x.shape[1] * x.shape[2] >= config.SMALL_GEMM
+            if large:
+                return fn(*args)
+        get, put = threads
+        n = get()
+        if n == 1:
+            return fn(*args)
+        put(1)
+        try:
+            return fn(*args)
+        finally:
+            put(n)
     return run
+
+
+_RHS = {"lu_solve": 2, "triangular": 1, "cholesky_grad": 1}  # (_by_batch: the kernels that are BLAS-3 products)
 
 
 # complex routines whose names or arguments differ from the real ones' (the Hermitian and unitary forms; the rest
@@ -356,7 +383,7 @@ def _make(dtype):
     if dtype.kind == "c":
         eigh, svd, lstsq = _complex_parts(L, dtype, ints, char)
 
-    ns = {k: _by_batch(_jitted(v), _jitted(v, parallel=False)) for k, v in locals().items() if callable(v) and k in (
+    ns = {k: _by_batch(_jitted(v), _jitted(v, parallel=False), _RHS.get(k)) for k, v in locals().items() if callable(v) and k in (
         "lu_factor", "lu_solve", "inv", "cholesky", "cholesky_grad", "triangular", "eigh", "svd", "qr_factor",
         "householder", "apply_q", "lstsq")}
     ns["dtype"] = dt
