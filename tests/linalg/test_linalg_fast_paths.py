@@ -113,3 +113,37 @@ def test_cdist_zero_distance_takes_subgradient_zero():
     X = t(x, True)
     jg.cdist(X, X).sum().backward()
     assert np.isfinite(X.grad.numpy()).all()
+
+
+def test_lapack_threads_one_for_small_factorizations_and_products(monkeypatch):
+    """Factorizations up to order SMALL_LAPACK, triangular solves under SMALL_GEMM multiply-adds and batches run
+    on one thread of SciPy's OpenBLAS, the count restored after; larger single problems keep OpenBLAS's."""
+    from jitgrad.kernels import config, linalg as KL
+    threads = [2]
+    calls = []
+
+    def put(n):
+        calls.append(n)
+        threads[0] = n
+    monkeypatch.setattr(config, "LAPACK_THREADS", (lambda: threads[0], put))
+    monkeypatch.setattr(config, "SMALL_LAPACK", 16)
+    spd = lambda n: np.eye(n) * n + RNG.standard_normal((n, n)) * 0.1  # noqa: E731
+    a = spd(16)
+    np.testing.assert_allclose(KL.cholesky(a + a.T, False)[0], np.linalg.cholesky(a + a.T), rtol=1e-12)
+    assert calls == [1, 2]
+    calls.clear()
+    b = spd(17)
+    KL.cholesky(b + b.T, False)  # order 17 > 16: OpenBLAS chooses
+    assert calls == []
+    KL.lu_factor(np.stack([b, b]))  # a batch: one thread each, numba's threads run them
+    assert calls == [1, 2]
+    calls.clear()
+    L = np.tril(spd(64))
+    x = RNG.standard_normal((64, 3))
+    np.testing.assert_allclose(KL.solve_triangular(L, x, False, True, False), sl.solve_triangular(L, x, lower=True),
+                               rtol=1e-10)
+    assert calls == [1, 2]  # 64 * 64 * 3 multiply-adds < SMALL_GEMM, though 64 > SMALL_LAPACK
+    calls.clear()
+    monkeypatch.setattr(config, "SMALL_GEMM", 64 * 64 * 3)
+    KL.solve_triangular(L, x, False, True, False)
+    assert calls == [] and threads[0] == 2
