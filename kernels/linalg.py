@@ -37,7 +37,28 @@ _ROUTINES = {"getrf": ("lapack", 6), "getrs": ("lapack", 9), "getri": ("lapack",
 def _col(a):
     """``a`` (..., m, n) as a C-contiguous (B, n, m) copy: each [b] is matrix b in column-major order."""
     m, n = a.shape[-2:]
+    if a.flags.c_contiguous and m * n >= 64 * 64 and a.dtype in _TRANSPOSABLE:  # (row-major: a transposing copy)
+        out = np.empty((_count(a), n, m), a.dtype)
+        _transpose_copy(a.reshape((-1, m, n)), out)
+        return out
     return np.array(a.swapaxes(-1, -2), order="C").reshape((_count(a), n, m))
+
+
+_TRANSPOSABLE = frozenset(map(np.dtype, ("float32", "float64", "complex64", "complex128")))
+
+
+@njit(nogil=True, error_model="numpy", cache=config.CACHE)
+def _transpose_copy(a, out):
+    """out[b] = a[b]^T in tiles of 8 x 8: NumPy's strided copy reads a row-major matrix of order 512 (rows 4 KiB
+    apart, one cache set) at a third of this speed."""
+    m, n = a.shape[1], a.shape[2]
+    for b in range(a.shape[0]):
+        for i0 in range(0, m, 8):
+            i1 = min(i0 + 8, m)
+            for j0 in range(0, n, 8):
+                for j in range(j0, min(j0 + 8, n)):
+                    for i in range(i0, i1):
+                        out[b, j, i] = a[b, i, j]
 
 
 def _col_read(a):
