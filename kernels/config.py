@@ -163,7 +163,15 @@ OPENBLAS_THREADS = _openblas_threads() if SMALL_GEMM else None
 # products (trsm, trmm) lost nothing. Factorizations of matrices of at most SMALL_LAPACK rows and columns run on
 # one OpenBLAS thread (triangular products and solves follow SMALL_GEMM, as GEMMs do); 0: OpenBLAS chooses.
 SMALL_LAPACK = int(os.environ.get("JITGRAD_SMALL_LAPACK", 512))
-LAPACK_THREADS = _openblas_threads("scipy") if SMALL_LAPACK else None
+_LAPACK_THREADS = []
+
+
+def lapack_threads():
+    """(get, set) of the thread count of SciPy's OpenBLAS, or None: looked up at the first LAPACK call (loading
+    the library with ``import jitgrad`` would lengthen the import)."""
+    if not _LAPACK_THREADS:
+        _LAPACK_THREADS.append(_openblas_threads("scipy") if SMALL_LAPACK else None)
+    return _LAPACK_THREADS[0]
 
 
 # ---------------------------------------------------------------- freed host memory

@@ -105,7 +105,7 @@ def _by_batch(parallel, serial, rhs=None):
     def run(*args):
         a = args[0]  # (the batch of matrices)
         fn = parallel if a.shape[0] > 1 else serial
-        threads = config.LAPACK_THREADS
+        threads = config.lapack_threads()
         if threads is None:
             return fn(*args)
         if fn is serial:

@@ -125,7 +125,7 @@ def test_lapack_threads_one_for_small_factorizations_and_products(monkeypatch):
     def put(n):
         calls.append(n)
         threads[0] = n
-    monkeypatch.setattr(config, "LAPACK_THREADS", (lambda: threads[0], put))
+    monkeypatch.setattr(config, "lapack_threads", lambda: (lambda: threads[0], put))
     monkeypatch.setattr(config, "SMALL_LAPACK", 16)
     spd = lambda n: np.eye(n) * n + RNG.standard_normal((n, n)) * 0.1  # noqa: E731
     a = spd(16)
