@@ -108,12 +108,6 @@ def walk(roots, targets):
         if n._hooked or not isinstance(n, OpNode):
             raise Eager("hooks" if n._hooked else "a %s node" % type(n).__name__)
         op = n.op
-        fused = op.derivatives.fused
-        if fused is not None and not op.variadic and sum(
-                1 for nf, f in zip(n.next_functions, fused) if nf[0] is not None and callable(f)) > 1:
-            # fused VJP functions of several inputs (an RNN layer's, attention's) share one computation through
-            # their node; a plan would call each on a node of its own, computing it once per input
-            raise Eager("a fused VJP function of several inputs")
         # (the names and order of the saved values follow from the entry and which inputs take gradients)
         local = [op]
         for v in n.saved.values():
