@@ -274,7 +274,7 @@ def run_compiled(roots, retain_graph, targets, accumulate):
     for walker, plan in seen.walkers:  # (the plans of this key, each with the walker generated from its graph)
         try:
             got = walker(roots, targets)
-        except (AttributeError, KeyError, IndexError, TypeError, Eager):  # (a node of another form)
+        except (AttributeError, KeyError, IndexError, TypeError, ValueError, Eager):  # (a node of another form)
             got = None
         if got is not None:
             seen.transient = 0
