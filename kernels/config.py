@@ -168,7 +168,7 @@ _LAPACK_THREADS = []
 
 def lapack_threads():
     """(get, set) of the thread count of SciPy's OpenBLAS, or None: looked up at the first LAPACK call (loading
-    the library with ``import jitgrad`` would lengthen the import)."""
+    the library as jitgrad is imported would lengthen its import)."""
     if not _LAPACK_THREADS:
         _LAPACK_THREADS.append(_openblas_threads("scipy") if SMALL_LAPACK else None)
     return _LAPACK_THREADS[0]
