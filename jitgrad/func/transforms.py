@@ -19,7 +19,7 @@ from ..autograd import engine
 from ..autograd import forward_ad as fwAD
 from . import _pytree
 from ._batched import LEVELS, move_out, unwrap_all, wrap_levels
-from .vmap import vmap
+from .vmap import HOOK, vmap
 
 _DEPTH = [0]  # open grad/vjp/jvp transforms: an inner one records its backward for the outer ones
 
@@ -75,7 +75,10 @@ def _physical(x, levels):
 def _leaf(x, levels):
     """(what the function sees, the physical tensor to differentiate with respect to) for input ``x``."""
     p = _physical(x, levels)
-    leaf = p.view_as(p)  # (an alias: connected to an outer graph, carrying a tangent, where p has them)
+    if p is unwrap_all(x)[0]:  # (not a new expanded tensor: an alias, connected to an outer graph, carrying a
+        leaf = p.view_as(p)  # tangent, where p has them)
+    else:
+        leaf = p
     if not leaf.requires_grad:
         leaf.requires_grad_()
     return wrap_levels(leaf, [lv.level for lv in levels]), leaf
@@ -115,8 +118,23 @@ def _backward(outputs, cotangents, leaves, levels, create_graph):
             outs.append(p)
             cts.append(_physical(c, levels))
     batched_ct = any(unwrap_all(c)[1] for c in cts)
-    grads = engine.grad(outs, leaves, cts, retain_graph=True, create_graph=create_graph or batched_ct,
-                        allow_unused=True) if outs else [None] * len(leaves)
+    if not outs:
+        grads = [None] * len(leaves)
+    elif batched_ct and not create_graph and STATE.capture is None:
+        # the formulas run on the batched cotangents (the engine's graph mode), their graph not kept: not recorded
+        with HOOK.without_graph():
+            grads = engine.grad(outs, leaves, cts, retain_graph=True, create_graph=True, allow_unused=True)
+    elif batched_ct or create_graph or STATE.vmap is None or STATE.capture is not None:
+        grads = engine.grad(outs, leaves, cts, retain_graph=True, create_graph=create_graph or batched_ct,
+                            allow_unused=True)
+    else:
+        # a backward of physical tensors only: it runs outside the open vmaps, where compiled autograd's plans
+        # can run it (they leave a backward inside vmap to the node-by-node engine)
+        hook, STATE.vmap = STATE.vmap, None
+        try:
+            grads = engine.grad(outs, leaves, cts, retain_graph=True, allow_unused=True)
+        finally:
+            STATE.vmap = hook
     names = [lv.level for lv in levels]
     return [wrap_levels(zeros_like(leaf) if g is None else g if create_graph else g.detach(), names)
             for g, leaf in zip(grads, leaves)]

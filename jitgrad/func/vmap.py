@@ -6,12 +6,14 @@ whole batch by its entry's batching rule (batching.py), reached through dispatch
 Inside, batched inputs are BatchedTensors (_batched.py) of the per-sample shape; the rules run at the
 innermost level first seen among an op's operands and reach the outer levels through dispatch again.
 """
+import contextlib
 import functools
 import threading
 import warnings
 from typing import NamedTuple
 
 from .._grad_mode import STATE
+from .._op import dispatch
 from .._tensor import Tensor
 from .._factories import empty
 from ..autograd.function import Function
@@ -56,12 +58,27 @@ class _Hook(threading.local):
 
     def __init__(self):
         self.ceiling = None  # while a rule of level L runs: L (its ops' batched operands are of lower levels)
+        # inside without_graph(): ops that would be recorded are claimed and run with grad mode off (a backward on
+        # batched cotangents whose graph nobody keeps: the engine's graph mode only makes it run the formulas)
+        self.no_graph = False
 
     def claims(self, op, args):
         for a in args:
             if a.__class__ is BatchedTensor:
                 return True
+        if self.no_graph:  # (what would be recorded)
+            for a in args:
+                if isinstance(a, Tensor) and a._requires_grad:
+                    return True
         return op.name in _RANDOM and (self.ceiling or len(LEVELS) + 1) > 1
+
+    @contextlib.contextmanager
+    def without_graph(self):
+        saved, self.no_graph = self.no_graph, True
+        try:
+            yield
+        finally:
+            self.no_graph = saved
 
     @staticmethod
     def factory(name, shape, dtype, device):
@@ -131,13 +148,19 @@ class _Hook(threading.local):
         return target
 
     def __call__(self, op, args, params):
+        if self.no_graph:  # (the op once more, claimed if batched, with nothing recorded)
+            enabled, self.no_graph, STATE.grad_enabled = STATE.grad_enabled, False, False
+            try:
+                return dispatch(op, args, params)
+            finally:
+                self.no_graph, STATE.grad_enabled = True, enabled
         level = 0
         for a in args:
             if a.__class__ is BatchedTensor and a._level > level:
                 level = a._level
         if level == 0:  # a random entry on unbatched operands: the innermost level below the running rule
             level = (self.ceiling or len(LEVELS) + 1) - 1
-        lv = LEVELS[level - 1]
+        lv = LEVELS.items[level - 1]
         values, bdims = [], []
         for a in args:
             b = a.__class__ is BatchedTensor and a._level == level
@@ -149,12 +172,13 @@ class _Hook(threading.local):
                 _WARNED.add(op.name)
                 warnings.warn(LOOP_WARNING % op.name, UserWarning, stacklevel=4)
             rule = loop
-        saved = self.ceiling, HOOK_LEVEL[0]
-        self.ceiling, HOOK_LEVEL[0] = level, lv
+        saved = self.ceiling, HOOK_LEVEL.level
+        self.ceiling = level
+        HOOK_LEVEL.level = lv
         try:
             out, is_out_batched = rule(op, values, bdims, params, lv.size)
         finally:
-            self.ceiling, HOOK_LEVEL[0] = saved
+            self.ceiling, HOOK_LEVEL.level = saved
         if not is_out_batched:
             return out
         return tuple(batched(o, level) for o in out) if isinstance(out, tuple) else batched(out, level)
