@@ -383,17 +383,21 @@ def nll_loss(op, args, bdims, params, size):
         return loop(op, args, bdims, params, size)
     target = target._value if is_batched(target) and target._level == _level().level else _full(target, False, size)
     x = _full(args[0], bdims[0], size)
+    unfolded = target
     if x.ndim > 2:  # (a sample of one row, (C,), is a batch of rows as it is)
         x, target = _fold(x), _fold(target)
     folded = dispatch(op, (x,), dict(params, target=target, reduction="none"))
     if params["reduction"] == "none":
         return folded.reshape((size,) + tuple(params["target"].shape)), True
+    if params["reduction"] == "mean" and w is None and folded.shape == (size,):
+        # one row a sample: its loss over whether it counts (0 / 0 where ignored), without sums over one row
+        return folded / (target != params["ignore_index"]), True
     losses = folded.reshape((size, -1))
     if params["reduction"] == "sum":
         return losses.sum(1), True
-    t = target.reshape((size, -1))
+    t = unfolded.reshape((size, -1))
     keep = t != params["ignore_index"]
-    weights = keep.to(losses.dtype) if w is None else \
+    weights = keep if w is None else \
         w.index_select(0, t.masked_fill(~keep, 0).reshape(-1)).reshape(tuple(t.shape)) * keep
     return losses.sum(1) / weights.sum(1), True
 

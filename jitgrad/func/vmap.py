@@ -148,9 +148,12 @@ class _Hook(threading.local):
         return target
 
     def __call__(self, op, args, params):
-        if self.no_graph:  # (the op once more, claimed if batched, with nothing recorded)
+        if self.no_graph:  # (with nothing recorded: an unbatched op as dispatch runs it, a batched one by its rule)
             enabled, self.no_graph, STATE.grad_enabled = STATE.grad_enabled, False, False
             try:
+                for a in args:
+                    if a.__class__ is BatchedTensor:
+                        return self(op, args, params)
                 return dispatch(op, args, params)
             finally:
                 self.no_graph, STATE.grad_enabled = True, enabled
