@@ -75,10 +75,12 @@ def _physical(x, levels):
 def _leaf(x, levels):
     """(what the function sees, the physical tensor to differentiate with respect to) for input ``x``."""
     p = _physical(x, levels)
-    if p is unwrap_all(x)[0]:  # (not a new expanded tensor: an alias, connected to an outer graph, carrying a
-        leaf = p.view_as(p)  # tangent, where p has them)
+    if p is not unwrap_all(x)[0]:
+        leaf = p  # (a new tensor, expanded at a level: connected to an outer graph, carrying a tangent, as x is)
+    elif p._requires_grad or STATE.dual is not None:
+        leaf = p.view_as(p)  # (an alias connected to the outer graph, carrying p's tangent)
     else:
-        leaf = p
+        leaf = p.detach()  # (an alias of the same storage and version counter)
     if not leaf.requires_grad:
         leaf.requires_grad_()
     return wrap_levels(leaf, [lv.level for lv in levels]), leaf
