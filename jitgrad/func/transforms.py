@@ -77,8 +77,8 @@ def _leaf(x, levels):
     p = _physical(x, levels)
     if p is not unwrap_all(x)[0]:
         leaf = p  # (a new tensor, expanded at a level: connected to an outer graph, carrying a tangent, as x is)
-    elif p._requires_grad or STATE.dual is not None:
-        leaf = p.view_as(p)  # (an alias connected to the outer graph, carrying p's tangent)
+    elif p._requires_grad or STATE.dual is not None or STATE.capture is not None:
+        leaf = p.view_as(p)  # (an alias connected to the outer graph, carrying p's tangent; an op a trace records)
     else:
         leaf = p.detach()  # (an alias of the same storage and version counter)
     if not leaf.requires_grad:
