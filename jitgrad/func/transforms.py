@@ -346,8 +346,9 @@ def _split_rows(rows, flat_out, flat_in_shapes):
     result, start = [], 0
     for o in flat_out:
         k = o.numel()
-        if len(flat_out) == 1:  # (the rows are this output's: no slice)
-            result.append([r.reshape(tuple(o.shape) + tuple(shape)) for r, shape in zip(rows, flat_in_shapes)])
+        if len(flat_out) == 1:  # (the rows are this output's: no slice, no reshape where they have its shape)
+            result.append([r if tuple(r.shape) == tuple(o.shape) + tuple(shape) else
+                           r.reshape(tuple(o.shape) + tuple(shape)) for r, shape in zip(rows, flat_in_shapes)])
             break
         result.append([r[start:start + k].reshape(tuple(o.shape) + tuple(shape)) for r, shape in zip(rows, flat_in_shapes)])
         start += k
