@@ -35,6 +35,9 @@ class OpNode(Node):
             and not _is_complex(g, meta)
         out = []
         edges = self.edge_inputs
+        functions = traced and getattr(STATE.capture, "fused_functions", False)
+        if functions:  # the inputs whose fused VJP functions run, recorded as one call (they may share a computation)
+            functions = _call_fused_functions(self, g)
         for i, nf in enumerate(self.next_functions):
             if edges is not None:
                 i = edges[i]
@@ -44,8 +47,8 @@ class OpNode(Node):
             spec = fused[i] if fused is not None else None
             if traced and op.n_outputs == 1 and op.derivatives.fused_ops[i] is not None:
                 gi = _call_fused_op(self, op.derivatives.fused_ops[i], op.derivatives.fused[i][1], g)
-            elif traced and callable(op.derivatives.fused[i]) and getattr(STATE.capture, "fused_functions", False):
-                gi = _call_fused_function(self, i, g)
+            elif functions and i in functions:
+                gi = functions[i]
             elif spec is not None and (spec.__class__ is tuple or not _reduced_operands(self, g)):
                 gi = _run_fused(self, spec, g)
             elif op.variadic:
@@ -191,16 +194,18 @@ def _call_fused_op(node, fop, names, g):
     return fop.exposure.call(*args)
 
 
-# the op that runs a fused VJP function of n operands (set by _op.py, which defines ops): see _call_fused_function
+# the op that runs the fused VJP functions of a node: n operands, k results (set by _op.py, which defines ops); see
+# _call_fused_functions
 FUSED_FUNCTION_OP = [None]
 _EDGE = (True, 0)  # a stand-in node's entry for an input that takes a gradient
 
 
 class FusedCall:
-    """What a fused VJP function (softmax's: ``fn(g, node)``) reads of its node, without the node's tensors: a
-    traced backward records the call as one op whose operands are the gradient and those tensors (compiled
-    autograd's plans then run the function the engine runs, to its last bit)."""
-    __slots__ = ("op", "i", "saved", "params", "tensor_params", "meta", "edges", "n_grads")
+    """What a node's fused VJP functions (softmax's: ``fn(g, node)``) read of it, without the node's tensors: a traced
+    backward records their calls as one op whose operands are the gradient and those tensors, and whose results are
+    the gradients of the inputs ``ks`` (compiled autograd's plans then run the functions the engine runs, to their
+    last bit, on one stand-in node: the parts they share, an RNN layer's or attention's, are computed once)."""
+    __slots__ = ("op", "ks", "saved", "params", "tensor_params", "meta", "edges", "n_grads")
 
     def node(self, arrays):
         """A stand-in node holding ``arrays`` (the saved tensors', then the tensor params') where the node's were."""
@@ -215,9 +220,24 @@ class FusedCall:
         return node
 
 
-def _call_fused_function(node, i, g):
+def _call_fused_functions(node, g):
+    """{input position: its gradient} for the inputs of ``node`` whose fused VJP is a function (not a kernel op),
+    recorded as one call; None where there are none."""
+    op = node.op
+    fused, fused_ops = op.derivatives.fused, op.derivatives.fused_ops
+    if fused is None:
+        return None
+    edges = node.edge_inputs
+    ks = []
+    for i, nf in enumerate(node.next_functions):
+        if edges is not None:
+            i = edges[i]
+        if nf[0] is not None and callable(fused[i]) and not (op.n_outputs == 1 and fused_ops[i] is not None):
+            ks.append(i)
+    if not ks:
+        return None
     call = FusedCall()
-    call.op, call.i, call.meta = node.op, i, node.input_meta
+    call.op, call.ks, call.meta = op, tuple(ks), node.input_meta
     call.edges = tuple(NO_EDGE if nf[0] is None else _EDGE for nf in node.next_functions)
     args = list(g) if g.__class__ is tuple else [g]  # (a node of several outputs: a gradient for each)
     call.n_grads = len(args)
@@ -233,7 +253,8 @@ def _call_fused_function(node, i, g):
     call.params = {k: v for k, v in node.params.items() if not isinstance(v, Tensor)}
     call.tensor_params = [k for k, v in node.params.items() if isinstance(v, Tensor)]
     args += [node.params[k] for k in call.tensor_params]
-    return FUSED_FUNCTION_OP[0](len(args)).exposure.call(*args, vjp=call)
+    grads = FUSED_FUNCTION_OP[0](len(args), len(ks)).exposure.call(*args, vjp=call)
+    return dict(zip(ks, grads if len(ks) > 1 else (grads,)))
 
 
 def record(op, args, params, out, grad=None):
@@ -299,15 +320,16 @@ def _scalar_node(op, args):
 
 def _attach(op, args, params, outs):
     nexts = []
-    meta = []  # per input that takes a gradient: (shape, NumPy dtype) the gradient is brought back to
-    active = 0  # bit i: input i takes a gradient
+    meta = []
+    active = 0
     vjp = op.derivatives.vjp
     variadic = op.variadic
     # the node's structural key (hashed below; Node._key): the entry, the keys of the nodes its gradients flow into
     # (which imply their shapes), the other operands' shapes and dtypes, the scalars and the params: compiled
     # autograd finds a graph's plan by its roots' keys
     key = [op]
-    for i, a in enumerate(args):
+    i = 0
+    for a in args:
         if isinstance(a, Tensor):
             d = a._data
             if a._requires_grad and vjp[0 if variadic else i] is not None:
@@ -333,12 +355,14 @@ def _attach(op, args, params, outs):
             nexts.append(NO_EDGE)
             meta.append(None)
             key.append(a if a.__class__ in _PLAIN else key_of(a))
+        i += 1
     keyed = COMPILED_AUTOGRAD["enabled"]  # (the key costs a hash of the params per op: only when it is read)
     if params and keyed:
         key.append(key_of(params))
     plan = op._plans.get(active)
     inputs, save_outputs = plan if plan is not None else _save_plan(op, active)
-    if op.n_outputs != 1:
+    single = op.n_outputs == 1
+    if not single:
         params = dict(params)
         params["_out_meta"] = [(o.shape, o.dtype) for o in outs]
     cls = op.node_cls if op.scalar_nodes is None else _scalar_node(op, args)
@@ -347,7 +371,7 @@ def _attach(op, args, params, outs):
         node.n_outputs = len(outs)
     node.next_functions = tuple(nexts) if cls.edge_inputs is None else tuple(nexts[i] for i in cls.edge_inputs)
     node._key = hash(tuple(key)) if keyed else 0
-    node._seq = next(SEQUENCE)
+    node._seq = _next_seq()
     node.op = op
     node.input_meta = meta
     node.params = params
@@ -357,20 +381,29 @@ def _attach(op, args, params, outs):
     for name, i in inputs:
         a = args[i]
         saved[name] = save_input(a) if isinstance(a, Tensor) else a
+    if single and not op.workspace:  # (one output: the loop below, unrolled)
+        o = outs[0]
+        if o._data.dtype in INEXACT_NP:
+            o.grad_fn = node
+            o._requires_grad = True
+        for name, _ in save_outputs:
+            saved[name] = save_output(o, node)
+        return node
+    # the result is checked for in-place changes; other outputs (indices) are not; a workspace is freed with the
+    # saved inputs after backward
     for k, o in enumerate(outs):
         if o._data.dtype in INEXACT_NP and k not in op.workspace:
             o.grad_fn = node
             if k:
                 o._output_nr = k
             o._requires_grad = True
-    # the result is checked for in-place changes; other outputs (indices) are not; a workspace is freed with the
-    # saved inputs after backward
     for name, k in save_outputs:
         saved[name] = save_output(outs[k], node) if k == 0 else save_input(outs[k]) if k in op.workspace else outs[k]
     return node
 
 
 _new = object.__new__
+_next_seq = SEQUENCE.__next__
 _PLAIN = frozenset((int, float, bool, type(None)))
 _HASHABLE = frozenset((int, float, bool, str, type(None), type(Ellipsis), np.dtype))
 

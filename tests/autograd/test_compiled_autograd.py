@@ -452,8 +452,8 @@ def test_graphs_seen_once_are_not_walked(compiled, monkeypatch):
     """A graph whose key is new (here a new scalar each step) runs on the engine without a walk; a backward
     repeated on one graph (gradcheck's) counts once, so it builds no plan."""
     walks = []
-    walk = ca._walk
-    monkeypatch.setattr(ca, "_walk", lambda *a: walks.append(1) or walk(*a))
+    walk = ca.walk
+    monkeypatch.setattr(ca, "walk", lambda *a: walks.append(1) or walk(*a))
     w = jg.tensor([1.0, 2.0, 3.0], requires_grad=True)
     before = _stats()
     for k in range(5):
@@ -465,9 +465,10 @@ def test_graphs_seen_once_are_not_walked(compiled, monkeypatch):
                                                                      requires_grad=True),))
     s = _stats()
     assert walks == [] and s["plans"] == before["plans"] and s["misses"] - before["misses"] >= 9
-    for _ in range(3):  # new graphs of ``loss``'s structure: the second graph of that key on are walked
-        (w.exp() * w).sum().backward()
-    assert len(walks) == 3 and _stats()["plans"] == before["plans"] + 1
+    for _ in range(3):  # new graphs of ``loss``'s structure: the second graph of that key is walked (and its plan
+        (w.exp() * w).sum().backward()  # built), the next ones are read by the walker generated from it
+    s = _stats()
+    assert len(walks) == 1 and s["plans"] == before["plans"] + 1 and s["hits"] - before["hits"] == 2
 
 
 def test_a_key_whose_structures_vary_runs_eagerly(compiled, monkeypatch):
@@ -500,3 +501,46 @@ def test_param_arrays_are_part_of_the_key(compiled):
     jg.autograd.set_compiled_autograd(True, threshold=2)
     s = _stats()
     assert s["plans"] + s["build_failures"] >= 1, s  # (the graphs got past the threshold: a plan was tried)
+
+
+def test_rnn_and_attention_nodes_run_as_plans(compiled, monkeypatch):
+    """A node whose inputs' fused VJP functions share one computation (an LSTM layer's, attention's) runs in a plan
+    as one call on one stand-in node: the shared parts are computed once per backward, and the gradients are the
+    engine's to the bit, with new values every step and a new batch size at the end."""
+    from jitgrad.ops import rnn
+    computed = []
+    parts = rnn._parts
+    monkeypatch.setattr(rnn, "_parts", lambda g, s, compute: parts(g, s, lambda *a: computed.append(1) or compute(*a)))
+    rng = np.random.default_rng(0)
+    jg.manual_seed(0)
+    lstm = jg.nn.LSTM(5, 7, num_layers=2, batch_first=True)
+    att = jg.nn.MultiheadAttention(8, 2, batch_first=True)
+    head = jg.nn.Linear(7, 3)
+    params = list(lstm.parameters()) + list(att.parameters()) + list(head.parameters())
+
+    def loss_of(x, q, y):
+        out, _ = lstm(x)
+        a, _ = att(q, q, q)
+        return jg.nn.functional.cross_entropy(head(out[:, -1]), y) + a.square().mean()
+
+    for step in range(5):
+        rows = 4 if step < 4 else 3
+        x = jg.tensor(rng.standard_normal((rows, 6, 5)), dtype=jg.float32)
+        q = jg.tensor(rng.standard_normal((rows, 3, 8)), dtype=jg.float32)
+        y = jg.tensor(rng.integers(0, 3, rows))
+        grads = []
+        for enabled in (True, False):
+            ca.SETTINGS["enabled"] = enabled
+            for p in params:
+                p.grad = None
+            hits = _stats()["hits"]
+            del computed[:]
+            loss_of(x, q, y).backward()
+            grads.append([p.grad.numpy().copy() for p in params])
+            if enabled and step in (2, 3):
+                assert _stats()["hits"] == hits + 1  # (the plan ran)
+                assert len(computed) == 2  # (once per LSTM layer node, not once per input of it)
+        ca.SETTINGS["enabled"] = True
+        for a, b in zip(*grads):
+            np.testing.assert_array_equal(a, b)
+    assert "a fused VJP function of several inputs" not in _stats()["fallback_reasons"]
