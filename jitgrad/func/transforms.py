@@ -124,8 +124,11 @@ def _backward(outputs, cotangents, leaves, levels, create_graph):
         grads = [None] * len(leaves)
     elif batched_ct and not create_graph and STATE.capture is None:
         # the formulas run on the batched cotangents (the engine's graph mode), their graph not kept: not recorded
-        with HOOK.without_graph():
+        saved, HOOK.no_graph = HOOK.no_graph, True
+        try:
             grads = engine.grad(outs, leaves, cts, retain_graph=True, create_graph=True, allow_unused=True)
+        finally:
+            HOOK.no_graph = saved
     elif batched_ct or create_graph or STATE.vmap is None or STATE.capture is not None:
         grads = engine.grad(outs, leaves, cts, retain_graph=True, create_graph=create_graph or batched_ct,
                             allow_unused=True)
@@ -138,8 +141,8 @@ def _backward(outputs, cotangents, leaves, levels, create_graph):
         finally:
             STATE.vmap = hook
     names = [lv.level for lv in levels]
-    return [wrap_levels(zeros_like(leaf) if g is None else g if create_graph else g.detach(), names)
-            for g, leaf in zip(grads, leaves)]
+    return [wrap_levels(zeros_like(leaf) if g is None else g if create_graph or not g._requires_grad else g.detach(),
+                        names) for g, leaf in zip(grads, leaves)]
 
 
 def _needs_graph(flat_inputs):

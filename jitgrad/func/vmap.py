@@ -6,7 +6,6 @@ whole batch by its entry's batching rule (batching.py), reached through dispatch
 Inside, batched inputs are BatchedTensors (_batched.py) of the per-sample shape; the rules run at the
 innermost level first seen among an op's operands and reach the outer levels through dispatch again.
 """
-import contextlib
 import functools
 import threading
 import warnings
@@ -58,8 +57,8 @@ class _Hook(threading.local):
 
     def __init__(self):
         self.ceiling = None  # while a rule of level L runs: L (its ops' batched operands are of lower levels)
-        # inside without_graph(): ops that would be recorded are claimed and run with grad mode off (a backward on
-        # batched cotangents whose graph nobody keeps: the engine's graph mode only makes it run the formulas)
+        # while set (by a backward on batched cotangents whose graph nobody keeps: the engine's graph mode only makes
+        # it run the formulas), ops that would be recorded are claimed and run with grad mode off
         self.no_graph = False
 
     def claims(self, op, args):
@@ -71,14 +70,6 @@ class _Hook(threading.local):
                 if isinstance(a, Tensor) and a._requires_grad:
                     return True
         return op.name in _RANDOM and (self.ceiling or len(LEVELS) + 1) > 1
-
-    @contextlib.contextmanager
-    def without_graph(self):
-        saved, self.no_graph = self.no_graph, True
-        try:
-            yield
-        finally:
-            self.no_graph = saved
 
     @staticmethod
     def factory(name, shape, dtype, device):
@@ -193,7 +184,8 @@ HOOK = _Hook()
 def _name(func):
     if isinstance(func, functools.partial):
         return "functools.partial(%s, ...)" % _name(func.func)
-    return getattr(func, "__name__", repr(func))
+    name = getattr(func, "__name__", None)
+    return repr(func) if name is None else name
 
 
 def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
@@ -314,18 +306,17 @@ def _flat_out_dims(func, out, out_dims, spec):
 def _remove_batch_dims(func, out, out_dims, level, size):
     flat, spec = _pytree.flatten(out)
     dims = _flat_out_dims(func, out, out_dims, spec)
-    name = _name(func)
     result = []
     for x, d in zip(flat, dims):
         if d is None:
             if is_batched(x) and x._level == level:
                 raise ValueError("vmap(%s, ...): `%s` can not return a BatchedTensor when out_dim is None"
-                                 % (name, name))
+                                 % (_name(func), _name(func)))
             result.append(x)
             continue
         if not isinstance(x, Tensor):
             raise ValueError("vmap(%s, ...): `%s` must only return Tensors, got type %s. Did you mean to set "
-                             "out_dims= to None for output?" % (name, name, type(x)))
+                             "out_dims= to None for output?" % (_name(func), _name(func), type(x)))
         v = move_out(x, level, size)  # (expanded where the output does not depend on the batch)
         n = v.dim()
         if not -n <= d < n:
