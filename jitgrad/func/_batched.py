@@ -127,7 +127,7 @@ def move_out(x, level, size):
     if top > level:  # the level sits inside: bring it out below the wrappers above it
         inner = move_out(x._value, level, size)  # [b_level, b_top, ...]
         return batched(inner.movedim(1, 0), top)
-    return x.unsqueeze(0).expand((size,) + tuple(x.shape)) if isinstance(x, Tensor) else x
+    return x.expand((size,) + tuple(x.shape)) if isinstance(x, Tensor) else x
 
 
 def move_in(x, level):

@@ -27,7 +27,7 @@ import threading
 
 import numpy as np
 
-from .._op import dispatch
+from .._op import EMPTY, dispatch
 from .._tensor import Tensor
 from ..ops._table import OPS
 from ._batched import LEVELS, batched, is_batched
@@ -51,7 +51,7 @@ def _full(x, b, size):
     """``x`` batched: expanded (stride 0) where it is not."""
     if b or not isinstance(x, Tensor):
         return x
-    return x.unsqueeze(0).expand((size,) + tuple(x.shape))
+    return x.expand((size,) + tuple(x.shape))
 
 
 def _tensors(args, bdims):
@@ -98,9 +98,18 @@ def _physical(out):
 
 # ------------------------------------------------------------------ kinds
 def elementwise(op, args, bdims, params, size):
-    rank = max(_ndim(a, b) for a, b in _tensors(args, bdims))
-    vals = tuple(_pad(a, b, rank) if isinstance(a, Tensor) else a for a, b in zip(args, bdims))
-    return dispatch(op, vals, params), True
+    rank, low = 0, None  # the largest logical rank, the smallest of a batched operand
+    for a, b in zip(args, bdims):
+        if isinstance(a, Tensor):
+            n = a._data.ndim - b
+            if n > rank:
+                rank = n
+            if b and (low is None or n < low):
+                low = n
+    if low is not None and low < rank:
+        return dispatch(op, tuple(_pad(a, b, rank) if isinstance(a, Tensor) else a for a, b in zip(args, bdims)),
+                        params), True
+    return dispatch(op, tuple(args), params), True
 
 
 def elementwise_full(op, args, bdims, params, size):
@@ -308,9 +317,14 @@ def linear(op, args, bdims, params, size):
     x = 1 if op.name == "linear" else 0
     if bdims[x] and not any(b for i, b in enumerate(bdims) if i != x):  # a batch of inputs: any leading dims
         return dispatch(op, args, params), True
+    # matmul's and add's rules on the batch as it is (what the logical x @ wt + b would reach through the hook)
+    if bdims[x] or bdims[x + 1]:
+        out, b = matmul(OPS["matmul"], args[x:x + 2], bdims[x:x + 2], EMPTY, size)
+    else:
+        out, b = dispatch(OPS["matmul"], tuple(args[x:x + 2])), False
     if x:
-        return composed(lambda b, x, wt: _matmul(x, wt) + b)(op, args, bdims, params, size)
-    return composed(lambda x, wt: _matmul(x, wt))(op, args, bdims, params, size)
+        return elementwise(OPS["add"], (out, args[0]), (b, bdims[0]), EMPTY, size)
+    return out, b
 
 
 def matmul(op, args, bdims, params, size):
@@ -369,17 +383,21 @@ def nll_loss(op, args, bdims, params, size):
         return loop(op, args, bdims, params, size)
     target = target._value if is_batched(target) and target._level == _level().level else _full(target, False, size)
     x = _full(args[0], bdims[0], size)
+    unfolded = target
     if x.ndim > 2:  # (a sample of one row, (C,), is a batch of rows as it is)
         x, target = _fold(x), _fold(target)
     folded = dispatch(op, (x,), dict(params, target=target, reduction="none"))
     if params["reduction"] == "none":
         return folded.reshape((size,) + tuple(params["target"].shape)), True
+    if params["reduction"] == "mean" and w is None and folded.shape == (size,):
+        # one row a sample: its loss over whether it counts (0 / 0 where ignored), without sums over one row
+        return folded / (target != params["ignore_index"]), True
     losses = folded.reshape((size, -1))
     if params["reduction"] == "sum":
         return losses.sum(1), True
-    t = target.reshape((size, -1))
+    t = unfolded.reshape((size, -1))
     keep = t != params["ignore_index"]
-    weights = keep.to(losses.dtype) if w is None else \
+    weights = keep if w is None else \
         w.index_select(0, t.masked_fill(~keep, 0).reshape(-1)).reshape(tuple(t.shape)) * keep
     return losses.sum(1) / weights.sum(1), True
 

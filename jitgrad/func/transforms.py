@@ -19,7 +19,7 @@ from ..autograd import engine
 from ..autograd import forward_ad as fwAD
 from . import _pytree
 from ._batched import LEVELS, move_out, unwrap_all, wrap_levels
-from .vmap import vmap
+from .vmap import HOOK, vmap
 
 _DEPTH = [0]  # open grad/vjp/jvp transforms: an inner one records its backward for the outer ones
 
@@ -75,7 +75,12 @@ def _physical(x, levels):
 def _leaf(x, levels):
     """(what the function sees, the physical tensor to differentiate with respect to) for input ``x``."""
     p = _physical(x, levels)
-    leaf = p.view_as(p)  # (an alias: connected to an outer graph, carrying a tangent, where p has them)
+    if p is not unwrap_all(x)[0]:
+        leaf = p  # (a new tensor, expanded at a level: connected to an outer graph, carrying a tangent, as x is)
+    elif p._requires_grad or STATE.dual is not None or STATE.capture is not None:
+        leaf = p.view_as(p)  # (an alias connected to the outer graph, carrying p's tangent; an op a trace records)
+    else:
+        leaf = p.detach()  # (an alias of the same storage and version counter)
     if not leaf.requires_grad:
         leaf.requires_grad_()
     return wrap_levels(leaf, [lv.level for lv in levels]), leaf
@@ -115,11 +120,29 @@ def _backward(outputs, cotangents, leaves, levels, create_graph):
             outs.append(p)
             cts.append(_physical(c, levels))
     batched_ct = any(unwrap_all(c)[1] for c in cts)
-    grads = engine.grad(outs, leaves, cts, retain_graph=True, create_graph=create_graph or batched_ct,
-                        allow_unused=True) if outs else [None] * len(leaves)
+    if not outs:
+        grads = [None] * len(leaves)
+    elif batched_ct and not create_graph and STATE.capture is None:
+        # the formulas run on the batched cotangents (the engine's graph mode), their graph not kept: not recorded
+        saved, HOOK.no_graph = HOOK.no_graph, True
+        try:
+            grads = engine.grad(outs, leaves, cts, retain_graph=True, create_graph=True, allow_unused=True)
+        finally:
+            HOOK.no_graph = saved
+    elif batched_ct or create_graph or STATE.vmap is None or STATE.capture is not None:
+        grads = engine.grad(outs, leaves, cts, retain_graph=True, create_graph=create_graph or batched_ct,
+                            allow_unused=True)
+    else:
+        # a backward of physical tensors only: it runs outside the open vmaps, where compiled autograd's plans
+        # can run it (they leave a backward inside vmap to the node-by-node engine)
+        hook, STATE.vmap = STATE.vmap, None
+        try:
+            grads = engine.grad(outs, leaves, cts, retain_graph=True, allow_unused=True)
+        finally:
+            STATE.vmap = hook
     names = [lv.level for lv in levels]
-    return [wrap_levels(zeros_like(leaf) if g is None else g if create_graph else g.detach(), names)
-            for g, leaf in zip(grads, leaves)]
+    return [wrap_levels(zeros_like(leaf) if g is None else g if create_graph or not g._requires_grad else g.detach(),
+                        names) for g, leaf in zip(grads, leaves)]
 
 
 def _needs_graph(flat_inputs):
@@ -326,8 +349,9 @@ def _split_rows(rows, flat_out, flat_in_shapes):
     result, start = [], 0
     for o in flat_out:
         k = o.numel()
-        if len(flat_out) == 1:  # (the rows are this output's: no slice)
-            result.append([r.reshape(tuple(o.shape) + tuple(shape)) for r, shape in zip(rows, flat_in_shapes)])
+        if len(flat_out) == 1:  # (the rows are this output's: no slice, no reshape where they have its shape)
+            result.append([r if tuple(r.shape) == tuple(o.shape) + tuple(shape) else
+                           r.reshape(tuple(o.shape) + tuple(shape)) for r, shape in zip(rows, flat_in_shapes)])
             break
         result.append([r[start:start + k].reshape(tuple(o.shape) + tuple(shape)) for r, shape in zip(rows, flat_in_shapes)])
         start += k

@@ -12,6 +12,7 @@ import warnings
 from typing import NamedTuple
 
 from .._grad_mode import STATE
+from .._op import dispatch
 from .._tensor import Tensor
 from .._factories import empty
 from ..autograd.function import Function
@@ -56,11 +57,18 @@ class _Hook(threading.local):
 
     def __init__(self):
         self.ceiling = None  # while a rule of level L runs: L (its ops' batched operands are of lower levels)
+        # while set (by a backward on batched cotangents whose graph nobody keeps: the engine's graph mode only makes
+        # it run the formulas), ops that would be recorded are claimed and run with grad mode off
+        self.no_graph = False
 
     def claims(self, op, args):
         for a in args:
             if a.__class__ is BatchedTensor:
                 return True
+        if self.no_graph:  # (what would be recorded)
+            for a in args:
+                if isinstance(a, Tensor) and a._requires_grad:
+                    return True
         return op.name in _RANDOM and (self.ceiling or len(LEVELS) + 1) > 1
 
     @staticmethod
@@ -131,13 +139,22 @@ class _Hook(threading.local):
         return target
 
     def __call__(self, op, args, params):
+        if self.no_graph:  # (with nothing recorded: an unbatched op as dispatch runs it, a batched one by its rule)
+            enabled, self.no_graph, STATE.grad_enabled = STATE.grad_enabled, False, False
+            try:
+                for a in args:
+                    if a.__class__ is BatchedTensor:
+                        return self(op, args, params)
+                return dispatch(op, args, params)
+            finally:
+                self.no_graph, STATE.grad_enabled = True, enabled
         level = 0
         for a in args:
             if a.__class__ is BatchedTensor and a._level > level:
                 level = a._level
         if level == 0:  # a random entry on unbatched operands: the innermost level below the running rule
             level = (self.ceiling or len(LEVELS) + 1) - 1
-        lv = LEVELS[level - 1]
+        lv = LEVELS.items[level - 1]
         values, bdims = [], []
         for a in args:
             b = a.__class__ is BatchedTensor and a._level == level
@@ -149,12 +166,13 @@ class _Hook(threading.local):
                 _WARNED.add(op.name)
                 warnings.warn(LOOP_WARNING % op.name, UserWarning, stacklevel=4)
             rule = loop
-        saved = self.ceiling, HOOK_LEVEL[0]
-        self.ceiling, HOOK_LEVEL[0] = level, lv
+        saved = self.ceiling, HOOK_LEVEL.level
+        self.ceiling = level
+        HOOK_LEVEL.level = lv
         try:
             out, is_out_batched = rule(op, values, bdims, params, lv.size)
         finally:
-            self.ceiling, HOOK_LEVEL[0] = saved
+            self.ceiling, HOOK_LEVEL.level = saved
         if not is_out_batched:
             return out
         return tuple(batched(o, level) for o in out) if isinstance(out, tuple) else batched(out, level)
@@ -166,7 +184,8 @@ HOOK = _Hook()
 def _name(func):
     if isinstance(func, functools.partial):
         return "functools.partial(%s, ...)" % _name(func.func)
-    return getattr(func, "__name__", repr(func))
+    name = getattr(func, "__name__", None)
+    return repr(func) if name is None else name
 
 
 def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
@@ -287,18 +306,17 @@ def _flat_out_dims(func, out, out_dims, spec):
 def _remove_batch_dims(func, out, out_dims, level, size):
     flat, spec = _pytree.flatten(out)
     dims = _flat_out_dims(func, out, out_dims, spec)
-    name = _name(func)
     result = []
     for x, d in zip(flat, dims):
         if d is None:
             if is_batched(x) and x._level == level:
                 raise ValueError("vmap(%s, ...): `%s` can not return a BatchedTensor when out_dim is None"
-                                 % (name, name))
+                                 % (_name(func), _name(func)))
             result.append(x)
             continue
         if not isinstance(x, Tensor):
             raise ValueError("vmap(%s, ...): `%s` must only return Tensors, got type %s. Did you mean to set "
-                             "out_dims= to None for output?" % (name, name, type(x)))
+                             "out_dims= to None for output?" % (_name(func), _name(func), type(x)))
         v = move_out(x, level, size)  # (expanded where the output does not depend on the batch)
         n = v.dim()
         if not -n <= d < n:

@@ -118,3 +118,72 @@ def test_float64_constant_keeps_a_float64_tape():
     def f(x):
         return (x * math.pi).sin() + 0.1
     np.testing.assert_allclose(jg.compile(f)(x).numpy(), np.sin(x.numpy() * math.pi) + 0.1, rtol=1e-15)
+
+
+def test_vmapped_vjp_records_no_graph_it_does_not_keep():
+    w, x = _f32(6, 5), _f32(5)
+    f = lambda v: (w @ v).tanh()  # noqa: E731
+    out, vjp_fn = jg.func.vjp(f, x)
+    packed = []
+    with jg.autograd.graph.saved_tensors_hooks(lambda t: packed.append(t) or t, lambda t: t):
+        rows, = jg.vmap(vjp_fn)(jg.eye(6))
+    assert packed == []  # the backward's formulas ran on the batch of cotangents without recording themselves
+    assert rows.grad_fn is None and not rows.requires_grad
+    h = np.tanh(w.numpy() @ x.numpy())
+    np.testing.assert_allclose(rows.numpy(), (1 - h ** 2)[:, None] * w.numpy(), rtol=1e-5, atol=1e-6)
+    # ... and records it where it is kept: the Jacobian differentiated again (jacrev of jacrev), against jacfwd's
+    hess = jg.func.jacrev(jg.func.jacrev(lambda v: f(v).sum()))(x)
+    np.testing.assert_allclose(hess.numpy(), jacfwd(jg.func.jacrev(lambda v: f(v).sum()))(x).numpy(), rtol=1e-4,
+                               atol=1e-5)
+
+
+def test_per_sample_grads_run_compiled_autograd_plans():
+    rng = np.random.default_rng(3)
+    model = jg.nn.Sequential(jg.nn.Linear(7, 5), jg.nn.ReLU(), jg.nn.Linear(5, 3))
+    params = {k: v.detach() for k, v in model.named_parameters()}
+    x = jg.from_numpy(rng.standard_normal((4, 7)).astype(np.float32))
+    y = jg.from_numpy(np.array([0, 2, 1, 2]))
+
+    def loss(p, x, y):
+        return jg.nn.functional.cross_entropy(jg.func.functional_call(model, p, (x.unsqueeze(0),)), y.unsqueeze(0))
+    per_sample = jg.vmap(jg.func.grad(loss), in_dims=(None, 0, 0))
+    before = jg.jit_stats()["compiled_autograd"]["hits"]
+    for _ in range(4):
+        grads = per_sample(params, x, y)
+    assert jg.jit_stats()["compiled_autograd"]["hits"] > before  # the backward of the physical batch: a plan
+    for i in range(4):
+        one = jg.func.grad(loss)(params, x[i], y[i])
+        for k in params:
+            np.testing.assert_allclose(grads[k][i].numpy(), one[k].numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_per_sample_nll_loss_of_one_row_with_ignored_targets(reduction):
+    x = _f32(5, 1, 4)
+    t = jg.from_numpy(np.array([[1], [-100], [3], [0], [-100]]))
+    f = lambda a, b: jg.nn.functional.nll_loss(a, b, reduction=reduction)  # noqa: E731
+    out = jg.vmap(f)(x, t)
+    ref = [f(x[i], t[i]).item() for i in range(5)]
+    np.testing.assert_array_equal(out.numpy(), np.array(ref, np.float32))  # (0 / 0 = nan where ignored, as a mean)
+    assert np.isnan(out.numpy()[1]) == (reduction == "mean")
+    g = jg.vmap(jg.func.grad(f))(x, t)
+    np.testing.assert_array_equal(g.numpy(), np.stack([jg.func.grad(f)(x[i], t[i]).numpy() for i in range(5)]))
+
+
+@pytest.mark.parametrize("batched", [(True, True, True), (False, True, False), (False, False, True), (True, False, False)])
+def test_linear_batched_in_any_operand(batched):
+    """vmap's linear on the batch: inputs, per-sample weights, per-sample biases, each batched or not."""
+    x, w, b = _f32(3, 2, 5), _f32(3, 4, 5), _f32(3, 4)
+    dims = tuple(0 if k else None for k in batched)
+    args = tuple(a if k else a[0] for a, k in zip((x, w, b), batched))
+    out = jg.vmap(jg.nn.functional.linear, in_dims=dims)(*args)
+    for i in range(3):
+        one = [a[i] if k else a for a, k in zip(args, batched)]
+        np.testing.assert_allclose(out[i].numpy(), (one[0].numpy() @ one[1].numpy().T + one[2].numpy()), rtol=1e-5,
+                                   atol=1e-6)
+    if dims[:2] == (None, None):
+        return
+    mm = jg.vmap(lambda a, c: jg.nn.functional.linear(a, c), in_dims=dims[:2])(*args[:2])
+    for i in range(3):
+        one = [a[i] if k else a for a, k in zip(args[:2], batched[:2])]
+        np.testing.assert_allclose(mm[i].numpy(), one[0].numpy() @ one[1].numpy().T, rtol=1e-5, atol=1e-6)
