@@ -123,8 +123,9 @@ SMALL_GEMM = int(os.environ.get("JITGRAD_SMALL_GEMM", 1 << 21))
 THREADED_GEMM = 64 ** 3  # (below it OpenBLAS runs one thread anyway: nothing to switch)
 
 
-def _openblas_threads():
-    """(get, set) of the thread count of the OpenBLAS that NumPy calls, or None (another BLAS)."""
+def _openblas():
+    """(library, prefix, suffix) of the OpenBLAS that NumPy calls (its symbols are prefix + name + suffix), or None
+    (another BLAS)."""
     import numpy as np
     folder = os.path.join(os.path.dirname(os.path.dirname(np.__file__)), "numpy.libs")
     try:
@@ -138,12 +139,22 @@ def _openblas_threads():
             continue
         for prefix, suffix in (("scipy_openblas", "64_"), ("scipy_openblas", ""), ("openblas", "64_"),
                                ("openblas", "")):
-            get = getattr(lib, prefix + "_get_num_threads" + suffix, None)
-            put = getattr(lib, prefix + "_set_num_threads" + suffix, None)
-            if get is not None and put is not None:
-                get.restype, put.argtypes, put.restype = ctypes.c_int, (ctypes.c_int,), None
-                return get, put
+            if hasattr(lib, prefix + "_get_num_threads" + suffix) and hasattr(lib, prefix + "_set_num_threads" + suffix):
+                return lib, prefix, suffix
     return None
+
+
+OPENBLAS = _openblas()
+
+
+def _openblas_threads():
+    """(get, set) of the thread count of the OpenBLAS that NumPy calls, or None (another BLAS)."""
+    if OPENBLAS is None:
+        return None
+    lib, prefix, suffix = OPENBLAS
+    get, put = getattr(lib, prefix + "_get_num_threads" + suffix), getattr(lib, prefix + "_set_num_threads" + suffix)
+    get.restype, put.argtypes, put.restype = ctypes.c_int, (ctypes.c_int,), None
+    return get, put
 
 
 OPENBLAS_THREADS = _openblas_threads() if SMALL_GEMM else None
