@@ -152,7 +152,7 @@ class AccumulateGrad(Node):
         self._seq = LEAF_SEQUENCE
         self.variable = variable
         d = variable._data
-        self._key = hash((d.shape, d.dtype))
+        self._key = hash((d.shape, d.dtype, d.__class__))  # (the device class too: a CUDA graph is not a CPU one)
         if variable._acc_lock is None:  # (under accumulate_node's lock: one per leaf)
             variable._acc_lock = threading.Lock()
         if SPECIAL[0] and STATE.anomaly:

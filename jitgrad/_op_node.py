@@ -299,15 +299,16 @@ def _scalar_node(op, args):
 
 def _attach(op, args, params, outs):
     nexts = []
-    meta = []  # per input that takes a gradient: (shape, NumPy dtype) the gradient is brought back to
-    active = 0  # bit i: input i takes a gradient
+    meta = []
+    active = 0
     vjp = op.derivatives.vjp
     variadic = op.variadic
     # the node's structural key (hashed below; Node._key): the entry, the keys of the nodes its gradients flow into
     # (which imply their shapes), the other operands' shapes and dtypes, the scalars and the params: compiled
     # autograd finds a graph's plan by its roots' keys
     key = [op]
-    for i, a in enumerate(args):
+    i = 0
+    for a in args:
         if isinstance(a, Tensor):
             d = a._data
             if a._requires_grad and vjp[0 if variadic else i] is not None:
@@ -333,12 +334,14 @@ def _attach(op, args, params, outs):
             nexts.append(NO_EDGE)
             meta.append(None)
             key.append(a if a.__class__ in _PLAIN else key_of(a))
+        i += 1
     keyed = COMPILED_AUTOGRAD["enabled"]  # (the key costs a hash of the params per op: only when it is read)
     if params and keyed:
         key.append(key_of(params))
     plan = op._plans.get(active)
     inputs, save_outputs = plan if plan is not None else _save_plan(op, active)
-    if op.n_outputs != 1:
+    single = op.n_outputs == 1
+    if not single:
         params = dict(params)
         params["_out_meta"] = [(o.shape, o.dtype) for o in outs]
     cls = op.node_cls if op.scalar_nodes is None else _scalar_node(op, args)
@@ -347,7 +350,7 @@ def _attach(op, args, params, outs):
         node.n_outputs = len(outs)
     node.next_functions = tuple(nexts) if cls.edge_inputs is None else tuple(nexts[i] for i in cls.edge_inputs)
     node._key = hash(tuple(key)) if keyed else 0
-    node._seq = next(SEQUENCE)
+    node._seq = _next_seq()
     node.op = op
     node.input_meta = meta
     node.params = params
@@ -357,20 +360,29 @@ def _attach(op, args, params, outs):
     for name, i in inputs:
         a = args[i]
         saved[name] = save_input(a) if isinstance(a, Tensor) else a
+    if single and not op.workspace:  # (one output: the loop below, unrolled)
+        o = outs[0]
+        if o._data.dtype in INEXACT_NP:
+            o.grad_fn = node
+            o._requires_grad = True
+        for name, _ in save_outputs:
+            saved[name] = save_output(o, node)
+        return node
+    # the result is checked for in-place changes; other outputs (indices) are not; a workspace is freed with the
+    # saved inputs after backward
     for k, o in enumerate(outs):
         if o._data.dtype in INEXACT_NP and k not in op.workspace:
             o.grad_fn = node
             if k:
                 o._output_nr = k
             o._requires_grad = True
-    # the result is checked for in-place changes; other outputs (indices) are not; a workspace is freed with the
-    # saved inputs after backward
     for name, k in save_outputs:
         saved[name] = save_output(outs[k], node) if k == 0 else save_input(outs[k]) if k in op.workspace else outs[k]
     return node
 
 
 _new = object.__new__
+_next_seq = SEQUENCE.__next__
 _PLAIN = frozenset((int, float, bool, type(None)))
 _HASHABLE = frozenset((int, float, bool, str, type(None), type(Ellipsis), np.dtype))
 

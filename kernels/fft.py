@@ -10,9 +10,19 @@ way with the same normalization, which is how the op table writes the gradients.
 """
 import numba
 import numpy as np
-import scipy.fft as sfft
 
 from . import _jit, config
+
+# scipy.fft, imported by the first transform: importing it (with the array-API layer it brings) took about a fifth
+# of the package's import time. The kernels below read it as a global when numba compiles them, after that import.
+sfft = None
+
+
+def _scipy_fft():
+    global sfft
+    if sfft is None:
+        import scipy.fft
+        sfft = scipy.fft
 
 name = "cpu"
 
@@ -61,6 +71,7 @@ def c2c(x, axes, forward, normalization):
         return x.copy()
     if x.size == 0:
         return np.zeros(x.shape, x.dtype)
+    _scipy_fft()
     return _c2c_kernel(x, tuple(axes), forward, _norm(normalization, forward), _workers(x))
 
 
@@ -73,6 +84,7 @@ def r2c(x, axes, normalization, onesided):
         shape = list(x.shape)
         shape[axes[-1]] = shape[axes[-1]] // 2 + 1
         return np.zeros(tuple(shape), complex_of(x.dtype))
+    _scipy_fft()
     return _r2c_kernel(x, tuple(axes), _norm(normalization, True), _workers(x))
 
 
@@ -85,4 +97,5 @@ def c2r(x, axes, normalization, last_size):
     shape[axes[-1]] = last_size
     if x.size == 0:
         return np.zeros(tuple(shape), real)
+    _scipy_fft()
     return _c2r_kernel(x, s, tuple(axes), _norm(normalization, False), _workers(x))

@@ -24,7 +24,7 @@ go into ``.grad`` as AccumulateGrad puts them (under the leaf's lock, stolen whe
 array), or back to ``autograd.grad`` / ``backward(inputs=...)``; saved tensors are freed unless
 ``retain_graph``, for exactly the nodes the eager engine would have run.
 
-**The one eager branch.** ``_why_eager`` (what the whole backward sees) and ``_walk`` (each node) send a
+**The one eager branch.** ``_why_eager`` (what the whole backward sees) and ``graph_walk.walk`` (each node) send a
 backward to the node-by-node engine, which then gives PyTorch's semantics itself, where the graph holds
 something a plan does not express: a node other than a table op's (custom ``autograd.Function``,
 CopySlices of an in-place write into a view, a compiled region) or a leaf's; any tensor, node, retain_grad
@@ -34,18 +34,17 @@ values; arrays on more than one device; nodes from which no leaf is reached. A p
 (the trace needs a value in Python, the lowering fails) marks its key eager for good; none of it is an
 error. ``jit_stats()["compiled_autograd"]`` counts plans built, hits, misses and each fallback's reason.
 """
-import math
 import sys
 import threading
 import time
 
 import numpy as np
 
-from .._device import Device, is_array
+from .._device import Device
 from .._graph import AccumulateGrad, accumulate_into
 from .._grad_mode import SPECIAL, STATE, enable_grad
 from .._jit_stats import AUTOGRAD
-from .._op_node import _MISSING, FusedCall, OpNode
+from .._op_node import _MISSING, FusedCall
 from .._saved import SavedTensor
 from .._tensor import Tensor
 from ..autograd import engine
@@ -53,19 +52,15 @@ from ..kernels import config
 from .capture import Tracer
 from .ir import Graph, Held, Ref
 from .codegen import generate
+from .graph_walk import Eager, make_walker, walk
 from .tape import tape_plan
 
 SETTINGS = engine.SETTINGS  # enabled, threshold (autograd/engine.py: the switch and its environment variable)
 MAX_KEYS = 4096  # keys remembered (seen counts and plans); past it the oldest half is forgotten
-# the dtypes of the arrays a plan reads (float16, bfloat16 and complex values run eagerly)
-_DTYPES = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.bool_, np.int8, np.int16, np.int32, np.int64,
-                                          np.uint8))
-_OK_FLOATS = frozenset((np.dtype(np.float32), np.dtype(np.float64)))
-
 # graph key (_graph_key) -> (distinct graphs seen, the last one's root _seq) below the threshold, _Seen past it,
 # or the reason its graphs run eagerly (a str); a backward repeated on one graph (as gradcheck runs) counts once
 _hints = {}
-_plans = {}  # full key (_walk) -> Plan, or the reason it could not be built (a str)
+_plans = {}  # full key (graph_walk.walk) -> Plan, or the reason it could not be built (a str)
 _lock = threading.Lock()
 
 
@@ -83,10 +78,6 @@ def _fallback(reason):
     return None
 
 
-class _Eager(Exception):
-    """The graph (this time) needs the node-by-node engine; args[0] is the reason."""
-
-
 def _why_eager(roots, targets):
     if SPECIAL[0] and STATE._special():
         return ("anomaly mode" if STATE.anomaly else "inside a jitgrad.compile trace" if STATE.capture is not None
@@ -97,137 +88,6 @@ def _why_eager(roots, targets):
         if getattr(g, "_level", 0) or g.__class__ is not Tensor:
             return "a batched or subclassed gradient"
     return None
-
-
-PARAM_ARRAY_LIMIT = 4096  # elements of a param array hashed into a graph's key
-
-
-def _param_key(v, arrays):
-    """A param or saved non-tensor value as part of the key; its arrays go to ``arrays`` (read from each graph)."""
-    c = v.__class__
-    if c is int or c is bool or c is str or v is None:
-        return (c, v)
-    if c is float:
-        return (c, v, math.copysign(1.0, v))  # (0.0 == -0.0, and 2 == 2.0: the type and the sign are kept)
-    if isinstance(v, Tensor):  # (a Parameter too)
-        d = v._data
-        arrays.append(d)
-        return _array_key(d)
-    if c is tuple or c is list or isinstance(v, tuple):  # (jitgrad.Size, named tuples)
-        return (c,) + tuple(_param_key(x, arrays) for x in v)
-    if c is slice:
-        return (c, _param_key(v.start, arrays), _param_key(v.stop, arrays), _param_key(v.step, arrays))
-    if c is np.ndarray:
-        # by value: a VJP formula may make constants from a param array in Python (upsample's weights and
-        # indices), which a plan would freeze; such arrays are small, a large one runs eagerly
-        if v.size > PARAM_ARRAY_LIMIT:
-            raise _Eager("a large array param")
-        arrays.append(v)
-        return _array_key(v) + (hash(v.tobytes()),)
-    if is_array(v):  # (a device array)
-        arrays.append(v)
-        return _array_key(v)
-    if c is dict:
-        return (c,) + tuple((k, _param_key(x, arrays)) for k, x in v.items())
-    if isinstance(v, np.floating):
-        return (c, float(v), math.copysign(1.0, v))
-    if isinstance(v, (np.generic, np.dtype)) or c is type(Ellipsis) or getattr(c, "__module__", "").startswith(
-            "jitgrad._dtype"):
-        return (c, v)
-    raise _Eager("a param of type %s" % c.__name__)
-
-
-def _array_key(d):
-    dt = d.dtype
-    if dt not in _DTYPES:
-        raise _Eager("float16, bfloat16 or complex values")
-    if d.__class__ is np.ndarray:
-        return (d.shape, dt, d.strides)
-    return (d.shape, dt, d.__class__, d.strides)
-
-
-def _walk(roots, targets):
-    """(key, arrays, nodes, leaves) of the graph below ``roots``; raises _Eager where it must run eagerly."""
-    nodes = []
-    index = {}
-    for e, _ in roots:
-        n = e[0]
-        if n not in index:
-            index[n] = len(nodes)
-            nodes.append(n)
-    arrays = []
-    key = []  # one entry per node, in walk order
-    leaves = []  # positions of the AccumulateGrad nodes
-    add = arrays.append
-    for n in nodes:  # (the list grows while it is walked: breadth first)
-        if n.__class__ is AccumulateGrad:
-            v = n.variable
-            if v._hooks or n._post_acc_hooks or n._hooked:
-                raise _Eager("hooks")
-            d = v._data
-            if d.dtype not in _OK_FLOATS:
-                raise _Eager("float16, bfloat16 or complex values")
-            leaves.append(len(key))
-            key.append((d.shape, d.dtype, d.__class__))
-            continue
-        if n._hooked or not isinstance(n, OpNode):
-            raise _Eager("hooks" if n._hooked else "a %s node" % type(n).__name__)
-        op = n.op
-        fused = op.derivatives.fused
-        if fused is not None and not op.variadic and sum(
-                1 for nf, f in zip(n.next_functions, fused) if nf[0] is not None and callable(f)) > 1:
-            # fused VJP functions of several inputs (an RNN layer's, attention's) share one computation through
-            # their node; a plan would call each on a node of its own, computing it once per input
-            raise _Eager("a fused VJP function of several inputs")
-        # (the names and order of the saved values follow from the entry and which inputs take gradients)
-        local = [op]
-        for v in n.saved.values():
-            if v.__class__ is SavedTensor:
-                if v._vc[0] != v._version or v._hooks is not None:  # (a freed one's _version is None)
-                    raise _Eager("saved-tensor hooks" if v._hooks is not None else
-                                 "a saved tensor freed or modified in place")
-                d = v._data if v._node is not None else v._data._data
-                dt = d.dtype
-                if dt not in _DTYPES:
-                    raise _Eager("float16, bfloat16 or complex values")
-                add(d)
-                local += (d.shape, dt, d.strides)
-            else:
-                local.append(_param_key(v, arrays))
-        params = n.params
-        if params:
-            for name, v in params.items():
-                local += (name, _param_key(v, arrays))
-        local += n.input_meta
-        for m, nr in n.next_functions:
-            if m is None:
-                local.append(-1)
-            else:
-                j = index.get(m)
-                if j is None:
-                    j = index[m] = len(nodes)
-                    nodes.append(m)
-                local += (j, nr)
-        key.append(tuple(local))
-    for e, g in roots:
-        d = g._data
-        key.append((index[e[0]], e[1], _array_key(d)))
-    if targets is not None:
-        for t in targets:
-            fn = t.grad_fn
-            n = fn if fn is not None else t._acc_node() if t._acc_node is not None else None  # (weak)
-            key.append((index.get(n, -1), t._output_nr if fn is not None else 0))
-    # which collected arrays are one array: a plan built where two are one reads one value for both
-    if len(set(map(id, arrays))) == len(arrays):
-        key.append(None)
-    else:
-        first = {}
-        key.append(tuple(first.setdefault(id(a), k) for k, a in enumerate(arrays)))
-    kinds = {a.__class__ for a in arrays}
-    kinds.update(g._data.__class__ for _, g in roots)
-    if len(kinds) > 1:
-        raise _Eager("arrays on more than one device")
-    return tuple(key), arrays, nodes, leaves
 
 
 class Plan:
@@ -372,10 +232,11 @@ def _graph_key(roots, targets, accumulate):
 
 class _Seen:
     """A graph key past the threshold: fallbacks in a row for passing reasons, full keys built under it."""
-    __slots__ = ("transient", "built")
+    __slots__ = ("transient", "built", "walkers")
 
     def __init__(self):
         self.transient = self.built = 0
+        self.walkers = []  # (walker, plan) per plan built under the key (graph_walk.make_walker)
 
 
 # reasons a graph of a key may not have next time (hooks registered for a while); past MAX_TRANSIENT of them in a
@@ -410,9 +271,18 @@ def run_compiled(roots, retain_graph, targets, accumulate):
                 seen = _hints[gkey] = _Seen()
     if seen.__class__ is str:
         return _fallback(seen)
+    for walker, plan in seen.walkers:  # (the plans of this key, each with the walker generated from its graph)
+        try:
+            got = walker(roots, targets)
+        except (AttributeError, KeyError, IndexError, TypeError, Eager):  # (a node of another form)
+            got = None
+        if got is not None:
+            seen.transient = 0
+            AUTOGRAD["hits"] += 1
+            return _run(plan, None, roots, got[0], got[1], got[2], retain_graph, accumulate)
     try:
-        key, arrays, nodes, leaves = _walk(roots, targets)
-    except _Eager as exc:
+        key, arrays, nodes, leaves = walk(roots, targets)
+    except Eager as exc:
         reason = exc.args[0]
         if reason not in TRANSIENT or seen.transient >= MAX_TRANSIENT:
             _hints[gkey] = reason
@@ -443,20 +313,30 @@ def run_compiled(roots, retain_graph, targets, accumulate):
         return _fallback(plan)
     else:
         AUTOGRAD["hits"] += 1
+    if len(seen.walkers) < MAX_BUILT and all(p is not plan for _, p in seen.walkers):
+        walker = make_walker(roots, targets, nodes, arrays, plan.ran)
+        if walker is not None:
+            with _lock:
+                seen.walkers.append((walker, plan))
+    release = [v for i in plan.ran for v in nodes[i].saved.values() if v.__class__ is SavedTensor]
+    return _run(plan, res, roots, arrays, [nodes[i] for i in leaves], release, retain_graph, accumulate)
+
+
+def _run(plan, res, roots, arrays, leaves, release, retain_graph, accumulate):
+    """Run ``plan`` on a graph's ``arrays`` (``res``: its gradients where the trace that built it computed them),
+    free the ``release``d saved tensors unless ``retain_graph``, and hand the gradients on: into the ``leaves``'
+    ``.grad`` where ``accumulate``, else returned."""
     if res is None:
         args = [roots[k][1]._data if s == 0 else arrays[k] if s == 1 else k for s, k in plan.sources]
         res = plan.fn(*args)
-    if not retain_graph:  # OpNode._release, inlined (no saved tensor here has hooks: see _walk)
-        for i in plan.ran:
-            for v in nodes[i].saved.values():
-                if v.__class__ is SavedTensor:
-                    v._data = v._saved_fn = v._version = None
+    if not retain_graph:  # OpNode._release, inlined (no saved tensor here has hooks: see graph_walk.walk)
+        for v in release:
+            v._data = v._saved_fn = v._version = None
     enabled, STATE.grad_enabled = STATE.grad_enabled, False  # (as the engine accumulates: no graph of it)
     try:
         if accumulate:
-            for i, r in zip(leaves, plan.results):
+            for node, r in zip(leaves, plan.results):
                 if r is not None:
-                    node = nodes[i]
                     with node._lock:
                         _accumulate(node.variable, res[r[0]], r[1])
             return []

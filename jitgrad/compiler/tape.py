@@ -403,7 +403,7 @@ def _plan_function(kernel, code, table, maps, at, outs, picks):
 
     def plan(*arrays):
         T = spare.pop() if spare else table.copy()
-        x = np.concatenate([a.reshape(-1) for a in arrays], dtype=T.dtype) if arrays else np.zeros(1, T.dtype)
+        x = np.concatenate(arrays, axis=None, dtype=T.dtype) if arrays else np.zeros(1, T.dtype)  # (flattened)
         kernel(code, T, maps, x, at)
         res = tuple(T[r:r + size].reshape(shape).astype(dt) for r, size, shape, dt in outs)  # (arrays of their own)
         spare.append(T)

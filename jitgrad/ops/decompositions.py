@@ -3,7 +3,6 @@ and the SVD, with PyTorch's names, named-tuple results, errors and gradients. Ea
 written over table ops (triangular solves, matmuls), so double backward follows; the kernels are LAPACK's
 (kernels/linalg.py)."""
 import numpy as np
-import scipy.linalg as sl
 
 from .._device import backend
 from .._factories import arange
@@ -627,6 +626,7 @@ def _lu_samples(rng, dtype):
 
 
 def _np_lu_factor_ex(a, pivot=True, check_errors=False):
+    import scipy.linalg as sl  # (references for the tests: SciPy's Python layer is not imported with jitgrad)
     flat = a.reshape((-1,) + a.shape[-2:])
     lus, pivs = zip(*[sl.lu_factor(m) for m in flat]) if flat.shape[0] else ((), ())
     lu_ = np.asarray(lus, a.dtype).reshape(a.shape)
@@ -687,6 +687,7 @@ def _geqrf_samples(rng, dtype):
 
 
 def _np_geqrf(a):
+    import scipy.linalg as sl
     flat = a.reshape((-1,) + a.shape[-2:])
     outs = [sl.lapack.get_lapack_funcs("geqrf", (m,))(m)[:2] for m in flat]
     return (np.asarray([o[0] for o in outs], a.dtype).reshape(a.shape),

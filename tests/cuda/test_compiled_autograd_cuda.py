@@ -27,6 +27,9 @@ for step in range(3):  # new values each step: the plan (built on the first, for
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 s = jg.jit_stats()["compiled_autograd"]
 assert s["plans"] == 2 and s["hits"] == 4 and not s["fallbacks"], s
+# a CUDA graph and a CPU graph of one structure have keys of their own (the leaves' keys hold the device class)
+keys = {(jg.tensor(x0, device=d, requires_grad=True) * 2.0).tanh().sum().grad_fn._key for d in ("cuda", "cpu")}
+assert len(keys) == 2, keys
 print("ok")
 """
 

@@ -24,6 +24,18 @@ def test_import_compiles_nothing_and_needs_no_torch():
     assert r.stdout.startswith("ok")
 
 
+def test_import_leaves_scipys_python_layers_for_later():
+    """scipy.fft and scipy.linalg (with the array-API layer and f2py they import) come in with the first transform or
+    factorization that needs them, not with ``import jitgrad``: they were a good part of its import time."""
+    code = ("import sys, jitgrad\n"
+            "print(sorted(m for m in ('scipy.fft', 'scipy.linalg', 'scipy.special', 'numpy.f2py') if m in sys.modules))\n"
+            "x = jitgrad.arange(8.0)\n"
+            "assert abs(jitgrad.fft.rfft(x)[0].real.item() - 28.0) < 1e-9 and 'scipy.fft' in sys.modules\n")
+    r = _run(code)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[]", r.stdout
+
+
 def test_kernels_are_a_subpackage_with_relative_imports():
     import jitgrad.kernels
     assert pathlib.Path(jitgrad.kernels.__file__).parent.name == "kernels"

@@ -1,0 +1,283 @@
+"""A backward graph as compiled autograd reads it: its full key, the arrays its plan takes, and a walker generated
+per plan that reads the next graph of that plan's structure without building the key again.
+
+``walk`` visits the graph breadth first from its roots (a deterministic order) and returns the **full key**
+(per node its entry, non-tensor params and saved scalars, the shapes, dtypes, device class and strides of its
+saved arrays and tensor params, the metadata of the gradients it returns, the positions of the nodes it points
+to, so sharing in the DAG is part of the key; plus the roots' gradients, the targets' positions and which
+collected arrays are one array) and, in that order, **every array the backward reads**. It raises ``Eager``
+where the graph holds something a plan does not express.
+
+Once a plan exists, ``make_walker`` generates a Python function from the graph that built it: straight-line code
+that follows the same edges, checks each fact the full key holds against that graph's value (and the hooks and
+versions ``walk`` checks), and collects the same arrays in the same order. A graph it accepts has the plan's full
+key; on any difference it returns None and the caller walks the graph in full. A training step's backward thus
+costs a few attribute reads per node, not a key of every node built, hashed and compared.
+"""
+import math
+
+import numpy as np
+
+from .._graph import AccumulateGrad
+from .._op_node import OpNode
+from .._saved import SavedTensor
+from .._device import is_array
+from .._tensor import Tensor
+
+# the dtypes of the arrays a plan reads (float16, bfloat16 and complex values run eagerly)
+DTYPES = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.bool_, np.int8, np.int16, np.int32, np.int64,
+                                         np.uint8))
+FLOATS = frozenset((np.dtype(np.float32), np.dtype(np.float64)))
+
+
+class Eager(Exception):
+    """The graph (this time) needs the node-by-node engine; args[0] is the reason."""
+
+
+PARAM_ARRAY_LIMIT = 4096  # elements of a param array hashed into a graph's key
+
+
+def param_key(v, arrays):
+    """A param or saved non-tensor value as part of the key; its arrays go to ``arrays`` (read from each graph)."""
+    c = v.__class__
+    if c is int or c is bool or c is str or v is None:
+        return (c, v)
+    if c is float:
+        return (c, v, math.copysign(1.0, v))  # (0.0 == -0.0, and 2 == 2.0: the type and the sign are kept)
+    if isinstance(v, Tensor):  # (a Parameter too)
+        d = v._data
+        arrays.append(d)
+        return array_key(d)
+    if c is tuple or c is list or isinstance(v, tuple):  # (jitgrad.Size, named tuples)
+        return (c,) + tuple(param_key(x, arrays) for x in v)
+    if c is slice:
+        return (c, param_key(v.start, arrays), param_key(v.stop, arrays), param_key(v.step, arrays))
+    if c is np.ndarray:
+        # by value: a VJP formula may make constants from a param array in Python (upsample's weights and
+        # indices), which a plan would freeze; such arrays are small, a large one runs eagerly
+        if v.size > PARAM_ARRAY_LIMIT:
+            raise Eager("a large array param")
+        arrays.append(v)
+        return array_key(v) + (hash(v.tobytes()),)
+    if is_array(v):  # (a device array)
+        arrays.append(v)
+        return array_key(v)
+    if c is dict:
+        return (c,) + tuple((k, param_key(x, arrays)) for k, x in v.items())
+    if isinstance(v, np.floating):
+        return (c, float(v), math.copysign(1.0, v))
+    if isinstance(v, (np.generic, np.dtype)) or c is type(Ellipsis) or getattr(c, "__module__", "").startswith(
+            "jitgrad._dtype"):
+        return (c, v)
+    raise Eager("a param of type %s" % c.__name__)
+
+
+def array_key(d):
+    dt = d.dtype
+    if dt not in DTYPES:
+        raise Eager("float16, bfloat16 or complex values")
+    if d.__class__ is np.ndarray:
+        return (d.shape, dt, d.strides)
+    return (d.shape, dt, d.__class__, d.strides)
+
+
+def walk(roots, targets):
+    """(key, arrays, nodes, leaves) of the graph below ``roots``; raises Eager where it must run eagerly."""
+    nodes = []
+    index = {}
+    for e, _ in roots:
+        n = e[0]
+        if n not in index:
+            index[n] = len(nodes)
+            nodes.append(n)
+    arrays = []
+    key = []  # one entry per node, in walk order
+    leaves = []  # positions of the AccumulateGrad nodes
+    add = arrays.append
+    for n in nodes:  # (the list grows while it is walked: breadth first)
+        if n.__class__ is AccumulateGrad:
+            v = n.variable
+            if v._hooks or n._post_acc_hooks or n._hooked:
+                raise Eager("hooks")
+            d = v._data
+            if d.dtype not in FLOATS:
+                raise Eager("float16, bfloat16 or complex values")
+            leaves.append(len(key))
+            key.append((d.shape, d.dtype, d.__class__))
+            continue
+        if n._hooked or not isinstance(n, OpNode):
+            raise Eager("hooks" if n._hooked else "a %s node" % type(n).__name__)
+        op = n.op
+        fused = op.derivatives.fused
+        if fused is not None and not op.variadic and sum(
+                1 for nf, f in zip(n.next_functions, fused) if nf[0] is not None and callable(f)) > 1:
+            # fused VJP functions of several inputs (an RNN layer's, attention's) share one computation through
+            # their node; a plan would call each on a node of its own, computing it once per input
+            raise Eager("a fused VJP function of several inputs")
+        # (the names and order of the saved values follow from the entry and which inputs take gradients)
+        local = [op]
+        for v in n.saved.values():
+            if v.__class__ is SavedTensor:
+                if v._vc[0] != v._version or v._hooks is not None:  # (a freed one's _version is None)
+                    raise Eager("saved-tensor hooks" if v._hooks is not None else
+                                 "a saved tensor freed or modified in place")
+                d = v._data if v._node is not None else v._data._data
+                dt = d.dtype
+                if dt not in DTYPES:
+                    raise Eager("float16, bfloat16 or complex values")
+                add(d)
+                local += (d.shape, dt, d.strides)
+            else:
+                local.append(param_key(v, arrays))
+        params = n.params
+        if params:
+            for name, v in params.items():
+                local += (name, param_key(v, arrays))
+        local += n.input_meta
+        for m, nr in n.next_functions:
+            if m is None:
+                local.append(-1)
+            else:
+                j = index.get(m)
+                if j is None:
+                    j = index[m] = len(nodes)
+                    nodes.append(m)
+                local += (j, nr)
+        key.append(tuple(local))
+    for e, g in roots:
+        d = g._data
+        key.append((index[e[0]], e[1], array_key(d)))
+    if targets is not None:
+        for t in targets:
+            fn = t.grad_fn
+            n = fn if fn is not None else t._acc_node() if t._acc_node is not None else None  # (weak)
+            key.append((index.get(n, -1), t._output_nr if fn is not None else 0))
+    key.append(aliasing(arrays))
+    kinds = {a.__class__ for a in arrays}
+    kinds.update(g._data.__class__ for _, g in roots)
+    if len(kinds) > 1:
+        raise Eager("arrays on more than one device")
+    return tuple(key), arrays, nodes, leaves
+
+
+def aliasing(arrays):
+    """Which collected arrays are one array (None: all distinct): a plan built where two are one reads one value for
+    both, so it is part of the key. (Per array the position of its first occurrence; loops in C: a walker runs it
+    on every backward.)"""
+    ids = list(map(id, arrays))
+    n = len(ids)
+    first = dict(zip(reversed(ids), range(n - 1, -1, -1)))  # (later pairs win: each id's first position)
+    if len(first) == n:
+        return None
+    return tuple(map(first.__getitem__, ids))
+
+
+WALKER_NODES = 5000  # graphs of more nodes are walked in full (a longer function costs more to compile than it saves)
+
+
+def make_walker(roots, targets, nodes, arrays, release):
+    """A function ``(roots, targets) -> (arrays, leaf nodes, saved tensors to free) or None`` generated from the graph
+    ``walk`` returned ``nodes`` and ``arrays`` for: it accepts exactly the graphs whose full key is this one's, and collects
+    their arrays in ``walk``'s order. ``release``: the positions of the nodes whose saved tensors a backward without
+    ``retain_graph`` frees. None where the graph is one the walker does not express."""
+    if len(nodes) > WALKER_NODES:
+        return None
+    consts = {"ST": SavedTensor, "AG": AccumulateGrad, "param_key": param_key, "aliasing": aliasing}
+    lines = ["def walker(roots, targets):",
+             " arrays = []", " add = arrays.append", " rel = []", " keep = rel.append"]
+    emit = lines.append
+
+    def const(value):
+        name = "c%d" % len(consts)
+        consts[name] = value
+        return name
+
+    def check_array(d, expr, cls=True):  # (shape, dtype, strides and class: what walk's keys of it hold)
+        emit(" if %s.__class__ is not %s or %s.shape != %s or %s.dtype != %s or %s.strides != %s: return" % (
+            expr, const(d.__class__), expr, const(d.shape), expr, const(d.dtype), expr, const(d.strides)))
+
+    index = {}
+    emit(" if len(roots) != %d: return" % len(roots))
+    for k, (e, g) in enumerate(roots):
+        emit(" e, g = roots[%d]" % k)
+        emit(" if e[1] != %d: return" % e[1])
+        n = e[0]
+        if n in index:
+            emit(" if e[0] is not n%d: return" % index[n])
+        else:
+            index[n] = len(index)
+            emit(" n%d = e[0]" % index[n])
+        emit(" d = g._data")
+        check_array(g._data, "d")
+    ran = set(release)
+    leaves = []
+    for i, n in enumerate(nodes):
+        v = "n%d" % i
+        if n.__class__ is AccumulateGrad:
+            leaves.append(v)
+            emit(" if %s.__class__ is not AG or %s._hooked or %s._post_acc_hooks or %s.variable._hooks: return"
+                 % (v, v, v, v))
+            d = n.variable._data
+            emit(" d = %s.variable._data" % v)
+            emit(" if d.__class__ is not %s or d.shape != %s or d.dtype != %s: return" % (
+                const(d.__class__), const(d.shape), const(d.dtype)))
+            continue
+        emit(" if %s.__class__ is not %s or %s.op is not %s or %s._hooked: return" % (
+            v, const(n.__class__), v, const(n.op), v))
+        emit(" s = %s.saved" % v)
+        emit(" if len(s) != %d: return" % len(n.saved))
+        for name, s in n.saved.items():
+            emit(" v = s[%r]" % name)
+            if s.__class__ is SavedTensor:
+                output = s._node is not None
+                emit(" if v.__class__ is not ST or v._vc[0] != v._version or v._hooks is not None or "
+                     "(v._node is None) is %s: return" % output)
+                emit(" d = v._data" if output else " d = v._data._data")
+                check_array(s._data if output else s._data._data, "d")
+                emit(" add(d)")
+                if i in ran:
+                    emit(" keep(v)")
+            else:
+                emit(" if v.__class__ is ST or param_key(v, arrays) != %s: return" % const(param_key(s, [])))
+        if n.params:
+            emit(" p = %s.params" % v)
+            emit(" if tuple(p) != %s: return" % const(tuple(n.params)))
+            for name, x in n.params.items():
+                emit(" if param_key(p[%r], arrays) != %s: return" % (name, const(param_key(x, []))))
+        else:
+            emit(" if %s.params: return" % v)
+        emit(" if %s.input_meta != %s: return" % (v, const(list(n.input_meta))))
+        emit(" nf = %s.next_functions" % v)
+        emit(" if len(nf) != %d: return" % len(n.next_functions))
+        for k, (m, nr) in enumerate(n.next_functions):
+            emit(" e = nf[%d]" % k)
+            if m is None:
+                emit(" if e[0] is not None: return")
+                continue
+            emit(" if e[1] != %d: return" % nr)
+            if m in index:
+                emit(" if e[0] is not n%d: return" % index[m])
+            else:
+                index[m] = len(index)
+                emit(" n%d = e[0]" % index[m])
+    names = ", ".join("n%d" % i for i in range(len(nodes)))
+    emit(" if len({%s}) != %d: return" % (names, len(nodes)))  # (nodes met by a new edge are new nodes)
+    if targets is None:
+        emit(" if targets is not None: return")
+    else:
+        emit(" if targets is None or len(targets) != %d: return" % len(targets))
+        for k, t in enumerate(targets):
+            fn = t.grad_fn
+            n = fn if fn is not None else t._acc_node() if t._acc_node is not None else None
+            if n not in index:
+                return None  # (a target outside the graph: rare, walked in full)
+            emit(" t = targets[%d]" % k)
+            if fn is not None:
+                emit(" if t.grad_fn is not n%d or t._output_nr != %d: return" % (index[n], t._output_nr))
+            else:
+                emit(" if t.grad_fn is not None or t._acc_node is None or t._acc_node() is not n%d: return" % index[n])
+    emit(" if aliasing(arrays) != %s: return" % const(aliasing(arrays)))
+    emit(" return arrays, [%s], rel" % ", ".join(leaves))
+    code = compile("\n".join(lines) + "\n", "<compiled autograd walker of %d nodes>" % len(nodes), "exec")
+    exec(code, consts)
+    return consts["walker"]
