@@ -400,11 +400,12 @@ CPU = SimpleNamespace(matmul=np.matmul, empty=np.empty, zeros=np.zeros, reshape=
 # the threads until the end (an OpenBLAS GEMM of a few rows split over the threads waits for them at every
 # step). The gradients of the weights then come from one GEMM each over all steps, on all threads.
 MIN_BLOCK_ROWS = 8  # fewer rows per block make the step GEMMs too thin to be worth a thread
+# (the cell loops above, compiled as functions the row kernels call: the same flags as their twins)
 _lstm_cell_rows = njit(error_model="numpy", fastmath=config.FOLD_FASTMATH)(_lstm_cell)
 _lstm_cell_vjp_rows = njit(error_model="numpy", fastmath=config.FOLD_FASTMATH)(_lstm_cell_vjp)
 
 
-@njit(error_model="numpy", fastmath=config.FOLD_FASTMATH)
+@njit(error_model="numpy", fastmath=config.FASTMATH)
 def _lstm_rows(fn, ig, h, c, w_hh, bias, w_hr, gates, cs, hs, raws, out, offs, sizes, lo, hi):
     """Rows lo:hi of an LSTM layer (``layer``'s loop): steps offs/sizes (in running order), state h, c."""
     hg = np.empty((hi - lo, w_hh.shape[0]), ig.dtype)
@@ -425,7 +426,7 @@ def _lstm_rows(fn, ig, h, c, w_hh, bias, w_hr, gates, cs, hs, raws, out, offs, s
         out[r0:r1] = hb
 
 
-@njit(error_model="numpy", fastmath=config.FOLD_FASTMATH)
+@njit(error_model="numpy", fastmath=config.FASTMATH)
 def _lstm_rows_vjp(fn, gates, cs, w_hh, w_hr, g_out, dh, dc, dz, dproj, offs, sizes, lo, hi):
     """Rows lo:hi of an LSTM layer's backward (``layer_vjp``'s loop): steps offs/sizes in backward order."""
     H = dc.shape[1]
