@@ -406,9 +406,25 @@ _lstm_cell_vjp_rows = njit(error_model="numpy", fastmath=config.FOLD_FASTMATH)(_
 
 
 @njit(error_model="numpy", fastmath=config.FASTMATH)
+def _copy_rows(dst, src, add):
+    """dst = src (dst += src where ``add``), both (rows, columns) arrays with unit-stride rows. (A loop compiles in
+    a fraction of the time numba's slice assignment takes.)"""
+    for i in range(src.shape[0]):
+        d, s = dst[i], src[i]
+        if add:
+            for j in range(s.size):
+                d[j] += s[j]
+        else:
+            for j in range(s.size):
+                d[j] = s[j]
+
+
+@njit(error_model="numpy", fastmath=config.FASTMATH)
 def _lstm_rows(fn, ig, h, c, w_hh, bias, w_hr, gates, cs, hs, raws, out, offs, sizes, lo, hi):
-    """Rows lo:hi of an LSTM layer (``layer``'s loop): steps offs/sizes (in running order), state h, c."""
+    """Rows lo:hi of an LSTM layer (``layer``'s loop): steps offs/sizes (in running order), state h, c; ``raws``
+    has no rows where there is no projection."""
     hg = np.empty((hi - lo, w_hh.shape[0]), ig.dtype)
+    proj = raws.shape[0] > 0
     for t in range(offs.size):
         n = min(sizes[t], hi) - lo
         if n <= 0:
@@ -416,14 +432,12 @@ def _lstm_rows(fn, ig, h, c, w_hh, bias, w_hr, gates, cs, hs, raws, out, offs, s
         r0, r1 = offs[t] + lo, offs[t] + lo + n
         hb, cb = h[lo:lo + n], c[lo:lo + n]
         blas.gemm(fn, hb, w_hh, hg[:n], True)
-        hs[r0:r1] = hb
-        cs[r0:r1] = cb
-        if raws.shape[0]:  # a projection: h = raw @ W_hr^T
-            _lstm_cell_rows(ig[r0:r1], hg[:n], bias, cs[r0:r1], gates[r0:r1], raws[r0:r1], cb)
+        _copy_rows(hs[r0:r1], hb, False)
+        _copy_rows(cs[r0:r1], cb, False)
+        _lstm_cell_rows(ig[r0:r1], hg[:n], bias, cs[r0:r1], gates[r0:r1], raws[r0:r1] if proj else hb, cb)
+        if proj:  # h = raw @ W_hr^T
             blas.gemm(fn, raws[r0:r1], w_hr, hb, True)
-        else:
-            _lstm_cell_rows(ig[r0:r1], hg[:n], bias, cs[r0:r1], gates[r0:r1], hb, cb)
-        out[r0:r1] = hb
+        _copy_rows(out[r0:r1], hb, False)
 
 
 @njit(error_model="numpy", fastmath=config.FASTMATH)
@@ -431,20 +445,19 @@ def _lstm_rows_vjp(fn, gates, cs, w_hh, w_hr, g_out, dh, dc, dz, dproj, offs, si
     """Rows lo:hi of an LSTM layer's backward (``layer_vjp``'s loop): steps offs/sizes in backward order."""
     H = dc.shape[1]
     draws, new_dc = np.empty((hi - lo, H), dc.dtype), np.empty((hi - lo, H), dc.dtype)
+    proj = dproj.shape[0] > 0
     for t in range(offs.size):
         n = min(sizes[t], hi) - lo
         if n <= 0:
             continue
         r0, r1 = offs[t] + lo, offs[t] + lo + n
         hb, cb = dh[lo:lo + n], dc[lo:lo + n]
-        hb += g_out[r0:r1]
-        draw = hb
-        if dproj.shape[0]:
-            dproj[r0:r1] = hb
-            draw = draws[:n]
-            blas.gemm(fn, hb, w_hr, draw, False)
-        _lstm_cell_vjp_rows(gates[r0:r1], cs[r0:r1], draw, cb, dz[r0:r1], new_dc[:n])
-        cb[:] = new_dc[:n]
+        _copy_rows(hb, g_out[r0:r1], True)
+        if proj:
+            _copy_rows(dproj[r0:r1], hb, False)
+            blas.gemm(fn, hb, w_hr, draws[:n], False)
+        _lstm_cell_vjp_rows(gates[r0:r1], cs[r0:r1], draws[:n] if proj else hb, cb, dz[r0:r1], new_dc[:n])
+        _copy_rows(cb, new_dc[:n], False)
         blas.gemm(fn, dz[r0:r1], w_hh, hb, False)
 
 
