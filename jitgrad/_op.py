@@ -487,22 +487,26 @@ def _fused_function_forward(xp, dt, *arrays, vjp):
     n = vjp.n_grads
     g = Tensor._wrap(arrays[0]) if vjp.op.n_outputs == 1 else tuple(
         None if a is None else Tensor._wrap(a) for a in arrays[:n])  # (a workspace output's is None)
-    return vjp.op.derivatives.fused[vjp.i](g, vjp.node(arrays[n:]))._data
+    node = vjp.node(arrays[n:])
+    fused = vjp.op.derivatives.fused
+    grads = tuple(fused[k](g, node)._data for k in vjp.ks)  # (in input order, as the engine calls them)
+    return grads if len(grads) > 1 else grads[0]
 
 
-# A fused VJP function's call (softmax's, the losses'), recorded by a traced backward as one op: see
-# _op_node.FusedCall. Not in the table, not differentiable; one per number of operands, every operand (the
-# gradient, saved tensors, integer targets) passed as it is: the function computes in the gradient's dtype.
+# The fused VJP functions of a node (softmax's, the losses', an RNN layer's), recorded by a traced backward as one
+# op: see _op_node.FusedCall. Not in the table, not differentiable; one per number of operands and of results, every
+# operand (the gradient, saved tensors, integer targets) passed as it is: the functions compute in the gradient's dtype.
 _FUSED_FUNCTIONS = {}
 
 
-def fused_function_op(n):
-    op = _FUSED_FUNCTIONS.get(n)
+def fused_function_op(n, results=1):
+    op = _FUSED_FUNCTIONS.get((n, results))
     if op is None:
-        op = _FUSED_FUNCTIONS[n] = Op("fused_vjp_function", _fused_function_forward,
-                                     inputs=tuple("x%d" % i for i in range(n)), dtype="keep",
-                                     keep_inputs=range(n), differentiable=False,
-                                     call=lambda *args, vjp: dispatch(op, args, {"vjp": vjp}))
+        op = _FUSED_FUNCTIONS[n, results] = Op(
+            "fused_vjp_function", _fused_function_forward, inputs=tuple("x%d" % i for i in range(n)), dtype="keep",
+            keep_inputs=range(n), differentiable=False, n_outputs=results,
+            outputs=tuple("r%d" % k for k in range(results)) if results > 1 else ("result",),
+            call=lambda *args, vjp: dispatch(op, args, {"vjp": vjp}))
     return op
 
 

@@ -35,6 +35,9 @@ class OpNode(Node):
             and not _is_complex(g, meta)
         out = []
         edges = self.edge_inputs
+        functions = traced and getattr(STATE.capture, "fused_functions", False)
+        if functions:  # the inputs whose fused VJP functions run, recorded as one call (they may share a computation)
+            functions = _call_fused_functions(self, g)
         for i, nf in enumerate(self.next_functions):
             if edges is not None:
                 i = edges[i]
@@ -44,8 +47,8 @@ class OpNode(Node):
             spec = fused[i] if fused is not None else None
             if traced and op.n_outputs == 1 and op.derivatives.fused_ops[i] is not None:
                 gi = _call_fused_op(self, op.derivatives.fused_ops[i], op.derivatives.fused[i][1], g)
-            elif traced and callable(op.derivatives.fused[i]) and getattr(STATE.capture, "fused_functions", False):
-                gi = _call_fused_function(self, i, g)
+            elif functions and i in functions:
+                gi = functions[i]
             elif spec is not None and (spec.__class__ is tuple or not _reduced_operands(self, g)):
                 gi = _run_fused(self, spec, g)
             elif op.variadic:
@@ -191,16 +194,18 @@ def _call_fused_op(node, fop, names, g):
     return fop.exposure.call(*args)
 
 
-# the op that runs a fused VJP function of n operands (set by _op.py, which defines ops): see _call_fused_function
+# the op that runs the fused VJP functions of a node: n operands, k results (set by _op.py, which defines ops); see
+# _call_fused_functions
 FUSED_FUNCTION_OP = [None]
 _EDGE = (True, 0)  # a stand-in node's entry for an input that takes a gradient
 
 
 class FusedCall:
-    """What a fused VJP function (softmax's: ``fn(g, node)``) reads of its node, without the node's tensors: a
-    traced backward records the call as one op whose operands are the gradient and those tensors (compiled
-    autograd's plans then run the function the engine runs, to its last bit)."""
-    __slots__ = ("op", "i", "saved", "params", "tensor_params", "meta", "edges", "n_grads")
+    """What a node's fused VJP functions (softmax's: ``fn(g, node)``) read of it, without the node's tensors: a traced
+    backward records their calls as one op whose operands are the gradient and those tensors, and whose results are
+    the gradients of the inputs ``ks`` (compiled autograd's plans then run the functions the engine runs, to their
+    last bit, on one stand-in node: the parts they share, an RNN layer's or attention's, are computed once)."""
+    __slots__ = ("op", "ks", "saved", "params", "tensor_params", "meta", "edges", "n_grads")
 
     def node(self, arrays):
         """A stand-in node holding ``arrays`` (the saved tensors', then the tensor params') where the node's were."""
@@ -215,9 +220,24 @@ class FusedCall:
         return node
 
 
-def _call_fused_function(node, i, g):
+def _call_fused_functions(node, g):
+    """{input position: its gradient} for the inputs of ``node`` whose fused VJP is a function (not a kernel op),
+    recorded as one call; None where there are none."""
+    op = node.op
+    fused, fused_ops = op.derivatives.fused, op.derivatives.fused_ops
+    if fused is None:
+        return None
+    edges = node.edge_inputs
+    ks = []
+    for i, nf in enumerate(node.next_functions):
+        if edges is not None:
+            i = edges[i]
+        if nf[0] is not None and callable(fused[i]) and not (op.n_outputs == 1 and fused_ops[i] is not None):
+            ks.append(i)
+    if not ks:
+        return None
     call = FusedCall()
-    call.op, call.i, call.meta = node.op, i, node.input_meta
+    call.op, call.ks, call.meta = op, tuple(ks), node.input_meta
     call.edges = tuple(NO_EDGE if nf[0] is None else _EDGE for nf in node.next_functions)
     args = list(g) if g.__class__ is tuple else [g]  # (a node of several outputs: a gradient for each)
     call.n_grads = len(args)
@@ -233,7 +253,8 @@ def _call_fused_function(node, i, g):
     call.params = {k: v for k, v in node.params.items() if not isinstance(v, Tensor)}
     call.tensor_params = [k for k, v in node.params.items() if isinstance(v, Tensor)]
     args += [node.params[k] for k in call.tensor_params]
-    return FUSED_FUNCTION_OP[0](len(args)).exposure.call(*args, vjp=call)
+    grads = FUSED_FUNCTION_OP[0](len(args), len(ks)).exposure.call(*args, vjp=call)
+    return dict(zip(ks, grads if len(ks) > 1 else (grads,)))
 
 
 def record(op, args, params, out, grad=None):

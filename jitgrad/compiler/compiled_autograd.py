@@ -122,7 +122,7 @@ def _build(roots, targets, arrays, nodes, leaves, accumulate):
     # the trace runs the kernels the engine runs (the plan calls them too, unless it fuses loops, whose kernels' serial
     # builds cost less to compile): its gradients are the engine's, and the backward that builds a plan returns them
     tracer = Tracer(True, bg, serial=SETTINGS["fuse"], fused_vjps=True)
-    tracer.fused_functions = True  # (softmax's and the losses' fused VJP functions recorded as calls of them)
+    tracer.fused_functions = True  # (a node's fused VJP functions, softmax's to an RNN layer's: one call)
     prev = STATE.capture
     STATE.capture = tracer
     try:
@@ -274,7 +274,7 @@ def run_compiled(roots, retain_graph, targets, accumulate):
     for walker, plan in seen.walkers:  # (the plans of this key, each with the walker generated from its graph)
         try:
             got = walker(roots, targets)
-        except (AttributeError, KeyError, IndexError, TypeError, Eager):  # (a node of another form)
+        except (AttributeError, KeyError, IndexError, TypeError, ValueError, Eager):  # (a node of another form)
             got = None
         if got is not None:
             seen.transient = 0

@@ -15,6 +15,7 @@ key; on any difference it returns None and the caller walks the graph in full. A
 costs a few attribute reads per node, not a key of every node built, hashed and compared.
 """
 import math
+from operator import attrgetter
 
 import numpy as np
 
@@ -108,12 +109,6 @@ def walk(roots, targets):
         if n._hooked or not isinstance(n, OpNode):
             raise Eager("hooks" if n._hooked else "a %s node" % type(n).__name__)
         op = n.op
-        fused = op.derivatives.fused
-        if fused is not None and not op.variadic and sum(
-                1 for nf, f in zip(n.next_functions, fused) if nf[0] is not None and callable(f)) > 1:
-            # fused VJP functions of several inputs (an RNN layer's, attention's) share one computation through
-            # their node; a plan would call each on a node of its own, computing it once per input
-            raise Eager("a fused VJP function of several inputs")
         # (the names and order of the saved values follow from the entry and which inputs take gradients)
         local = [op]
         for v in n.saved.values():
@@ -172,17 +167,22 @@ def aliasing(arrays):
     return tuple(map(first.__getitem__, ids))
 
 
-WALKER_NODES = 5000  # graphs of more nodes are walked in full (a longer function costs more to compile than it saves)
+WALKER_NODES = 2000  # graphs of more nodes are walked in full (generating a walker costs about 0.4 ms a node)
 
 
 def make_walker(roots, targets, nodes, arrays, release):
     """A function ``(roots, targets) -> (arrays, leaf nodes, saved tensors to free) or None`` generated from the graph
-    ``walk`` returned ``nodes`` and ``arrays`` for: it accepts exactly the graphs whose full key is this one's, and collects
-    their arrays in ``walk``'s order. ``release``: the positions of the nodes whose saved tensors a backward without
-    ``retain_graph`` frees. None where the graph is one the walker does not express."""
+    ``walk`` returned ``nodes`` and ``arrays`` for: it accepts exactly the graphs whose full key is this one's, and
+    collects their arrays in ``walk``'s order. ``release``: the positions of the nodes whose saved tensors a backward
+    without ``retain_graph`` frees. None where the graph is one the walker does not express.
+
+    Per node it reads the edges (one unpacking), the saved values and params; what holds for every array or node
+    (class, shape, dtype and strides of the arrays, the nodes' input metadata) is compared at the end, a list at a
+    time, in C."""
     if len(nodes) > WALKER_NODES:
         return None
-    consts = {"ST": SavedTensor, "AG": AccumulateGrad, "param_key": param_key, "aliasing": aliasing}
+    consts = {"ST": SavedTensor, "AG": AccumulateGrad, "param_key": param_key, "aliasing": aliasing,
+              "SHAPE": attrgetter("shape"), "DTYPE": attrgetter("dtype"), "STRIDES": attrgetter("strides")}
     lines = ["def walker(roots, targets):",
              " arrays = []", " add = arrays.append", " rel = []", " keep = rel.append"]
     emit = lines.append
@@ -191,10 +191,6 @@ def make_walker(roots, targets, nodes, arrays, release):
         name = "c%d" % len(consts)
         consts[name] = value
         return name
-
-    def check_array(d, expr, cls=True):  # (shape, dtype, strides and class: what walk's keys of it hold)
-        emit(" if %s.__class__ is not %s or %s.shape != %s or %s.dtype != %s or %s.strides != %s: return" % (
-            expr, const(d.__class__), expr, const(d.shape), expr, const(d.dtype), expr, const(d.strides)))
 
     index = {}
     emit(" if len(roots) != %d: return" % len(roots))
@@ -207,10 +203,13 @@ def make_walker(roots, targets, nodes, arrays, release):
         else:
             index[n] = len(index)
             emit(" n%d = e[0]" % index[n])
+        d = g._data
         emit(" d = g._data")
-        check_array(g._data, "d")
+        emit(" if d.__class__ is not %s or d.shape != %s or d.dtype != %s or d.strides != %s: return" % (
+            const(d.__class__), const(d.shape), const(d.dtype), const(d.strides)))
     ran = set(release)
     leaves = []
+    metas = []
     for i, n in enumerate(nodes):
         v = "n%d" % i
         if n.__class__ is AccumulateGrad:
@@ -226,19 +225,17 @@ def make_walker(roots, targets, nodes, arrays, release):
             v, const(n.__class__), v, const(n.op), v))
         emit(" s = %s.saved" % v)
         emit(" if len(s) != %d: return" % len(n.saved))
-        for name, s in n.saved.items():
+        for name, x in n.saved.items():
             emit(" v = s[%r]" % name)
-            if s.__class__ is SavedTensor:
-                output = s._node is not None
+            if x.__class__ is SavedTensor:
+                output = x._node is not None
                 emit(" if v.__class__ is not ST or v._vc[0] != v._version or v._hooks is not None or "
                      "(v._node is None) is %s: return" % output)
-                emit(" d = v._data" if output else " d = v._data._data")
-                check_array(s._data if output else s._data._data, "d")
-                emit(" add(d)")
+                emit(" add(v._data)" if output else " add(v._data._data)")
                 if i in ran:
                     emit(" keep(v)")
             else:
-                emit(" if v.__class__ is ST or param_key(v, arrays) != %s: return" % const(param_key(s, [])))
+                emit(" if v.__class__ is ST or param_key(v, arrays) != %s: return" % const(param_key(x, [])))
         if n.params:
             emit(" p = %s.params" % v)
             emit(" if tuple(p) != %s: return" % const(tuple(n.params)))
@@ -246,20 +243,25 @@ def make_walker(roots, targets, nodes, arrays, release):
                 emit(" if param_key(p[%r], arrays) != %s: return" % (name, const(param_key(x, []))))
         else:
             emit(" if %s.params: return" % v)
-        emit(" if %s.input_meta != %s: return" % (v, const(list(n.input_meta))))
-        emit(" nf = %s.next_functions" % v)
-        emit(" if len(nf) != %d: return" % len(n.next_functions))
-        for k, (m, nr) in enumerate(n.next_functions):
-            emit(" e = nf[%d]" % k)
+        metas.append((v, list(n.input_meta)))
+        targets_, checks = [], []
+        for k, (m, nr) in enumerate(n.next_functions):  # (an edge: the node it leads to, and which output of it)
+            checks.append("r%d != %d" % (k, nr))
             if m is None:
-                emit(" if e[0] is not None: return")
-                continue
-            emit(" if e[1] != %d: return" % nr)
-            if m in index:
-                emit(" if e[0] is not n%d: return" % index[m])
+                targets_.append("t%d" % k)
+                checks.append("t%d is not None" % k)
+            elif m in index:
+                targets_.append("t%d" % k)
+                checks.append("t%d is not n%d" % (k, index[m]))
             else:
                 index[m] = len(index)
-                emit(" n%d = e[0]" % index[m])
+                targets_.append("n%d" % index[m])
+                checks.append("n%d is None" % index[m])
+        if targets_:
+            emit(" %s, = %s.next_functions" % (", ".join("(%s, r%d)" % (t, k) for k, t in enumerate(targets_)), v))
+            emit(" if %s: return" % " or ".join(checks))
+        else:
+            emit(" if %s.next_functions: return" % v)
     names = ", ".join("n%d" % i for i in range(len(nodes)))
     emit(" if len({%s}) != %d: return" % (names, len(nodes)))  # (nodes met by a new edge are new nodes)
     if targets is None:
@@ -276,6 +278,13 @@ def make_walker(roots, targets, nodes, arrays, release):
                 emit(" if t.grad_fn is not n%d or t._output_nr != %d: return" % (index[n], t._output_nr))
             else:
                 emit(" if t.grad_fn is not None or t._acc_node is None or t._acc_node() is not n%d: return" % index[n])
+    # the arrays' classes, shapes, dtypes and strides (what walk's key holds of each), and the nodes' input metadata
+    emit(" if list(map(type, arrays)) != %s or list(map(SHAPE, arrays)) != %s or list(map(DTYPE, arrays)) != %s or "
+         "list(map(STRIDES, arrays)) != %s: return" % (
+             const([type(a) for a in arrays]), const([a.shape for a in arrays]), const([a.dtype for a in arrays]),
+             const([a.strides for a in arrays])))
+    if metas:
+        emit(" if [%s] != %s: return" % (", ".join("%s.input_meta" % v for v, _ in metas), const([m for _, m in metas])))
     emit(" if aliasing(arrays) != %s: return" % const(aliasing(arrays)))
     emit(" return arrays, [%s], rel" % ", ".join(leaves))
     code = compile("\n".join(lines) + "\n", "<compiled autograd walker of %d nodes>" % len(nodes), "exec")

@@ -501,3 +501,46 @@ def test_param_arrays_are_part_of_the_key(compiled):
     jg.autograd.set_compiled_autograd(True, threshold=2)
     s = _stats()
     assert s["plans"] + s["build_failures"] >= 1, s  # (the graphs got past the threshold: a plan was tried)
+
+
+def test_rnn_and_attention_nodes_run_as_plans(compiled, monkeypatch):
+    """A node whose inputs' fused VJP functions share one computation (an LSTM layer's, attention's) runs in a plan
+    as one call on one stand-in node: the shared parts are computed once per backward, and the gradients are the
+    engine's to the bit, with new values every step and a new batch size at the end."""
+    from jitgrad.ops import rnn
+    computed = []
+    parts = rnn._parts
+    monkeypatch.setattr(rnn, "_parts", lambda g, s, compute: parts(g, s, lambda *a: computed.append(1) or compute(*a)))
+    rng = np.random.default_rng(0)
+    jg.manual_seed(0)
+    lstm = jg.nn.LSTM(5, 7, num_layers=2, batch_first=True)
+    att = jg.nn.MultiheadAttention(8, 2, batch_first=True)
+    head = jg.nn.Linear(7, 3)
+    params = list(lstm.parameters()) + list(att.parameters()) + list(head.parameters())
+
+    def loss_of(x, q, y):
+        out, _ = lstm(x)
+        a, _ = att(q, q, q)
+        return jg.nn.functional.cross_entropy(head(out[:, -1]), y) + a.square().mean()
+
+    for step in range(5):
+        rows = 4 if step < 4 else 3
+        x = jg.tensor(rng.standard_normal((rows, 6, 5)), dtype=jg.float32)
+        q = jg.tensor(rng.standard_normal((rows, 3, 8)), dtype=jg.float32)
+        y = jg.tensor(rng.integers(0, 3, rows))
+        grads = []
+        for enabled in (True, False):
+            ca.SETTINGS["enabled"] = enabled
+            for p in params:
+                p.grad = None
+            hits = _stats()["hits"]
+            del computed[:]
+            loss_of(x, q, y).backward()
+            grads.append([p.grad.numpy().copy() for p in params])
+            if enabled and step in (2, 3):
+                assert _stats()["hits"] == hits + 1  # (the plan ran)
+                assert len(computed) == 2  # (once per LSTM layer node, not once per input of it)
+        ca.SETTINGS["enabled"] = True
+        for a, b in zip(*grads):
+            np.testing.assert_array_equal(a, b)
+    assert "a fused VJP function of several inputs" not in _stats()["fallback_reasons"]
