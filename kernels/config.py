@@ -139,7 +139,7 @@ def _openblas():
             continue
         for prefix, suffix in (("scipy_openblas", "64_"), ("scipy_openblas", ""), ("openblas", "64_"),
                                ("openblas", "")):
-            if hasattr(lib, prefix + "_get_num_threads" + suffix) and hasattr(lib, prefix + "_set_num_threads" + suffix):
+            if all(hasattr(lib, prefix + name + suffix) for name in ("_get_num_threads", "_set_num_threads")):
                 return lib, prefix, suffix
     return None
 
