@@ -140,18 +140,30 @@ def _openblas_libraries(package):
     return libs
 
 
-def _openblas_threads(package="numpy"):
-    """(get, set) of the thread count of the OpenBLAS that NumPy (or SciPy's LAPACK) calls, or None (another
-    BLAS)."""
+def _openblas(package="numpy"):
+    """(library, prefix, suffix) of the OpenBLAS a wheel of ``package`` bundles (its symbols are prefix + name +
+    suffix), or None (another BLAS)."""
     for lib in _openblas_libraries(package):
         for prefix, suffix in (("scipy_openblas", "64_"), ("scipy_openblas", ""), ("openblas", "64_"),
                                ("openblas", "")):
-            get = getattr(lib, prefix + "_get_num_threads" + suffix, None)
-            put = getattr(lib, prefix + "_set_num_threads" + suffix, None)
-            if get is not None and put is not None:
-                get.restype, put.argtypes, put.restype = ctypes.c_int, (ctypes.c_int,), None
-                return get, put
+            if all(hasattr(lib, prefix + name + suffix) for name in ("_get_num_threads", "_set_num_threads")):
+                return lib, prefix, suffix
     return None
+
+
+OPENBLAS = _openblas()  # the OpenBLAS that NumPy calls (kernels/blas.py calls its GEMM from numba kernels too)
+
+
+def _openblas_threads(package="numpy"):
+    """(get, set) of the thread count of the OpenBLAS that NumPy (or SciPy's LAPACK) calls, or None (another
+    BLAS)."""
+    found = OPENBLAS if package == "numpy" else _openblas(package)
+    if found is None:
+        return None
+    lib, prefix, suffix = found
+    get, put = getattr(lib, prefix + "_get_num_threads" + suffix), getattr(lib, prefix + "_set_num_threads" + suffix)
+    get.restype, put.argtypes, put.restype = ctypes.c_int, (ctypes.c_int,), None
+    return get, put
 
 
 OPENBLAS_THREADS = _openblas_threads() if SMALL_GEMM else None

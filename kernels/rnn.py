@@ -12,9 +12,10 @@ activated LSTM gates (i, f, g, o), or for GRU (r, z, n, h_n) with h_n = W_hn h +
 from types import SimpleNamespace
 
 import numpy as np
+import numba
 from numba import njit, prange  # noqa: F401  (prange: used by the kernels)
 
-from . import config
+from . import blas, config
 from ._jit import twins
 from .vmath import like, vexp
 
@@ -364,10 +365,15 @@ def layer_vjp(K, mode, ws, w_hh, w_hr, g_out, g_hn, g_cn, batch_sizes, reverse, 
         else:
             K.step("rnn_cell_vjp", v["y"][rows], hb, dz[rows], relu)
             K.copy_into(hb, K.matmul(dz[rows], w_hh))
+    return (dz, dh, dc) + _weight_grads(K, v, dhg, dproj, has_bias)
+
+
+def _weight_grads(K, v, dhg, dproj, has_bias):
+    """(W_hh, b_hh or None, W_hr or None) gradients of a layer: one GEMM each over all its steps."""
     g_w = K.matmul(K.swapaxes(dhg, 0, 1), v["h"])
     g_b = K.sum0(dhg) if has_bias else None
-    g_whr = K.matmul(K.swapaxes(dproj, 0, 1), v["raw"]) if proj else None
-    return dz, dh, dc, g_w, g_b, g_whr
+    g_whr = K.matmul(K.swapaxes(dproj, 0, 1), v["raw"]) if dproj is not None else None
+    return g_w, g_b, g_whr
 
 
 def _step(name, *args):
@@ -387,9 +393,151 @@ CPU = SimpleNamespace(matmul=np.matmul, empty=np.empty, zeros=np.zeros, reshape=
                       copy_into=np.copyto, add_into=_add_into, sum0=_sum0, step=_step)
 
 
+# ---------------------------------------------------------------- the CPU's LSTM layer: blocks of rows, one kernel each
+# Batch rows never mix in a recurrence, so the CPU runs an LSTM layer's direction as blocks of rows, one per
+# thread, each block's whole recurrence in one nogil kernel whose step GEMMs call OpenBLAS (on one thread) in
+# place: no Python between steps (the loop above spends ~80 us a step there) and no synchronisation between
+# the threads until the end (an OpenBLAS GEMM of a few rows split over the threads waits for them at every
+# step). The gradients of the weights then come from one GEMM each over all steps, on all threads.
+MIN_BLOCK_ROWS = 8  # fewer rows per block make the step GEMMs too thin to be worth a thread
+# (the cell loops above, compiled as functions the row kernels call: the same flags as their twins)
+_lstm_cell_rows = njit(error_model="numpy", fastmath=config.FOLD_FASTMATH)(_lstm_cell)
+_lstm_cell_vjp_rows = njit(error_model="numpy", fastmath=config.FOLD_FASTMATH)(_lstm_cell_vjp)
+
+
+@njit(error_model="numpy", fastmath=config.FASTMATH)
+def _copy_rows(dst, src, add):
+    """dst = src (dst += src where ``add``), both (rows, columns) arrays with unit-stride rows. (A loop compiles in
+    a fraction of the time numba's slice assignment takes.)"""
+    for i in range(src.shape[0]):
+        d, s = dst[i], src[i]
+        if add:
+            for j in range(s.size):
+                d[j] += s[j]
+        else:
+            for j in range(s.size):
+                d[j] = s[j]
+
+
+@njit(error_model="numpy", fastmath=config.FASTMATH)
+def _lstm_rows(fn, ig, h, c, w_hh, bias, w_hr, gates, cs, hs, raws, out, offs, sizes, lo, hi):
+    """Rows lo:hi of an LSTM layer (``layer``'s loop): steps offs/sizes (in running order), state h, c; ``raws``
+    has no rows where there is no projection."""
+    hg = np.empty((hi - lo, w_hh.shape[0]), ig.dtype)
+    proj = raws.shape[0] > 0
+    for t in range(offs.size):
+        n = min(sizes[t], hi) - lo
+        if n <= 0:
+            continue
+        r0, r1 = offs[t] + lo, offs[t] + lo + n
+        hb, cb = h[lo:lo + n], c[lo:lo + n]
+        blas.gemm(fn, hb, w_hh, hg[:n], True)
+        _copy_rows(hs[r0:r1], hb, False)
+        _copy_rows(cs[r0:r1], cb, False)
+        _lstm_cell_rows(ig[r0:r1], hg[:n], bias, cs[r0:r1], gates[r0:r1], raws[r0:r1] if proj else hb, cb)
+        if proj:  # h = raw @ W_hr^T
+            blas.gemm(fn, raws[r0:r1], w_hr, hb, True)
+        _copy_rows(out[r0:r1], hb, False)
+
+
+@njit(error_model="numpy", fastmath=config.FASTMATH)
+def _lstm_rows_vjp(fn, gates, cs, w_hh, w_hr, g_out, dh, dc, dz, dproj, offs, sizes, lo, hi):
+    """Rows lo:hi of an LSTM layer's backward (``layer_vjp``'s loop): steps offs/sizes in backward order."""
+    H = dc.shape[1]
+    draws, new_dc = np.empty((hi - lo, H), dc.dtype), np.empty((hi - lo, H), dc.dtype)
+    proj = dproj.shape[0] > 0
+    for t in range(offs.size):
+        n = min(sizes[t], hi) - lo
+        if n <= 0:
+            continue
+        r0, r1 = offs[t] + lo, offs[t] + lo + n
+        hb, cb = dh[lo:lo + n], dc[lo:lo + n]
+        _copy_rows(hb, g_out[r0:r1], True)
+        if proj:
+            _copy_rows(dproj[r0:r1], hb, False)
+            blas.gemm(fn, hb, w_hr, draws[:n], False)
+        _lstm_cell_vjp_rows(gates[r0:r1], cs[r0:r1], draws[:n] if proj else hb, cb, dz[r0:r1], new_dc[:n])
+        _copy_rows(cb, new_dc[:n], False)
+        blas.gemm(fn, dz[r0:r1], w_hh, hb, False)
+
+
+def _lstm_blocks(fn, ig, h, c, w_hh, bias, w_hr, gates, cs, hs, raws, out, offs, sizes, bounds):
+    for p in prange(bounds.size - 1):
+        _lstm_rows(fn, ig, h, c, w_hh, bias, w_hr, gates, cs, hs, raws, out, offs, sizes, bounds[p], bounds[p + 1])
+
+
+def _lstm_blocks_vjp(fn, gates, cs, w_hh, w_hr, g_out, dh, dc, dz, dproj, offs, sizes, bounds):
+    for p in prange(bounds.size - 1):
+        _lstm_rows_vjp(fn, gates, cs, w_hh, w_hr, g_out, dh, dc, dz, dproj, offs, sizes, bounds[p], bounds[p + 1])
+
+
+_BLOCKS = {f.__name__[1:]: twins(f) for f in (_lstm_blocks, _lstm_blocks_vjp)}
+_BLAS_THREADS = config._openblas_threads()
+
+
+def _blocked(dtype):
+    """Whether an LSTM layer of ``dtype`` runs as blocks of rows (needs NumPy's OpenBLAS, float32/64)."""
+    return blas.GEMM is not None and dtype in blas.GEMM and _BLAS_THREADS is not None
+
+
+def _run_blocks(name, batch, *args):
+    """Run kernel ``name`` over blocks of the batch's rows: one per thread, OpenBLAS on one thread meanwhile."""
+    blocks = max(1, min(numba.get_num_threads(), batch // MIN_BLOCK_ROWS))
+    bounds = np.arange(blocks + 1, dtype=np.int64) * batch // blocks
+    if blocks == 1:
+        return _BLOCKS[name][0](*args, bounds)
+    get, put = _BLAS_THREADS
+    n = get()
+    put(1)
+    try:
+        _BLOCKS[name][1](*args, bounds)
+    finally:
+        put(n)
+
+
+def _step_arrays(batch_sizes, reverse):
+    steps = np.array(_steps(batch_sizes, reverse), np.int64).reshape(-1, 2)
+    return np.ascontiguousarray(steps[:, 0]), np.ascontiguousarray(steps[:, 1])
+
+
+def _lstm_layer(ig, h0, c0, w_hh, b_hh, w_hr, batch_sizes, reverse):
+    N, B, P = ig.shape[0], h0.shape[0], h0.shape[1]
+    proj = w_hr is not None
+    H = w_hr.shape[1] if proj else P
+    dt = ig.dtype
+    ws = np.empty((workspace_size("LSTM", N, H, P, proj),), dt)
+    v = _views(CPU, ws, "LSTM", N, H, P, proj)
+    out = np.empty((N, P), dt)
+    h, c = np.array(h0, dt, order="C"), np.array(c0, dt, order="C")
+    none = np.empty((0, H), dt)
+    _run_blocks("lstm_blocks", B, blas.GEMM[dt], _c(ig), h, c, _c(w_hh), _bias(b_hh, 4 * H, dt),
+                _c(w_hr) if proj else none, v["gates"], v["c"], v["h"], v.get("raw", none), out,
+                *_step_arrays(batch_sizes, reverse))
+    return ws, out, h, c
+
+
+def _lstm_layer_vjp(ws, w_hh, w_hr, g_out, g_hn, g_cn, batch_sizes, reverse, has_bias):
+    N, P = g_out.shape
+    proj = w_hr is not None
+    H = w_hr.shape[1] if proj else P
+    dt = g_out.dtype
+    v = _views(CPU, ws, "LSTM", N, H, P, proj)
+    dh, dc = np.array(g_hn, dt, order="C"), np.array(g_cn, dt, order="C")
+    dz = np.empty((N, 4 * H), dt)
+    dproj = np.empty((N, P), dt) if proj else None
+    _run_blocks("lstm_blocks_vjp", batch_sizes[0], blas.GEMM[dt], v["gates"], v["c"], _c(w_hh),
+                _c(w_hr) if proj else np.empty((0, H), dt), _c(g_out), dh, dc, dz,
+                np.empty((0, P), dt) if dproj is None else dproj, *_step_arrays(batch_sizes, not reverse))
+    return (dz, dh, dc) + _weight_grads(CPU, v, dz, dproj, has_bias)
+
+
 def rnn_layer(mode, ig, h0, c0, w_hh, b_hh, w_hr, batch_sizes, reverse):
+    if mode == "LSTM" and _blocked(ig.dtype):
+        return _lstm_layer(ig, h0, c0, w_hh, b_hh, w_hr, batch_sizes, reverse)
     return layer(CPU, mode, ig, h0, c0, w_hh, b_hh, w_hr, batch_sizes, reverse)
 
 
 def rnn_layer_vjp(mode, ws, w_hh, w_hr, g_out, g_hn, g_cn, batch_sizes, reverse, has_bias):
+    if mode == "LSTM" and _blocked(g_out.dtype):
+        return _lstm_layer_vjp(ws, w_hh, w_hr, g_out, g_hn, g_cn, batch_sizes, reverse, has_bias)
     return layer_vjp(CPU, mode, ws, w_hh, w_hr, g_out, g_hn, g_cn, batch_sizes, reverse, has_bias)

@@ -389,3 +389,39 @@ def test_packed_sequences_match_pytorch(cls, rng):
     ((tpad * tpad).sum() + sum(t.sum() for t in _flat(ts))).backward()
     ((jpad * jpad).sum() + sum(t.sum() for t in _flat(js))).backward()
     np.testing.assert_allclose(jx.grad.numpy(), tx.grad.numpy(), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype,tol", [(np.float64, 1e-12), (np.float32, 2e-5)])
+@pytest.mark.parametrize("sizes,reverse,proj", [((19,) * 3, False, False), ((19, 14, 9, 2), True, True),
+                                                ((17, 17, 8, 1), False, True)])
+def test_lstm_layer_in_row_blocks_matches_the_reference_and_the_step_loop(sizes, reverse, proj, dtype, tol, rng,
+                                                                          monkeypatch):
+    """The CPU runs an LSTM layer as blocks of batch rows, one kernel each (kernels/rnn.py); three blocks here,
+    packed sequences ending inside and across them."""
+    from jitgrad.kernels import rnn as kr
+    if not kr._blocked(np.dtype(dtype)):
+        pytest.skip("NumPy's BLAS is not a 64-bit-integer OpenBLAS")
+    monkeypatch.setattr(kr.numba, "get_num_threads", lambda: 3)
+    B, H, N = sizes[0], 5, sum(sizes)
+    P = 3 if proj else H
+    A = lambda *s: rng.uniform(-1, 1, s).astype(dtype)  # noqa: E731
+    ig, h0, c0, w, b, whr = A(N, 4 * H), A(B, P), A(B, H), A(4 * H, P), A(4 * H), A(P, H) if proj else None
+    ws, out, hn, cn = kr.rnn_layer("LSTM", ig, h0, c0, w, b, whr, sizes, reverse)
+    for got, want in zip((out, hn, cn), ops_rnn._np_layer("LSTM", ig, h0, c0, w, b, whr, sizes, reverse)):
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+    loop_ws = kr.layer(kr.CPU, "LSTM", ig, h0, c0, w, b, whr, sizes, reverse)[0]
+    np.testing.assert_allclose(ws, loop_ws, rtol=tol, atol=tol)
+    g = (A(N, P), A(B, P), A(B, H), sizes, reverse, True)
+    for got, want in zip(kr.rnn_layer_vjp("LSTM", ws, w, whr, *g), kr.layer_vjp(kr.CPU, "LSTM", ws, w, whr, *g)):
+        assert (got is None) == (want is None)
+        if got is not None:
+            np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+
+
+def test_lstm_layer_in_row_blocks_gradcheck(rng, monkeypatch):
+    from jitgrad.kernels import rnn as kr
+    monkeypatch.setattr(kr.numba, "get_num_threads", lambda: 2)
+    sizes = (17, 16, 9)
+    A = lambda *s: jg.tensor(rng.uniform(-1, 1, s), requires_grad=True)  # noqa: E731
+    args = [A(sum(sizes), 8), A(17, 2), A(17, 2), A(8, 2), A(8), None]
+    assert gradcheck(lambda *a: ops_rnn.rnn_layer("LSTM", *a[:5], None, sizes, True), args[:5])
