@@ -223,3 +223,17 @@ def kernel_names(compiled):
     """Names of compiled kernels ('_adam_3f2a9c01de-float32') without the source hash that generated kernels
     carry in their names ('_adam-float32')."""
     return sorted(re.sub(r"_[0-9a-f]{10}-", "-", k) for k in compiled)
+
+
+def compiled_autograd_on(threshold=2):
+    """Compiled autograd on, plans built on a graph's ``threshold``-th backward, every key and plan forgotten; the
+    previous switches restored after (a generator for a fixture: ``yield from``)."""
+    from jitgrad.compiler import compiled_autograd as ca
+    prev = dict(ca.SETTINGS)
+    ca.reset()
+    jg.autograd.set_compiled_autograd(True, threshold=threshold)
+    try:
+        yield
+    finally:
+        ca.SETTINGS.update(prev)
+        ca.reset()

@@ -25,12 +25,7 @@ import helpers
 @pytest.fixture
 def compiled():
     """Compiled autograd on, plans built on a graph's second backward; the previous switches restored after."""
-    prev = dict(ca.SETTINGS)
-    ca.reset()
-    jg.autograd.set_compiled_autograd(True, threshold=2)
-    yield
-    ca.SETTINGS.update(prev)
-    ca.reset()
+    yield from helpers.compiled_autograd_on()
 
 
 def _stats():

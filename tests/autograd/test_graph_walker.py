@@ -13,15 +13,13 @@ import jitgrad as jg
 from jitgrad.compiler import compiled_autograd as ca
 from jitgrad.compiler.graph_walk import Eager, make_walker, walk
 
+import helpers
+
 
 @pytest.fixture
 def compiled():
-    prev = dict(ca.SETTINGS)
-    ca.reset()
-    jg.autograd.set_compiled_autograd(True, threshold=2)
-    yield
-    ca.SETTINGS.update(prev)
-    ca.reset()
+    """Compiled autograd on, plans built on a graph's second backward; the previous switches restored after."""
+    yield from helpers.compiled_autograd_on()
 
 
 def _roots(loss):
