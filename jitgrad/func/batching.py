@@ -251,6 +251,26 @@ def _fold(x):
     return x.reshape((x.shape[0] * x.shape[1],) + tuple(x.shape[2:])) if x.ndim > 1 else x
 
 
+def rnn_layer(op, args, bdims, params, size):
+    """A recurrent layer over packed rows (each step's rows, longest sequences first): the vmap batch joins every
+    step's batch, rows ordered (row, sample), so a step's active rows stay first and one layer call runs all the
+    samples. Batched weights (an ensemble of layers) run per sample. The workspace output is the joined call's
+    (its node's backward reads it there), not each sample's."""
+    states = 3 if op.name == "lstm_layer" else 2  # igates, hx (and cx): rows first
+    if any(b for b in bdims[states:]):
+        return loop(op, args, bdims, params, size)
+
+    def join(x, b):  # (V, R, ...) -> (R * V, ...)
+        x = _full(x, b, size)
+        return x.transpose(0, 1).reshape((x.shape[1] * size,) + tuple(x.shape[2:]))
+
+    def split(o):  # (R * V, ...) -> (V, R, ...)
+        return o.reshape((o.shape[0] // size, size) + tuple(o.shape[1:])).transpose(0, 1)
+    vals = tuple(join(a, b) if i < states else a for i, (a, b) in enumerate(zip(args, bdims)))
+    outs = dispatch(op, vals, dict(params, batch_sizes=tuple(n * size for n in params["batch_sizes"])))
+    return (outs[0].reshape((size, -1)),) + tuple(split(o) for o in outs[1:]), True
+
+
 def attention(op, args, bdims, params, size):
     """scaled_dot_product_attention takes any leading dims: every operand batched, the masks with singleton
     dims up to the query's rank."""
@@ -599,6 +619,8 @@ def _declare():
             RULES[name] = fold(0)
     for name in ("lstm_cell_step", "gru_cell_step", "rnn_tanh_cell_step", "rnn_relu_cell_step"):
         RULES[name] = fold(0, 1, 4)
+    for name in ("lstm_layer", "gru_layer", "rnn_tanh_layer", "rnn_relu_layer"):
+        RULES[name] = rnn_layer
     for name in ("mse_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits"):
         RULES[name] = pointwise_loss
     RULES["nll_loss"] = RULES["nll_loss2d"] = nll_loss

@@ -10,9 +10,9 @@ from jitgrad.ops import OPS
 from helpers import call_of, samples_of
 
 # entries vmap runs one sample at a time, each for a reason: bincount reads its input's values before dispatch
-# (PyTorch's vmap loops over it too); the RNN layers' packed time loop (batch sizes per step) and
-# nll_loss_backward (only met by double backward of nll_loss) are correct by the loop, left for later
-WITHOUT_RULE = ["bincount", "gru_layer", "lstm_layer", "nll_loss_backward", "rnn_relu_layer", "rnn_tanh_layer"]
+# (PyTorch's vmap loops over it too); nll_loss_backward (only met by double backward of nll_loss) is correct by the
+# loop, left for later
+WITHOUT_RULE = ["bincount", "nll_loss_backward"]
 
 
 def test_the_entries_without_a_batching_rule():
