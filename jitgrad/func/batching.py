@@ -415,11 +415,38 @@ def nll_loss(op, args, bdims, params, size):
     losses = folded.reshape((size, -1))
     if params["reduction"] == "sum":
         return losses.sum(1), True
-    t = unfolded.reshape((size, -1))
-    keep = t != params["ignore_index"]
+    return losses.sum(1) / _total_weight(unfolded.reshape((size, -1)), w, params["ignore_index"]), True
+
+
+def _total_weight(t, w, ignore_index, keepdim=False):
+    """Per sample (row of ``t``, the targets) the weight 'mean' divides by: the targets' class weights, ignored
+    targets left out."""
+    keep = t != ignore_index
     weights = keep if w is None else \
         w.index_select(0, t.masked_fill(~keep, 0).reshape(-1)).reshape(tuple(t.shape)) * keep
-    return losses.sum(1) / weights.sum(1), True
+    return weights.sum(1, keepdim=keepdim)
+
+
+def nll_loss_backward(op, args, bdims, params, size):
+    """nll_loss's gradient in its input per sample: every sample's rows in one call with reduction 'none', each row
+    given its sample's gradient (over the sample's total weight for 'mean'). nll_loss2d's (class dim not last) and
+    batched class weights run per sample."""
+    target, w, shape = params["target"], params.get("weight"), tuple(params["input_shape"])
+    if is_batched(w) or len(shape) > 2:
+        return loop(op, args, bdims, params, size)
+    target = target._value if is_batched(target) and target._level == _level().level else _full(target, False, size)
+    t = target.reshape((size, -1))  # (samples, rows): one row where the input is (C,)
+    g = _full(args[0], bdims[0], size)
+    if params["reduction"] == "none":
+        rows = g.reshape(tuple(t.shape))
+    else:
+        rows = g.reshape((size, 1))
+        if params["reduction"] == "mean":
+            rows = rows / _total_weight(t, w, params["ignore_index"], keepdim=True)
+        rows = rows.expand(tuple(t.shape))
+    out = dispatch(op, (rows.reshape(-1),), dict(params, target=t.reshape(-1), input_shape=(t.numel(), shape[-1]),
+                                                 reduction="none"))
+    return out.reshape((size,) + shape), True
 
 
 def index(op, args, bdims, params, size):
@@ -624,6 +651,7 @@ def _declare():
     for name in ("mse_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits"):
         RULES[name] = pointwise_loss
     RULES["nll_loss"] = RULES["nll_loss2d"] = nll_loss
+    RULES["nll_loss_backward"] = nll_loss_backward
     for name in ("select", "slice", "index"):
         RULES[name] = index
     RULES["index_put_zeros"] = index_put_zeros

@@ -97,3 +97,27 @@ def test_recurrent_layers_run_batched_and_match_a_loop(mode):
     ga = jg.vmap(jg.func.grad(last))(a, b)
     ref = [jg.func.grad(last)(a[i], b[i]) for i in range(5)]
     np.testing.assert_allclose(ga.numpy(), np.stack([r.numpy() for r in ref]), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("shape", [(5, 3), (3,)])
+def test_nll_loss_backward_runs_batched_and_matches_a_loop(reduction, weighted, shape):
+    """nll_loss's gradient entry (met under vmap by double backward of nll_loss): every sample's rows in one call,
+    ignored targets included (a sample with every target ignored: 'mean' divides by zero as each sample does)."""
+    from jitgrad.ops.loss import nll_loss_backward
+    tshape = shape[:-1]
+    t = jg.tensor(RNG.integers(0, 3, (4,) + tshape))
+    if tshape:
+        t[1] = -100
+        t[2, 0] = -100
+    w = T(RNG.uniform(0.5, 2.0, 3)) if weighted else None
+    g = T(RNG.standard_normal((4,) + (tshape if reduction == "none" else ())))
+
+    def f(g, t):
+        return nll_loss_backward(g, t, shape, w, -100, reduction)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = jg.vmap(f)(g, t)
+    np.testing.assert_allclose(got.numpy(), np.stack([f(g[i], t[i]).numpy() for i in range(4)]), rtol=1e-12,
+                               atol=1e-12, equal_nan=True)
