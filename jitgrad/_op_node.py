@@ -320,16 +320,15 @@ def _scalar_node(op, args):
 
 def _attach(op, args, params, outs):
     nexts = []
-    meta = []
-    active = 0
+    meta = []  # per input that takes a gradient: (shape, NumPy dtype) the gradient is brought back to
+    active = 0  # bit i: input i takes a gradient
     vjp = op.derivatives.vjp
     variadic = op.variadic
     # the node's structural key (hashed below; Node._key): the entry, the keys of the nodes its gradients flow into
     # (which imply their shapes), the other operands' shapes and dtypes, the scalars and the params: compiled
     # autograd finds a graph's plan by its roots' keys
     key = [op]
-    i = 0
-    for a in args:
+    for i, a in enumerate(args):
         if isinstance(a, Tensor):
             d = a._data
             if a._requires_grad and vjp[0 if variadic else i] is not None:
@@ -355,7 +354,6 @@ def _attach(op, args, params, outs):
             nexts.append(NO_EDGE)
             meta.append(None)
             key.append(a if a.__class__ in _PLAIN else key_of(a))
-        i += 1
     keyed = COMPILED_AUTOGRAD["enabled"]  # (the key costs a hash of the params per op: only when it is read)
     if params and keyed:
         key.append(key_of(params))

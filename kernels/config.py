@@ -168,6 +168,20 @@ def _openblas_threads(package="numpy"):
 
 OPENBLAS_THREADS = _openblas_threads() if SMALL_GEMM else None
 
+
+def on_one_thread(threads, fn, *args):
+    """``fn(*args)`` with the OpenBLAS whose thread count ``threads`` (get, set) gets and sets on one thread, its
+    count restored after."""
+    get, put = threads
+    n = get()
+    if n == 1:
+        return fn(*args)
+    put(1)
+    try:
+        return fn(*args)
+    finally:
+        put(n)
+
 # The LAPACK of kernels/linalg.py is SciPy's OpenBLAS, a second build with a thread pool of its own. Its threaded
 # factorizations synchronise their threads step by step, so where the cores are shared a thread waits for the
 # other to get a core again: on 2 cores at load average 4-6, potrf of order 512 took 160-210 ms on two threads

@@ -73,15 +73,7 @@ def _gemm(a, b):
     if threads is None or a.ndim < 2 or b.ndim < 2 or not \
             config.THREADED_GEMM <= a.size * b.shape[-1] < config.SMALL_GEMM:
         return np.matmul(a, b)
-    get, put = threads
-    n = get()
-    if n == 1:
-        return np.matmul(a, b)
-    put(1)
-    try:
-        return np.matmul(a, b)
-    finally:
-        put(n)
+    return config.on_one_thread(threads, np.matmul, a, b)
 
 
 def matmul(a, b):

@@ -116,15 +116,7 @@ def _by_batch(parallel, serial, rhs=None):
                 large = a.shape[1] * x.shape[1] * x.shape[2] >= config.SMALL_GEMM
             if large:
                 return fn(*args)
-        get, put = threads
-        n = get()
-        if n == 1:
-            return fn(*args)
-        put(1)
-        try:
-            return fn(*args)
-        finally:
-            put(n)
+        return config.on_one_thread(threads, fn, *args)
     return run
 
 

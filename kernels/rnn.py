@@ -486,13 +486,7 @@ def _run_blocks(name, batch, *args):
     bounds = np.arange(blocks + 1, dtype=np.int64) * batch // blocks
     if blocks == 1:
         return _BLOCKS[name][0](*args, bounds)
-    get, put = _BLAS_THREADS
-    n = get()
-    put(1)
-    try:
-        _BLOCKS[name][1](*args, bounds)
-    finally:
-        put(n)
+    config.on_one_thread(_BLAS_THREADS, _BLOCKS[name][1], *args, bounds)
 
 
 def _step_arrays(batch_sizes, reverse):
