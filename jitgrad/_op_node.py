@@ -33,6 +33,10 @@ class OpNode(Node):
         # a backward that jitgrad.compile traces records the entry's fused kernels as ops (Derivatives.fused_ops)
         traced = fused is None and SPECIAL[0] and not op.variadic and getattr(STATE.capture, "fused_vjps", False) \
             and not _is_complex(g, meta)
+        # a backward on cotangents batched by vmap whose graph nobody keeps (jacrev's): vmap's hook runs the fused
+        # elementwise kernels on the whole batch where it can (batched_fused: None where it cannot)
+        batched = fused is None and SPECIAL[0] and op.n_outputs == 1 and not op.variadic and \
+            getattr(STATE.vmap, "no_graph", False) and not _is_complex(g, meta)
         out = []
         edges = self.edge_inputs
         functions = traced and getattr(STATE.capture, "fused_functions", False)
@@ -50,7 +54,10 @@ class OpNode(Node):
             elif functions and i in functions:
                 gi = functions[i]
             elif spec is not None and (spec.__class__ is tuple or not _reduced_operands(self, g)):
-                gi = _run_fused(self, spec, g)
+                gi = run_fused(self, spec, g)
+            elif batched and op.derivatives.fused[i].__class__ is tuple and \
+                    (gi := STATE.vmap.batched_fused(self, op.derivatives.fused[i], g)) is not None:
+                pass
             elif op.variadic:
                 gi = op.derivatives.vjp[0](g, self, i)
             else:
@@ -132,7 +139,7 @@ def _reduced_operands(node, g):
     return False
 
 
-def _run_fused(node, spec, g):
+def run_fused(node, spec, g):
     if callable(spec):  # a fused VJP that is not elementwise (softmax): spec(g, node) -> Tensor
         return spec(g, node)
     kernel, names = spec

@@ -13,13 +13,15 @@ from typing import NamedTuple
 
 from .._grad_mode import STATE
 from .._op import dispatch
+from .._op_node import run_fused
+from .._saved import SavedTensor
 from .._tensor import Tensor
 from .._factories import empty
 from ..autograd.function import Function
 from ..ops._table import OPS
 from ..ops.random import normal_fill, uniform
 from . import _pytree
-from ._batched import LEVELS, BatchedTensor, Level, batched, is_batched, move_out, unwrap_all
+from ._batched import LEVELS, BatchedTensor, Level, batched, is_batched, move_out, unwrap_all, wrap_levels
 from .batching import HOOK_LEVEL, RULES, getitem, loop
 
 _RANDOM = frozenset(n for n, r in RULES.items() if r.__name__ == "random")
@@ -137,6 +139,21 @@ class _Hook(threading.local):
             raise RuntimeError(INPLACE_ERROR)
         target._value.copy_(move_out(r, top, LEVELS[top - 1].size))
         return target
+
+    @staticmethod
+    def batched_fused(node, spec, g):
+        """A node's fused elementwise VJP kernel ``spec`` run on cotangent ``g`` batched by vmap, every sample in one
+        call: the kernel broadcasts the physical batch against the node's saved arrays, which are unbatched (the
+        graph is recorded on physical tensors). None where a saved tensor is batched or has hooks."""
+        p, levels = unwrap_all(g)
+        if not levels or p.__class__ is not Tensor:
+            return None
+        for name in spec[1]:
+            v = node.saved.get(name)
+            if v.__class__ is SavedTensor and (v._hooks is not None or v._node is None and
+                                                v._data.__class__ is BatchedTensor):
+                return None
+        return wrap_levels(run_fused(node, spec, p), levels)
 
     def __call__(self, op, args, params):
         if self.no_graph:  # (with nothing recorded: an unbatched op as dispatch runs it, a batched one by its rule)

@@ -187,3 +187,32 @@ def test_linear_batched_in_any_operand(batched):
     for i in range(3):
         one = [a[i] if k else a for a, k in zip(args[:2], batched[:2])]
         np.testing.assert_allclose(mm[i].numpy(), one[0].numpy() @ one[1].numpy().T, rtol=1e-5, atol=1e-6)
+
+
+def _elementwise_mix(w):
+    """tanh, sigmoid, a broadcast product, where and lerp: entries with fused elementwise VJP kernels."""
+    return lambda v: jg.lerp((v.tanh() * w).sigmoid(), jg.where(v > 0, v, 0.1 * v).unsqueeze(0).expand(3, -1), 0.3)
+
+
+def test_jacrev_runs_fused_vjps_on_the_batch(monkeypatch):
+    from jitgrad.func.vmap import HOOK
+    w, x = _f32(3, 6), _f32(6)
+    calls = []
+    fused = HOOK.batched_fused
+    monkeypatch.setattr(type(HOOK), "batched_fused", staticmethod(lambda *a: calls.append(a) or fused(*a)))
+    jac = jg.func.jacrev(_elementwise_mix(w))(x)
+    assert calls  # the basis of cotangents ran the kernels, not the formulas
+    # the formulas (a graph kept: x carries history) and a loop of single vjps give the same Jacobian
+    formulas = jg.func.jacrev(_elementwise_mix(w))(x.detach().requires_grad_())
+    np.testing.assert_allclose(jac.numpy(), formulas.detach().numpy(), rtol=1e-6, atol=1e-7)
+    _, vjp_fn = jg.func.vjp(_elementwise_mix(w), x)
+    rows = np.stack([vjp_fn(jg.from_numpy(e.reshape(3, 6)))[0].numpy() for e in np.eye(18, dtype=np.float32)])
+    np.testing.assert_allclose(jac.numpy().reshape(18, 6), rows, rtol=1e-6, atol=1e-7)
+
+
+def test_vmap_of_jacrev_runs_fused_vjps_on_both_batches():
+    w, xs = _f32(3, 6), _f32(4, 6)
+    jac = jg.vmap(jg.func.jacrev(_elementwise_mix(w)))(xs)  # saved arrays batched at the outer level
+    for i in range(4):  # against the formulas (a graph kept: the sample carries history)
+        one = jg.func.jacrev(_elementwise_mix(w))(xs[i].detach().requires_grad_())
+        np.testing.assert_allclose(jac[i].numpy(), one.detach().numpy(), rtol=1e-6, atol=1e-7)
