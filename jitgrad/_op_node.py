@@ -34,9 +34,10 @@ class OpNode(Node):
         traced = fused is None and SPECIAL[0] and not op.variadic and getattr(STATE.capture, "fused_vjps", False) \
             and not _is_complex(g, meta)
         # a backward on cotangents batched by vmap whose graph nobody keeps (jacrev's): vmap's hook runs the fused
-        # elementwise kernels on the whole batch where it can (batched_fused: None where it cannot)
+        # elementwise kernels on the whole batch where it can (batched_fused: None where it cannot; not where
+        # tangents ride on the formulas)
         batched = fused is None and SPECIAL[0] and op.n_outputs == 1 and not op.variadic and \
-            getattr(STATE.vmap, "no_graph", False) and not _is_complex(g, meta)
+            getattr(STATE.vmap, "no_graph", False) and STATE.dual is None and not _is_complex(g, meta)
         out = []
         edges = self.edge_inputs
         functions = traced and getattr(STATE.capture, "fused_functions", False)

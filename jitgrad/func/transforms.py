@@ -22,6 +22,10 @@ from ._batched import LEVELS, move_out, unwrap_all, wrap_levels
 from .vmap import HOOK, vmap
 
 _DEPTH = [0]  # open grad/vjp/jvp transforms: an inner one records its backward for the outer ones
+# open grad/vjp transforms (reverse mode differentiates what runs inside them), and open jvps whose inputs have no
+# history: a backward inside such jvps alone is differentiated in forward mode only (see _forward_only)
+_REVERSE = [0]
+_FORWARD_ONLY = [0]
 
 
 # ------------------------------------------------------------------ arguments
@@ -110,9 +114,10 @@ def _record(run, flat, hint, outputs_of):
         used = every
 
 
-def _backward(outputs, cotangents, leaves, levels, create_graph):
+def _backward(outputs, cotangents, leaves, levels, create_graph, forward_only=False):
     """The gradients of ``outputs`` (with ``cotangents``) with respect to the physical ``leaves``, batched back
-    at ``levels``."""
+    at ``levels``. ``forward_only``: the graph asked for (``create_graph``) serves forward mode's tangents alone,
+    which the formulas carry without recording themselves."""
     outs, cts = [], []
     for o, c in zip(outputs, cotangents):
         p = _physical(o, levels)
@@ -122,13 +127,14 @@ def _backward(outputs, cotangents, leaves, levels, create_graph):
     batched_ct = any(unwrap_all(c)[1] for c in cts)
     if not outs:
         grads = [None] * len(leaves)
-    elif batched_ct and not create_graph and STATE.capture is None:
-        # the formulas run on the batched cotangents (the engine's graph mode), their graph not kept: not recorded
-        saved, HOOK.no_graph = HOOK.no_graph, True
+    elif (batched_ct and not create_graph or forward_only) and STATE.capture is None:
+        # the formulas run on the batched cotangents or the tangents (the engine's graph mode), their graph not kept:
+        # not recorded (vmap's hook, outside vmap too, claims the ops that would be and runs them with grad mode off)
+        saved, HOOK.no_graph, hook, STATE.vmap = HOOK.no_graph, True, STATE.vmap, HOOK
         try:
             grads = engine.grad(outs, leaves, cts, retain_graph=True, create_graph=True, allow_unused=True)
         finally:
-            HOOK.no_graph = saved
+            HOOK.no_graph, STATE.vmap = saved, hook
     elif batched_ct or create_graph or STATE.vmap is None or STATE.capture is not None:
         grads = engine.grad(outs, leaves, cts, retain_graph=True, create_graph=create_graph or batched_ct,
                             allow_unused=True)
@@ -148,8 +154,18 @@ def _backward(outputs, cotangents, leaves, levels, create_graph):
 def _needs_graph(flat_inputs):
     """Whether a transform's backward must itself be differentiable: inside another transform, inside a dual
     level (forward-over-reverse), or for inputs that carry history."""
-    return _DEPTH[0] > 0 or STATE.dual is not None or any(isinstance(x, Tensor) and x.requires_grad
-                                                         for x in flat_inputs)
+    return _DEPTH[0] > 0 or STATE.dual is not None or _has_history(flat_inputs)
+
+
+def _has_history(flat_inputs):
+    return any(isinstance(x, Tensor) and x.requires_grad for x in flat_inputs)
+
+
+def _forward_only(flat_inputs):
+    """Whether a backward run now is differentiated in forward mode alone (hessian's jacrev, inside jacfwd's jvp):
+    no grad or vjp is open, every open dual level is a jvp's of inputs without history, and the inputs have none."""
+    return _REVERSE[0] == 0 and STATE.dual is not None and _FORWARD_ONLY[0] == len(fwAD._L.open) and \
+        not _has_history(flat_inputs)
 
 
 def _strip(x, create_graph):
@@ -164,6 +180,7 @@ def grad_and_value(func, argnums=0, has_aux=False):
         nums = _argnums(argnums, len(args))
         flat, spec = _pytree.flatten(_selected(args, nums))
         create_graph = _needs_graph(flat)
+        forward_only = _forward_only(flat)
 
         def run(inputs):
             return func(*_replaced(args, nums, _pytree.unflatten(inputs, spec)), **kwargs)
@@ -171,6 +188,7 @@ def grad_and_value(func, argnums=0, has_aux=False):
         def main(output):
             return output[0] if has_aux and isinstance(output, tuple) and len(output) == 2 else output
         _DEPTH[0] += 1
+        _REVERSE[0] += 1
         try:
             with enable_grad():
                 output, pairs, levels = _record(run, flat, _levels_in((args, kwargs)), main)
@@ -188,9 +206,10 @@ def grad_and_value(func, argnums=0, has_aux=False):
                                        "tensor with %d dims. Maybe you wanted to use the vjp or jacrev APIs instead?"
                                        % output.dim())
                 leaves = [p[1] for p in pairs if p[1] is not None]
-                grads = iter(_backward([output], [ones_like(output)], leaves, levels, create_graph))
+                grads = iter(_backward([output], [ones_like(output)], leaves, levels, create_graph, forward_only))
         finally:
             _DEPTH[0] -= 1
+            _REVERSE[0] -= 1
         g = _pytree.unflatten([next(grads) if p[1] is not None else None for p in pairs], spec)
         value = _strip(output, create_graph)
         return g, ((value, _pytree.tree_map(lambda a: _strip(a, create_graph), aux)) if has_aux else value)
@@ -218,6 +237,7 @@ def vjp(func, *primals, has_aux=False):
     def main(output):
         return output[0] if has_aux and isinstance(output, tuple) and len(output) == 2 else output
     _DEPTH[0] += 1
+    _REVERSE[0] += 1
     try:
         with enable_grad():
             output, pairs, levels = _record(lambda inputs: func(*_pytree.unflatten(inputs, spec)), flat,
@@ -230,6 +250,7 @@ def vjp(func, *primals, has_aux=False):
                 output, aux = output
     finally:
         _DEPTH[0] -= 1
+        _REVERSE[0] -= 1
     flat_out, out_spec = _pytree.flatten(output)
     _check_tensors(flat_out, "vjp(f, *primals)", "outputs")
     leaves = [p[1] for p in pairs]
@@ -244,11 +265,14 @@ def vjp(func, *primals, has_aux=False):
                 raise RuntimeError("Mismatch in shape: grad_output[%d] has a shape of %s and output[%d] has a shape "
                                    "of %s." % (i, c.shape, i, o.shape))
         graph = needs_graph or bool(create_graph) or _DEPTH[0] > 0 or STATE.dual is not None
+        forward_only = not create_graph and _forward_only(flat)
         _DEPTH[0] += 1
+        _REVERSE[0] += 1
         try:
-            grads = _backward(flat_out, flat_ct, leaves, levels, graph)
+            grads = _backward(flat_out, flat_ct, leaves, levels, graph, forward_only)
         finally:
             _DEPTH[0] -= 1
+            _REVERSE[0] -= 1
         return _pytree.unflatten(grads, spec)
     needs_graph = create_graph
     out = _pytree.tree_map(lambda o: _strip(o, create_graph), output)
@@ -289,7 +313,9 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
     _check_tensors(flat_p, api, "primals")
     _check_tensors(flat_t, api, "tangents")
     keep = _needs_graph(flat_p + flat_t)  # (an outer transform differentiates the results: their history stays)
+    forward_only = _REVERSE[0] == 0 and not _has_history(flat_p + flat_t)
     _DEPTH[0] += 1
+    _FORWARD_ONLY[0] += forward_only
     try:
         with fwAD.nested_level():  # (levels nest: jvp of jvp, jacfwd of jacfwd)
             duals = [_dual(p, t) for p, t in zip(flat_p, flat_t)]
@@ -308,6 +334,7 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
             pairs = [_unpack(o) for o in flat_out]
     finally:
         _DEPTH[0] -= 1
+        _FORWARD_ONLY[0] -= forward_only
     primal_out = _pytree.unflatten([_strip(p, keep) for p, _ in pairs], out_spec)
     tangent_out = _pytree.unflatten([_strip(t, keep) for _, t in pairs], out_spec)
     return (primal_out, tangent_out, aux) if has_aux else (primal_out, tangent_out)
@@ -381,9 +408,13 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None, _preallocate_and_
         output, vjp_fn = res[0], res[1]
         flat_out, out_spec = _pytree.flatten(output)
         _check_tensors(flat_out, "jacrev(f, ...)(*args)", "outputs")
-        basis = _basis(flat_out)
-        rows = vmap(lambda *cts: tuple(vjp_fn(_pytree.unflatten(list(cts), out_spec))),
-                    chunk_size=chunk_size)(*basis)
+        if len(flat_out) == 1 and flat_out[0].numel() == 1:
+            # one output element (a scalar function: hessian's jacrev): its one row is the vjp of ones, without a
+            # vmap level of one sample, which every op of the backward would go through
+            rows = vjp_fn(_pytree.unflatten([ones_like(flat_out[0])], out_spec))
+        else:
+            rows = vmap(lambda *cts: tuple(vjp_fn(_pytree.unflatten(list(cts), out_spec))),
+                        chunk_size=chunk_size)(*_basis(flat_out))
         jac = _split_rows(list(rows), flat_out, [t.shape for t in flat_in])
         result = _assemble(jac, out_spec, in_spec)
         return (result, res[2]) if has_aux else result

@@ -59,15 +59,18 @@ class _Hook(threading.local):
 
     def __init__(self):
         self.ceiling = None  # while a rule of level L runs: L (its ops' batched operands are of lower levels)
-        # while set (by a backward on batched cotangents whose graph nobody keeps: the engine's graph mode only makes
-        # it run the formulas), ops that would be recorded are claimed and run with grad mode off
+        # while set (by a backward whose graph nobody keeps, on batched cotangents or carrying forward AD's tangents
+        # only: the engine's graph mode only makes it run the formulas), ops that would be recorded are claimed and
+        # run with grad mode off (set outside vmap too, with no level open)
         self.no_graph = False
 
     def claims(self, op, args):
         for a in args:
             if a.__class__ is BatchedTensor:
                 return True
-        if self.no_graph:  # (what would be recorded)
+        if self.no_graph:  # (what would be recorded; inside forward AD every op: its JVP may record a graph of its own)
+            if STATE.dual is not None:
+                return True
             for a in args:
                 if isinstance(a, Tensor) and a._requires_grad:
                     return True

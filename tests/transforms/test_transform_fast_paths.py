@@ -216,3 +216,36 @@ def test_vmap_of_jacrev_runs_fused_vjps_on_both_batches():
     for i in range(4):  # against the formulas (a graph kept: the sample carries history)
         one = jg.func.jacrev(_elementwise_mix(w))(xs[i].detach().requires_grad_())
         np.testing.assert_allclose(jac[i].numpy(), one.detach().numpy(), rtol=1e-6, atol=1e-7)
+
+
+def test_forward_over_reverse_records_no_graph_it_does_not_keep():
+    """hessian's jacrev (and jvp of grad) run the backward's formulas for their tangents only, without recording
+    them, unless reverse mode differentiates the result: a grad outside, or inputs with history."""
+    W = jg.tensor(np.random.default_rng(0).standard_normal((3, 3)))
+    f = lambda x: ((W @ x).tanh() ** 3).sum() + x.cumsum(0).prod()  # noqa: E731
+    x, v = jg.tensor([0.3, -0.7, 1.1], dtype=jg.float64), jg.tensor([1.0, -2.0, 0.5], dtype=jg.float64)
+    third = jg.func.jacrev(jg.func.jacrev(jg.func.jacrev(f)))(x).numpy()
+    seen = []
+
+    def inner(z):
+        g = jg.func.jacrev(f)(z)
+        seen.append(g.requires_grad)
+        return g
+    H = jacfwd(inner)(x)
+    np.testing.assert_allclose(H.numpy(), jg.func.jacrev(jg.func.jacrev(f))(x).numpy(), rtol=1e-12, atol=1e-14)
+    assert seen == [False]
+    xr = x.clone().requires_grad_()  # inputs with history: the Hessian is differentiable
+    H = jacfwd(inner)(xr)
+    assert seen[-1] and H.requires_grad
+    H.sum().backward()
+    np.testing.assert_allclose(xr.grad.numpy(), third.sum((0, 1)), rtol=1e-12, atol=1e-14)
+
+    def hvp(z):
+        g = jvp(jg.func.grad(f), (z,), (v,))[1]
+        seen.append(g.requires_grad)
+        return g
+    np.testing.assert_allclose(hvp(x).numpy(), H.detach().numpy() @ v.numpy(), rtol=1e-12, atol=1e-14)
+    assert not seen[-1]
+    g3 = jg.func.grad(lambda z: hvp(z).sum())(x)  # a grad outside: the hvp keeps its graph
+    assert seen[-1]
+    np.testing.assert_allclose(g3.numpy(), np.einsum("ijk,j->k", third, v.numpy()), rtol=1e-12, atol=1e-14)
