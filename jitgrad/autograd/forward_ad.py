@@ -33,7 +33,9 @@ UnpackedDualTensor = namedtuple("UnpackedDualTensor", ["primal", "tangent"])
 
 class _Levels(threading.local):
     def __init__(self):
-        self.open = []  # per open level (its number = its index): (weak refs to its duals, saved outputs)
+        # per open level (its number = its index): (weak refs to its duals, saved outputs, whether its tangents
+        # record their history: they need none where nothing differentiates them in reverse mode)
+        self.open = []
         self.ceiling = None  # while the hook runs level L: L (only lower levels propagate in its ops)
 
 
@@ -43,8 +45,8 @@ _L = _Levels()
 _swap_dual = functools.partial(threading.local.__setattr__, STATE, "dual")
 
 
-def _enter():
-    _L.open.append(([], []))
+def _enter(history=True):
+    _L.open.append(([], [], history))
     STATE.dual = _HOOK
     return len(_L.open) - 1
 
@@ -62,7 +64,7 @@ def exit_dual_level(*, level=None):
         raise RuntimeError("Trying to exit a forward AD level that was not the last one that was created. This is "
                            "not supported.")
     top = len(_L.open) - 1
-    duals, saved = _L.open.pop()
+    duals, saved, _ = _L.open.pop()
     for ref in duals:
         t = ref()
         if t is not None:
@@ -84,10 +86,14 @@ class dual_level:
 
 
 class nested_level(dual_level):
-    """A dual level inside others (jitgrad.func's jvp: functorch keeps levels)."""
+    """A dual level inside others (jitgrad.func's jvp: functorch keeps levels). ``history=False``: nothing will
+    differentiate its tangents in reverse mode, so their JVPs run with grad mode off (and may fuse)."""
+
+    def __init__(self, history=True):
+        self.history = history
 
     def __enter__(self):
-        return _enter()
+        return _enter(self.history)
 
 
 def _without(tangents, level):
@@ -218,10 +224,13 @@ class _Hook:
         _L.ceiling = level
         if not outer:  # (the common case: the op and its JVP on plain tensors)
             _swap_dual(None)
+        grad = STATE.grad_enabled
         try:
             out = dispatch(op, args, params)
             jvps = None
             if op.differentiable and any(t is not None for t in tangents):
+                if not _L.open[level][2]:
+                    STATE.grad_enabled = False
                 outs = (out,) if op.n_outputs == 1 else tuple(out)
                 if op.view:  # a view's tangent is the same view of its base's tangent (in-place writes reach both)
                     jvps = dispatch(op, (tangents[0],) + tuple(args[1:]), params)
@@ -231,6 +240,7 @@ class _Hook:
         finally:
             _L.ceiling = ceiling
             _swap_dual(self)
+            STATE.grad_enabled = grad
         if jvps is not None:
             node = outs[0].grad_fn
             for k, (o, t) in enumerate(zip(outs, jvps)):

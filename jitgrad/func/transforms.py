@@ -162,10 +162,9 @@ def _has_history(flat_inputs):
 
 
 def _forward_only(flat_inputs):
-    """Whether a backward run now is differentiated in forward mode alone (hessian's jacrev, inside jacfwd's jvp):
-    no grad or vjp is open, every open dual level is a jvp's of inputs without history, and the inputs have none."""
-    return _REVERSE[0] == 0 and STATE.dual is not None and _FORWARD_ONLY[0] == len(fwAD._L.open) and \
-        not _has_history(flat_inputs)
+    """Whether what runs now is differentiated in forward mode alone, if at all (hessian's jacrev, inside jacfwd's
+    jvp): no grad or vjp is open, every open dual level is such a jvp's, and the inputs have no history."""
+    return _REVERSE[0] == 0 and _FORWARD_ONLY[0] == len(fwAD._L.open) and not _has_history(flat_inputs)
 
 
 def _strip(x, create_graph):
@@ -180,7 +179,7 @@ def grad_and_value(func, argnums=0, has_aux=False):
         nums = _argnums(argnums, len(args))
         flat, spec = _pytree.flatten(_selected(args, nums))
         create_graph = _needs_graph(flat)
-        forward_only = _forward_only(flat)
+        forward_only = STATE.dual is not None and _forward_only(flat)
 
         def run(inputs):
             return func(*_replaced(args, nums, _pytree.unflatten(inputs, spec)), **kwargs)
@@ -265,7 +264,7 @@ def vjp(func, *primals, has_aux=False):
                 raise RuntimeError("Mismatch in shape: grad_output[%d] has a shape of %s and output[%d] has a shape "
                                    "of %s." % (i, c.shape, i, o.shape))
         graph = needs_graph or bool(create_graph) or _DEPTH[0] > 0 or STATE.dual is not None
-        forward_only = not create_graph and _forward_only(flat)
+        forward_only = not create_graph and STATE.dual is not None and _forward_only(flat)
         _DEPTH[0] += 1
         _REVERSE[0] += 1
         try:
@@ -313,11 +312,11 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
     _check_tensors(flat_p, api, "primals")
     _check_tensors(flat_t, api, "tangents")
     keep = _needs_graph(flat_p + flat_t)  # (an outer transform differentiates the results: their history stays)
-    forward_only = _REVERSE[0] == 0 and not _has_history(flat_p + flat_t)
+    forward_only = _forward_only(flat_p + flat_t)  # (its tangents then record no history)
     _DEPTH[0] += 1
     _FORWARD_ONLY[0] += forward_only
     try:
-        with fwAD.nested_level():  # (levels nest: jvp of jvp, jacfwd of jacfwd)
+        with fwAD.nested_level(history=not forward_only):  # (levels nest: jvp of jvp, jacfwd of jacfwd)
             duals = [_dual(p, t) for p, t in zip(flat_p, flat_t)]
             out = func(*_pytree.unflatten(duals, p_spec))
             aux = None

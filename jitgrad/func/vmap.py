@@ -15,7 +15,7 @@ from .._grad_mode import STATE
 from .._op import dispatch
 from .._op_node import run_fused
 from .._saved import SavedTensor
-from .._tensor import Tensor
+from .._tensor import Tensor, has_tangent
 from .._factories import empty
 from ..autograd.function import Function
 from ..ops._table import OPS
@@ -68,11 +68,10 @@ class _Hook(threading.local):
         for a in args:
             if a.__class__ is BatchedTensor:
                 return True
-        if self.no_graph:  # (what would be recorded; inside forward AD every op: its JVP may record a graph of its own)
-            if STATE.dual is not None:
-                return True
+        if self.no_graph:  # (what would be recorded, and what carries a tangent: its JVP may record a graph of its own)
+            dual = STATE.dual is not None
             for a in args:
-                if isinstance(a, Tensor) and a._requires_grad:
+                if isinstance(a, Tensor) and (a._requires_grad or dual and has_tangent(a)):
                     return True
         return op.name in _RANDOM and (self.ceiling or len(LEVELS) + 1) > 1
 
