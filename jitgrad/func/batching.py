@@ -356,8 +356,8 @@ def matmul(op, args, bdims, params, size):
     sa = ba and ra == 1
     sb = bb and rb == 1
     # a matrix and a batch of vectors: one GEMM of the batch's rows (x A^T, x A), not a product per sample
-    if sb and not ba and ra == 2:
-        return dispatch(OPS["matmul"], (b, a.transpose(-2, -1))), True
+    if sb and not ba and ra == 2:  # (the transpose's entry itself: a's dims are 0 and 1)
+        return dispatch(OPS["matmul"], (b, dispatch(OPS["transpose"], (a,), {"d0": 0, "d1": 1}))), True
     if sa and not bb and rb == 2:
         return dispatch(OPS["matmul"], (a, b)), True
     if sa:

@@ -449,7 +449,8 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error", chunk_size=Non
             for x in flat_in:
                 k = x.numel()
                 part = cols if len(flat_in) == 1 else cols[..., start:start + k]  # (one input: no slice)
-                ins.append(part.reshape(tuple(o.shape) + tuple(x.shape)))
+                shape = tuple(o.shape) + tuple(x.shape)
+                ins.append(part if tuple(part.shape) == shape else part.reshape(shape))
                 start += k
             per_out.append(ins)
         result = _assemble(per_out, out_spec, in_spec)
