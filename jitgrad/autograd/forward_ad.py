@@ -236,7 +236,7 @@ class _Hook:
                     jvps = dispatch(op, (tangents[0],) + tuple(args[1:]), params)
                     jvps = (jvps,) if op.n_outputs == 1 else jvps
                 else:
-                    j = None if outer or op.n_outputs != 1 else _fused_elementwise(op, args, out, tangents)
+                    j = None if outer or op.n_outputs != 1 else _common_jvp(op, args, params, out, tangents)
                     jvps = (j,) if j is not None else _owned(_jvp(op, args, params, outs, tangents, not outer),
                                                              tangents)
         finally:
@@ -390,22 +390,29 @@ def _jvp(op, args, params, outs, tangents, fusable=False):
                  for k, (o, j) in enumerate(zip(outs, total)))
 
 
-def _fused_elementwise(op, args, out, tangents):
-    """_jvp's common case, spelled out: an elementwise entry whose tangents each take its fused VJP kernel (see
-    _fused_jvp), their products summed; None where another case of _jvp applies."""
+def _common_jvp(op, args, params, out, tangents):
+    """_jvp's common cases, spelled out: a one-output entry whose tangents each reach it through an input it is
+    linear in (the op on the tangent) or through its fused elementwise VJP kernel (see _fused_jvp), the terms
+    summed; None where another case of _jvp applies (it then runs instead: nothing is computed here)."""
     d = op.derivatives
-    if getattr(op.forward, "kernel", None) is None or out.dtype not in _FUSED_DTYPES:
+    if out.dtype not in _FUSED_DTYPES or op.variadic:
         return None
-    if STATE.grad_enabled:  # (a tangent keeping its history takes the formula: see _jvp)
-        for a in args + tuple(tangents):
-            if isinstance(a, Tensor) and a._requires_grad:
-                return None
-    total = None
+    plan = []
+    history = None  # (whether a tangent keeps its history, which the fused kernels do not record: see _jvp)
     for k, t in enumerate(tangents):
         if t is None:
             continue
+        if k in d.linear:
+            plan.append((k, None))
+            continue
         fop = d.fused_ops[k]
-        if fop is None or k in d.linear or t.dtype != out.dtype or t._data.shape != out._data.shape:
+        if fop is None or getattr(op.forward, "kernel", None) is None or t.dtype != out.dtype or \
+                t._data.shape != out._data.shape:
+            return None
+        if history is None:
+            history = STATE.grad_enabled and any(isinstance(a, Tensor) and a._requires_grad
+                                                 for a in args + tuple(tangents))
+        if history:
             return None
         operands = []
         for n in d.fused[k][1]:
@@ -417,7 +424,16 @@ def _fused_elementwise(op, args, out, tangents):
                 operands.append(args[op.inputs.index(n)])
             else:  # (a param)
                 return None
-        j = fop.exposure.call(*operands)
+        plan.append((fop, operands))
+    total = None
+    for k, operands in plan:
+        if operands is None:  # (the op on the tangent may hand it back: the output's tangent gets its own storage)
+            t = tangents[k]
+            j = dispatch(op, args[:k] + (t,) + args[k + 1:], params)
+            if j._vc is t._vc:
+                j = j.clone()
+        else:
+            j = k.exposure.call(*operands)
         total = j if total is None else total + j
     return total
 
