@@ -426,14 +426,14 @@ def _common_jvp(op, args, params, out, tangents):
                 return None
         plan.append((fop, operands))
     total = None
-    for k, operands in plan:
+    for how, operands in plan:  # (input position, None) or (fused kernel's op, its operands)
         if operands is None:  # (the op on the tangent may hand it back: the output's tangent gets its own storage)
-            t = tangents[k]
-            j = dispatch(op, args[:k] + (t,) + args[k + 1:], params)
+            t = tangents[how]
+            j = dispatch(op, args[:how] + (t,) + args[how + 1:], params)
             if j._vc is t._vc:
                 j = j.clone()
         else:
-            j = k.exposure.call(*operands)
+            j = how.exposure.call(*operands)
         total = j if total is None else total + j
     return total
 
