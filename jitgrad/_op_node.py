@@ -494,10 +494,10 @@ def key_of(v):
     c = v.__class__
     if c in _HASHABLE or isinstance(v, np.generic) or c.__module__ == "jitgrad._dtype":
         return v
-    if c is tuple or c is list or isinstance(v, tuple):
-        return (c,) + tuple(map(key_of, v))
+    if c is tuple or c is list or isinstance(v, tuple):  # (plain items inline: a reduction's dims, every op)
+        return (c,) + tuple([x if x.__class__ in _HASHABLE else key_of(x) for x in v])
     if c is dict:
-        return tuple((k, key_of(x)) for k, x in v.items())
+        return tuple([(k, x if x.__class__ in _HASHABLE else key_of(x)) for k, x in v.items()])
     if c is slice:
         return (c, key_of(v.start), key_of(v.stop), key_of(v.step))
     d = v._data if isinstance(v, Tensor) else v
