@@ -11,6 +11,7 @@ Forward mode puts the tangent on the physical tensor (a forward_ad level per jvp
 after vmap's hook has unwrapped the batch.
 """
 import functools
+import threading
 
 from .._grad_mode import STATE, enable_grad
 from .._tensor import Tensor
@@ -22,11 +23,17 @@ from ._batched import LEVELS, move_out, unwrap_all, wrap_levels
 from .vmap import HOOK, vmap
 
 _DEPTH = [0]  # open grad/vjp/jvp transforms: an inner one records its backward for the outer ones
-# open grad/vjp transforms (reverse mode differentiates what runs inside them), and open jvps whose inputs have no
-# history: a backward inside such jvps alone is differentiated in forward mode only (see _forward_only)
-_REVERSE = [0]
-_FORWARD_ONLY = [0]
 
+
+class _Open(threading.local):
+    """This thread's open grad/vjp transforms (reverse mode differentiates what runs inside them) and open jvps
+    whose inputs have no history: what runs inside such jvps alone is differentiated in forward mode only (see
+    _forward_only)."""
+    reverse = 0
+    forward_only = 0
+
+
+_OPEN = _Open()
 
 # ------------------------------------------------------------------ arguments
 def _wrap_argnum(argnum, num_args):
@@ -164,7 +171,7 @@ def _has_history(flat_inputs):
 def _forward_only(flat_inputs):
     """Whether what runs now is differentiated in forward mode alone, if at all (hessian's jacrev, inside jacfwd's
     jvp): no grad or vjp is open, every open dual level is such a jvp's, and the inputs have no history."""
-    return _REVERSE[0] == 0 and _FORWARD_ONLY[0] == len(fwAD._L.open) and not _has_history(flat_inputs)
+    return _OPEN.reverse == 0 and _OPEN.forward_only == len(fwAD._L.open) and not _has_history(flat_inputs)
 
 
 def _strip(x, create_graph):
@@ -187,7 +194,7 @@ def grad_and_value(func, argnums=0, has_aux=False):
         def main(output):
             return output[0] if has_aux and isinstance(output, tuple) and len(output) == 2 else output
         _DEPTH[0] += 1
-        _REVERSE[0] += 1
+        _OPEN.reverse += 1
         try:
             with enable_grad():
                 output, pairs, levels = _record(run, flat, _levels_in((args, kwargs)), main)
@@ -208,7 +215,7 @@ def grad_and_value(func, argnums=0, has_aux=False):
                 grads = iter(_backward([output], [ones_like(output)], leaves, levels, create_graph, forward_only))
         finally:
             _DEPTH[0] -= 1
-            _REVERSE[0] -= 1
+            _OPEN.reverse -= 1
         g = _pytree.unflatten([next(grads) if p[1] is not None else None for p in pairs], spec)
         value = _strip(output, create_graph)
         return g, ((value, _pytree.tree_map(lambda a: _strip(a, create_graph), aux)) if has_aux else value)
@@ -236,7 +243,7 @@ def vjp(func, *primals, has_aux=False):
     def main(output):
         return output[0] if has_aux and isinstance(output, tuple) and len(output) == 2 else output
     _DEPTH[0] += 1
-    _REVERSE[0] += 1
+    _OPEN.reverse += 1
     try:
         with enable_grad():
             output, pairs, levels = _record(lambda inputs: func(*_pytree.unflatten(inputs, spec)), flat,
@@ -249,7 +256,7 @@ def vjp(func, *primals, has_aux=False):
                 output, aux = output
     finally:
         _DEPTH[0] -= 1
-        _REVERSE[0] -= 1
+        _OPEN.reverse -= 1
     flat_out, out_spec = _pytree.flatten(output)
     _check_tensors(flat_out, "vjp(f, *primals)", "outputs")
     leaves = [p[1] for p in pairs]
@@ -266,12 +273,12 @@ def vjp(func, *primals, has_aux=False):
         graph = needs_graph or bool(create_graph) or _DEPTH[0] > 0 or STATE.dual is not None
         forward_only = not create_graph and STATE.dual is not None and _forward_only(flat)
         _DEPTH[0] += 1
-        _REVERSE[0] += 1
+        _OPEN.reverse += 1
         try:
             grads = _backward(flat_out, flat_ct, leaves, levels, graph, forward_only)
         finally:
             _DEPTH[0] -= 1
-            _REVERSE[0] -= 1
+            _OPEN.reverse -= 1
         return _pytree.unflatten(grads, spec)
     needs_graph = create_graph
     out = _pytree.tree_map(lambda o: _strip(o, create_graph), output)
@@ -314,7 +321,7 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
     keep = _needs_graph(flat_p + flat_t)  # (an outer transform differentiates the results: their history stays)
     forward_only = _forward_only(flat_p + flat_t)  # (its tangents then record no history)
     _DEPTH[0] += 1
-    _FORWARD_ONLY[0] += forward_only
+    _OPEN.forward_only += forward_only
     try:
         with fwAD.nested_level(history=not forward_only):  # (levels nest: jvp of jvp, jacfwd of jacfwd)
             duals = [_dual(p, t) for p, t in zip(flat_p, flat_t)]
@@ -333,7 +340,7 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
             pairs = [_unpack(o) for o in flat_out]
     finally:
         _DEPTH[0] -= 1
-        _FORWARD_ONLY[0] -= forward_only
+        _OPEN.forward_only -= forward_only
     primal_out = _pytree.unflatten([_strip(p, keep) for p, _ in pairs], out_spec)
     tangent_out = _pytree.unflatten([_strip(t, keep) for _, t in pairs], out_spec)
     return (primal_out, tangent_out, aux) if has_aux else (primal_out, tangent_out)
