@@ -35,6 +35,7 @@ class _Open(threading.local):
 
 _OPEN = _Open()
 
+
 # ------------------------------------------------------------------ arguments
 def _wrap_argnum(argnum, num_args):
     if not isinstance(argnum, int):
