@@ -157,23 +157,31 @@ def _zero_triangle(m, below):
 @njit(nogil=True, error_model="numpy", cache=config.CACHE)
 def _phi(m):
     """m := (triu(m) + triu(m, 1)^T) / 2 in place (PyTorch's Phi of the Cholesky gradient, for a matrix held
-    column-major: its upper triangle in memory is the lower one of the matrix)."""
+    column-major: its upper triangle in memory is the lower one of the matrix); in tiles, as _transpose_copy."""
     n = m.shape[0]
     for i in range(n):
         m[i, i] *= 0.5
-        for j in range(i + 1, n):
-            v = 0.5 * m[i, j]
-            m[i, j] = v
-            m[j, i] = v
+    for i0 in range(0, n, _TILE):
+        for j0 in range(i0, n, _TILE):
+            for i in range(i0, min(i0 + _TILE, n)):
+                for j in range(max(j0, i + 1), min(j0 + _TILE, n)):
+                    v = 0.5 * m[i, j]
+                    m[i, j] = v
+                    m[j, i] = v
 
 
 @njit(nogil=True, error_model="numpy", cache=config.CACHE)
 def _mirror(m):
-    """Copy the upper triangle of the square matrix ``m`` onto its lower one, in place."""
+    """Copy the upper triangle of the square matrix ``m`` onto its lower one, in place, in tiles."""
     n = m.shape[0]
-    for i in range(n):
-        for j in range(i + 1, n):
-            m[j, i] = m[i, j]
+    for i0 in range(0, n, _TILE):
+        for j0 in range(i0, n, _TILE):
+            for i in range(i0, min(i0 + _TILE, n)):
+                for j in range(max(j0, i + 1), min(j0 + _TILE, n)):
+                    m[j, i] = m[i, j]
+
+
+_TILE = 8  # (the tiles of _phi and _mirror: 8 x 8 doubles, one cache line a row)
 
 
 def _make(dtype):
