@@ -32,7 +32,7 @@ _ROUTINES = {"getrf": ("lapack", 6), "getrs": ("lapack", 9), "getri": ("lapack",
              "syevd": ("lapack", 11), "gesdd": ("lapack", 14), "geqrf": ("lapack", 8), "orgqr": ("lapack", 9),
              "ormqr": ("lapack", 13), "gelsy": ("lapack", 13), "gelsd": ("lapack", 14), "gelss": ("lapack", 13),
              "gels": ("lapack", 11), "trsm": ("blas", 11), "trmm": ("blas", 11),
-             "gemm": ("blas", 13)}
+             "gemm": ("blas", 13), "syr2k": ("blas", 12)}
 
 
 def _col(a):
@@ -121,7 +121,7 @@ def _by_batch(parallel, serial, rhs=None):
     return run
 
 
-_RHS = {"lu_solve": 2, "triangular": 1, "cholesky_grad": 1}  # (_by_batch: the kernels that are BLAS-3 products)
+_RHS = {"lu_solve": 2, "triangular": 1, "cholesky_grad": 1, "eigh_grad": 1}  # (_by_batch: the kernels that are BLAS-3 products)
 
 
 # complex routines whose names or arguments differ from the real ones' (the Hermitian and unitary forms; the rest
@@ -181,14 +181,28 @@ def _mirror(m):
                     m[j, i] = m[i, j]
 
 
+@njit(nogil=True, error_model="numpy", cache=config.CACHE)
+def _eigh_inner(m, w, gw, s):
+    """S (column-major, zero below its diagonal) with S + S^T = M, M = skew(m) / E + diag(gw), the symmetric middle
+    factor of eigh's gradient V M V^T (m = V^T gV, E_ij = w_j - w_i): the formula's values, in tiles."""
+    n = m.shape[0]
+    for i in range(n):
+        s[i, i] = gw[i] * 0.5
+    for i0 in range(0, n, _TILE):
+        for j0 in range(i0, n, _TILE):
+            for i in range(i0, min(i0 + _TILE, n)):
+                for j in range(max(j0, i + 1), min(j0 + _TILE, n)):
+                    s[j, i] = (m[i, j] - m[j, i]) * 0.5 / (w[j] - w[i])
+
+
 _TILE = 8  # (the tiles of _phi and _mirror: 8 x 8 doubles, one cache line a row)
 
 
 def _make(dtype):
     L = _routines(dtype)
     getrf, getrs, getri, potrf, syevd, gesdd = L["getrf"], L["getrs"], L["getri"], L["potrf"], L["syevd"], L["gesdd"]
-    geqrf, orgqr, ormqr, gelsy, gelsd, gelss, gels, trsm, trmm, gemm = (L[r] for r in (
-        "geqrf", "orgqr", "ormqr", "gelsy", "gelsd", "gelss", "gels", "trsm", "trmm", "gemm"))
+    geqrf, orgqr, ormqr, gelsy, gelsd, gelss, gels, trsm, trmm, gemm, syr2k = (L[r] for r in (
+        "geqrf", "orgqr", "ormqr", "gelsy", "gelsd", "gelss", "gels", "trsm", "trmm", "gemm", "syr2k"))
     dt = dtype.type
     it = INT  # LAPACK's integer
 
@@ -277,6 +291,21 @@ def _make(dtype):
                 trsm(left.ctypes, lo.ctypes, t.ctypes, nt.ctypes, d[0:].ctypes, d[1:].ctypes, one.ctypes,
                      lf[j0 * n + j0:].ctypes, ld.ctypes, ff[j0 * n + j0:].ctypes, ld.ctypes)
             _mirror(f[b])  # (the lower triangle of the matrix is the upper one in memory)
+
+    def eigh_grad(v, m, w, gw, out):  # v: V column-major, m: V^T gV, out: gA (symmetric)
+        n = v.shape[1]
+        one, zero = np.ones(1, v.dtype), np.zeros(1, v.dtype)
+        for b in prange(v.shape[0]):
+            s = np.zeros((n, n), v.dtype)
+            _eigh_inner(m[b], w[b], gw[b], s)
+            x = v[b].copy()
+            d = ints(n, n, 0, 0)
+            right, up, nt, lo = char(82), char(85), char(78), char(76)
+            trmm(right.ctypes, up.ctypes, nt.ctypes, nt.ctypes, d[0:].ctypes, d[1:].ctypes, one.ctypes, s.ctypes,
+                 d.ctypes, x.ctypes, d.ctypes)  # V S
+            syr2k(lo.ctypes, nt.ctypes, d[0:].ctypes, d[1:].ctypes, one.ctypes, x.ctypes, d.ctypes, v[b].ctypes,
+                  d.ctypes, zero.ctypes, out[b].ctypes, d.ctypes)  # (V S) V^T + V (V S)^T, its lower triangle
+            _mirror(out[b])  # (the lower triangle of the matrix is the upper one in memory)
 
     def triangular(a, x, side, uplo, trans, diag):  # trsm: x := op(a)^-1 x or x op(a)^-1, in place
         m, n = x.shape[2], x.shape[1]
@@ -429,7 +458,7 @@ def _make(dtype):
         eigh, svd, lstsq = _complex_parts(L, dtype, ints, char)
 
     ns = {k: _by_batch(_jitted(v), _jitted(v, parallel=False), _RHS.get(k)) for k, v in locals().items() if callable(v) and k in (
-        "lu_factor", "lu_solve", "inv", "cholesky", "cholesky_grad", "triangular", "eigh", "svd", "qr_factor",
+        "lu_factor", "lu_solve", "inv", "cholesky", "cholesky_grad", "eigh_grad", "triangular", "eigh", "svd", "qr_factor",
         "householder", "apply_q", "lstsq")}
     ns["dtype"] = dt
     return ns
@@ -857,6 +886,23 @@ def cholesky_grad(l, gl, upper):
 
 
 CHOLESKY_GRAD_BLOCK = 64  # (cholesky_grad's block: smaller ones save work, larger ones run BLAS faster)
+
+
+def eigh_grad(v, vhgv, w, gw):
+    """The gradient of eigh where the eigenvectors have one (real): gA = V M V^T, M = skew(V^T gV) / E + diag(gw)
+    (E_ij = w_j - w_i), in one kernel call per matrix: one tiled pass builds S = triu(M, 1) + diag(M) / 2, then
+    (V S) V^T + V (V S)^T is a triangular product and a symmetric rank-2k update (3 n^3 flops against the formula's
+    two GEMMs, 4 n^3), the result's other triangle mirrored. ``v`` as eigh gives it (column-major: read in place),
+    ``vhgv`` = V^T gV. gA comes back exactly symmetric (C-contiguous)."""
+    n = v.shape[-1]
+    vc = _col_read(v)
+    B = vc.shape[0]
+    rows = lambda x: np.ascontiguousarray(np.broadcast_to(x, v.shape[:-1]), v.dtype).reshape(B, n)  # noqa: E731
+    out = np.empty((B, n, n), v.dtype)
+    if out.size:
+        _kernels(v.dtype)["eigh_grad"](vc, np.ascontiguousarray(np.broadcast_to(vhgv, v.shape), v.dtype).reshape(
+            B, n, n), rows(w), rows(gw), out)
+    return out.reshape(v.shape)
 
 
 def eigh(a, lower, vectors):

@@ -398,6 +398,18 @@ def _eigh_grad(g, s):
     return eigh_grad(g[0], g[1], s.eigenvalues, s.eigenvectors)
 
 
+def _eigh_fused(g, s):
+    """The formula without a graph, on the CPU for real matrices where the eigenvectors have a gradient
+    (kernels.linalg.eigh_grad: V M V^T by a triangular product and a symmetric rank-2k update)."""
+    V = s.eigenvectors._data
+    k = backend(V).linalg
+    if k.name != "cpu" or V.dtype.kind == "c" or is_zero_grad(g[1]):
+        return _eigh_grad(g, s)
+    gL = g[0]._data if g[0] is not None else np.zeros(V.shape[:-1], V.dtype)
+    VhgV = backend(V).matmul(np.swapaxes(V, -1, -2), g[1]._data)
+    return Tensor._wrap(k.eigh_grad(V, VhgV, s.eigenvalues._data, gL))
+
+
 def _eigvalsh_grad(g, s):
     """The eigenvectors stay inside, but a double backward reaches them: the whole formula."""
     return eigh_grad(g[0], g[1], s.result, s.eigenvectors)
@@ -738,7 +750,8 @@ GEQRF = register(Op("geqrf", _geqrf_forward, reduced_precision="refused", comple
 HOUSEHOLDER = register(Op("linalg_householder_product", _householder_forward, reduced_precision="refused", complex=True, inputs=("self", "tau"),
                           vjp=[_householder_grad(0), _householder_grad(1)], node="LinalgHouseholderProductBackward0",
                           call=householder_product, samples=_floats(_householder_samples), ref=_np_householder))
-EIGH = register(Op("linalg_eigh", _eigh_forward, reduced_precision="refused", complex=True, vjp=[_eigh_grad], n_outputs=2,
+EIGH = register(Op("linalg_eigh", _eigh_forward, reduced_precision="refused", complex=True, vjp=[_eigh_grad],
+                   fused=[_eigh_fused], n_outputs=2,
                    outputs=("eigenvalues", "eigenvectors"), node="LinalgEighBackward0", call=phase_free(hermitian_input(eigh), (1,)),
                    samples=_floats(_eigh_samples), ref=phase_free(_np_eigh, (1,))))
 EIGVALSH = register(Op("linalg_eigvalsh", _eigh_forward, reduced_precision="refused", complex=True, vjp=[_eigvalsh_grad], n_outputs=2,
