@@ -32,7 +32,7 @@ _ROUTINES = {"getrf": ("lapack", 6), "getrs": ("lapack", 9), "getri": ("lapack",
              "syevd": ("lapack", 11), "gesdd": ("lapack", 14), "geqrf": ("lapack", 8), "orgqr": ("lapack", 9),
              "ormqr": ("lapack", 13), "gelsy": ("lapack", 13), "gelsd": ("lapack", 14), "gelss": ("lapack", 13),
              "gels": ("lapack", 11), "trsm": ("blas", 11), "trmm": ("blas", 11),
-             "gemm": ("blas", 13), "syr2k": ("blas", 12)}
+             "gemm": ("blas", 13), "syr2k": ("blas", 12), "syrk": ("blas", 10)}
 
 
 def _col(a):
@@ -121,7 +121,7 @@ def _by_batch(parallel, serial, rhs=None):
     return run
 
 
-_RHS = {"lu_solve": 2, "triangular": 1, "cholesky_grad": 1, "eigh_grad": 1}  # (_by_batch: the kernels that are BLAS-3 products)
+_RHS = {"lu_solve": 2, "triangular": 1, "cholesky_grad": 1, "eigh_grad": 1, "eigvalsh_grad": 0}  # (_by_batch: the kernels that are BLAS-3 products)
 
 
 # complex routines whose names or arguments differ from the real ones' (the Hermitian and unitary forms; the rest
@@ -201,8 +201,8 @@ _TILE = 8  # (the tiles of _phi and _mirror: 8 x 8 doubles, one cache line a row
 def _make(dtype):
     L = _routines(dtype)
     getrf, getrs, getri, potrf, syevd, gesdd = L["getrf"], L["getrs"], L["getri"], L["potrf"], L["syevd"], L["gesdd"]
-    geqrf, orgqr, ormqr, gelsy, gelsd, gelss, gels, trsm, trmm, gemm, syr2k = (L[r] for r in (
-        "geqrf", "orgqr", "ormqr", "gelsy", "gelsd", "gelss", "gels", "trsm", "trmm", "gemm", "syr2k"))
+    geqrf, orgqr, ormqr, gelsy, gelsd, gelss, gels, trsm, trmm, gemm, syr2k, syrk = (L[r] for r in (
+        "geqrf", "orgqr", "ormqr", "gelsy", "gelsd", "gelss", "gels", "trsm", "trmm", "gemm", "syr2k", "syrk"))
     dt = dtype.type
     it = INT  # LAPACK's integer
 
@@ -305,6 +305,34 @@ def _make(dtype):
                  d.ctypes, x.ctypes, d.ctypes)  # V S
             syr2k(lo.ctypes, nt.ctypes, d[0:].ctypes, d[1:].ctypes, one.ctypes, x.ctypes, d.ctypes, v[b].ctypes,
                   d.ctypes, zero.ctypes, out[b].ctypes, d.ctypes)  # (V S) V^T + V (V S)^T, its lower triangle
+            _mirror(out[b])  # (the lower triangle of the matrix is the upper one in memory)
+
+    def eigvalsh_grad(v, gw, out):  # v: V column-major, out: V diag(gw) V^T (symmetric)
+        n = v.shape[1]
+        one, zero, minus = np.ones(1, v.dtype), np.zeros(1, v.dtype), -np.ones(1, v.dtype)
+        for b in prange(v.shape[0]):
+            x = np.empty((n, n), v.dtype)  # V's columns times sqrt|gw|, those of gw >= 0 first
+            p = 0
+            for c in range(n):
+                if gw[b, c] >= 0:
+                    p += 1
+            i, j = 0, p
+            for c in range(n):
+                g = gw[b, c]
+                if g >= 0:
+                    x[i] = v[b, c] * np.sqrt(g)
+                    i += 1
+                else:
+                    x[j] = v[b, c] * np.sqrt(-g)
+                    j += 1
+            xf = x.reshape(-1)
+            d = ints(n, p, n - p, 0)
+            lo, nt = char(76), char(78)
+            syrk(lo.ctypes, nt.ctypes, d[0:].ctypes, d[1:].ctypes, one.ctypes, xf.ctypes, d[0:].ctypes, zero.ctypes,
+                 out[b].ctypes, d[0:].ctypes)
+            if p < n:
+                syrk(lo.ctypes, nt.ctypes, d[0:].ctypes, d[2:].ctypes, minus.ctypes, xf[p * n:].ctypes, d[0:].ctypes,
+                     one.ctypes, out[b].ctypes, d[0:].ctypes)
             _mirror(out[b])  # (the lower triangle of the matrix is the upper one in memory)
 
     def triangular(a, x, side, uplo, trans, diag):  # trsm: x := op(a)^-1 x or x op(a)^-1, in place
@@ -458,7 +486,7 @@ def _make(dtype):
         eigh, svd, lstsq = _complex_parts(L, dtype, ints, char)
 
     ns = {k: _by_batch(_jitted(v), _jitted(v, parallel=False), _RHS.get(k)) for k, v in locals().items() if callable(v) and k in (
-        "lu_factor", "lu_solve", "inv", "cholesky", "cholesky_grad", "eigh_grad", "triangular", "eigh", "svd", "qr_factor",
+        "lu_factor", "lu_solve", "inv", "cholesky", "cholesky_grad", "eigh_grad", "eigvalsh_grad", "triangular", "eigh", "svd", "qr_factor",
         "householder", "apply_q", "lstsq")}
     ns["dtype"] = dt
     return ns
@@ -902,6 +930,19 @@ def eigh_grad(v, vhgv, w, gw):
     if out.size:
         _kernels(v.dtype)["eigh_grad"](vc, np.ascontiguousarray(np.broadcast_to(vhgv, v.shape), v.dtype).reshape(
             B, n, n), rows(w), rows(gw), out)
+    return out.reshape(v.shape)
+
+
+def eigvalsh_grad(v, gw):
+    """V diag(gw) V^T, the gradient of eigh in its eigenvalues alone (real): V's columns scaled by sqrt|gw| make it
+    X+ X+^T - X- X-^T, two symmetric rank-k updates (syrk: n^3 flops, half the formula's GEMM), the other triangle
+    mirrored. ``v`` as eigh gives it (column-major: read in place); gA comes back exactly symmetric."""
+    n = v.shape[-1]
+    vc = _col_read(v)
+    out = np.empty((vc.shape[0], n, n), v.dtype)
+    if out.size:
+        _kernels(v.dtype)["eigvalsh_grad"](vc, np.ascontiguousarray(np.broadcast_to(gw, v.shape[:-1]), v.dtype).reshape(
+            vc.shape[0], n), out)
     return out.reshape(v.shape)
 
 
