@@ -277,11 +277,9 @@ def _adamw_step(lib, model, inputs, targets, vocab):
     return step
 
 
-def lstm_step(lib):
-    """One training step of a sequence tagger: LSTM (2 layers, hidden 256) over 64 steps of a batch of 32
-    (64 input features), a linear layer to 10 tags at every step; cross-entropy, AdamW."""
-    if not has_nn(lib, "LSTM") or not hasattr(lib.optim, "AdamW"):
-        raise NotImplementedError("%s.nn lacks LSTM or %s.optim lacks AdamW" % (lib.__name__, lib.__name__))
+def _tagger_step(lib, cell):
+    if not has_nn(lib, cell) or not hasattr(lib.optim, "AdamW"):
+        raise NotImplementedError("%s.nn lacks %s or %s.optim lacks AdamW" % (lib.__name__, cell, lib.__name__))
     rng = np.random.default_rng(SEED)
     x = lib.from_numpy(_f32(rng, 64, 32, 64))
     y = lib.from_numpy(rng.integers(0, 10, 64 * 32))
@@ -291,12 +289,23 @@ def lstm_step(lib):
     class Tagger(nn.Module):
         def __init__(self):
             super().__init__()
-            self.lstm = nn.LSTM(64, 256, num_layers=2)
+            self.rnn = getattr(nn, cell)(64, 256, num_layers=2)
             self.head = nn.Linear(256, 10)
 
         def forward(self, x):
-            return self.head(self.lstm(x)[0])
+            return self.head(self.rnn(x)[0])
     return _adamw_step(lib, Tagger(), x, y, 10)
+
+
+def lstm_step(lib):
+    """One training step of a sequence tagger: LSTM (2 layers, hidden 256) over 64 steps of a batch of 32
+    (64 input features), a linear layer to 10 tags at every step; cross-entropy, AdamW."""
+    return _tagger_step(lib, "LSTM")
+
+
+def gru_step(lib):
+    """``lstm_step``'s tagger with a GRU (2 layers, hidden 256) in place of the LSTM."""
+    return _tagger_step(lib, "GRU")
 
 
 def transformer_step(lib):
@@ -363,8 +372,8 @@ def dataloader_epoch(num_workers):
 # name -> builder, in the order the comparison table lists them
 WORKLOADS = {f.__name__: f for f in (chain100, chain100_forward, mul16, mul16_grad, elementwise_4m, mlp_step, mlp_step_whole,
                                      mlp_step_item, cnn_step, reduction("sum"), reduction("mean"), reduction("max"),
-                                     matmul_1024, lstm_step, transformer_step, dataloader_epoch(0), dataloader_epoch(2),
-                                     scalar_graph1000, scalar_stack1000)}
+                                     matmul_1024, lstm_step, gru_step, transformer_step, dataloader_epoch(0),
+                                     dataloader_epoch(2), scalar_graph1000, scalar_stack1000)}
 # the workloads with a compiled column (their builders take compiled=True: jitgrad.compile's speed)
 COMPILED = ("chain100", "elementwise_4m", "mlp_step", "mlp_step_whole", "mlp_step_item", "scalar_graph1000",
             "scalar_stack1000")
@@ -374,7 +383,7 @@ COMPILED = ("chain100", "elementwise_4m", "mlp_step", "mlp_step_whole", "mlp_ste
 BAR = {"chain100": 1.3, "chain100_forward": 1.3, "mul16": 3.0, "mul16_grad": 2.5, "elementwise_4m": 0.8, "mlp_step": 1.0,
        "mlp_step_whole": 1.0, "mlp_step_item": 1.0, "cnn_step": 1.2,
        "reduction_sum": 1.0, "reduction_mean": 1.0, "reduction_max": 0.6, "matmul_1024": 1.1,
-       "lstm_step": 1.3, "transformer_step": 1.3,
+       "lstm_step": 1.3, "gru_step": 1.3, "transformer_step": 1.3,
        "dataloader_0w": 1.3, "dataloader_2w": 1.3, "scalar_graph1000": 1.3,
        "scalar_stack1000": 1.3}
 # the targets of the compiled column: jitgrad compiled / PyTorch eager

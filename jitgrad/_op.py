@@ -18,7 +18,7 @@ from .kernels.scalars import COMPLEX as COMPLEX_KERNELS
 from ._grad_mode import SPECIAL, STATE
 from ._layout import LAZY, ConjView, SparseMeta
 from . import _op_node
-from ._op_node import OpNode, _attach, record
+from ._op_node import OpNode, record, recorder_for
 from ._tensor import Tensor, has_tangent
 
 EMPTY = {}
@@ -160,6 +160,7 @@ class Op:
         self.plain = n_outputs == 1 and not view  # dispatch wraps its result without record() unless recording
         self._dtypes = {}  # cache: operand dtype key -> (compute dtype, output dtype)
         self._plans = {}  # cache: which inputs need grad -> what to save
+        self._recorders = {}  # cache: which operands are tensors -> the recorder of a node (_op_node.recorder)
         self._built = True
 
     def __setattr__(self, name, value):
@@ -341,7 +342,7 @@ def dispatch(op, args, params=EMPTY, profiled=False):
     plan = op._dtypes.get(tuple(key))
     if plan is None:
         plan = op._dtypes[tuple(key)] = _plan(op, args)
-    cnp, convert, out_dtype, loop, rnd, via, kernel = plan
+    cnp, convert, out_dtype, loop, rnd, via, kernel, recorder = plan
     xp = CPU_BACKEND if kind is np.ndarray or kind is None else cuda_backend()
     if convert:
         if via is not None:  # operands rounded to the float16/bfloat16 result type first, as PyTorch casts them
@@ -366,9 +367,9 @@ def dispatch(op, args, params=EMPTY, profiled=False):
     if op.plain:
         result = Tensor._wrap(out)
         if grad and op.differentiable and STATE.grad_enabled:  # (never in inference mode: grad mode is off there)
-            _attach(op, args, params, (result,))
+            recorder(args, params, (result,))
         return result
-    return record(op, args, params, out, grad)
+    return record(op, args, params, out, grad, recorder)
 
 
 _NUMBER_TYPES = frozenset((bool, int, float, complex))
@@ -383,6 +384,7 @@ class Plan(NamedTuple):
     round_to: object  # the storage dtype to round floating results to (float16/bfloat16), or None
     via: object  # (that dtype, operand positions to round to it before converting), or None
     kernel: str  # the elementwise entry's scalar function for these operands (complex ones: its complex twin)
+    recorder: object  # the recorder of the entry's node for these operands (which are tensors: _op_node.recorder_for)
 
 
 def _plan(op, args):
@@ -420,7 +422,7 @@ def _plan(op, args):
     if out_dtype is not None and all(a is not None and (not isinstance(a, Tensor) or a.ndim) for a in args) and \
             any(isinstance(a, Tensor) for a in args):
         loop = CPU_BACKEND.flat_loop(kernel, tuple(isinstance(a, Tensor) for a in args))
-    return Plan(compute, convert, out_dtype, loop, rnd, via, kernel)
+    return Plan(compute, convert, out_dtype, loop, rnd, via, kernel, recorder_for(op, args) if op.differentiable else None)
 
 
 def _kernel_name(op):

@@ -1,4 +1,6 @@
 """OpNode, the graph node of a table op: how dispatch records it and how its backward runs (formulas, fused kernels)."""
+import os
+
 import numpy as np
 
 from ._device import backend, may_share_memory
@@ -257,8 +259,9 @@ def _call_fused_functions(node, g):
     return dict(zip(ks, grads if len(ks) > 1 else (grads,)))
 
 
-def record(op, args, params, out, grad=None):
-    """Wrap kernel output(s) as tensors; attach a grad_fn when grad mode is on and an input needs grad."""
+def record(op, args, params, out, grad=None, recorder=None):
+    """Wrap kernel output(s) as tensors; attach a grad_fn when grad mode is on and an input needs grad (by
+    ``recorder`` where given: dispatch's plan holds the one for its operands)."""
     if op.n_outputs == 1:
         result = Tensor._wrap(out)
         outs = (result,)
@@ -276,7 +279,7 @@ def record(op, args, params, out, grad=None):
     if grad is None:
         grad = any(isinstance(a, Tensor) and a._requires_grad for a in args)
     if grad:
-        _attach(op, args, params, outs)
+        (recorder or recorder_for(op, args))(args, params, outs)
     return result
 
 
@@ -311,93 +314,164 @@ def _save_plan(op, active):
     return plan
 
 
-def _scalar_node(op, args):
-    for k, a in enumerate(args):
-        if not isinstance(a, Tensor):
-            return op.scalar_nodes[k]
-    return op.node_cls
-
-
 def _attach(op, args, params, outs):
-    nexts = []
-    meta = []  # per input that takes a gradient: (shape, NumPy dtype) the gradient is brought back to
-    active = 0  # bit i: input i takes a gradient
+    """Make ``op``'s node for ``args`` (some of which require grad) and set it as the outputs' grad_fn."""
+    return recorder_for(op, args)(args, params, outs)
+
+
+def recorder_for(op, args):
+    """The recorder generated for ``op`` and the pattern of ``args`` (which are tensors)."""
+    key = "variadic" if op.variadic else tuple(isinstance(a, Tensor) for a in args)
+    rec = op._recorders.get(key)
+    if rec is None:
+        rec = op._recorders[key] = recorder(op, key)
+    return rec
+
+
+# A recorder is straight-line code for one entry and one pattern of operands, generated from the templates below:
+# recording runs once per op, and on small tensors the loops, lookups and branches of a general recorder were most of
+# its cost. Operand i's code sets ei (its edge: the node its gradient flows into), mi (the (shape, NumPy dtype) that
+# gradient is brought back to, None when it takes none) and ki (its part of the node's structural key).
+_OPERAND = {
+    # a tensor whose input has a VJP
+    "grad": """\
+if {a}._requires_grad:
+    f = {a}.grad_fn
+    if f is not None:
+        nr = {a}._output_nr
+        e{s} = (f, nr)
+        k{s} = f._key if not nr else (f._key, nr)
+    else:  # a leaf: its AccumulateGrad node, alive while a graph holds it (accumulate_node makes one)
+        r = {a}._acc_node
+        f = r() if r is not None else None
+        if f is None:
+            f = accumulate_node({a})
+        e{s} = (f, 0)
+        k{s} = f._key
+    d = {a}._data
+    m{s} = (d.shape, d.dtype)
+    active |= {bit}
+else:
+    d = {a}._data
+    e{s}, m{s}, k{s} = NO_EDGE, None, (d.shape, d.dtype)  # (NO_EDGE: PyTorch's entry for an input without a gradient)
+""",
+    # a tensor whose input takes no gradient (an index)
+    "tensor": """\
+d = {a}._data
+e{s}, m{s}, k{s} = NO_EDGE, None, (d.shape, d.dtype)
+""",
+    # a number, None, a dtype...
+    "other": """\
+e{s}, m{s}, k{s} = NO_EDGE, None, {a} if {a}.__class__ in _PLAIN else key_of({a})
+""",
+}
+
+# The node: its structural key (Node._key: the entry, the keys of the nodes its gradients flow into, which imply
+# their shapes, the other operands' shapes and dtypes, the numbers and the params; compiled autograd finds a
+# graph's plan by its roots' keys), its edges and input metadata, the saved inputs and outputs (the result is checked
+# for in-place changes; other outputs, indices, are not; a workspace is freed with the saved inputs after backward).
+_NODE = """\
+node = _new(cls)
+node.next_functions = {edges}
+node._key = hash(({keys}, key_of(params)) if params else ({keys},)) if COMPILED_AUTOGRAD["enabled"] else 0
+node._seq = _next_seq()
+node.op = op
+node.input_meta = {meta}
+node.params = params
+if SPECIAL[0] and STATE.anomaly:
+    record_trace(node)
+"""
+# what it saves: for each pattern of the inputs that take gradients (active), the inputs and outputs _save_plan names
+_SAVE = """\
+plan = plans.get(active)
+inputs, save_outputs = plan if plan is not None else _save_plan(op, active)
+node.saved = saved = {}
+for name, i in inputs:
+    a = args[i]
+    saved[name] = save_input(a) if isinstance(a, Tensor) else a
+"""
+_ONE_OUTPUT = """\
+o = outs[0]
+if o._data.dtype in INEXACT_NP:
+    o.grad_fn = node
+    o._requires_grad = True
+for name, _ in save_outputs:
+    saved[name] = save_output(o, node)
+return node
+"""
+_OUTPUTS = """\
+for k, o in enumerate(outs):
+    if o._data.dtype in INEXACT_NP and k not in workspace:
+        o.grad_fn = node
+        if k:
+            o._output_nr = k
+        o._requires_grad = True
+for name, k in save_outputs:
+    saved[name] = save_output(outs[k], node) if k == 0 else save_input(outs[k]) if k in workspace else outs[k]
+return node
+"""
+
+
+def recorder(op, pattern):
+    """The recorder ``rec(args, params, outs) -> node`` of ``op`` for operands whose k-th is a tensor where
+    ``pattern[k]`` (``"variadic"``: a variadic entry's tensors, any number of them)."""
     vjp = op.derivatives.vjp
-    variadic = op.variadic
-    # the node's structural key (hashed below; Node._key): the entry, the keys of the nodes its gradients flow into
-    # (which imply their shapes), the other operands' shapes and dtypes, the scalars and the params: compiled
-    # autograd finds a graph's plan by its roots' keys
-    key = [op]
-    for i, a in enumerate(args):
-        if isinstance(a, Tensor):
-            d = a._data
-            if a._requires_grad and vjp[0 if variadic else i] is not None:
-                fn = a.grad_fn
-                if fn is not None:
-                    nr = a._output_nr
-                    nexts.append((fn, nr))
-                    key.append(fn._key if not nr else (fn._key, nr))
-                else:  # a leaf: its AccumulateGrad node, alive while a graph holds it (accumulate_node makes one)
-                    ref = a._acc_node
-                    fn = ref() if ref is not None else None
-                    if fn is None:
-                        fn = accumulate_node(a)
-                    nexts.append((fn, 0))
-                    key.append(fn._key)
-                meta.append((d.shape, d.dtype))
-                active |= 1 << i
-            else:
-                nexts.append(NO_EDGE)  # PyTorch's entry for an input that takes no gradient
-                meta.append(None)
-                key += (d.shape, d.dtype)
-        else:
-            nexts.append(NO_EDGE)
-            meta.append(None)
-            key.append(a if a.__class__ in _PLAIN else key_of(a))
-    keyed = COMPILED_AUTOGRAD["enabled"]  # (the key costs a hash of the params per op: only when it is read)
-    if params and keyed:
-        key.append(key_of(params))
-    plan = op._plans.get(active)
-    inputs, save_outputs = plan if plan is not None else _save_plan(op, active)
-    single = op.n_outputs == 1
-    if not single:
-        params = dict(params)
-        params["_out_meta"] = [(o.shape, o.dtype) for o in outs]
-    cls = op.node_cls if op.scalar_nodes is None else _scalar_node(op, args)
-    node = _new(cls)
+    lines = ["def record(args, params, outs):", "    active = 0"]
+    if pattern == "variadic":
+        cls = op.node_cls
+        kind = "grad" if vjp[0] is not None else "tensor"
+        lines += ["    nexts, meta, keys = [], [], [op]", "    for i, a in enumerate(args):"]
+        lines += ["        " + x for x in _OPERAND[kind].format(a="a", bit="1 << i", s="").splitlines()]
+        lines += ["        nexts.append(e)", "        meta.append(m)", "        keys.append(k)"]
+        edges, keys, meta = "tuple(nexts)", "*keys", "meta"
+    else:
+        cls = op.node_cls if op.scalar_nodes is None or all(pattern) else op.scalar_nodes[pattern.index(False)]
+        n = len(pattern)
+        if n:
+            lines.append("    %s, = args" % ", ".join("a%d" % i for i in range(n)))
+        for i, tensor in enumerate(pattern):
+            kind = "other" if not tensor else "grad" if vjp[i] is not None else "tensor"
+            lines += ["    " + x for x in _OPERAND[kind].format(a="a%d" % i, bit=1 << i, s=i).splitlines()]
+        taken = range(n) if cls.edge_inputs is None else cls.edge_inputs
+        edges = "(%s)" % "".join("e%d, " % i for i in taken)
+        keys = "op, " + ", ".join("k%d" % i for i in range(n))
+        meta = "[%s]" % ", ".join("m%d" % i for i in range(n))
+    lines += ["    " + x for x in _NODE.format(edges=edges, keys=keys, meta=meta).splitlines()]
+    lines += ["    " + x for x in _saves(op, pattern).splitlines()]
     if op.n_outputs is None:
-        node.n_outputs = len(outs)
-    node.next_functions = tuple(nexts) if cls.edge_inputs is None else tuple(nexts[i] for i in cls.edge_inputs)
-    node._key = hash(tuple(key)) if keyed else 0
-    node._seq = _next_seq()
-    node.op = op
-    node.input_meta = meta
-    node.params = params
-    node.saved = saved = {}
-    if SPECIAL[0] and STATE.anomaly:
-        record_trace(node)
-    for name, i in inputs:
-        a = args[i]
-        saved[name] = save_input(a) if isinstance(a, Tensor) else a
-    if single and not op.workspace:  # (one output: the loop below, unrolled)
-        o = outs[0]
-        if o._data.dtype in INEXACT_NP:
-            o.grad_fn = node
-            o._requires_grad = True
-        for name, _ in save_outputs:
-            saved[name] = save_output(o, node)
-        return node
-    # the result is checked for in-place changes; other outputs (indices) are not; a workspace is freed with the
-    # saved inputs after backward
-    for k, o in enumerate(outs):
-        if o._data.dtype in INEXACT_NP and k not in op.workspace:
-            o.grad_fn = node
-            if k:
-                o._output_nr = k
-            o._requires_grad = True
-    for name, k in save_outputs:
-        saved[name] = save_output(outs[k], node) if k == 0 else save_input(outs[k]) if k in op.workspace else outs[k]
-    return node
+        lines.append("    node.n_outputs = len(outs)")
+    if op.n_outputs != 1:
+        lines[lines.index("    node.params = params")] = \
+            "    node.params = dict(params, _out_meta=[(o.shape, o.dtype) for o in outs])"
+    tail = _ONE_OUTPUT if op.n_outputs == 1 and not op.workspace else _OUTPUTS
+    lines += ["    " + x for x in tail.splitlines()]
+    namespace = dict(op=op, cls=cls, plans=op._plans, workspace=op.workspace, Tensor=Tensor, NO_EDGE=NO_EDGE,
+                     _PLAIN=_PLAIN, key_of=key_of, accumulate_node=accumulate_node, _save_plan=_save_plan, _new=_new,
+                     _next_seq=_next_seq, COMPILED_AUTOGRAD=COMPILED_AUTOGRAD, SPECIAL=SPECIAL, STATE=STATE,
+                     record_trace=record_trace, save_input=save_input, save_output=save_output,
+                     INEXACT_NP=INEXACT_NP)
+    # (named as a file of this package: anomaly mode's traces end at the user's line, before jitgrad's frames)
+    exec(compile("\n".join(lines) + "\n", os.path.join(os.path.dirname(__file__), "<recorder of %s>" % op.name),
+                 "exec"), namespace)
+    return namespace["record"]
+
+
+def _saves(op, pattern):
+    """The code that saves what the node's VJPs read: a dict literal per pattern of inputs taking gradients where
+    there are few such inputs, else the general loop."""
+    grads = [] if pattern == "variadic" else [
+        i for i, tensor in enumerate(pattern) if tensor and op.derivatives.vjp[i] is not None]
+    if pattern == "variadic" or not grads or len(grads) > 3:
+        return _SAVE
+    code = []
+    for n in range(1, 1 << len(grads)):
+        active = sum(1 << i for k, i in enumerate(grads) if n >> k & 1)
+        inputs, outputs = _save_plan(op, active)
+        items = ["%r: %s" % (name, "save_input(a%d)" % i if pattern[i] else "a%d" % i) for name, i in inputs]
+        code += ["if active == %d:" % active if n == 1 else "elif active == %d:" % active,
+                 "    node.saved = saved = {%s}" % ", ".join(items),
+                 "    save_outputs = %r" % (outputs,)]
+    return "\n".join(code) + "\nelse:\n" + "".join("    " + x + "\n" for x in _SAVE.splitlines())
 
 
 _new = object.__new__
@@ -412,10 +486,10 @@ def key_of(v):
     c = v.__class__
     if c in _HASHABLE or isinstance(v, np.generic) or c.__module__ == "jitgrad._dtype":
         return v
-    if c is tuple or c is list or isinstance(v, tuple):
-        return (c,) + tuple(map(key_of, v))
+    if c is tuple or c is list or isinstance(v, tuple):  # (plain items inline: a reduction's dims, every op)
+        return (c,) + tuple([x if x.__class__ in _HASHABLE else key_of(x) for x in v])
     if c is dict:
-        return tuple((k, key_of(x)) for k, x in v.items())
+        return tuple([(k, x if x.__class__ in _HASHABLE else key_of(x)) for k, x in v.items()])
     if c is slice:
         return (c, key_of(v.start), key_of(v.stop), key_of(v.step))
     d = v._data if isinstance(v, Tensor) else v

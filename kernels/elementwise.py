@@ -175,6 +175,15 @@ def run(fn, out_dtype, *args, out=None):
                         b = args[1]
                         loop(a[()], b[()] if b.__class__ is np.ndarray else b, out.reshape(1))
                     return out
+    elif len(args) == 2:  # in place (out=), both operands of its shape (gradient accumulation): the flat loop
+        a, b = args
+        shape = out.shape
+        if a.__class__ is np.ndarray and b.__class__ is np.ndarray and a.shape == shape and b.shape == shape \
+                and out.__class__ is np.ndarray:
+            loop = _loops.get((fn, out.size >= config.PARALLEL_THRESHOLD, True, True))
+            if loop is not None:
+                loop(a.reshape(-1), b.reshape(-1), out.reshape(-1))
+                return out
     if len(args) == 2:  # a matrix and a row of it (a bias): the 2-D loop _run_general would pick
         a, b = args
         if (a.__class__ is np.ndarray and b.__class__ is np.ndarray and a.ndim == 2 and b.ndim == 1

@@ -393,16 +393,20 @@ CPU = SimpleNamespace(matmul=np.matmul, empty=np.empty, zeros=np.zeros, reshape=
                       copy_into=np.copyto, add_into=_add_into, sum0=_sum0, step=_step)
 
 
-# ---------------------------------------------------------------- the CPU's LSTM layer: blocks of rows, one kernel each
-# Batch rows never mix in a recurrence, so the CPU runs an LSTM layer's direction as blocks of rows, one per
-# thread, each block's whole recurrence in one nogil kernel whose step GEMMs call OpenBLAS (on one thread) in
-# place: no Python between steps (the loop above spends ~80 us a step there) and no synchronisation between
-# the threads until the end (an OpenBLAS GEMM of a few rows split over the threads waits for them at every
-# step). The gradients of the weights then come from one GEMM each over all steps, on all threads.
+# ---------------------------------------------------------------- the CPU's layers: blocks of rows, one kernel each
+# Batch rows never mix in a recurrence, so the CPU runs a layer's direction as blocks of rows, one per thread, each
+# block's whole recurrence in one nogil kernel whose step GEMMs call OpenBLAS (on one thread) in place: no Python
+# between steps (the loop above spends ~80 us a step there) and no synchronisation between the threads until the
+# end (an OpenBLAS GEMM of a few rows split over the threads waits for them at every step). The gradients of the
+# weights then come from one GEMM each over all steps, on all threads. One kernel serves the three cells (the mode
+# a run-time number): ``layer``'s loop, step for step.
 MIN_BLOCK_ROWS = 8  # fewer rows per block make the step GEMMs too thin to be worth a thread
+MODES = {"LSTM": 0, "GRU": 1, "RNN_TANH": 2, "RNN_RELU": 3}
 # (the cell loops above, compiled as functions the row kernels call: the same flags as their twins)
-_lstm_cell_rows = njit(error_model="numpy", fastmath=config.FOLD_FASTMATH)(_lstm_cell)
-_lstm_cell_vjp_rows = njit(error_model="numpy", fastmath=config.FOLD_FASTMATH)(_lstm_cell_vjp)
+_rows_njit = njit(error_model="numpy", fastmath=config.FOLD_FASTMATH)
+_lstm_cell_rows, _lstm_cell_vjp_rows = _rows_njit(_lstm_cell), _rows_njit(_lstm_cell_vjp)
+_gru_cell_rows, _gru_cell_vjp_rows = _rows_njit(_gru_cell), _rows_njit(_gru_cell_vjp)
+_rnn_cell_rows, _rnn_cell_vjp_rows = _rows_njit(_rnn_cell), _rows_njit(_rnn_cell_vjp)
 
 
 @njit(error_model="numpy", fastmath=config.FASTMATH)
@@ -420,9 +424,9 @@ def _copy_rows(dst, src, add):
 
 
 @njit(error_model="numpy", fastmath=config.FASTMATH)
-def _lstm_rows(fn, ig, h, c, w_hh, bias, w_hr, gates, cs, hs, raws, out, offs, sizes, lo, hi):
-    """Rows lo:hi of an LSTM layer (``layer``'s loop): steps offs/sizes (in running order), state h, c; ``raws``
-    has no rows where there is no projection."""
+def _layer_rows(fn, mode, ig, h, c, w_hh, bias, w_hr, gates, cs, hs, raws, out, offs, sizes, lo, hi):
+    """Rows lo:hi of a layer (``layer``'s loop): steps offs/sizes (in running order), state h (and c); ``gates``
+    is the workspace's gates block (an RNN's y), and ``c``, ``cs``, ``raws`` have no rows where unused."""
     hg = np.empty((hi - lo, w_hh.shape[0]), ig.dtype)
     proj = raws.shape[0] > 0
     for t in range(offs.size):
@@ -430,53 +434,72 @@ def _lstm_rows(fn, ig, h, c, w_hh, bias, w_hr, gates, cs, hs, raws, out, offs, s
         if n <= 0:
             continue
         r0, r1 = offs[t] + lo, offs[t] + lo + n
-        hb, cb = h[lo:lo + n], c[lo:lo + n]
+        hb = h[lo:lo + n]
         blas.gemm(fn, hb, w_hh, hg[:n], True)
         _copy_rows(hs[r0:r1], hb, False)
-        _copy_rows(cs[r0:r1], cb, False)
-        _lstm_cell_rows(ig[r0:r1], hg[:n], bias, cs[r0:r1], gates[r0:r1], raws[r0:r1] if proj else hb, cb)
-        if proj:  # h = raw @ W_hr^T
-            blas.gemm(fn, raws[r0:r1], w_hr, hb, True)
+        if mode == 0:
+            cb = c[lo:lo + n]
+            _copy_rows(cs[r0:r1], cb, False)
+            _lstm_cell_rows(ig[r0:r1], hg[:n], bias, cs[r0:r1], gates[r0:r1], raws[r0:r1] if proj else hb, cb)
+            if proj:  # h = raw @ W_hr^T
+                blas.gemm(fn, raws[r0:r1], w_hr, hb, True)
+        elif mode == 1:
+            _gru_cell_rows(ig[r0:r1], hg[:n], bias, hs[r0:r1], gates[r0:r1], hb)
+        else:
+            _rnn_cell_rows(ig[r0:r1], hg[:n], bias, gates[r0:r1], mode == 3)
+            _copy_rows(hb, gates[r0:r1], False)
         _copy_rows(out[r0:r1], hb, False)
 
 
 @njit(error_model="numpy", fastmath=config.FASTMATH)
-def _lstm_rows_vjp(fn, gates, cs, w_hh, w_hr, g_out, dh, dc, dz, dproj, offs, sizes, lo, hi):
-    """Rows lo:hi of an LSTM layer's backward (``layer_vjp``'s loop): steps offs/sizes in backward order."""
-    H = dc.shape[1]
-    draws, new_dc = np.empty((hi - lo, H), dc.dtype), np.empty((hi - lo, H), dc.dtype)
+def _layer_rows_vjp(fn, mode, gates, cs, hs, w_hh, w_hr, g_out, dh, dc, dz, dhg, dproj, offs, sizes, lo, hi):
+    """Rows lo:hi of a layer's backward (``layer_vjp``'s loop): steps offs/sizes in backward order; ``dhg`` is
+    the hidden gates' gradient where it differs from ``dz`` (GRU's)."""
+    H = hs.shape[1] if mode else dc.shape[1]
+    draws, new_dc = np.empty((hi - lo, H), dz.dtype), np.empty((hi - lo, H), dz.dtype)
     proj = dproj.shape[0] > 0
     for t in range(offs.size):
         n = min(sizes[t], hi) - lo
         if n <= 0:
             continue
         r0, r1 = offs[t] + lo, offs[t] + lo + n
-        hb, cb = dh[lo:lo + n], dc[lo:lo + n]
+        hb = dh[lo:lo + n]
         _copy_rows(hb, g_out[r0:r1], True)
-        if proj:
-            _copy_rows(dproj[r0:r1], hb, False)
-            blas.gemm(fn, hb, w_hr, draws[:n], False)
-        _lstm_cell_vjp_rows(gates[r0:r1], cs[r0:r1], draws[:n] if proj else hb, cb, dz[r0:r1], new_dc[:n])
-        _copy_rows(cb, new_dc[:n], False)
-        blas.gemm(fn, dz[r0:r1], w_hh, hb, False)
+        if mode == 0:
+            cb = dc[lo:lo + n]
+            if proj:
+                _copy_rows(dproj[r0:r1], hb, False)
+                blas.gemm(fn, hb, w_hr, draws[:n], False)
+            _lstm_cell_vjp_rows(gates[r0:r1], cs[r0:r1], draws[:n] if proj else hb, cb, dz[r0:r1], new_dc[:n])
+            _copy_rows(cb, new_dc[:n], False)
+            blas.gemm(fn, dz[r0:r1], w_hh, hb, False)
+        elif mode == 1:  # (draws: the direct gradient of h)
+            _gru_cell_vjp_rows(gates[r0:r1], hs[r0:r1], hb, dz[r0:r1], dhg[r0:r1], draws[:n])
+            blas.gemm(fn, dhg[r0:r1], w_hh, hb, False)
+            _copy_rows(hb, draws[:n], True)
+        else:
+            _rnn_cell_vjp_rows(gates[r0:r1], hb, dz[r0:r1], mode == 3)
+            blas.gemm(fn, dz[r0:r1], w_hh, hb, False)
 
 
-def _lstm_blocks(fn, ig, h, c, w_hh, bias, w_hr, gates, cs, hs, raws, out, offs, sizes, bounds):
+def _layer_blocks(fn, mode, ig, h, c, w_hh, bias, w_hr, gates, cs, hs, raws, out, offs, sizes, bounds):
     for p in prange(bounds.size - 1):
-        _lstm_rows(fn, ig, h, c, w_hh, bias, w_hr, gates, cs, hs, raws, out, offs, sizes, bounds[p], bounds[p + 1])
+        _layer_rows(fn, mode, ig, h, c, w_hh, bias, w_hr, gates, cs, hs, raws, out, offs, sizes, bounds[p],
+                    bounds[p + 1])
 
 
-def _lstm_blocks_vjp(fn, gates, cs, w_hh, w_hr, g_out, dh, dc, dz, dproj, offs, sizes, bounds):
+def _layer_blocks_vjp(fn, mode, gates, cs, hs, w_hh, w_hr, g_out, dh, dc, dz, dhg, dproj, offs, sizes, bounds):
     for p in prange(bounds.size - 1):
-        _lstm_rows_vjp(fn, gates, cs, w_hh, w_hr, g_out, dh, dc, dz, dproj, offs, sizes, bounds[p], bounds[p + 1])
+        _layer_rows_vjp(fn, mode, gates, cs, hs, w_hh, w_hr, g_out, dh, dc, dz, dhg, dproj, offs, sizes, bounds[p],
+                        bounds[p + 1])
 
 
-_BLOCKS = {f.__name__[1:]: twins(f) for f in (_lstm_blocks, _lstm_blocks_vjp)}
+_BLOCKS = {f.__name__[1:]: twins(f) for f in (_layer_blocks, _layer_blocks_vjp)}
 _BLAS_THREADS = config._openblas_threads()
 
 
 def _blocked(dtype):
-    """Whether an LSTM layer of ``dtype`` runs as blocks of rows (needs NumPy's OpenBLAS, float32/64)."""
+    """Whether a layer of ``dtype`` runs as blocks of rows (needs NumPy's OpenBLAS, float32/64)."""
     return blas.GEMM is not None and dtype in blas.GEMM and _BLAS_THREADS is not None
 
 
@@ -494,44 +517,48 @@ def _step_arrays(batch_sizes, reverse):
     return np.ascontiguousarray(steps[:, 0]), np.ascontiguousarray(steps[:, 1])
 
 
-def _lstm_layer(ig, h0, c0, w_hh, b_hh, w_hr, batch_sizes, reverse):
+def _blocked_layer(mode, ig, h0, c0, w_hh, b_hh, w_hr, batch_sizes, reverse):
     N, B, P = ig.shape[0], h0.shape[0], h0.shape[1]
     proj = w_hr is not None
     H = w_hr.shape[1] if proj else P
     dt = ig.dtype
-    ws = np.empty((workspace_size("LSTM", N, H, P, proj),), dt)
-    v = _views(CPU, ws, "LSTM", N, H, P, proj)
+    ws = np.empty((workspace_size(mode, N, H, P, proj),), dt)
+    v = _views(CPU, ws, mode, N, H, P, proj)
     out = np.empty((N, P), dt)
-    h, c = np.array(h0, dt, order="C"), np.array(c0, dt, order="C")
+    h = np.array(h0, dt, order="C")
     none = np.empty((0, H), dt)
-    _run_blocks("lstm_blocks", B, blas.GEMM[dt], _c(ig), h, c, _c(w_hh), _bias(b_hh, 4 * H, dt),
-                _c(w_hr) if proj else none, v["gates"], v["c"], v["h"], v.get("raw", none), out,
-                *_step_arrays(batch_sizes, reverse))
-    return ws, out, h, c
+    c = np.array(c0, dt, order="C") if mode == "LSTM" else none
+    _run_blocks("layer_blocks", B, blas.GEMM[dt], MODES[mode], _c(ig), h, c, _c(w_hh),
+                _bias(b_hh, w_hh.shape[0], dt), _c(w_hr) if proj else none, v["y" if mode[:3] == "RNN" else "gates"],
+                v.get("c", none), v["h"], v.get("raw", none), out, *_step_arrays(batch_sizes, reverse))
+    return ws, out, h, c if mode == "LSTM" else None
 
 
-def _lstm_layer_vjp(ws, w_hh, w_hr, g_out, g_hn, g_cn, batch_sizes, reverse, has_bias):
+def _blocked_layer_vjp(mode, ws, w_hh, w_hr, g_out, g_hn, g_cn, batch_sizes, reverse, has_bias):
     N, P = g_out.shape
     proj = w_hr is not None
     H = w_hr.shape[1] if proj else P
     dt = g_out.dtype
-    v = _views(CPU, ws, "LSTM", N, H, P, proj)
-    dh, dc = np.array(g_hn, dt, order="C"), np.array(g_cn, dt, order="C")
-    dz = np.empty((N, 4 * H), dt)
+    v = _views(CPU, ws, mode, N, H, P, proj)
+    none = np.empty((0, H), dt)
+    dh = np.array(g_hn, dt, order="C")
+    dc = np.array(g_cn, dt, order="C") if mode == "LSTM" else none
+    dz = np.empty((N, w_hh.shape[0]), dt)  # gradient of the input gates (and, but for GRU, of the hidden gates)
+    dhg = np.empty((N, w_hh.shape[0]), dt) if mode == "GRU" else dz
     dproj = np.empty((N, P), dt) if proj else None
-    _run_blocks("lstm_blocks_vjp", batch_sizes[0], blas.GEMM[dt], v["gates"], v["c"], _c(w_hh),
-                _c(w_hr) if proj else np.empty((0, H), dt), _c(g_out), dh, dc, dz,
+    _run_blocks("layer_blocks_vjp", batch_sizes[0], blas.GEMM[dt], MODES[mode], v["y" if mode[:3] == "RNN" else "gates"],
+                v.get("c", none), v["h"], _c(w_hh), _c(w_hr) if proj else none, _c(g_out), dh, dc, dz, dhg,
                 np.empty((0, P), dt) if dproj is None else dproj, *_step_arrays(batch_sizes, not reverse))
-    return (dz, dh, dc) + _weight_grads(CPU, v, dz, dproj, has_bias)
+    return (dz, dh, dc if mode == "LSTM" else None) + _weight_grads(CPU, v, dhg, dproj, has_bias)
 
 
 def rnn_layer(mode, ig, h0, c0, w_hh, b_hh, w_hr, batch_sizes, reverse):
-    if mode == "LSTM" and _blocked(ig.dtype):
-        return _lstm_layer(ig, h0, c0, w_hh, b_hh, w_hr, batch_sizes, reverse)
+    if _blocked(ig.dtype):
+        return _blocked_layer(mode, ig, h0, c0, w_hh, b_hh, w_hr, batch_sizes, reverse)
     return layer(CPU, mode, ig, h0, c0, w_hh, b_hh, w_hr, batch_sizes, reverse)
 
 
 def rnn_layer_vjp(mode, ws, w_hh, w_hr, g_out, g_hn, g_cn, batch_sizes, reverse, has_bias):
-    if mode == "LSTM" and _blocked(g_out.dtype):
-        return _lstm_layer_vjp(ws, w_hh, w_hr, g_out, g_hn, g_cn, batch_sizes, reverse, has_bias)
+    if _blocked(g_out.dtype):
+        return _blocked_layer_vjp(mode, ws, w_hh, w_hr, g_out, g_hn, g_cn, batch_sizes, reverse, has_bias)
     return layer_vjp(CPU, mode, ws, w_hh, w_hr, g_out, g_hn, g_cn, batch_sizes, reverse, has_bias)

@@ -392,36 +392,48 @@ def test_packed_sequences_match_pytorch(cls, rng):
 
 
 @pytest.mark.parametrize("dtype,tol", [(np.float64, 1e-12), (np.float32, 2e-5)])
-@pytest.mark.parametrize("sizes,reverse,proj", [((19,) * 3, False, False), ((19, 14, 9, 2), True, True),
-                                                ((17, 17, 8, 1), False, True)])
-def test_lstm_layer_in_row_blocks_matches_the_reference_and_the_step_loop(sizes, reverse, proj, dtype, tol, rng,
-                                                                          monkeypatch):
-    """The CPU runs an LSTM layer as blocks of batch rows, one kernel each (kernels/rnn.py); three blocks here,
+@pytest.mark.parametrize("mode,sizes,reverse,proj", [
+    ("LSTM", (19,) * 3, False, False), ("LSTM", (19, 14, 9, 2), True, True), ("LSTM", (17, 17, 8, 1), False, True),
+    ("GRU", (19,) * 3, False, False), ("GRU", (19, 14, 9, 2), True, False), ("RNN_TANH", (17, 17, 8, 1), False, False),
+    ("RNN_RELU", (19, 14, 9, 2), True, False)])
+def test_layer_in_row_blocks_matches_the_reference_and_the_step_loop(mode, sizes, reverse, proj, dtype, tol, rng,
+                                                                     monkeypatch):
+    """The CPU runs a layer as blocks of batch rows, one kernel each (kernels/rnn.py); three blocks here,
     packed sequences ending inside and across them."""
     from jitgrad.kernels import rnn as kr
     if not kr._blocked(np.dtype(dtype)):
         pytest.skip("NumPy's BLAS is not a 64-bit-integer OpenBLAS")
     monkeypatch.setattr(kr.numba, "get_num_threads", lambda: 3)
     B, H, N = sizes[0], 5, sum(sizes)
+    G = {"LSTM": 4, "GRU": 3}.get(mode, 1) * H
     P = 3 if proj else H
     A = lambda *s: rng.uniform(-1, 1, s).astype(dtype)  # noqa: E731
-    ig, h0, c0, w, b, whr = A(N, 4 * H), A(B, P), A(B, H), A(4 * H, P), A(4 * H), A(P, H) if proj else None
-    ws, out, hn, cn = kr.rnn_layer("LSTM", ig, h0, c0, w, b, whr, sizes, reverse)
-    for got, want in zip((out, hn, cn), ops_rnn._np_layer("LSTM", ig, h0, c0, w, b, whr, sizes, reverse)):
+    ig, h0, w, b, whr = A(N, G), A(B, P), A(G, P), A(G), A(P, H) if proj else None
+    c0 = A(B, H) if mode == "LSTM" else None
+    ws, out, hn, cn = kr.rnn_layer(mode, ig, h0, c0, w, b, whr, sizes, reverse)
+    assert (cn is None) == (mode != "LSTM")
+    for got, want in zip((out, hn, cn), ops_rnn._np_layer(mode, ig, h0, c0, w, b, whr, sizes, reverse)):
         np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
-    loop_ws = kr.layer(kr.CPU, "LSTM", ig, h0, c0, w, b, whr, sizes, reverse)[0]
+    loop_ws = kr.layer(kr.CPU, mode, ig, h0, c0, w, b, whr, sizes, reverse)[0]
     np.testing.assert_allclose(ws, loop_ws, rtol=tol, atol=tol)
-    g = (A(N, P), A(B, P), A(B, H), sizes, reverse, True)
-    for got, want in zip(kr.rnn_layer_vjp("LSTM", ws, w, whr, *g), kr.layer_vjp(kr.CPU, "LSTM", ws, w, whr, *g)):
+    g = (A(N, P), A(B, P), A(B, H) if mode == "LSTM" else None, sizes, reverse, True)
+    for got, want in zip(kr.rnn_layer_vjp(mode, ws, w, whr, *g), kr.layer_vjp(kr.CPU, mode, ws, w, whr, *g)):
         assert (got is None) == (want is None)
         if got is not None:
             np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
 
 
-def test_lstm_layer_in_row_blocks_gradcheck(rng, monkeypatch):
+@pytest.mark.parametrize("mode", ["LSTM", "GRU", "RNN_TANH"])
+def test_layer_in_row_blocks_gradcheck(mode, rng, monkeypatch):
     from jitgrad.kernels import rnn as kr
     monkeypatch.setattr(kr.numba, "get_num_threads", lambda: 2)
     sizes = (17, 16, 9)
+    G = {"LSTM": 4, "GRU": 3}.get(mode, 1) * 2
     A = lambda *s: jg.tensor(rng.uniform(-1, 1, s), requires_grad=True)  # noqa: E731
-    args = [A(sum(sizes), 8), A(17, 2), A(17, 2), A(8, 2), A(8), None]
-    assert gradcheck(lambda *a: ops_rnn.rnn_layer("LSTM", *a[:5], None, sizes, True), args[:5])
+    if mode == "LSTM":
+        args, fn = [A(sum(sizes), G), A(17, 2), A(17, 2), A(G, 2), A(G)], lambda ig, h, c, w, b: ops_rnn.rnn_layer(
+            mode, ig, h, c, w, b, None, sizes, True)
+    else:
+        args, fn = [A(sum(sizes), G), A(17, 2), A(G, 2), A(G)], lambda ig, h, w, b: ops_rnn.rnn_layer(
+            mode, ig, h, None, w, b, None, sizes, True)
+    assert gradcheck(lambda *a: tuple(t for t in fn(*a) if t is not None), args)
