@@ -59,7 +59,7 @@ def layer_norm_rows_wb(g, x, mean, rstd, dw, db, lo, hi):
             db[j] += g[i, j]
 
 
-_row = njit(error_model="numpy", fastmath=config.FASTMATH, inline="always")
+_row = njit(error_model="numpy", fastmath=config.FOLD_FASTMATH, inline="always")  # (rows fold: see config)
 _layer_norm_row, _layer_norm_row_vjp, _layer_norm_rows_wb = (
     _row(f) for f in (layer_norm_row, layer_norm_row_vjp, layer_norm_rows_wb))
 
@@ -84,7 +84,8 @@ def _layer_norm_wb(g, x, mean, rstd, dw, db):
 
 BLOCKS = 16  # row blocks of the weight's and bias's sums, each summed apart
 
-_KERNELS = {f.__name__[1:]: twins(f) for f in (_layer_norm, _layer_norm_vjp, _layer_norm_wb)}
+_KERNELS = {f.__name__[1:]: twins(f, fastmath=config.FOLD_FASTMATH) for f in (_layer_norm, _layer_norm_vjp,
+                                                                             _layer_norm_wb)}
 
 
 def _kernel(name, size):
