@@ -20,6 +20,7 @@ from .reduce import reduce, scan  # noqa: F401
 from .softmax import softmax, softmax_vjp  # noqa: F401
 from ._jit import twins
 from .attention import attention_softmax, attention_softmax_vjp  # noqa: F401
+from .norm import layer_norm, layer_norm_vjp  # noqa: F401
 from .rnn import (gru_cell, gru_cell_vjp, lstm_cell, lstm_cell_vjp, rnn_cell, rnn_cell_vjp, rnn_layer,  # noqa: F401
                   rnn_layer_vjp)
 

@@ -31,7 +31,8 @@ def _fn(module, name, nargs):
 _ROUTINES = {"getrf": ("lapack", 6), "getrs": ("lapack", 9), "getri": ("lapack", 7), "potrf": ("lapack", 5),
              "syevd": ("lapack", 11), "gesdd": ("lapack", 14), "geqrf": ("lapack", 8), "orgqr": ("lapack", 9),
              "ormqr": ("lapack", 13), "gelsy": ("lapack", 13), "gelsd": ("lapack", 14), "gelss": ("lapack", 13),
-             "gels": ("lapack", 11), "trsm": ("blas", 11), "trmm": ("blas", 11)}
+             "gels": ("lapack", 11), "trsm": ("blas", 11), "trmm": ("blas", 11),
+             "gemm": ("blas", 13), "syr2k": ("blas", 12), "syrk": ("blas", 10)}
 
 
 def _col(a):
@@ -120,7 +121,7 @@ def _by_batch(parallel, serial, rhs=None):
     return run
 
 
-_RHS = {"lu_solve": 2, "triangular": 1, "cholesky_grad": 1}  # (_by_batch: the kernels that are BLAS-3 products)
+_RHS = {"lu_solve": 2, "triangular": 1, "cholesky_grad": 1, "eigh_grad": 1, "eigvalsh_grad": 0}  # (_by_batch: the kernels that are BLAS-3 products)
 
 
 # complex routines whose names or arguments differ from the real ones' (the Hermitian and unitary forms; the rest
@@ -156,21 +157,52 @@ def _zero_triangle(m, below):
 @njit(nogil=True, error_model="numpy", cache=config.CACHE)
 def _phi(m):
     """m := (triu(m) + triu(m, 1)^T) / 2 in place (PyTorch's Phi of the Cholesky gradient, for a matrix held
-    column-major: its upper triangle in memory is the lower one of the matrix)."""
+    column-major: its upper triangle in memory is the lower one of the matrix); in tiles, as _transpose_copy."""
     n = m.shape[0]
     for i in range(n):
         m[i, i] *= 0.5
-        for j in range(i + 1, n):
-            v = 0.5 * m[i, j]
-            m[i, j] = v
-            m[j, i] = v
+    for i0 in range(0, n, _TILE):
+        for j0 in range(i0, n, _TILE):
+            for i in range(i0, min(i0 + _TILE, n)):
+                for j in range(max(j0, i + 1), min(j0 + _TILE, n)):
+                    v = 0.5 * m[i, j]
+                    m[i, j] = v
+                    m[j, i] = v
+
+
+@njit(nogil=True, error_model="numpy", cache=config.CACHE)
+def _mirror(m):
+    """Copy the upper triangle of the square matrix ``m`` onto its lower one, in place, in tiles."""
+    n = m.shape[0]
+    for i0 in range(0, n, _TILE):
+        for j0 in range(i0, n, _TILE):
+            for i in range(i0, min(i0 + _TILE, n)):
+                for j in range(max(j0, i + 1), min(j0 + _TILE, n)):
+                    m[j, i] = m[i, j]
+
+
+@njit(nogil=True, error_model="numpy", cache=config.CACHE)
+def _eigh_inner(m, w, gw, s):
+    """S (column-major, zero below its diagonal) with S + S^T = M, M = skew(m) / E + diag(gw), the symmetric middle
+    factor of eigh's gradient V M V^T (m = V^T gV, E_ij = w_j - w_i): the formula's values, in tiles."""
+    n = m.shape[0]
+    for i in range(n):
+        s[i, i] = gw[i] * 0.5
+    for i0 in range(0, n, _TILE):
+        for j0 in range(i0, n, _TILE):
+            for i in range(i0, min(i0 + _TILE, n)):
+                for j in range(max(j0, i + 1), min(j0 + _TILE, n)):
+                    s[j, i] = (m[i, j] - m[j, i]) * 0.5 / (w[j] - w[i])
+
+
+_TILE = 8  # (the tiles of _phi and _mirror: 8 x 8 doubles, one cache line a row)
 
 
 def _make(dtype):
     L = _routines(dtype)
     getrf, getrs, getri, potrf, syevd, gesdd = L["getrf"], L["getrs"], L["getri"], L["potrf"], L["syevd"], L["gesdd"]
-    geqrf, orgqr, ormqr, gelsy, gelsd, gelss, gels, trsm, trmm = (L[r] for r in (
-        "geqrf", "orgqr", "ormqr", "gelsy", "gelsd", "gelss", "gels", "trsm", "trmm"))
+    geqrf, orgqr, ormqr, gelsy, gelsd, gelss, gels, trsm, trmm, gemm, syr2k, syrk = (L[r] for r in (
+        "geqrf", "orgqr", "ormqr", "gelsy", "gelsd", "gelss", "gels", "trsm", "trmm", "gemm", "syr2k", "syrk"))
     dt = dtype.type
     it = INT  # LAPACK's integer
 
@@ -231,20 +263,77 @@ def _make(dtype):
             info[b] = inf[0]
             _zero_triangle(a[b], uplo == 76)  # (a[b] holds the factor column-major: its rows are its columns)
 
-    def cholesky_grad(l, f, uplo):  # f: gL column-major in (gU^T with uplo 'U'), gA out
+    def cholesky_grad(l, f, nb):  # l: L column-major, f: gL column-major in, gA out (symmetric); blocks of nb
         n = f.shape[1]
         one = np.ones(1, f.dtype)
         for b in prange(f.shape[0]):
-            d = ints(n, n, max(n, 1), max(n, 1))
-            u, g = char(uplo), char(78)
-            left, right, t1, t2 = char(76), char(82), char(78 if uplo == 85 else 84), char(84 if uplo == 85 else 78)
-            trmm(left.ctypes, u.ctypes, t1.ctypes, g.ctypes, d[0:].ctypes, d[1:].ctypes, one.ctypes, l[b].ctypes,
-                 d[2:].ctypes, f[b].ctypes, d[3:].ctypes)  # L^T gL (U gU^T)
+            lf, ff = l[b].reshape(-1), f[b].reshape(-1)  # (element (r, c) of a matrix at c * n + r)
+            t, nt, lo, left, right = char(84), char(78), char(76), char(76), char(82)
+            ld = ints(n, n, 0, 0)
+            # Phi's lower triangle, tril(L^T gL), by row blocks I = [i0, i1) from the top: L_II^T gL[I, :i1] + L[i1:,
+            # I]^T gL[i1:, :i1] (a third of the full product's work), into gL's rows I, which later blocks no longer read
+            for i0 in range(0, n, nb):
+                i1 = min(i0 + nb, n)
+                d = ints(i1 - i0, i1, n - i1, 0)
+                trmm(left.ctypes, lo.ctypes, t.ctypes, nt.ctypes, d[0:].ctypes, d[1:].ctypes, one.ctypes,
+                     lf[i0 * n + i0:].ctypes, ld.ctypes, ff[i0:].ctypes, ld.ctypes)
+                if i1 < n:
+                    gemm(t.ctypes, nt.ctypes, d[0:].ctypes, d[1:].ctypes, d[2:].ctypes, one.ctypes,
+                         lf[i0 * n + i1:].ctypes, ld.ctypes, ff[i1:].ctypes, ld.ctypes, one.ctypes, ff[i0:].ctypes,
+                         ld.ctypes)
             _phi(f[b])
-            trsm(left.ctypes, u.ctypes, t1.ctypes, g.ctypes, d[0:].ctypes, d[1:].ctypes, one.ctypes, l[b].ctypes,
-                 d[2:].ctypes, f[b].ctypes, d[3:].ctypes)  # L^-T Phi
-            trsm(right.ctypes, u.ctypes, t2.ctypes, g.ctypes, d[0:].ctypes, d[1:].ctypes, one.ctypes, l[b].ctypes,
-                 d[2:].ctypes, f[b].ctypes, d[3:].ctypes)  # ... L^-1
+            trsm(right.ctypes, lo.ctypes, nt.ctypes, nt.ctypes, ld[0:].ctypes, ld[1:].ctypes, one.ctypes, lf.ctypes,
+                 ld.ctypes, ff.ctypes, ld.ctypes)  # Phi L^-1
+            # L^-T (Phi L^-1), symmetric: its lower triangle only, column block J = [j0, j1) from row j0 on, which
+            # reads rows j0.. of Phi L^-1 alone (about 40% of the full solve's work at nb = n / 8)
+            for j0 in range(0, n, nb):
+                d = ints(n - j0, min(nb, n - j0), 0, 0)
+                trsm(left.ctypes, lo.ctypes, t.ctypes, nt.ctypes, d[0:].ctypes, d[1:].ctypes, one.ctypes,
+                     lf[j0 * n + j0:].ctypes, ld.ctypes, ff[j0 * n + j0:].ctypes, ld.ctypes)
+            _mirror(f[b])  # (the lower triangle of the matrix is the upper one in memory)
+
+    def eigh_grad(v, m, w, gw, out):  # v: V column-major, m: V^T gV, out: gA (symmetric)
+        n = v.shape[1]
+        one, zero = np.ones(1, v.dtype), np.zeros(1, v.dtype)
+        for b in prange(v.shape[0]):
+            s = np.zeros((n, n), v.dtype)
+            _eigh_inner(m[b], w[b], gw[b], s)
+            x = v[b].copy()
+            d = ints(n, n, 0, 0)
+            right, up, nt, lo = char(82), char(85), char(78), char(76)
+            trmm(right.ctypes, up.ctypes, nt.ctypes, nt.ctypes, d[0:].ctypes, d[1:].ctypes, one.ctypes, s.ctypes,
+                 d.ctypes, x.ctypes, d.ctypes)  # V S
+            syr2k(lo.ctypes, nt.ctypes, d[0:].ctypes, d[1:].ctypes, one.ctypes, x.ctypes, d.ctypes, v[b].ctypes,
+                  d.ctypes, zero.ctypes, out[b].ctypes, d.ctypes)  # (V S) V^T + V (V S)^T, its lower triangle
+            _mirror(out[b])  # (the lower triangle of the matrix is the upper one in memory)
+
+    def eigvalsh_grad(v, gw, out):  # v: V column-major, out: V diag(gw) V^T (symmetric)
+        n = v.shape[1]
+        one, zero, minus = np.ones(1, v.dtype), np.zeros(1, v.dtype), -np.ones(1, v.dtype)
+        for b in prange(v.shape[0]):
+            x = np.empty((n, n), v.dtype)  # V's columns times sqrt|gw|, those of gw >= 0 first
+            p = 0
+            for c in range(n):
+                if gw[b, c] >= 0:
+                    p += 1
+            i, j = 0, p
+            for c in range(n):
+                g = gw[b, c]
+                if g >= 0:
+                    x[i] = v[b, c] * np.sqrt(g)
+                    i += 1
+                else:
+                    x[j] = v[b, c] * np.sqrt(-g)
+                    j += 1
+            xf = x.reshape(-1)
+            d = ints(n, p, n - p, 0)
+            lo, nt = char(76), char(78)
+            syrk(lo.ctypes, nt.ctypes, d[0:].ctypes, d[1:].ctypes, one.ctypes, xf.ctypes, d[0:].ctypes, zero.ctypes,
+                 out[b].ctypes, d[0:].ctypes)
+            if p < n:
+                syrk(lo.ctypes, nt.ctypes, d[0:].ctypes, d[2:].ctypes, minus.ctypes, xf[p * n:].ctypes, d[0:].ctypes,
+                     one.ctypes, out[b].ctypes, d[0:].ctypes)
+            _mirror(out[b])  # (the lower triangle of the matrix is the upper one in memory)
 
     def triangular(a, x, side, uplo, trans, diag):  # trsm: x := op(a)^-1 x or x op(a)^-1, in place
         m, n = x.shape[2], x.shape[1]
@@ -397,7 +486,7 @@ def _make(dtype):
         eigh, svd, lstsq = _complex_parts(L, dtype, ints, char)
 
     ns = {k: _by_batch(_jitted(v), _jitted(v, parallel=False), _RHS.get(k)) for k, v in locals().items() if callable(v) and k in (
-        "lu_factor", "lu_solve", "inv", "cholesky", "cholesky_grad", "triangular", "eigh", "svd", "qr_factor",
+        "lu_factor", "lu_solve", "inv", "cholesky", "cholesky_grad", "eigh_grad", "eigvalsh_grad", "triangular", "eigh", "svd", "qr_factor",
         "householder", "apply_q", "lstsq")}
     ns["dtype"] = dt
     return ns
@@ -813,14 +902,48 @@ def cholesky_solve(l, b, upper):
 def cholesky_grad(l, gl, upper):
     """The gradient of the Cholesky factor L (U = L^T with ``upper``): gA = L^-T Phi L^-1, Phi the symmetric
     matrix of tril(L^T gL) with its diagonal halved (PyTorch's cholesky_backward, after Murray 2016), in one
-    column-major buffer and one kernel call: a triangular product (trmm: half a GEMM's work), one pass, two trsm,
-    the factor read in place. gA is symmetric, so its layout is free: it comes back C-contiguous (the buffer read
-    row-major, gA^T up to rounding), which the elementwise backward of whatever built A reads without a copy."""
+    column-major buffer and one kernel call, the factor read in place: Phi's triangle by blocks of a triangular
+    product and GEMMs, one pass, a trsm, and the lower triangle of the symmetric result by blocks of trsm (about 60%
+    of the work of the full products). gA comes back exactly symmetric, so its layout is free: C-contiguous, which
+    the elementwise backward of whatever built A reads without a copy."""
     batch = l.shape[:-2]
     f = _col(gl.swapaxes(-1, -2) if upper else gl)  # gL (gU^T)
     if f.size:
-        _kernels(l.dtype)["cholesky_grad"](_col_read(l), f, ord("U" if upper else "L"))
+        _kernels(l.dtype)["cholesky_grad"](_col_read(l.swapaxes(-1, -2) if upper else l), f, CHOLESKY_GRAD_BLOCK)
     return f.reshape(tuple(batch) + f.shape[1:])
+
+
+CHOLESKY_GRAD_BLOCK = 64  # (cholesky_grad's block: smaller ones save work, larger ones run BLAS faster)
+
+
+def eigh_grad(v, vhgv, w, gw):
+    """The gradient of eigh where the eigenvectors have one (real): gA = V M V^T, M = skew(V^T gV) / E + diag(gw)
+    (E_ij = w_j - w_i), in one kernel call per matrix: one tiled pass builds S = triu(M, 1) + diag(M) / 2, then
+    (V S) V^T + V (V S)^T is a triangular product and a symmetric rank-2k update (3 n^3 flops against the formula's
+    two GEMMs, 4 n^3), the result's other triangle mirrored. ``v`` as eigh gives it (column-major: read in place),
+    ``vhgv`` = V^T gV. gA comes back exactly symmetric (C-contiguous)."""
+    n = v.shape[-1]
+    vc = _col_read(v)
+    B = vc.shape[0]
+    rows = lambda x: np.ascontiguousarray(np.broadcast_to(x, v.shape[:-1]), v.dtype).reshape(B, n)  # noqa: E731
+    out = np.empty((B, n, n), v.dtype)
+    if out.size:
+        _kernels(v.dtype)["eigh_grad"](vc, np.ascontiguousarray(np.broadcast_to(vhgv, v.shape), v.dtype).reshape(
+            B, n, n), rows(w), rows(gw), out)
+    return out.reshape(v.shape)
+
+
+def eigvalsh_grad(v, gw):
+    """V diag(gw) V^T, the gradient of eigh in its eigenvalues alone (real): V's columns scaled by sqrt|gw| make it
+    X+ X+^T - X- X-^T, two symmetric rank-k updates (syrk: n^3 flops, half the formula's GEMM), the other triangle
+    mirrored. ``v`` as eigh gives it (column-major: read in place); gA comes back exactly symmetric."""
+    n = v.shape[-1]
+    vc = _col_read(v)
+    out = np.empty((vc.shape[0], n, n), v.dtype)
+    if out.size:
+        _kernels(v.dtype)["eigvalsh_grad"](vc, np.ascontiguousarray(np.broadcast_to(gw, v.shape[:-1]), v.dtype).reshape(
+            vc.shape[0], n), out)
+    return out.reshape(v.shape)
 
 
 def eigh(a, lower, vectors):

@@ -54,6 +54,9 @@ class Backend(Protocol):
     def softmax_vjp(self, g, y, dim, log): """Its gradient, given the result ``y``."""
     def attention_softmax(self, s, mask, scale, causal): """softmax(scale * s + mask) over the last dim."""
     def attention_softmax_vjp(self, dp, p, scale): """Its gradient in ``s``."""
+    def layer_norm(self, x, w, b, eps): """(y, mean, rstd) of layer normalization over the rows of (M, N) ``x``."""
+    def layer_norm_vjp(self, g, x, w, mean, rstd, weights): """(dx, dw, db) given y's gradient (dw, db: None unless
+        ``weights``)."""
     def index_add(self, out, key, values): """``out[key] += values``, repeated indices accumulating."""
     def scatter_add(self, out, dim, index, src): """``out.scatter_add_(dim, index, src)``."""
     def one_hot(self, x, out): """``out[i, x[i]] = 1`` (``out`` zeros)."""

@@ -630,6 +630,7 @@ def _declare():
     for name in ("tril", "triu"):
         RULES[name] = leading(0)
     RULES["scaled_dot_product_attention"] = attention
+    RULES["native_layer_norm"] = layer_norm
     RULES["embedding"] = leading(1)
     for name in ("conv2d", "conv_transpose2d", "conv2d_weight"):
         RULES[name] = conv
@@ -668,6 +669,21 @@ def _declare():
         if op.forward.__module__ in ("jitgrad.ops.decompositions", "jitgrad.ops.solvers",
                                      "jitgrad.ops.matrix_functions", "jitgrad.ops.eig", "jitgrad.ops.products"):
             RULES[name] = leading(*range(len(op.inputs)))
+
+
+def layer_norm(op, args, bdims, params, size):
+    """native_layer_norm normalizes the last dims: a batched input alone is one more leading dim; batched
+    weights or biases (an ensemble) scale and shift the normalized input as elementwise ops."""
+    if not bdims[1] and not bdims[2]:
+        return leading(0)(op, args, bdims, params, size)
+    return composed(_layer_norm_affine)(op, args, bdims, params, size)
+
+
+def _layer_norm_affine(x, weight, bias, normalized_ndim, eps):
+    y, mean, rstd = dispatch(OPS["native_layer_norm"], (x, None, None), {"normalized_ndim": normalized_ndim, "eps": eps})
+    if weight is not None:
+        y = y * weight
+    return (y if bias is None else y + bias), mean, rstd
 
 
 def leading_or_loop(rule, *positions):

@@ -26,6 +26,7 @@ from ..ops.grid_sample import affine_grid, grid_sample  # noqa: F401
 from ..ops.pixel_shuffle import pixel_shuffle, pixel_unshuffle  # noqa: F401
 from ..ops.special import glu  # noqa: F401
 from ..ops.attention import scaled_dot_product_attention  # noqa: F401
+from ..ops.normalization import layer_norm  # noqa: F401
 from ._attention_functions import multi_head_attention_forward  # noqa: F401
 from ._loss_functions import (binary_cross_entropy, binary_cross_entropy_with_logits, cross_entropy,  # noqa: F401
                               huber_loss, kl_div, l1_loss, mse_loss, nll_loss, smooth_l1_loss)
@@ -325,23 +326,6 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
                                                                                else "var"))
         y = (input - running_mean.reshape(shape)) * (running_var.reshape(shape) + eps).rsqrt()
     return _affine(y, weight, bias, shape)
-
-
-@autocast_policy(cuda="fp32")
-def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
-    """Normalise over the last len(normalized_shape) dims."""
-    ns = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
-    k = len(ns)
-    if tuple(input.shape[input.ndim - k:]) != ns or input.ndim < k:
-        raise RuntimeError("Given normalized_shape=[%s], expected input with shape [*, %s], but got input of size[%s]"
-                           % (", ".join(map(str, ns)), ", ".join(map(str, ns)), ", ".join(map(str, input.shape))))
-    for name, t in (("weight", weight), ("bias", bias)):
-        if t is not None and tuple(t.shape) != ns:
-            raise RuntimeError("Expected %s to be of same shape as normalized_shape, but got %s of shape [%s] and "
-                               "normalized_shape = [%s]" % (name, name, ", ".join(map(str, t.shape)),
-                                                           ", ".join(map(str, ns))))
-    y, _, _ = _normalize(input, tuple(range(input.ndim - k, input.ndim)), eps)
-    return _affine(y, weight, bias, ns)
 
 
 @autocast_policy(cuda="fp32")

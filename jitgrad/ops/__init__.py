@@ -7,6 +7,7 @@ from .._tensor import Tensor
 from . import unary, elementwise, indexing, linalg, reduction, extrema, shape, join, softmax  # noqa: F401  (the entries)
 from . import conv, pool, layers, loss  # noqa: F401,E402  (nn ops: convolution, pooling, linear, embedding, pad, losses)
 from . import rnn, attention  # noqa: F401,E402  (recurrent cell steps, scaled dot-product attention)
+from . import normalization  # noqa: F401,E402  (layer normalization)
 from . import random  # noqa: F401,E402  (sampling: multinomial, bernoulli, normal, the in-place fills)
 from . import special, sorting, scans, selection, linalg_extra, padding  # noqa: F401,E402  (special functions, sorting,
 # scans, selections, the addmm family and einsum, non-constant padding)

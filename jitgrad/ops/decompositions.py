@@ -398,9 +398,31 @@ def _eigh_grad(g, s):
     return eigh_grad(g[0], g[1], s.eigenvalues, s.eigenvectors)
 
 
+def _eigh_fused(g, s):
+    """The formula without a graph on the CPU for real matrices (kernels.linalg): V diag(gL) V^T by two symmetric
+    rank-k updates where only the eigenvalues have a gradient, else V M V^T by a triangular product and a symmetric
+    rank-2k update."""
+    return _eigh_vjp(g[0], g[1], s.eigenvalues, s.eigenvectors, lambda: _eigh_grad(g, s))
+
+
+def _eigh_vjp(gL, gV, L, V, formula):
+    v = V._data
+    k = backend(v).linalg
+    if k.name != "cpu" or v.dtype.kind == "c":
+        return formula()
+    gl = gL._data if gL is not None else np.zeros(v.shape[:-1], v.dtype)
+    if is_zero_grad(gV):
+        return Tensor._wrap(k.eigvalsh_grad(v, gl))
+    return Tensor._wrap(k.eigh_grad(v, backend(v).matmul(np.swapaxes(v, -1, -2), gV._data), L._data, gl))
+
+
 def _eigvalsh_grad(g, s):
     """The eigenvectors stay inside, but a double backward reaches them: the whole formula."""
     return eigh_grad(g[0], g[1], s.result, s.eigenvectors)
+
+
+def _eigvalsh_fused(g, s):
+    return _eigh_vjp(g[0], g[1], s.result, s.eigenvectors, lambda: _eigvalsh_grad(g, s))
 
 
 def _check_uplo(UPLO):
@@ -738,10 +760,12 @@ GEQRF = register(Op("geqrf", _geqrf_forward, reduced_precision="refused", comple
 HOUSEHOLDER = register(Op("linalg_householder_product", _householder_forward, reduced_precision="refused", complex=True, inputs=("self", "tau"),
                           vjp=[_householder_grad(0), _householder_grad(1)], node="LinalgHouseholderProductBackward0",
                           call=householder_product, samples=_floats(_householder_samples), ref=_np_householder))
-EIGH = register(Op("linalg_eigh", _eigh_forward, reduced_precision="refused", complex=True, vjp=[_eigh_grad], n_outputs=2,
+EIGH = register(Op("linalg_eigh", _eigh_forward, reduced_precision="refused", complex=True, vjp=[_eigh_grad],
+                   fused=[_eigh_fused], n_outputs=2,
                    outputs=("eigenvalues", "eigenvectors"), node="LinalgEighBackward0", call=phase_free(hermitian_input(eigh), (1,)),
                    samples=_floats(_eigh_samples), ref=phase_free(_np_eigh, (1,))))
-EIGVALSH = register(Op("linalg_eigvalsh", _eigh_forward, reduced_precision="refused", complex=True, vjp=[_eigvalsh_grad], n_outputs=2,
+EIGVALSH = register(Op("linalg_eigvalsh", _eigh_forward, reduced_precision="refused", complex=True, vjp=[_eigvalsh_grad],
+                       fused=[_eigvalsh_fused], n_outputs=2,
                        outputs=("result", "eigenvectors"), node="LinalgEighBackward0", call=hermitian_input(eigvalsh),
                        samples=_floats(_eigh_samples), ref=_np_eigvalsh))
 SVD_OP = register(Op("linalg_svd", _svd_forward, reduced_precision="refused", complex=True, vjp=[_svd_grad], n_outputs=3, outputs=("U", "S", "Vh"),

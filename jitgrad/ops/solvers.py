@@ -13,6 +13,7 @@ from .._tensor import Tensor
 from ._linalg_args import (broadcast_batch, check_float, check_matrix, check_same_dtype, check_square, default_rtol,
                            eye_like, needs_grad, raise_for_info, result_type, shared, tolerance)
 from ._table import _arr, export, register
+from .join import cat
 from .decompositions import (_general, _np_lu_factor_ex, _floats, _spd, eigh, permutation, permute_rows, qr,
                              solve_triangular, svd, triangular_input)
 
@@ -181,14 +182,16 @@ def _cholesky_solve_forward(xp, dt, b, l, upper):
 
 def _cholesky_solve_grads(g, s):
     """(gB, gL) of X = (L L^H)^-1 B (PyTorch's cholesky_solve_backward): gB = (L L^H)^-1 g, gL = -(gB X^H + X gB^H) L
-    (-U (...) with upper); for few columns as four thin products (no n x n x n one). Computed once for both."""
+    (-U (...) with upper); for few columns as two thin products (no n x n x n one): [gB, X] [X, gB]^H L, the factor
+    read once and the n x n result written once. Computed once for both."""
     L, X = s.input2, s.result
     gB = cholesky_solve(g, L, s.upper)
     if not needs_grad(s, 1):
         return gB, None
     n, k = X.shape[-2:]
     if 4 * k < n:
-        gL = (-L @ gB) @ X.mH - (L @ X) @ gB.mH if s.upper else -gB @ (X.mH @ L) - X @ (gB.mH @ L)
+        left, right = -cat([gB, X], -1), cat([X, gB], -1).mH  # (n x 2k, 2k x n; the minus on the thin factor)
+        gL = (L @ left) @ right if s.upper else left @ (right @ L)
     else:
         common = gB @ X.mH
         common = common + common.mH

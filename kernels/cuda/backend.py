@@ -22,6 +22,7 @@ from .matmul import matmul as _matmul
 from .random import multinomial  # noqa: F401
 from .reduce import reduce, scan, softmax, softmax_vjp  # noqa: F401
 from .attention import attention_softmax, attention_softmax_vjp  # noqa: F401
+from .norm import layer_norm, layer_norm_vjp  # noqa: F401
 from .rnn import (gru_cell, gru_cell_vjp, lstm_cell, lstm_cell_vjp, rnn_cell, rnn_cell_vjp, rnn_layer,  # noqa: F401
                   rnn_layer_vjp)
 

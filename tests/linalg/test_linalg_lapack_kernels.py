@@ -54,3 +54,44 @@ def test_cholesky_gradient_comes_back_row_major():
     l = np.linalg.cholesky(m @ np.swapaxes(m, -1, -2) + 6 * np.eye(6))
     g = K.cholesky_grad(l, np.tril(np.ones((2, 6, 6))), False)
     assert g.flags.c_contiguous and g.shape == (2, 6, 6)
+
+
+def _cholesky_grad_reference(L, gL):
+    """PyTorch's formula in NumPy: L^-T Phi L^-1, Phi = tril(L^T gL) made symmetric with its diagonal halved."""
+    phi = np.tril(np.swapaxes(L, -1, -2) @ gL)
+    phi = (phi + np.swapaxes(np.tril(phi, -1), -1, -2)) * 0.5
+    Linv = np.linalg.inv(L)
+    return np.swapaxes(Linv, -1, -2) @ phi @ Linv
+
+
+@pytest.mark.parametrize("n, batch, upper", [(150, (), False), (150, (2,), True), (64, (), False), (65, (), True)])
+def test_blocked_cholesky_gradient_matches_the_formula(n, batch, upper):
+    """Orders of several blocks (CHOLESKY_GRAD_BLOCK) and at its edges: the blocked triangle of L^T gL and the blocked
+    solve of the result's lower triangle give the formula's values, exactly symmetric."""
+    rng = np.random.default_rng(1)
+    m = rng.standard_normal(batch + (n, n))
+    L = np.linalg.cholesky(m @ np.swapaxes(m, -1, -2) / n + np.eye(n))
+    gL = rng.standard_normal(batch + (n, n))
+    ref = _cholesky_grad_reference(L, gL)
+    factor, grad = (np.swapaxes(L, -1, -2), np.swapaxes(gL, -1, -2)) if upper else (L, gL)
+    for g in (np.ascontiguousarray(grad), np.asfortranarray(grad)):
+        out = K.cholesky_grad(np.asfortranarray(factor), g, upper)
+        np.testing.assert_allclose(out, (ref + np.swapaxes(ref, -1, -2)) / 2, rtol=1e-9, atol=1e-11)
+        assert (out == np.swapaxes(out, -1, -2)).all()
+
+
+@pytest.mark.parametrize("n, batch", [(1, ()), (9, (3,)), (130, ())])
+def test_eigh_gradient_kernels_match_the_formula(n, batch):
+    """eigh_grad (V M V^T by trmm and syr2k) and eigvalsh_grad (two syrk of V's columns scaled by sqrt|gL|, gL of
+    both signs) against V (skew(V^T gV) / E + diag(gL)) V^T in NumPy."""
+    rng = np.random.default_rng(2)
+    m = rng.standard_normal(batch + (n, n))
+    w, v = K.eigh(m + np.swapaxes(m, -1, -2), True, True)
+    gw, gv = rng.standard_normal(batch + (n,)), rng.standard_normal(batch + (n, n))
+    vt = np.swapaxes(v, -1, -2)
+    vhgv = vt @ gv
+    skew = (vhgv - np.swapaxes(vhgv, -1, -2)) * 0.5
+    E = w[..., None, :] - w[..., :, None] + np.eye(n)
+    mid = skew / E + gw[..., None] * np.eye(n)
+    np.testing.assert_allclose(K.eigh_grad(v, vhgv, w, gw), v @ mid @ vt, rtol=1e-9, atol=1e-11)
+    np.testing.assert_allclose(K.eigvalsh_grad(v, gw), (v * gw[..., None, :]) @ vt, rtol=1e-9, atol=1e-11)

@@ -354,6 +354,28 @@ def test_batch_norm_errors():
         nn.BatchNorm2d(4)(jg.randn(2, 5, 3, 3))
 
 
+@pytest.mark.torch
+@pytest.mark.parametrize("dtype,tol", [("float32", 2e-6), ("float64", 1e-12)])
+def test_layer_norm_is_one_node_with_pytorchs_values_and_gradients(dtype, tol, rng):
+    """F.layer_norm is native_layer_norm, one node (NativeLayerNormBackward0) whose fused backward and whose
+    formulas (create_graph) both give PyTorch's gradients; rows of 128 as a transformer's."""
+    torch = pytest.importorskip("torch")
+    x, w, b, g = (R(rng, *s).astype(dtype) for s in ((4, 6, 128), (128,), (128,), (4, 6, 128)))
+    tx, tw, tb = (torch.tensor(a, requires_grad=True) for a in (x, w, b))
+    jx, jw, jb = (T(a, True) for a in (x, w, b))
+    ty = torch.nn.functional.layer_norm(tx, (128,), tw, tb)
+    jy = F.layer_norm(jx, (128,), jw, jb)
+    assert jy.grad_fn.name() == type(ty.grad_fn).__name__ == "NativeLayerNormBackward0"
+    np.testing.assert_allclose(jy.detach().numpy(), ty.detach().numpy(), rtol=tol, atol=tol)
+    want = torch.autograd.grad(ty, (tx, tw, tb), torch.tensor(g))
+    fused = jg.autograd.grad(jy, (jx, jw, jb), T(g))
+    jy = F.layer_norm(jx, (128,), jw, jb)
+    formulas = jg.autograd.grad(jy, (jx, jw, jb), T(g), create_graph=True)
+    for a, b_, c in zip(want, fused, formulas):
+        np.testing.assert_allclose(b_.numpy(), a.numpy(), rtol=20 * tol, atol=20 * tol)
+        np.testing.assert_allclose(c.detach().numpy(), a.numpy(), rtol=20 * tol, atol=20 * tol)
+
+
 def test_layer_norm_and_group_norm(rng):
     ln = _f64(nn.LayerNorm((2, 3)))
     with jg.no_grad():

@@ -63,6 +63,7 @@ def _programs():
         lambda: y.cumsum(1).sum() + y.cumprod(0).sum(),
         lambda: (F.softmax(y, 1) * F.log_softmax(y, 0)).sum(),
         lambda: F.scaled_dot_product_attention(y[None, None], y[None, None], y[None, None], is_causal=True).sum(),
+        lambda: F.layer_norm(y, (4,), y[0], y[1]).sum() + (F.layer_norm(y, (4,)) * y).sum(),
         lambda: (y[idx] * 2).sum() + y.index_select(0, idx).sum() + y.gather(1, jg.tensor([[0], [1], [3]])).sum(),
         lambda: jg.zeros(3, 4).scatter_add(1, jg.tensor([[0, 1], [1, 1], [3, 0]]), y[:, :2]).sum() + y.diagonal().sum(),
         lambda: (jg.cat([y, y]).sum() + jg.stack([y, y]).sum() + y.flip(0).sum() + y.tile((2, 1)).sum()
