@@ -312,6 +312,24 @@ def _var(b, n, x):
     return [b.op("Sqrt", [var]) if n.op.name == "std" else var]
 
 
+@rule("native_layer_norm")
+def _layer_norm(b, n, x):
+    """LayerNormalization from opset 17, its reductions before; the mean and 1/std (workspace) have no output."""
+    shape = b.shape(x[0])
+    k, eps = n.params["normalized_ndim"], n.params["eps"]
+    dims = tuple(range(len(shape) - k, len(shape)))
+    if b.opset >= 17:
+        scale = x[1] if x[1] is not None else b.const(np.ones(shape[len(shape) - k:]), n.cnp)
+        return [b.op("LayerNormalization", [x[0], scale] + ([x[2]] if x[2] is not None else []),
+                     axis=-k, epsilon=float(eps)), None, None]
+    centred = b.op("Sub", [x[0], reduce(b, "ReduceMean", x[0], dims, True)])
+    var = reduce(b, "ReduceMean", b.op("Mul", [centred, centred]), dims, True)
+    y = b.op("Div", [centred, b.op("Sqrt", [b.op("Add", [var, b.const(eps, n.cnp)])])])
+    if x[1] is not None:
+        y = b.op("Mul", [y, x[1]])
+    return [y if x[2] is None else b.op("Add", [y, x[2]]), None, None]
+
+
 # ------------------------------------------------------------------ shapes
 @rule("reshape", "view", "squeeze", "squeeze_dim", "unsqueeze")
 def _reshape(b, n, x):

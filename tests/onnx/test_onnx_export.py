@@ -124,6 +124,8 @@ ELEMENTWISE = [
     lambda x: x.unsqueeze(0).expand(3, 4, 5).sum(0) + F.pad(x, (1, 2))[:, 1:6] + x.repeat(1, 2)[:, ::2],
     lambda x: x[1] + x[:, 2].unsqueeze(1).transpose(0, 1).T.squeeze(1)[:, None].flatten()[:, None][:4].expand(4, 5),
     lambda x: (x > 0).float() + (x <= 0.2).to(jg.float32) * x.double().float() + x.floor() - x.ceil() + x.sign(),
+    lambda x: (F.layer_norm(x, (5,), jg.linspace(0.5, 1.5, 5), jg.arange(5.0)) + F.layer_norm(x, (4, 5), eps=1e-3)
+               + F.layer_norm(x, 5, bias=jg.ones(5))),
 ]
 
 
