@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import jitgrad as jg
-from jitgrad._graph import NO_EDGE
+from jitgrad._graph import COMPILED_AUTOGRAD, NO_EDGE
 
 
 def _leaf(*shape, dtype=jg.float64):
@@ -41,7 +41,8 @@ def test_edges_metadata_and_saved_values_per_pattern():
     (sum(p.sum() * (k + 1) for k, p in enumerate(parts))).backward()
 
 
-def test_node_keys_follow_structure_not_values():
+def test_node_keys_follow_structure_not_values(monkeypatch):
+    monkeypatch.setitem(COMPILED_AUTOGRAD, "enabled", True)  # (keys are made only where compiled autograd reads them)
     a, b = _leaf(4), _leaf(4)
 
     def key(fn):
