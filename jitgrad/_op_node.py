@@ -18,7 +18,7 @@ _MISSING = object()
 
 class OpNode(Node):
     """grad_fn of a table op: holds the op, its params, saved tensors and input metadata. Built by
-    ``_attach`` (fields set there directly: one node per recorded op); the entry's node_cls subclasses it."""
+    a recorder (``recorder``: fields set there directly, one node per recorded op); the entry's node_cls subclasses it."""
     __slots__ = ("op", "params", "saved", "input_meta", "_key")
     edge_inputs = None  # the input positions next_functions stand for, in order, where not all (None: all)
 
@@ -322,11 +322,6 @@ def _save_plan(op, active):
     return plan
 
 
-def _attach(op, args, params, outs):
-    """Make ``op``'s node for ``args`` (some of which require grad) and set it as the outputs' grad_fn."""
-    return recorder_for(op, args)(args, params, outs)
-
-
 def recorder_for(op, args):
     """The recorder generated for ``op`` and the pattern of ``args`` (which are tensors)."""
     key = "variadic" if op.variadic else tuple(isinstance(a, Tensor) for a in args)
@@ -385,7 +380,7 @@ node._key = hash(({keys}, key_of(params)) if params else ({keys},)) if COMPILED_
 node._seq = _next_seq()
 node.op = op
 node.input_meta = {meta}
-node.params = params
+node.params = {params}
 if SPECIAL[0] and STATE.anomaly:
     record_trace(node)
 """
@@ -444,13 +439,11 @@ def recorder(op, pattern):
         edges = "(%s)" % "".join("e%d, " % i for i in taken)
         keys = "op, " + ", ".join("k%d" % i for i in range(n))
         meta = "[%s]" % ", ".join("m%d" % i for i in range(n))
-    lines += ["    " + x for x in _NODE.format(edges=edges, keys=keys, meta=meta).splitlines()]
+    params = "params" if op.n_outputs == 1 else "dict(params, _out_meta=[(o.shape, o.dtype) for o in outs])"
+    lines += ["    " + x for x in _NODE.format(edges=edges, keys=keys, meta=meta, params=params).splitlines()]
     lines += ["    " + x for x in _saves(op, pattern).splitlines()]
     if op.n_outputs is None:
         lines.append("    node.n_outputs = len(outs)")
-    if op.n_outputs != 1:
-        lines[lines.index("    node.params = params")] = \
-            "    node.params = dict(params, _out_meta=[(o.shape, o.dtype) for o in outs])"
     tail = _ONE_OUTPUT if op.n_outputs == 1 and not op.workspace else _OUTPUTS
     lines += ["    " + x for x in tail.splitlines()]
     namespace = dict(op=op, cls=cls, plans=op._plans, workspace=op.workspace, Tensor=Tensor, NO_EDGE=NO_EDGE,

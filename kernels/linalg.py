@@ -46,6 +46,7 @@ def _col(a):
 
 
 _TRANSPOSABLE = frozenset(map(np.dtype, ("float32", "float64", "complex64", "complex128")))
+_TILE = 8  # (the tiles of the copying loops below: 8 x 8 doubles, one cache line a row)
 
 
 @njit(nogil=True, error_model="numpy", cache=config.CACHE)
@@ -54,10 +55,10 @@ def _transpose_copy(a, out):
     apart, one cache set) at a third of this speed."""
     m, n = a.shape[1], a.shape[2]
     for b in range(a.shape[0]):
-        for i0 in range(0, m, 8):
-            i1 = min(i0 + 8, m)
-            for j0 in range(0, n, 8):
-                for j in range(j0, min(j0 + 8, n)):
+        for i0 in range(0, m, _TILE):
+            i1 = min(i0 + _TILE, m)
+            for j0 in range(0, n, _TILE):
+                for j in range(j0, min(j0 + _TILE, n)):
                     for i in range(i0, i1):
                         out[b, j, i] = a[b, i, j]
 
@@ -155,30 +156,26 @@ def _zero_triangle(m, below):
 
 
 @njit(nogil=True, error_model="numpy", cache=config.CACHE)
-def _phi(m):
-    """m := (triu(m) + triu(m, 1)^T) / 2 in place (PyTorch's Phi of the Cholesky gradient, for a matrix held
-    column-major: its upper triangle in memory is the lower one of the matrix); in tiles, as _transpose_copy."""
+def _mirror(m, scale):
+    """The upper triangle of the square matrix ``m`` times ``scale``, onto both triangles, in place, in tiles (as
+    _transpose_copy)."""
     n = m.shape[0]
-    for i in range(n):
-        m[i, i] *= 0.5
     for i0 in range(0, n, _TILE):
         for j0 in range(i0, n, _TILE):
             for i in range(i0, min(i0 + _TILE, n)):
                 for j in range(max(j0, i + 1), min(j0 + _TILE, n)):
-                    v = 0.5 * m[i, j]
+                    v = scale * m[i, j]
                     m[i, j] = v
                     m[j, i] = v
 
 
 @njit(nogil=True, error_model="numpy", cache=config.CACHE)
-def _mirror(m):
-    """Copy the upper triangle of the square matrix ``m`` onto its lower one, in place, in tiles."""
-    n = m.shape[0]
-    for i0 in range(0, n, _TILE):
-        for j0 in range(i0, n, _TILE):
-            for i in range(i0, min(i0 + _TILE, n)):
-                for j in range(max(j0, i + 1), min(j0 + _TILE, n)):
-                    m[j, i] = m[i, j]
+def _phi(m):
+    """m := (triu(m) + triu(m, 1)^T) / 2 in place (PyTorch's Phi of the Cholesky gradient, for a matrix held
+    column-major: its upper triangle in memory is the lower one of the matrix)."""
+    for i in range(m.shape[0]):
+        m[i, i] *= 0.5
+    _mirror(m, 0.5)
 
 
 @njit(nogil=True, error_model="numpy", cache=config.CACHE)
@@ -194,8 +191,6 @@ def _eigh_inner(m, w, gw, s):
                 for j in range(max(j0, i + 1), min(j0 + _TILE, n)):
                     s[j, i] = (m[i, j] - m[j, i]) * 0.5 / (w[j] - w[i])
 
-
-_TILE = 8  # (the tiles of _phi and _mirror: 8 x 8 doubles, one cache line a row)
 
 
 def _make(dtype):
@@ -290,7 +285,7 @@ def _make(dtype):
                 d = ints(n - j0, min(nb, n - j0), 0, 0)
                 trsm(left.ctypes, lo.ctypes, t.ctypes, nt.ctypes, d[0:].ctypes, d[1:].ctypes, one.ctypes,
                      lf[j0 * n + j0:].ctypes, ld.ctypes, ff[j0 * n + j0:].ctypes, ld.ctypes)
-            _mirror(f[b])  # (the lower triangle of the matrix is the upper one in memory)
+            _mirror(f[b], 1.0)  # (the lower triangle of the matrix is the upper one in memory)
 
     def eigh_grad(v, m, w, gw, out):  # v: V column-major, m: V^T gV, out: gA (symmetric)
         n = v.shape[1]
@@ -305,7 +300,7 @@ def _make(dtype):
                  d.ctypes, x.ctypes, d.ctypes)  # V S
             syr2k(lo.ctypes, nt.ctypes, d[0:].ctypes, d[1:].ctypes, one.ctypes, x.ctypes, d.ctypes, v[b].ctypes,
                   d.ctypes, zero.ctypes, out[b].ctypes, d.ctypes)  # (V S) V^T + V (V S)^T, its lower triangle
-            _mirror(out[b])  # (the lower triangle of the matrix is the upper one in memory)
+            _mirror(out[b], 1.0)  # (the lower triangle of the matrix is the upper one in memory)
 
     def eigvalsh_grad(v, gw, out):  # v: V column-major, out: V diag(gw) V^T (symmetric)
         n = v.shape[1]
@@ -333,7 +328,7 @@ def _make(dtype):
             if p < n:
                 syrk(lo.ctypes, nt.ctypes, d[0:].ctypes, d[2:].ctypes, minus.ctypes, xf[p * n:].ctypes, d[0:].ctypes,
                      one.ctypes, out[b].ctypes, d[0:].ctypes)
-            _mirror(out[b])  # (the lower triangle of the matrix is the upper one in memory)
+            _mirror(out[b], 1.0)  # (the lower triangle of the matrix is the upper one in memory)
 
     def triangular(a, x, side, uplo, trans, diag):  # trsm: x := op(a)^-1 x or x op(a)^-1, in place
         m, n = x.shape[2], x.shape[1]

@@ -1,7 +1,7 @@
 """Compiled autograd: eager ``backward()`` / ``autograd.grad`` of a graph seen before runs a compiled plan.
 
 A training loop records the same graph every step. Each node carries a structural key built as dispatch records
-it (``Node._key``: _op_node._attach), so the engine (autograd/engine.py ``run``), handing each backward without
+it (``Node._key``: _op_node.recorder), so the engine (autograd/engine.py ``run``), handing each backward without
 ``create_graph`` to ``run_compiled`` here, finds the graph's key from its roots in O(1) (``_graph_key``). Until
 ``threshold`` distinct graphs have had that key (2 by default; a backward repeated on one graph counts once),
 the engine runs them and nothing more happens. Past it, ``run_compiled`` walks the graph once (breadth first

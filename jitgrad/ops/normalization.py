@@ -21,13 +21,16 @@ def _rows(xp, x, k):
     return rows if xp.is_contiguous(rows) else xp.copy(rows)
 
 
+def _row(xp, a, k, n, fill, dt):
+    """Weight or bias ``a`` as one row of ``n`` (``fill`` everywhere where it is absent)."""
+    return xp.full((n,), fill, dt) if a is None else _rows(xp, a, k).reshape(n)
+
+
 def _forward(xp, dt, x, weight, bias, normalized_ndim, eps):
     k = normalized_ndim
     x2 = _rows(xp, x, k)
     n = x2.shape[1]
-    w = xp.full((n,), 1, dt) if weight is None else _rows(xp, weight, k).reshape(n)
-    b = xp.full((n,), 0, dt) if bias is None else _rows(xp, bias, k).reshape(n)
-    y, mean, rstd = xp.layer_norm(x2, w, b, eps)
+    y, mean, rstd = xp.layer_norm(x2, _row(xp, weight, k, n, 1, dt), _row(xp, bias, k, n, 0, dt), eps)
     stats = tuple(x.shape[:x.ndim - k]) + (1,) * k
     return xp.reshape(y, x.shape), xp.reshape(mean, stats), xp.reshape(rstd, stats)
 
@@ -64,7 +67,7 @@ def _parts(g, s):
         k = s.normalized_ndim
         x2 = _rows(xp, x, k)
         n = x2.shape[1]
-        w = xp.full((n,), 1, x.dtype) if s.weight is None else _rows(xp, s.weight._data, k).reshape(n)
+        w = _row(xp, None if s.weight is None else s.weight._data, k, n, 1, x.dtype)
         weights = s.next_functions[1][0] is not None or s.next_functions[2][0] is not None
         dx, dw, db = xp.layer_norm_vjp(_rows(xp, g[0]._data, k), x2, w, s.mean._data.reshape(-1),
                                        s.rstd._data.reshape(-1), weights)
