@@ -95,3 +95,32 @@ def test_eigh_gradient_kernels_match_the_formula(n, batch):
     mid = skew / E + gw[..., None] * np.eye(n)
     np.testing.assert_allclose(K.eigh_grad(v, vhgv, w, gw), v @ mid @ vt, rtol=1e-9, atol=1e-11)
     np.testing.assert_allclose(K.eigvalsh_grad(v, gw), (v * gw[..., None, :]) @ vt, rtol=1e-9, atol=1e-11)
+
+
+@pytest.mark.parametrize("dtype, tol", [(np.float32, 1e-4), (np.float64, 1e-12)])
+def test_eigh_gradient_kernels_run_on_numpys_openblas(monkeypatch, dtype, tol):
+    """The BLAS-3 products of eigh's gradient kernels are NumPy's OpenBLAS's where NumPy has one (its integers are
+    64-bit in NumPy's wheels): a batch runs them on one thread of it (numba's threads share the cores out), SciPy's
+    OpenBLAS untouched; results as the formula's, exactly symmetric."""
+    from jitgrad.kernels import config
+    if config.OPENBLAS is None:
+        pytest.skip("NumPy is not linked to OpenBLAS")
+    assert K._numpy_blas(np.dtype(dtype), ("syrk",)) is not None
+    calls, lapack_calls = [], []
+    monkeypatch.setattr(config, "OPENBLAS_THREADS", (lambda: 2, calls.append))
+    monkeypatch.setattr(config, "lapack_threads", lambda: (lambda: 2, lapack_calls.append))
+    rng = np.random.default_rng(3)
+    m = rng.standard_normal((2, 40, 40))
+    w, v = np.linalg.eigh(m + np.swapaxes(m, -1, -2))
+    w, v = w.astype(dtype), np.asfortranarray(v.astype(dtype))
+    gw = rng.standard_normal((2, 40)).astype(dtype)
+    vhgv = rng.standard_normal((2, 40, 40)).astype(dtype)
+    got = K.eigvalsh_grad(v, gw)
+    assert calls == [1, 2] and not lapack_calls and got.dtype == dtype
+    np.testing.assert_allclose(got, (v * gw[..., None, :]) @ np.swapaxes(v, -1, -2), rtol=tol, atol=tol)
+    assert (got == np.swapaxes(got, -1, -2)).all()
+    got = K.eigh_grad(v[0], vhgv[0], w[0], gw[0])  # one matrix of 40^3 multiply-adds: one thread
+    skew = (vhgv[0] - vhgv[0].T) * 0.5
+    mid = skew / (w[0][None, :] - w[0][:, None] + np.eye(40, dtype=dtype)) + np.diag(gw[0])
+    np.testing.assert_allclose(got, v[0] @ mid @ v[0].T, rtol=tol * 10, atol=tol * 10)
+    assert calls == [1, 2, 1, 2] and not lapack_calls and (got == got.T).all()
