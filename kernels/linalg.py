@@ -125,23 +125,32 @@ def _by_batch(parallel, serial, rhs=None, numpy_blas=False):
 _RHS = {"lu_solve": 2, "triangular": 1, "cholesky_grad": 1, "eigh_grad": 1, "eigvalsh_grad": 0}  # (_by_batch: the kernels that are BLAS-3 products)
 
 
-def _numpy_blas(dtype, names):
-    """({name: routine}, integer dtype) of the BLAS of NumPy's OpenBLAS (Fortran interface, 64-bit integers in
-    NumPy's wheels), or None where NumPy is not linked to OpenBLAS. The gradient kernels whose work is all BLAS-3
-    (eigh's) run there: that is the OpenBLAS of the GEMMs around them, whose threads are awake already, while
-    SciPy's, woken for one product, spin on the cores for a while after it (on 2 cores, as those GEMMs run: a
-    third busy thread), and NumPy's build (0.3.31 against SciPy's 0.3.30) runs dsyrk of order 256 in 0.32 ms
+def _numpy_routines(dtype, names):
+    """({name: routine}, integer dtype) of NumPy's OpenBLAS (Fortran interface, 64-bit integers in NumPy's wheels),
+    by the real names (as _routines), or None where NumPy is not linked to OpenBLAS. The kernels whose products are
+    large enough for two threads run there: that is the OpenBLAS of the GEMMs around them (the backend's). SciPy's
+    threads, woken for one call, spin on the cores for a while after it, and NumPy's after a GEMM: on 2 cores, an
+    SVD of order 1024 that followed a GEMM, or a GEMM that followed the SVD, ran with a third busy thread (the
+    svdvals step of order 1024: 750-890 ms on SciPy's against 630-660 on NumPy's, its backward GEMM 40-57 ms
+    against 32-38). NumPy's build (0.3.31 against SciPy's 0.3.30) also runs dsyrk of order 256 in 0.32 ms
     against 0.47."""
     if config.OPENBLAS is None:
         return None
     lib, prefix, suffix = config.OPENBLAS
     ch = {"float32": "s", "float64": "d", "complex64": "c", "complex128": "z"}[dtype.name]
-    try:
-        fns = {r: ctypes.CFUNCTYPE(None, *([_P] * _ROUTINES[r][1]))(ctypes.cast(
-            getattr(lib, prefix[:-len("openblas")] + ch + r + "_" + suffix), _P).value) for r in names}
-    except AttributeError:
-        return None
+    fns = {}
+    for r in names:
+        name, n = r, _ROUTINES[r][1]
+        if dtype.kind == "c" and r in _COMPLEX_ROUTINES:
+            name, _, n = _COMPLEX_ROUTINES[r]
+        fn = getattr(lib, prefix[:-len("openblas")] + ch + name + "_" + suffix, None)
+        if fn is None:
+            return None
+        fns[r] = ctypes.CFUNCTYPE(None, *([_P] * n))(ctypes.cast(fn, _P).value)
     return fns, (np.int64 if suffix == "64_" else np.int32)
+
+
+_NUMPY_KERNELS = ("eigh_grad", "eigvalsh_grad", "eigh", "svd")  # (the kernels on NumPy's OpenBLAS, where it is one)
 
 
 # complex routines whose names or arguments differ from the real ones' (the Hermitian and unitary forms; the rest
@@ -219,11 +228,9 @@ def _make(dtype):
         "geqrf", "orgqr", "ormqr", "gelsy", "gelsd", "gelss", "gels", "trsm", "trmm", "gemm", "syr2k", "syrk"))
     dt = dtype.type
     it = INT  # LAPACK's integer
-    numpy_blas = _numpy_blas(dtype, ("syrk", "syr2k", "trmm"))
-    if numpy_blas is None:  # (SciPy's, then)
-        nsyrk, nsyr2k, ntrmm, bi = syrk, syr2k, trmm, it
-    else:
-        (nsyrk, nsyr2k, ntrmm), bi = (numpy_blas[0][r] for r in ("syrk", "syr2k", "trmm")), numpy_blas[1]
+    numpy_lib = _numpy_routines(dtype, ("syrk", "syr2k", "trmm", "syevd", "gesdd"))
+    N, bi = numpy_lib or (L, it)  # (SciPy's where NumPy has no OpenBLAS)
+    nsyrk, nsyr2k, ntrmm, nsyevd, ngesdd = N["syrk"], N["syr2k"], N["trmm"], N["syevd"], N["gesdd"]
 
     @njit(nogil=True)
     def ints(a, b, c, d):
@@ -232,7 +239,7 @@ def _make(dtype):
         return out
 
     @njit(nogil=True)
-    def bints(a, b, c, d):  # (the integers of nsyrk, nsyr2k, ntrmm)
+    def bints(a, b, c, d):  # (the integers of the routines of N)
         out = np.empty(4, bi)
         out[0], out[1], out[2], out[3] = a, b, c, d
         return out
@@ -372,20 +379,20 @@ def _make(dtype):
     def eigh(a, w, jobz, uplo):  # syevd in place: a gets the eigenvectors when jobz is 'V'
         n = a.shape[1]
         qw = np.empty(1, a.dtype)
-        qi = np.empty(1, it)
-        d = ints(n, max(n, 1), -1, -1)
-        inf = np.zeros(1, it)
+        qi = np.empty(1, bi)
+        d = bints(n, max(n, 1), -1, -1)
+        inf = np.zeros(1, bi)
         j, u = char(jobz), char(uplo)
-        syevd(j.ctypes, u.ctypes, d[0:].ctypes, a[0].ctypes, d[1:].ctypes, w[0].ctypes, qw.ctypes, d[2:].ctypes,
+        nsyevd(j.ctypes, u.ctypes, d[0:].ctypes, a[0].ctypes, d[1:].ctypes, w[0].ctypes, qw.ctypes, d[2:].ctypes,
               qi.ctypes, d[3:].ctypes, inf.ctypes)
         lwork, liwork = max(int(qw[0].real), 1), max(int(qi[0]), 1)
         for b in prange(a.shape[0]):
-            d = ints(n, max(n, 1), lwork, liwork)
-            inf = np.zeros(1, it)
+            d = bints(n, max(n, 1), lwork, liwork)
+            inf = np.zeros(1, bi)
             j, u = char(jobz), char(uplo)
             work = np.empty(lwork, a.dtype)
-            iwork = np.empty(liwork, it)
-            syevd(j.ctypes, u.ctypes, d[0:].ctypes, a[b].ctypes, d[1:].ctypes, w[b].ctypes, work.ctypes,
+            iwork = np.empty(liwork, bi)
+            nsyevd(j.ctypes, u.ctypes, d[0:].ctypes, a[b].ctypes, d[1:].ctypes, w[b].ctypes, work.ctypes,
                   d[2:].ctypes, iwork.ctypes, d[3:].ctypes, inf.ctypes)
 
     def svd(a, s, u, vt, jobz):  # gesdd: a (B, n, m) destroyed; u (B, ucol, m), vt (B, n, vrow)
@@ -393,22 +400,22 @@ def _make(dtype):
         k = min(m, n)
         ldu, ldvt = max(m, 1), max(vt.shape[2], 1)
         qw = np.empty(1, a.dtype)
-        iwork0 = np.empty(max(8 * k, 1), it)
-        d = ints(m, n, max(m, 1), -1)
-        dd = ints(ldu, ldvt, 0, 0)
-        inf = np.zeros(1, it)
+        iwork0 = np.empty(max(8 * k, 1), bi)
+        d = bints(m, n, max(m, 1), -1)
+        dd = bints(ldu, ldvt, 0, 0)
+        inf = np.zeros(1, bi)
         j = char(jobz)
-        gesdd(j.ctypes, d[0:].ctypes, d[1:].ctypes, a[0].ctypes, d[2:].ctypes, s[0].ctypes, u[0].ctypes,
+        ngesdd(j.ctypes, d[0:].ctypes, d[1:].ctypes, a[0].ctypes, d[2:].ctypes, s[0].ctypes, u[0].ctypes,
               dd[0:].ctypes, vt[0].ctypes, dd[1:].ctypes, qw.ctypes, d[3:].ctypes, iwork0.ctypes, inf.ctypes)
         lwork = max(int(qw[0].real), 1)
         for b in prange(a.shape[0]):
-            d = ints(m, n, max(m, 1), lwork)
-            dd = ints(ldu, ldvt, 0, 0)
-            inf = np.zeros(1, it)
+            d = bints(m, n, max(m, 1), lwork)
+            dd = bints(ldu, ldvt, 0, 0)
+            inf = np.zeros(1, bi)
             j = char(jobz)
             work = np.empty(lwork, a.dtype)
-            iwork = np.empty(max(8 * k, 1), it)
-            gesdd(j.ctypes, d[0:].ctypes, d[1:].ctypes, a[b].ctypes, d[2:].ctypes, s[b].ctypes, u[b].ctypes,
+            iwork = np.empty(max(8 * k, 1), bi)
+            ngesdd(j.ctypes, d[0:].ctypes, d[1:].ctypes, a[b].ctypes, d[2:].ctypes, s[b].ctypes, u[b].ctypes,
                   dd[0:].ctypes, vt[b].ctypes, dd[1:].ctypes, work.ctypes, d[3:].ctypes, iwork.ctypes, inf.ctypes)
 
     def qr_factor(a, tau):  # geqrf in place
@@ -508,41 +515,42 @@ def _make(dtype):
             rank[b] = r[0]
 
     if dtype.kind == "c":
-        eigh, svd, lstsq = _complex_parts(L, dtype, ints, char)
+        eigh, svd, lstsq = _complex_parts(L, N, bi, dtype, ints, bints, char)
 
     ns = {k: _by_batch(_jitted(v), _jitted(v, parallel=False), _RHS.get(k),
-                       numpy_blas is not None and k in ("eigh_grad", "eigvalsh_grad")) for k, v in locals().items() if callable(v) and k in (
+                       numpy_lib is not None and k in _NUMPY_KERNELS) for k, v in locals().items() if callable(v) and k in (
         "lu_factor", "lu_solve", "inv", "cholesky", "cholesky_grad", "eigh_grad", "eigvalsh_grad", "triangular", "eigh", "svd", "qr_factor",
         "householder", "apply_q", "lstsq")}
     ns["dtype"] = dt
     return ns
 
 
-def _complex_parts(L, dtype, ints, char):
+def _complex_parts(L, N, bi, dtype, ints, bints, char):
     """The complex twins of _make's eigh, svd and lstsq: heevd, gesdd and the least-squares drivers take a real
-    workspace (rwork) more, and their eigenvalues, singular values and rcond are real."""
-    heevd, gesdd, gelsy, gelsd, gelss, gels = L["syevd"], L["gesdd"], L["gelsy"], L["gelsd"], L["gelss"], L["gels"]
+    workspace (rwork) more, and their eigenvalues, singular values and rcond are real (heevd and gesdd from N, whose
+    integers are of dtype bi, as in _make)."""
+    heevd, gesdd, gelsy, gelsd, gelss, gels = N["syevd"], N["gesdd"], L["gelsy"], L["gelsd"], L["gelss"], L["gels"]
 
     def eigh(a, w, jobz, uplo):
         n = a.shape[1]
         qw = np.empty(1, a.dtype)
         qr = np.empty(1, w.dtype)
-        qi = np.empty(1, np.int32)
-        d = ints(n, max(n, 1), -1, -1)
-        dr = ints(-1, 0, 0, 0)
-        inf = np.zeros(1, np.int32)
+        qi = np.empty(1, bi)
+        d = bints(n, max(n, 1), -1, -1)
+        dr = bints(-1, 0, 0, 0)
+        inf = np.zeros(1, bi)
         j, u = char(jobz), char(uplo)
         heevd(j.ctypes, u.ctypes, d[0:].ctypes, a[0].ctypes, d[1:].ctypes, w[0].ctypes, qw.ctypes, d[2:].ctypes,
               qr.ctypes, dr.ctypes, qi.ctypes, d[3:].ctypes, inf.ctypes)
         lwork, lrwork, liwork = max(int(qw[0].real), 1), max(int(qr[0]), 1), max(int(qi[0]), 1)
         for b in prange(a.shape[0]):
-            d = ints(n, max(n, 1), lwork, liwork)
-            dr = ints(lrwork, 0, 0, 0)
-            inf = np.zeros(1, np.int32)
+            d = bints(n, max(n, 1), lwork, liwork)
+            dr = bints(lrwork, 0, 0, 0)
+            inf = np.zeros(1, bi)
             j, u = char(jobz), char(uplo)
             work = np.empty(lwork, a.dtype)
             rwork = np.empty(lrwork, w.dtype)
-            iwork = np.empty(liwork, np.int32)
+            iwork = np.empty(liwork, bi)
             heevd(j.ctypes, u.ctypes, d[0:].ctypes, a[b].ctypes, d[1:].ctypes, w[b].ctypes, work.ctypes,
                   d[2:].ctypes, rwork.ctypes, dr.ctypes, iwork.ctypes, d[3:].ctypes, inf.ctypes)
 
@@ -553,23 +561,23 @@ def _complex_parts(L, dtype, ints, char):
         lrwork = max(5 * k * k + 5 * k, 2 * max(m, n) * k + 2 * k * k + k, 7 * k, 1)
         qw = np.empty(1, a.dtype)
         rwork0 = np.empty(lrwork, s.dtype)
-        iwork0 = np.empty(max(8 * k, 1), np.int32)
-        d = ints(m, n, max(m, 1), -1)
-        dd = ints(ldu, ldvt, 0, 0)
-        inf = np.zeros(1, np.int32)
+        iwork0 = np.empty(max(8 * k, 1), bi)
+        d = bints(m, n, max(m, 1), -1)
+        dd = bints(ldu, ldvt, 0, 0)
+        inf = np.zeros(1, bi)
         j = char(jobz)
         gesdd(j.ctypes, d[0:].ctypes, d[1:].ctypes, a[0].ctypes, d[2:].ctypes, s[0].ctypes, u[0].ctypes,
               dd[0:].ctypes, vt[0].ctypes, dd[1:].ctypes, qw.ctypes, d[3:].ctypes, rwork0.ctypes, iwork0.ctypes,
               inf.ctypes)
         lwork = max(int(qw[0].real), 1)
         for b in prange(a.shape[0]):
-            d = ints(m, n, max(m, 1), lwork)
-            dd = ints(ldu, ldvt, 0, 0)
-            inf = np.zeros(1, np.int32)
+            d = bints(m, n, max(m, 1), lwork)
+            dd = bints(ldu, ldvt, 0, 0)
+            inf = np.zeros(1, bi)
             j = char(jobz)
             work = np.empty(lwork, a.dtype)
             rwork = np.empty(lrwork, s.dtype)
-            iwork = np.empty(max(8 * k, 1), np.int32)
+            iwork = np.empty(max(8 * k, 1), bi)
             gesdd(j.ctypes, d[0:].ctypes, d[1:].ctypes, a[b].ctypes, d[2:].ctypes, s[b].ctypes, u[b].ctypes,
                   dd[0:].ctypes, vt[b].ctypes, dd[1:].ctypes, work.ctypes, d[3:].ctypes, rwork.ctypes, iwork.ctypes,
                   inf.ctypes)

@@ -105,7 +105,7 @@ def test_eigh_gradient_kernels_run_on_numpys_openblas(monkeypatch, dtype, tol):
     from jitgrad.kernels import config
     if config.OPENBLAS is None:
         pytest.skip("NumPy is not linked to OpenBLAS")
-    assert K._numpy_blas(np.dtype(dtype), ("syrk",)) is not None
+    assert K._numpy_routines(np.dtype(dtype), ("syrk", "syevd", "gesdd")) is not None
     calls, lapack_calls = [], []
     monkeypatch.setattr(config, "OPENBLAS_THREADS", (lambda: 2, calls.append))
     monkeypatch.setattr(config, "lapack_threads", lambda: (lambda: 2, lapack_calls.append))
