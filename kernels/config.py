@@ -188,16 +188,19 @@ def on_one_thread(threads, fn, *args):
 # against 2.5 on one, syevd of order 256 64-79 ms against 9-11 (the fastest of 20 calls), while the BLAS-3
 # products (trsm, trmm) lost nothing. Factorizations of matrices of at most SMALL_LAPACK rows and columns run on
 # one OpenBLAS thread (triangular products and solves follow SMALL_GEMM, as GEMMs do); 0: OpenBLAS chooses.
+# (eigh, the SVD and eigh's gradients run on NumPy's OpenBLAS instead, where NumPy has one: kernels/linalg.py
+# _numpy_routines; the same rule holds there.)
 SMALL_LAPACK = int(os.environ.get("JITGRAD_SMALL_LAPACK", 512))
-_LAPACK_THREADS = []
+_LAPACK_THREADS = {}
 
 
-def lapack_threads():
-    """(get, set) of the thread count of SciPy's OpenBLAS, or None: looked up at the first LAPACK call (loading
-    the library as jitgrad is imported would lengthen its import)."""
-    if not _LAPACK_THREADS:
-        _LAPACK_THREADS.append(_openblas_threads("scipy") if SMALL_LAPACK else None)
-    return _LAPACK_THREADS[0]
+def lapack_threads(package="scipy"):
+    """(get, set) of the thread count of SciPy's OpenBLAS (``package`` "numpy": NumPy's, for the kernels that call
+    its LAPACK), or None (SMALL_LAPACK 0, or another BLAS): looked up at the first LAPACK call (loading SciPy's
+    library as jitgrad is imported would lengthen its import)."""
+    if package not in _LAPACK_THREADS:
+        _LAPACK_THREADS[package] = _openblas_threads(package) if SMALL_LAPACK else None
+    return _LAPACK_THREADS[package]
 
 
 # ---------------------------------------------------------------- freed host memory

@@ -1,5 +1,6 @@
-"""Dense linear algebra on the CPU: LAPACK (SciPy's, through its Cython function pointers) called from numba
-loops that run parallel over the batch, and direct numba code for batches of 2x2 and 3x3 matrices.
+"""Dense linear algebra on the CPU: LAPACK (SciPy's, through its Cython function pointers; eigh, the SVD and eigh's
+gradients NumPy's OpenBLAS's, see _numpy_routines) called from numba loops that run parallel over the batch, and
+direct numba code for batches of 2x2 and 3x3 matrices.
 
 Every function takes arrays of shape (..., m, n) in any layout (the op table broadcasts the batch dims
 first) and returns new arrays: matrices come back in LAPACK's column-major layout (the last two dims
@@ -98,16 +99,17 @@ def _jitted(fn, parallel=True):
     return _jit._serialised(d) if parallel and config.SERIALISE_PARALLEL else d
 
 
-def _by_batch(parallel, serial, rhs=None, numpy_blas=False):
+def _by_batch(parallel, serial, rhs=None, numpy_lib=False):
     """The parallel loop for a batch, the serial build for one matrix (a parallel region for one item only costs
     its launch). A batch's per-matrix LAPACK calls run on one OpenBLAS thread (numba's threads share the cores
     out), and so does a single small problem: a factorization of a matrix of order up to config.SMALL_LAPACK, or
     a triangular product or solve (the kernels with a right-hand side, argument ``rhs``) of fewer than
-    config.SMALL_GEMM multiply-adds, as a GEMM. LAPACK's own threads serve the larger ones."""
+    config.SMALL_GEMM multiply-adds, as a GEMM. LAPACK's own threads serve the larger ones. The OpenBLAS is SciPy's,
+    or NumPy's for the kernels that call it (``numpy_lib``)."""
     def run(*args):
         a = args[0]  # (the batch of matrices)
         fn = parallel if a.shape[0] > 1 else serial
-        threads = config.OPENBLAS_THREADS if numpy_blas else config.lapack_threads()
+        threads = config.lapack_threads("numpy") if numpy_lib else config.lapack_threads()
         if threads is None:
             return fn(*args)
         if fn is serial:
@@ -1014,8 +1016,9 @@ def svd(a, full_matrices, vectors):
     ucols, vrows = (m, n) if full_matrices else (k, k)
     if not vectors:
         ucols = vrows = 1
-    u = np.zeros((B, ucols, m), a.dtype)
-    vt = np.zeros((B, n, vrows), a.dtype)
+    new = np.empty if vectors and f.size else np.zeros  # (gesdd writes all of U and V^T: no zeroing of 16 MB at 1024)
+    u = new((B, ucols, m), a.dtype)
+    vt = new((B, n, vrows), a.dtype)
     if f.size:
         _kernels(a.dtype)["svd"](f, s, u, vt, ord("N" if not vectors else "A" if full_matrices else "S"))
     elif vectors and full_matrices:  # an empty matrix: the identity of the other side

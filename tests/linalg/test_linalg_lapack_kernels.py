@@ -99,16 +99,16 @@ def test_eigh_gradient_kernels_match_the_formula(n, batch):
 
 @pytest.mark.parametrize("dtype, tol", [(np.float32, 1e-4), (np.float64, 1e-12)])
 def test_eigh_gradient_kernels_run_on_numpys_openblas(monkeypatch, dtype, tol):
-    """The BLAS-3 products of eigh's gradient kernels are NumPy's OpenBLAS's where NumPy has one (its integers are
-    64-bit in NumPy's wheels): a batch runs them on one thread of it (numba's threads share the cores out), SciPy's
-    OpenBLAS untouched; results as the formula's, exactly symmetric."""
+    """eigh, the SVD and the BLAS-3 products of eigh's gradient kernels are NumPy's OpenBLAS's where NumPy has one
+    (its integers are 64-bit in NumPy's wheels): a batch or a small problem runs on one thread of it (numba's
+    threads share the cores out), SciPy's OpenBLAS untouched; gradients as the formula's, exactly symmetric."""
     from jitgrad.kernels import config
     if config.OPENBLAS is None:
         pytest.skip("NumPy is not linked to OpenBLAS")
     assert K._numpy_routines(np.dtype(dtype), ("syrk", "syevd", "gesdd")) is not None
     calls, lapack_calls = [], []
-    monkeypatch.setattr(config, "OPENBLAS_THREADS", (lambda: 2, calls.append))
-    monkeypatch.setattr(config, "lapack_threads", lambda: (lambda: 2, lapack_calls.append))
+    monkeypatch.setattr(config, "lapack_threads", lambda package="scipy": (
+        lambda: 2, (calls if package == "numpy" else lapack_calls).append))
     rng = np.random.default_rng(3)
     m = rng.standard_normal((2, 40, 40))
     w, v = np.linalg.eigh(m + np.swapaxes(m, -1, -2))
@@ -124,3 +124,7 @@ def test_eigh_gradient_kernels_run_on_numpys_openblas(monkeypatch, dtype, tol):
     mid = skew / (w[0][None, :] - w[0][:, None] + np.eye(40, dtype=dtype)) + np.diag(gw[0])
     np.testing.assert_allclose(got, v[0] @ mid @ v[0].T, rtol=tol * 10, atol=tol * 10)
     assert calls == [1, 2, 1, 2] and not lapack_calls and (got == got.T).all()
+    calls.clear()
+    K.eigh(m.astype(dtype), True, True)  # (syevd) a batch
+    K.svd(m[0].astype(dtype), False, True)  # (gesdd) order 40 <= SMALL_LAPACK
+    assert calls == [1, 2, 1, 2] and not lapack_calls
