@@ -179,7 +179,7 @@ def _vs(a, b, bar):
     if bar is None:
         return ["", "", ""]
     ratio = a / b if a is not None and b else None
-    return ["%.2f" % ratio if ratio is not None else "n/a", "<= %.1f" % bar,
+    return ["%.2f" % ratio if ratio is not None else "n/a", "<= %g" % bar,
             "n/a" if ratio is None else ("yes" if ratio <= bar else "no")]
 
 
