@@ -982,10 +982,18 @@ def eigvalsh_grad(v, gw):
     return out.reshape(v.shape)
 
 
-def eigh(a, lower, vectors):
-    """(eigenvalues ascending, eigenvectors as columns or None): syevd on the ``lower`` or upper triangle."""
+def eigh(a, lower, vectors, transposed=False):
+    """(eigenvalues ascending, eigenvectors as columns or None): syevd on the ``lower`` or upper triangle.
+    ``transposed``: a real row-major ``a`` goes to syevd as it lies (a copy, not a transposing one), as A^T in
+    LAPACK's order, the other triangle read: the same symmetric matrix, whose eigenvectors come back, but LAPACK
+    reduces it from the other end, so they may differ in sign and the values in the last bits (for eigvalsh, whose
+    vectors only its gradient V diag(gL) V^T reads)."""
     batch, n = a.shape[:-2], a.shape[-1]
-    f = _col(a)
+    if transposed and a.dtype.kind == "f" and a.flags.c_contiguous:
+        f = a.reshape((_count(a), n, n)).copy()
+        lower = not lower
+    else:
+        f = _col(a)
     w = np.zeros((f.shape[0], n), _real(a.dtype))
     if f.size:
         _kernels(a.dtype)["eigh"](f, w, ord("V" if vectors else "N"), ord("L" if lower else "U"))

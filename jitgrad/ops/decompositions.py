@@ -363,6 +363,13 @@ def _eigh_forward(xp, dt, a, lower, vectors):
     return w, (v if vectors else np.empty((0,), dt))
 
 
+def _eigvalsh_forward(xp, dt, a, lower, vectors):
+    """As eigh's; the eigenvectors, which only the gradient reads, may be those of A^T's other triangle (the same
+    matrix): a row-major input is not transposed for LAPACK."""
+    w, v = xp.linalg.eigh(a, lower, vectors, True)
+    return w, (v if vectors else np.empty((0,), dt))
+
+
 def eigh_grad(gL, gV, L, V):
     """gA = V (diag(gL) + skew(V^H gV) / E) V^H, E_ij = L_j - L_i (PyTorch's; inf/nan at repeated
     eigenvalues where the loss depends on the eigenvectors, as PyTorch's). A complex loss that depends on the
@@ -764,7 +771,7 @@ EIGH = register(Op("linalg_eigh", _eigh_forward, reduced_precision="refused", co
                    fused=[_eigh_fused], n_outputs=2,
                    outputs=("eigenvalues", "eigenvectors"), node="LinalgEighBackward0", call=phase_free(hermitian_input(eigh), (1,)),
                    samples=_floats(_eigh_samples), ref=phase_free(_np_eigh, (1,))))
-EIGVALSH = register(Op("linalg_eigvalsh", _eigh_forward, reduced_precision="refused", complex=True, vjp=[_eigvalsh_grad],
+EIGVALSH = register(Op("linalg_eigvalsh", _eigvalsh_forward, reduced_precision="refused", complex=True, vjp=[_eigvalsh_grad],
                        fused=[_eigvalsh_fused], n_outputs=2,
                        outputs=("result", "eigenvectors"), node="LinalgEighBackward0", call=hermitian_input(eigvalsh),
                        samples=_floats(_eigh_samples), ref=_np_eigvalsh))

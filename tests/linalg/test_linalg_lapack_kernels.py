@@ -128,3 +128,20 @@ def test_eigh_gradient_kernels_run_on_numpys_openblas(monkeypatch, dtype, tol):
     K.eigh(m.astype(dtype), True, True)  # (syevd) a batch
     K.svd(m[0].astype(dtype), False, True)  # (gesdd) order 40 <= SMALL_LAPACK
     assert calls == [1, 2, 1, 2] and not lapack_calls
+
+
+@pytest.mark.parametrize("lower", [True, False])
+def test_eigh_of_a_row_major_input_as_it_lies(lower):
+    """eigh(..., transposed=True) (eigvalsh's forward) hands a row-major real input to syevd without transposing it,
+    reading the other triangle of A^T: the same symmetric matrix (the triangle ``lower`` names), whose eigenvalues
+    and V diag(w) V^T match, batched too; a column-major input takes the usual path."""
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((2, 70, 70))  # (not symmetric: one triangle is read)
+    tri = np.tril(a) if lower else np.triu(a)
+    sym = tri + np.swapaxes(tri, -1, -2) - np.diagonal(a, 0, -2, -1)[..., None] * np.eye(70)
+    for x in (a, np.asfortranarray(a[0])):
+        w, v = K.eigh(x, lower, True, True)
+        ref = sym if x.ndim == 3 else sym[0]
+        np.testing.assert_allclose(w, np.linalg.eigvalsh(ref), rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose((v * w[..., None, :]) @ np.swapaxes(v, -1, -2), ref, rtol=1e-11, atol=1e-11)
+        np.testing.assert_allclose(K.eigh(x, lower, False, True)[0], w, rtol=1e-13, atol=1e-13)
