@@ -7,7 +7,7 @@ the math (elementwise ``run``, reductions, softmax, scatters) and NumPy for arra
 import numpy as np
 from numba import prange
 
-from . import config
+from . import blas, config
 from . import conv  # noqa: F401
 from . import pool  # noqa: F401
 from . import loss  # noqa: F401
@@ -69,12 +69,19 @@ _OUTER = twins(_outer_batched)
 
 
 def _gemm(a, b):
-    """np.matmul, on one OpenBLAS thread where the product is small (config.SMALL_GEMM)."""
+    """np.matmul, on one OpenBLAS thread where the product is small (config.SMALL_GEMM); a larger one on numba's
+    threads in one-thread OpenBLAS calls (config.SPLIT_GEMM), where its operands allow."""
     threads = config.OPENBLAS_THREADS
-    if threads is None or a.ndim < 2 or b.ndim < 2 or not \
-            config.THREADED_GEMM <= a.size * b.shape[-1] < config.SMALL_GEMM:
+    work = a.size * b.shape[-1] if a.ndim >= 2 and b.ndim >= 2 else 0
+    if threads is None or work < config.THREADED_GEMM:
         return np.matmul(a, b)
-    return config.on_one_thread(threads, np.matmul, a, b)
+    if work < config.SMALL_GEMM:
+        return config.on_one_thread(threads, np.matmul, a, b)
+    if config.SPLIT_GEMM and config.threads() > 1:
+        out = config.on_one_thread(threads, blas.split_gemm, a, b)
+        if out is not None:
+            return out
+    return np.matmul(a, b)
 
 
 def matmul(a, b):
