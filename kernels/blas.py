@@ -118,7 +118,16 @@ def _gemm_blocks(fn, one, trans_a, trans_b, m, n, k, a, lda, row_a, mat_a, b, ld
                        lda, b + i * mat_b + c0 * col_b, ldb, c + ((i * m + r0) * n + c0) * size, n)
 
 
-_GEMM_BLOCKS = twins(_gemm_blocks)
+class _Building(Exception):
+    """The parallel build of _gemm_blocks is compiling in the background: NumPy's GEMM runs meanwhile (a serial
+    build would cost a first step its compile and then run on one thread)."""
+
+
+def _numpy_meanwhile(*args):
+    raise _Building
+
+
+_GEMM_BLOCKS = twins(_gemm_blocks, meanwhile=_numpy_meanwhile)
 BLOCK = 128  # rows or columns of c a call computes: fixed, so that the values do not depend on the thread count
 
 
@@ -138,7 +147,8 @@ def split_gemm(a, b):
     """a @ b (float32 or float64 matrices of one dtype, or batches of one size of them) on numba's threads, in
     blocks of BLOCK rows of each result (of BLOCK columns where it has too few rows; whole matrices where it has
     too few of both), each block one OpenBLAS call, which the caller keeps on one thread. None where it does not
-    apply: another dtype, a matrix without a unit stride, fewer than two blocks, no 64-bit-integer OpenBLAS."""
+    apply (another dtype, a matrix without a unit stride, fewer than two blocks, no 64-bit-integer OpenBLAS) or
+    cannot yet (its parallel build compiling in the background)."""
     if GEMM is None or a.dtype != b.dtype or a.dtype not in GEMM or a.ndim != b.ndim or a.ndim not in (2, 3) or \
             a.shape[:-2] != b.shape[:-2] or 0 in a.shape or 0 in b.shape:
         return None
@@ -152,7 +162,10 @@ def split_gemm(a, b):
     size = a.itemsize
     out = np.empty(a.shape[:-1] + (n,), a.dtype)
     mat_a, mat_b = (a.strides[0], b.strides[0]) if a.ndim == 3 else (0, 0)
-    _GEMM_BLOCKS[1](GEMM[a.dtype], a.dtype.type(1), fa[0], fb[0], m, n, k, a.ctypes.data, fa[1],
-                    size if fa[0] else fa[1] * size, mat_a, b.ctypes.data, fb[1], fb[1] * size if fb[0] else size,
-                    mat_b, out.ctypes.data, size, batch, rows, cols)
+    try:
+        _GEMM_BLOCKS[1](GEMM[a.dtype], a.dtype.type(1), fa[0], fb[0], m, n, k, a.ctypes.data, fa[1],
+                        size if fa[0] else fa[1] * size, mat_a, b.ctypes.data, fb[1], fb[1] * size if fb[0] else size,
+                        mat_b, out.ctypes.data, size, batch, rows, cols)
+    except _Building:
+        return None
     return out

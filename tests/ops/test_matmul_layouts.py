@@ -34,6 +34,16 @@ def test_expanded_matrix_and_large_outer_products():
 SPLIT = [((300, 80), (80, 90)), ((100, 30), (30, 1000)), ((40, 64, 32), (40, 32, 64)), ((2, 260, 16), (2, 16, 300))]
 
 
+@pytest.fixture(scope="module")
+def blocks_built():
+    """The parallel build of the blocks in the cache (on an empty cache it compiles in the background, NumPy's
+    GEMM running meanwhile)."""
+    from jitgrad.kernels import _background, blas
+    for dtype in (np.float32, np.float64):
+        blas.split_gemm(np.ones((300, 2), dtype), np.ones((2, 3), dtype))
+    assert _background.wait(600)
+
+
 def _layouts(x):
     """x C-contiguous, as the transposed view of a copy (unit stride down the columns), and padded rows."""
     pad = [(0, 0)] * (x.ndim - 1) + [(0, 3)]
@@ -42,7 +52,7 @@ def _layouts(x):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("sa,sb", SPLIT)
-def test_blocks_on_numba_threads_match_numpy(sa, sb, dtype, monkeypatch):
+def test_blocks_on_numba_threads_match_numpy(sa, sb, dtype, monkeypatch, blocks_built):
     from jitgrad.kernels import blas, config
     rng = np.random.default_rng(2)
     a0, b0 = (rng.standard_normal(s).astype(dtype) for s in (sa, sb))
@@ -59,7 +69,7 @@ def test_blocks_on_numba_threads_match_numpy(sa, sb, dtype, monkeypatch):
         assert len(calls) == 9 and real(a0, b0) is not None
 
 
-def test_blocks_do_not_depend_on_the_thread_count():
+def test_blocks_do_not_depend_on_the_thread_count(blocks_built):
     """The blocks are fixed in size, so the values are the same bits on one thread or several (OpenBLAS's own
     split of a float32 GEMM over its threads changes the last bits)."""
     import numba
@@ -79,7 +89,7 @@ def test_blocks_do_not_depend_on_the_thread_count():
     np.testing.assert_allclose(many, a @ b, rtol=1e-4, atol=1e-4)
 
 
-def test_blocks_leave_what_they_cannot_take_to_numpy():
+def test_blocks_leave_what_they_cannot_take_to_numpy(blocks_built):
     from jitgrad.kernels import blas
     rng = np.random.default_rng(4)
     a = rng.standard_normal((300, 40))
