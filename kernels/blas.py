@@ -143,11 +143,29 @@ def _operand(x):
     return None
 
 
-def split_gemm(a, b):
-    """a @ b (float32 or float64 matrices of one dtype, or batches of one size of them) on numba's threads, in
+def matmul(a, b, out=None):
+    """np.matmul(a, b, out): on one OpenBLAS thread where the product is small (config.SMALL_GEMM), a larger one on
+    numba's threads in one-thread OpenBLAS calls where its operands allow (config.SPLIT_GEMM)."""
+    threads = config.OPENBLAS_THREADS
+    work = a.size * b.shape[-1] if a.ndim >= 2 and b.ndim >= 2 else 0
+    if threads is None or work < config.THREADED_GEMM:
+        return np.matmul(a, b, out=out)
+    if work < config.SMALL_GEMM:
+        return config.on_one_thread(threads, np.matmul, a, b, out)
+    if config.SPLIT_GEMM and config.threads() > 1:
+        got = config.on_one_thread(threads, split_gemm, a, b, out)
+        if got is not None:
+            return got
+    return np.matmul(a, b, out=out)
+
+
+def split_gemm(a, b, out=None):
+    """a @ b (float32 or float64 matrices of one dtype, or batches of one size of them; into ``out`` where given, a
+    C-contiguous array) on numba's threads, in
     blocks of BLOCK rows of each result (of BLOCK columns where it has too few rows; whole matrices where it has
     too few of both), each block one OpenBLAS call, which the caller keeps on one thread. None where it does not
-    apply (another dtype, a matrix without a unit stride, fewer than two blocks, no 64-bit-integer OpenBLAS) or
+    apply (another dtype, a matrix without a unit stride, fewer than two blocks, an ``out`` of another layout, no
+    64-bit-integer OpenBLAS) or
     cannot yet (its parallel build compiling in the background)."""
     if GEMM is None or a.dtype != b.dtype or a.dtype not in GEMM or a.ndim != b.ndim or a.ndim not in (2, 3) or \
             a.shape[:-2] != b.shape[:-2] or 0 in a.shape or 0 in b.shape:
@@ -160,7 +178,10 @@ def split_gemm(a, b):
     if fa is None or fb is None or batch * -(-m // rows) * -(-n // cols) < 2:
         return None
     size = a.itemsize
-    out = np.empty(a.shape[:-1] + (n,), a.dtype)
+    if out is None:
+        out = np.empty(a.shape[:-1] + (n,), a.dtype)
+    elif out.shape != a.shape[:-1] + (n,) or out.dtype != a.dtype or not out.flags.c_contiguous:
+        return None
     mat_a, mat_b = (a.strides[0], b.strides[0]) if a.ndim == 3 else (0, 0)
     try:
         _GEMM_BLOCKS[1](GEMM[a.dtype], a.dtype.type(1), fa[0], fb[0], m, n, k, a.ctypes.data, fa[1],

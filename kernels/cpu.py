@@ -68,22 +68,6 @@ def _outer_batched(a, b, out):
 _OUTER = twins(_outer_batched)
 
 
-def _gemm(a, b):
-    """np.matmul, on one OpenBLAS thread where the product is small (config.SMALL_GEMM); a larger one on numba's
-    threads in one-thread OpenBLAS calls (config.SPLIT_GEMM), where its operands allow."""
-    threads = config.OPENBLAS_THREADS
-    work = a.size * b.shape[-1] if a.ndim >= 2 and b.ndim >= 2 else 0
-    if threads is None or work < config.THREADED_GEMM:
-        return np.matmul(a, b)
-    if work < config.SMALL_GEMM:
-        return config.on_one_thread(threads, np.matmul, a, b)
-    if config.SPLIT_GEMM and config.threads() > 1:
-        out = config.on_one_thread(threads, blas.split_gemm, a, b)
-        if out is not None:
-            return out
-    return np.matmul(a, b)
-
-
 def matmul(a, b):
     """GEMM in BLAS; 1-D x 1-D gives a 0-d array. An operand broadcast along a matrix dim (stride 0: the
     gradient of a sum) is copied first: NumPy would give it to its own loop, 100s of times slower than BLAS."""
@@ -99,13 +83,13 @@ def matmul(a, b):
         b = b[0]  # one matrix for the whole batch (vmap's per-sample leaf is an expanded weight)
     if b.ndim == 2 and a.ndim > 2 and a.size and a.shape[-1]:
         # a batch of matrices times one matrix: one GEMM of the stacked rows (NumPy runs a GEMM per matrix)
-        return _gemm(a.reshape(-1, a.shape[-1]), np.ascontiguousarray(b) if 0 in b.strides else b).reshape(
+        return blas.matmul(a.reshape(-1, a.shape[-1]), np.ascontiguousarray(b) if 0 in b.strides else b).reshape(
             a.shape[:-1] + b.shape[-1:])
     if a.ndim >= 2 and 0 in a.strides[-2:]:
         a = np.ascontiguousarray(a)
     if b.ndim >= 2 and 0 in b.strides[-2:]:
         b = np.ascontiguousarray(b)
-    return np.asarray(_gemm(a, b))
+    return np.asarray(blas.matmul(a, b))
 
 
 def outer(a, b):

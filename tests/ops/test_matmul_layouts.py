@@ -57,7 +57,7 @@ def test_blocks_on_numba_threads_match_numpy(sa, sb, dtype, monkeypatch, blocks_
     a0, b0 = (rng.standard_normal(s).astype(dtype) for s in (sa, sb))
     calls = []
     real = blas.split_gemm
-    monkeypatch.setattr(blas, "split_gemm", lambda a, b: calls.append(1) or real(a, b))
+    monkeypatch.setattr(blas, "split_gemm", lambda *args: calls.append(1) or real(*args))
     tol = 1e-4 if dtype == np.float32 else 1e-12
     for a in _layouts(a0):
         for b in _layouts(b0):
@@ -97,3 +97,17 @@ def test_blocks_leave_what_they_cannot_take_to_numpy(blocks_built):
     assert blas.split_gemm(a[:, ::2], rng.standard_normal((20, 90))) is None  # no unit stride
     assert blas.split_gemm(a[:100], rng.standard_normal((40, 90))) is None  # one block
     assert blas.split_gemm(a.astype(np.int64), rng.standard_normal((40, 90)).astype(np.int64)) is None
+
+
+def test_blocks_into_a_given_output(blocks_built):
+    """blas.matmul(a, b, out) (the convolutions' GEMMs): the blocks write into a C-contiguous ``out``; another
+    layout of ``out`` goes to NumPy's matmul, which writes it."""
+    from jitgrad.kernels import blas
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal((3, 100, 70)), rng.standard_normal((3, 70, 400))
+    for out in (np.empty((3, 100, 400)), np.empty((3, 400, 100)).swapaxes(1, 2)):
+        got = blas.matmul(a, b, out)
+        assert got is out
+        np.testing.assert_allclose(out, a @ b, rtol=1e-12)
+    assert blas.split_gemm(a, b, np.empty((3, 100, 400))) is not None
+    assert blas.split_gemm(a, b, np.empty((3, 400, 100)).swapaxes(1, 2)) is None
