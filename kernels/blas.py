@@ -1,10 +1,13 @@
-"""The GEMM of NumPy's OpenBLAS, called from inside numba kernels.
+"""NumPy's OpenBLAS GEMM: called from inside numba kernels, and the thread policy of every CPU GEMM.
 
 A kernel that runs a loop of small GEMMs (an RNN layer's steps) calls BLAS without going back to
-Python between them, and ``split_gemm`` runs one large GEMM as blocks of rows on numba's threads, each a
-one-thread OpenBLAS call: the elementwise kernels and the GEMMs of a step then share one thread pool. The function's address is an argument of the kernel (a run-time value), so the
+Python between them. The function's address is an argument of the kernel (a run-time value), so the
 compiled kernel stays in numba's on-disk cache. Only a 64-bit-integer OpenBLAS (the one NumPy's
 wheels ship) is used; ``GEMM`` is None otherwise, and callers keep their NumPy path.
+
+``matmul`` runs a small product on one OpenBLAS thread and a large one as blocks on numba's threads
+(``split_gemm``), each block a one-thread OpenBLAS call: the elementwise kernels and the GEMMs of a step then
+share one thread pool (config.SPLIT_GEMM says why).
 """
 import ctypes
 
@@ -161,12 +164,11 @@ def matmul(a, b, out=None):
 
 def split_gemm(a, b, out=None):
     """a @ b (float32 or float64 matrices of one dtype, or batches of one size of them; into ``out`` where given, a
-    C-contiguous array) on numba's threads, in
-    blocks of BLOCK rows of each result (of BLOCK columns where it has too few rows; whole matrices where it has
-    too few of both), each block one OpenBLAS call, which the caller keeps on one thread. None where it does not
-    apply (another dtype, a matrix without a unit stride, fewer than two blocks, an ``out`` of another layout, no
-    64-bit-integer OpenBLAS) or
-    cannot yet (its parallel build compiling in the background)."""
+    C-contiguous array) on numba's threads, in blocks of BLOCK rows of each result (of BLOCK columns where it has
+    too few rows; whole matrices where it has too few of both), each block one OpenBLAS call, which the caller
+    keeps on one thread. None where it does not apply (another dtype, a matrix without a unit stride, fewer than
+    two blocks, an ``out`` of another layout, no 64-bit-integer OpenBLAS) or cannot yet (its parallel build
+    compiling in the background)."""
     if GEMM is None or a.dtype != b.dtype or a.dtype not in GEMM or a.ndim != b.ndim or a.ndim not in (2, 3) or \
             a.shape[:-2] != b.shape[:-2] or 0 in a.shape or 0 in b.shape:
         return None
