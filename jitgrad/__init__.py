@@ -89,6 +89,7 @@ from . import cuda  # noqa: F401,E402
 from . import random  # noqa: F401,E402
 from . import special  # noqa: F401,E402
 from . import cpu  # noqa: F401,E402
+from .cpu import get_num_threads, set_num_threads  # noqa: F401,E402
 from .serialization import load, save  # noqa: F401,E402
 from . import testing  # noqa: F401,E402
 from math import e, inf, nan, pi  # noqa: F401,E402  (torch.e, torch.inf, torch.nan, torch.pi)

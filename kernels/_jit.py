@@ -103,14 +103,16 @@ def compiled(fn, parallel=False, name=None, twin=None, remake=None, fastmath=Non
     return _serialised(d) if parallel and config.SERIALISE_PARALLEL else d
 
 
-def twins(fn, same_values=True, fastmath=None):
+def twins(fn, same_values=True, fastmath=None, meanwhile=None):
     """Serial and parallel builds of ``fn`` (whose loops use prange). Where they give the same values (each
-    thread writes outputs of its own, no prange sum), the parallel one builds in the background."""
+    thread writes outputs of its own, no prange sum), the parallel one builds in the background, the serial one
+    running its calls meanwhile (or ``meanwhile``, a function of the same arguments)."""
     serial = compiled(fn, name=fn.__name__ + "_ser", fastmath=fastmath)
     if not same_values:
         return serial, compiled(fn, parallel=True, name=fn.__name__ + "_par", fastmath=fastmath)
-    return serial, compiled(fn, parallel=True, name=fn.__name__ + "_par", twin=lambda: serial, fastmath=fastmath,
-                            remake=(__name__, "built", (fn.__globals__["__name__"], fn.__name__ + "_par")))
+    return serial, compiled(fn, parallel=True, name=fn.__name__ + "_par", twin=lambda: meanwhile or serial,
+                            fastmath=fastmath, remake=(__name__, "built", (fn.__globals__["__name__"],
+                                                                           fn.__name__ + "_par")))
 
 
 def built(module, name):

@@ -121,6 +121,11 @@ SERIALISE_PARALLEL = _may_be_workqueue(THREADING_LAYER, _TBB)
 # set to one thread (two calls of about 1 us); 0 leaves OpenBLAS to choose.
 SMALL_GEMM = int(os.environ.get("JITGRAD_SMALL_GEMM", 1 << 21))
 THREADED_GEMM = 64 ** 3  # (below it OpenBLAS runs one thread anyway: nothing to switch)
+# Larger GEMMs run on numba's threads, in blocks of rows (or columns, or whole matrices of a batch), each block a
+# one-thread OpenBLAS call (blas.split_gemm): a step's elementwise kernels and GEMMs then share one thread pool. Two
+# pools on the same cores each wait for the other's spinning threads: an MLP step at load average 2 took 47 ms
+# with OpenBLAS's pool next to numba's, 8 with numba's kernels on one thread. 0: OpenBLAS's own threads.
+SPLIT_GEMM = os.environ.get("JITGRAD_SPLIT_GEMM", "1") != "0"
 
 
 def _openblas_libraries(package):
@@ -230,3 +235,17 @@ def _keep_freed_memory():
 
 
 FREED_MEMORY_KEPT = KEEP_FREED_MEMORY and _keep_freed_memory()
+
+
+def threads():
+    """The threads numba's parallel loops run on (for the calling thread)."""
+    return numba.get_num_threads()
+
+
+def set_threads(n):
+    """Run the CPU kernels on ``n`` threads: numba's parallel loops (at most the NUMBA_NUM_THREADS threads numba
+    started; numba keeps the count per calling thread) and the OpenBLAS pools of NumPy and of SciPy's LAPACK."""
+    numba.set_num_threads(min(n, numba.config.NUMBA_NUM_THREADS))
+    for pool in (OPENBLAS_THREADS or _openblas_threads(), lapack_threads()):
+        if pool is not None:
+            pool[1](n)

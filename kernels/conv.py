@@ -19,7 +19,7 @@ special cases. Pooling is in pool.py.
 import numpy as np
 from numba import njit, prange
 
-from . import config
+from . import blas, config
 from ._jit import twins
 
 
@@ -256,9 +256,9 @@ def _grouped(a, groups):
 def _matmul(a, b, out):
     """out = a @ b batched over groups (a single group as a plain 2-D GEMM)."""
     if a.shape[0] == 1:
-        np.matmul(a[0], b[0], out=out[0])
+        blas.matmul(a[0], b[0], out[0])
     else:
-        np.matmul(a, b, out=out)
+        blas.matmul(a, b, out)
     return out
 
 

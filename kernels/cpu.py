@@ -7,7 +7,7 @@ the math (elementwise ``run``, reductions, softmax, scatters) and NumPy for arra
 import numpy as np
 from numba import prange
 
-from . import config
+from . import blas, config
 from . import conv  # noqa: F401
 from . import pool  # noqa: F401
 from . import loss  # noqa: F401
@@ -68,15 +68,6 @@ def _outer_batched(a, b, out):
 _OUTER = twins(_outer_batched)
 
 
-def _gemm(a, b):
-    """np.matmul, on one OpenBLAS thread where the product is small (config.SMALL_GEMM)."""
-    threads = config.OPENBLAS_THREADS
-    if threads is None or a.ndim < 2 or b.ndim < 2 or not \
-            config.THREADED_GEMM <= a.size * b.shape[-1] < config.SMALL_GEMM:
-        return np.matmul(a, b)
-    return config.on_one_thread(threads, np.matmul, a, b)
-
-
 def matmul(a, b):
     """GEMM in BLAS; 1-D x 1-D gives a 0-d array. An operand broadcast along a matrix dim (stride 0: the
     gradient of a sum) is copied first: NumPy would give it to its own loop, 100s of times slower than BLAS."""
@@ -92,13 +83,13 @@ def matmul(a, b):
         b = b[0]  # one matrix for the whole batch (vmap's per-sample leaf is an expanded weight)
     if b.ndim == 2 and a.ndim > 2 and a.size and a.shape[-1]:
         # a batch of matrices times one matrix: one GEMM of the stacked rows (NumPy runs a GEMM per matrix)
-        return _gemm(a.reshape(-1, a.shape[-1]), np.ascontiguousarray(b) if 0 in b.strides else b).reshape(
+        return blas.matmul(a.reshape(-1, a.shape[-1]), np.ascontiguousarray(b) if 0 in b.strides else b).reshape(
             a.shape[:-1] + b.shape[-1:])
     if a.ndim >= 2 and 0 in a.strides[-2:]:
         a = np.ascontiguousarray(a)
     if b.ndim >= 2 and 0 in b.strides[-2:]:
         b = np.ascontiguousarray(b)
-    return np.asarray(_gemm(a, b))
+    return np.asarray(blas.matmul(a, b))
 
 
 def outer(a, b):

@@ -52,7 +52,7 @@ from ..kernels import config
 from .capture import Tracer
 from .ir import Graph, Held, Ref
 from .codegen import generate
-from .graph_walk import Eager, make_walker, walk
+from .graph_walk import MISSES, Eager, make_walker, walk
 from .tape import tape_plan
 
 SETTINGS = engine.SETTINGS  # enabled, threshold (autograd/engine.py: the switch and its environment variable)
@@ -96,11 +96,28 @@ class Plan:
     def __init__(self, fn, sources, results, ran, seconds, size):
         self.fn = fn
         self.sources = sources  # per argument: (0, root k) | (1, collected array k) | (2, constant array)
+        self.gather = _gatherer(sources)  # (roots, collected arrays) -> fn's arguments
         self.results = results  # per target: (position in fn's results, plan owns the array) or None
         self.ran = ran  # positions of the nodes the eager engine runs (freed after, without retain_graph)
         self.seconds = seconds
         self.size = size  # nodes of the backward graph
         self.traced = None  # the gradients the trace computed, for the backward that built the plan (run_compiled)
+
+
+def _gatherer(sources):
+    """A function ``(roots, arrays) -> fn's arguments`` generated from ``sources`` (one tuple display)."""
+    consts = {}
+    items = []
+    for s, k in sources:
+        if s == 0:
+            items.append("roots[%d][1]._data" % k)
+        elif s == 1:
+            items.append("arrays[%d]" % k)
+        else:
+            items.append("c%d" % len(consts))
+            consts[items[-1]] = k
+    exec("def gather(roots, arrays):\n return (%s)\n" % "".join(x + ", " for x in items), consts)
+    return consts["gather"]
 
 
 def _build(roots, targets, arrays, nodes, leaves, accumulate):
@@ -274,7 +291,7 @@ def run_compiled(roots, retain_graph, targets, accumulate):
     for walker, plan in seen.walkers:  # (the plans of this key, each with the walker generated from its graph)
         try:
             got = walker(roots, targets)
-        except (AttributeError, KeyError, IndexError, TypeError, ValueError, Eager):  # (a node of another form)
+        except MISSES:  # (a node of another form)
             got = None
         if got is not None:
             seen.transient = 0
@@ -327,8 +344,7 @@ def _run(plan, res, roots, arrays, leaves, release, retain_graph, accumulate):
     free the ``release``d saved tensors unless ``retain_graph``, and hand the gradients on: into the ``leaves``'
     ``.grad`` where ``accumulate``, else returned."""
     if res is None:
-        args = [roots[k][1]._data if s == 0 else arrays[k] if s == 1 else k for s, k in plan.sources]
-        res = plan.fn(*args)
+        res = plan.fn(*plan.gather(roots, arrays))
     if not retain_graph:  # OpNode._release, inlined (no saved tensor here has hooks: see graph_walk.walk)
         for v in release:
             v._data = v._saved_fn = v._version = None

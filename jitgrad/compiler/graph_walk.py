@@ -167,7 +167,28 @@ def aliasing(arrays):
     return tuple(map(first.__getitem__, ids))
 
 
+# what a walker may raise on a graph of another form (a missing saved name, a None where a node was): a miss
+MISSES = (AttributeError, KeyError, IndexError, TypeError, ValueError, Eager)
 WALKER_NODES = 2000  # graphs of more nodes are walked in full (generating a walker costs about 0.4 ms a node)
+
+
+def _param_check(emit, expr, value, const, gathered):
+    """Emit a walker's check of the param or saved non-tensor value at ``expr`` against ``value``'s key; the arrays
+    it holds go to a list of their own, spliced into the walker's arrays in walk's order."""
+    found = []
+    key = param_key(value, found)
+    q = "found"  # (arrays of a value that should have none: its key check fails)
+    if found:
+        q = "q%d" % len(gathered)
+        emit(" %s = []" % q)
+        gathered.append("*" + q)
+    emit(" if %s.__class__ is ST or param_key(%s, %s) != %s: return" % (expr, expr, q, const(key)))
+
+
+def _one_output(node):
+    """Whether every node of ``node``'s class has one output (an edge to it names output 0)."""
+    n = getattr(node.__class__, "n_outputs", None)
+    return n.__class__ is int and n == 1
 
 
 def make_walker(roots, targets, nodes, arrays, release):
@@ -183,8 +204,7 @@ def make_walker(roots, targets, nodes, arrays, release):
         return None
     consts = {"ST": SavedTensor, "AG": AccumulateGrad, "param_key": param_key, "aliasing": aliasing,
               "SHAPE": attrgetter("shape"), "DTYPE": attrgetter("dtype"), "STRIDES": attrgetter("strides")}
-    lines = ["def walker(roots, targets):",
-             " arrays = []", " add = arrays.append", " rel = []", " keep = rel.append"]
+    lines = ["def walker(roots, targets):", " found = []"]
     emit = lines.append
 
     def const(value):
@@ -210,6 +230,7 @@ def make_walker(roots, targets, nodes, arrays, release):
     ran = set(release)
     leaves = []
     metas = []
+    gathered, freed = [], []  # the arrays (expressions over the walker's locals, in walk's order), what is freed
     for i, n in enumerate(nodes):
         v = "n%d" % i
         if n.__class__ is AccumulateGrad:
@@ -221,45 +242,47 @@ def make_walker(roots, targets, nodes, arrays, release):
             emit(" if d.__class__ is not %s or d.shape != %s or d.dtype != %s: return" % (
                 const(d.__class__), const(d.shape), const(d.dtype)))
             continue
-        emit(" if %s.__class__ is not %s or %s.op is not %s or %s._hooked: return" % (
-            v, const(n.__class__), v, const(n.op), v))
-        emit(" s = %s.saved" % v)
-        emit(" if len(s) != %d: return" % len(n.saved))
+        # (a node class is its entry's own: the class fixes the entry, and with the edges which inputs take
+        # gradients, so the names of the saved values and which of them are outputs)
+        emit(" if %s.__class__ is not %s or %s._hooked: return" % (v, const(n.__class__), v))
+        if n.saved:
+            emit(" s = %s.saved" % v)
         for name, x in n.saved.items():
-            emit(" v = s[%r]" % name)
-            if x.__class__ is SavedTensor:
-                output = x._node is not None
-                emit(" if v.__class__ is not ST or v._vc[0] != v._version or v._hooks is not None or "
-                     "(v._node is None) is %s: return" % output)
-                emit(" add(v._data)" if output else " add(v._data._data)")
+            if x.__class__ is SavedTensor:  # (its array into a local, gathered into the list at the end)
+                sv = "v%d" % len(gathered)
+                emit(" %s = s[%r]" % (sv, name))
+                emit(" if %s.__class__ is not ST or %s._vc[0] != %s._version or %s._hooks is not None: return"
+                     % (sv, sv, sv, sv))
+                gathered.append(sv + "._data" if x._node is not None else sv + "._data._data")
                 if i in ran:
-                    emit(" keep(v)")
+                    freed.append(sv)
             else:
-                emit(" if v.__class__ is ST or param_key(v, arrays) != %s: return" % const(param_key(x, [])))
+                _param_check(emit, "s[%r]" % name, x, const, gathered)
         if n.params:
             emit(" p = %s.params" % v)
             emit(" if tuple(p) != %s: return" % const(tuple(n.params)))
             for name, x in n.params.items():
-                emit(" if param_key(p[%r], arrays) != %s: return" % (name, const(param_key(x, []))))
+                _param_check(emit, "p[%r]" % name, x, const, gathered)
         else:
             emit(" if %s.params: return" % v)
         metas.append((v, list(n.input_meta)))
         targets_, checks = [], []
         for k, (m, nr) in enumerate(n.next_functions):  # (an edge: the node it leads to, and which output of it)
-            checks.append("r%d != %d" % (k, nr))
+            if m is not None and not _one_output(m):
+                checks.append("r%d != %d" % (k, nr))
             if m is None:
                 targets_.append("t%d" % k)
                 checks.append("t%d is not None" % k)
             elif m in index:
                 targets_.append("t%d" % k)
                 checks.append("t%d is not n%d" % (k, index[m]))
-            else:
+            else:  # (a new node: its class check fails where it is None)
                 index[m] = len(index)
                 targets_.append("n%d" % index[m])
-                checks.append("n%d is None" % index[m])
         if targets_:
             emit(" %s, = %s.next_functions" % (", ".join("(%s, r%d)" % (t, k) for k, t in enumerate(targets_)), v))
-            emit(" if %s: return" % " or ".join(checks))
+            if checks:
+                emit(" if %s: return" % " or ".join(checks))
         else:
             emit(" if %s.next_functions: return" % v)
     names = ", ".join("n%d" % i for i in range(len(nodes)))
@@ -278,6 +301,7 @@ def make_walker(roots, targets, nodes, arrays, release):
                 emit(" if t.grad_fn is not n%d or t._output_nr != %d: return" % (index[n], t._output_nr))
             else:
                 emit(" if t.grad_fn is not None or t._acc_node is None or t._acc_node() is not n%d: return" % index[n])
+    emit(" arrays = [%s]" % ", ".join(gathered))
     # the arrays' classes, shapes, dtypes and strides (what walk's key holds of each), and the nodes' input metadata
     emit(" if list(map(type, arrays)) != %s or list(map(SHAPE, arrays)) != %s or list(map(DTYPE, arrays)) != %s or "
          "list(map(STRIDES, arrays)) != %s: return" % (
@@ -286,7 +310,7 @@ def make_walker(roots, targets, nodes, arrays, release):
     if metas:
         emit(" if [%s] != %s: return" % (", ".join("%s.input_meta" % v for v, _ in metas), const([m for _, m in metas])))
     emit(" if aliasing(arrays) != %s: return" % const(aliasing(arrays)))
-    emit(" return arrays, [%s], rel" % ", ".join(leaves))
+    emit(" return arrays, [%s], [%s]" % (", ".join(leaves), ", ".join(freed)))
     code = compile("\n".join(lines) + "\n", "<compiled autograd walker of %d nodes>" % len(nodes), "exec")
     exec(code, consts)
     return consts["walker"]

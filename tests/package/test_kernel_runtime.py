@@ -135,3 +135,27 @@ def test_threads_run_parallel_kernels_concurrently(layer):
     r = _run(THREADS, timeout=120, NUMBA_THREADING_LAYER=layer)
     assert r.returncode == 0, "exit %d: %s" % (r.returncode, r.stderr[-2000:])
     assert r.stdout.split() == ["errors", "0"]
+
+
+def test_set_num_threads_sizes_numba_and_both_openblas_pools():
+    """torch.set_num_threads: numba's loops (at most the threads it started), NumPy's and SciPy's OpenBLAS; the
+    count given comes back from get_num_threads; PyTorch's errors. (Its own interpreter: the counts are global.)"""
+    code = """
+import numba, jitgrad as jg
+from jitgrad.kernels import config
+jg.set_num_threads(1)
+print(jg.get_num_threads(), numba.get_num_threads(), config.OPENBLAS_THREADS[0](), config.lapack_threads()[0]())
+jg.set_num_threads(7)
+print(jg.get_num_threads(), numba.get_num_threads() == numba.config.NUMBA_NUM_THREADS, config.OPENBLAS_THREADS[0]())
+for bad in (0, -2, True, 2.0):
+    try:
+        jg.set_num_threads(bad)
+    except RuntimeError as e:
+        print(e)
+"""
+    r = _run(code)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == ["1 1 1 1", "7 True 7", "set_num_threads expects a positive integer",
+                                     "set_num_threads expects a positive integer",
+                                     "set_num_threads expects an int, but got bool",
+                                     "set_num_threads expects an int, but got float"]
