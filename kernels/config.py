@@ -193,8 +193,8 @@ def on_one_thread(threads, fn, *args):
 # against 2.5 on one, syevd of order 256 64-79 ms against 9-11 (the fastest of 20 calls), while the BLAS-3
 # products (trsm, trmm) lost nothing. Factorizations of matrices of at most SMALL_LAPACK rows and columns run on
 # one OpenBLAS thread (triangular products and solves follow SMALL_GEMM, as GEMMs do); 0: OpenBLAS chooses.
-# (eigh, the SVD and eigh's gradients run on NumPy's OpenBLAS instead, where NumPy has one: kernels/linalg.py
-# _numpy_routines; the same rule holds there.)
+# (eigh's gradients run on NumPy's OpenBLAS instead, where NumPy has one: kernels/linalg.py _numpy_routines; the
+# same rule holds there.)
 SMALL_LAPACK = int(os.environ.get("JITGRAD_SMALL_LAPACK", 512))
 _LAPACK_THREADS = {}
 

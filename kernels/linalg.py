@@ -1,6 +1,6 @@
-"""Dense linear algebra on the CPU: LAPACK (SciPy's, through its Cython function pointers; eigh, the SVD and eigh's
-gradients NumPy's OpenBLAS's, see _numpy_routines) called from numba loops that run parallel over the batch, and
-direct numba code for batches of 2x2 and 3x3 matrices.
+"""Dense linear algebra on the CPU: LAPACK (SciPy's, through its Cython function pointers; eigh's gradients on NumPy's
+OpenBLAS, see _numpy_routines) called from numba loops that run parallel over the batch, and direct numba code for
+batches of 2x2 and 3x3 matrices.
 
 Every function takes arrays of shape (..., m, n) in any layout (the op table broadcasts the batch dims
 first) and returns new arrays: matrices come back in LAPACK's column-major layout (the last two dims
@@ -102,7 +102,8 @@ def _jitted(fn, parallel=True):
 def _by_batch(parallel, serial, rhs=None, numpy_lib=False):
     """The parallel loop for a batch, the serial build for one matrix (a parallel region for one item only costs
     its launch). A batch's per-matrix LAPACK calls run on one OpenBLAS thread (numba's threads share the cores
-    out), and so does a single small problem: a factorization of a matrix of order up to config.SMALL_LAPACK, or
+    out), and so does a single small problem: a factorization (or eigh's gradient) of a matrix of order up to
+    config.SMALL_LAPACK, or
     a triangular product or solve (the kernels with a right-hand side, argument ``rhs``) of fewer than
     config.SMALL_GEMM multiply-adds, as a GEMM. LAPACK's own threads serve the larger ones. The OpenBLAS is SciPy's,
     or NumPy's for the kernels that call it (``numpy_lib``)."""
@@ -124,18 +125,18 @@ def _by_batch(parallel, serial, rhs=None, numpy_lib=False):
     return run
 
 
-_RHS = {"lu_solve": 2, "triangular": 1, "cholesky_grad": 1, "eigh_grad": 1, "eigvalsh_grad": 0}  # (_by_batch: the kernels that are BLAS-3 products)
+_RHS = {"lu_solve": 2, "triangular": 1, "cholesky_grad": 1}  # (_by_batch: the kernels that are BLAS-3 products)
 
 
 def _numpy_routines(dtype, names):
     """({name: routine}, integer dtype) of NumPy's OpenBLAS (Fortran interface, 64-bit integers in NumPy's wheels),
-    by the real names (as _routines), or None where NumPy is not linked to OpenBLAS. The kernels whose products are
-    large enough for two threads run there: that is the OpenBLAS of the GEMMs around them (the backend's). SciPy's
-    threads, woken for one call, spin on the cores for a while after it, and NumPy's after a GEMM: on 2 cores, an
-    SVD of order 1024 that followed a GEMM, or a GEMM that followed the SVD, ran with a third busy thread (the
-    svdvals step of order 1024: 750-890 ms on SciPy's against 630-660 on NumPy's, its backward GEMM 40-57 ms
-    against 32-38). NumPy's build (0.3.31 against SciPy's 0.3.30) also runs dsyrk of order 256 in 0.32 ms
-    against 0.47."""
+    by the real names (as _routines), or None where NumPy is not linked to OpenBLAS. eigh's gradient kernels run
+    there: on one thread (the rule of factorizations, SMALL_LAPACK) NumPy's build (0.3.31, SciPy's 0.3.30) is the
+    faster at order 256 (eigvalsh_grad 0.53 ms against 0.69, eigh_grad 1.5 against 2.4; equal at 1024), and a
+    one-thread call wakes no OpenBLAS pool beside numba's, which the step's GEMMs run on (blas.split_gemm): SciPy's
+    two-thread syrk took the eigvalsh_256 step from 12-15 ms to 20-23 at load average 4. (eigh and the SVD stay
+    on SciPy's: gesdd of order 1024 on two threads of NumPy's took 11.7-11.9 s in two of three svd_1024 steps at
+    load 4, SciPy's 2.7 each time.)"""
     if config.OPENBLAS is None:
         return None
     lib, prefix, suffix = config.OPENBLAS
@@ -152,7 +153,7 @@ def _numpy_routines(dtype, names):
     return fns, (np.int64 if suffix == "64_" else np.int32)
 
 
-_NUMPY_KERNELS = ("eigh_grad", "eigvalsh_grad", "eigh", "svd")  # (the kernels on NumPy's OpenBLAS, where it is one)
+_NUMPY_KERNELS = ("eigh_grad", "eigvalsh_grad")  # (the kernels on NumPy's OpenBLAS, where it is one)
 
 
 # complex routines whose names or arguments differ from the real ones' (the Hermitian and unitary forms; the rest
@@ -230,9 +231,9 @@ def _make(dtype):
         "geqrf", "orgqr", "ormqr", "gelsy", "gelsd", "gelss", "gels", "trsm", "trmm", "gemm", "syr2k", "syrk"))
     dt = dtype.type
     it = INT  # LAPACK's integer
-    numpy_lib = _numpy_routines(dtype, ("syrk", "syr2k", "trmm", "syevd", "gesdd"))
+    numpy_lib = _numpy_routines(dtype, ("syrk", "syr2k", "trmm"))
     N, bi = numpy_lib or (L, it)  # (SciPy's where NumPy has no OpenBLAS)
-    nsyrk, nsyr2k, ntrmm, nsyevd, ngesdd = N["syrk"], N["syr2k"], N["trmm"], N["syevd"], N["gesdd"]
+    nsyrk, nsyr2k, ntrmm = N["syrk"], N["syr2k"], N["trmm"]
 
     @njit(nogil=True)
     def ints(a, b, c, d):
@@ -381,20 +382,20 @@ def _make(dtype):
     def eigh(a, w, jobz, uplo):  # syevd in place: a gets the eigenvectors when jobz is 'V'
         n = a.shape[1]
         qw = np.empty(1, a.dtype)
-        qi = np.empty(1, bi)
-        d = bints(n, max(n, 1), -1, -1)
-        inf = np.zeros(1, bi)
+        qi = np.empty(1, it)
+        d = ints(n, max(n, 1), -1, -1)
+        inf = np.zeros(1, it)
         j, u = char(jobz), char(uplo)
-        nsyevd(j.ctypes, u.ctypes, d[0:].ctypes, a[0].ctypes, d[1:].ctypes, w[0].ctypes, qw.ctypes, d[2:].ctypes,
+        syevd(j.ctypes, u.ctypes, d[0:].ctypes, a[0].ctypes, d[1:].ctypes, w[0].ctypes, qw.ctypes, d[2:].ctypes,
               qi.ctypes, d[3:].ctypes, inf.ctypes)
         lwork, liwork = max(int(qw[0].real), 1), max(int(qi[0]), 1)
         for b in prange(a.shape[0]):
-            d = bints(n, max(n, 1), lwork, liwork)
-            inf = np.zeros(1, bi)
+            d = ints(n, max(n, 1), lwork, liwork)
+            inf = np.zeros(1, it)
             j, u = char(jobz), char(uplo)
             work = np.empty(lwork, a.dtype)
-            iwork = np.empty(liwork, bi)
-            nsyevd(j.ctypes, u.ctypes, d[0:].ctypes, a[b].ctypes, d[1:].ctypes, w[b].ctypes, work.ctypes,
+            iwork = np.empty(liwork, it)
+            syevd(j.ctypes, u.ctypes, d[0:].ctypes, a[b].ctypes, d[1:].ctypes, w[b].ctypes, work.ctypes,
                   d[2:].ctypes, iwork.ctypes, d[3:].ctypes, inf.ctypes)
 
     def svd(a, s, u, vt, jobz):  # gesdd: a (B, n, m) destroyed; u (B, ucol, m), vt (B, n, vrow)
@@ -402,22 +403,22 @@ def _make(dtype):
         k = min(m, n)
         ldu, ldvt = max(m, 1), max(vt.shape[2], 1)
         qw = np.empty(1, a.dtype)
-        iwork0 = np.empty(max(8 * k, 1), bi)
-        d = bints(m, n, max(m, 1), -1)
-        dd = bints(ldu, ldvt, 0, 0)
-        inf = np.zeros(1, bi)
+        iwork0 = np.empty(max(8 * k, 1), it)
+        d = ints(m, n, max(m, 1), -1)
+        dd = ints(ldu, ldvt, 0, 0)
+        inf = np.zeros(1, it)
         j = char(jobz)
-        ngesdd(j.ctypes, d[0:].ctypes, d[1:].ctypes, a[0].ctypes, d[2:].ctypes, s[0].ctypes, u[0].ctypes,
+        gesdd(j.ctypes, d[0:].ctypes, d[1:].ctypes, a[0].ctypes, d[2:].ctypes, s[0].ctypes, u[0].ctypes,
               dd[0:].ctypes, vt[0].ctypes, dd[1:].ctypes, qw.ctypes, d[3:].ctypes, iwork0.ctypes, inf.ctypes)
         lwork = max(int(qw[0].real), 1)
         for b in prange(a.shape[0]):
-            d = bints(m, n, max(m, 1), lwork)
-            dd = bints(ldu, ldvt, 0, 0)
-            inf = np.zeros(1, bi)
+            d = ints(m, n, max(m, 1), lwork)
+            dd = ints(ldu, ldvt, 0, 0)
+            inf = np.zeros(1, it)
             j = char(jobz)
             work = np.empty(lwork, a.dtype)
-            iwork = np.empty(max(8 * k, 1), bi)
-            ngesdd(j.ctypes, d[0:].ctypes, d[1:].ctypes, a[b].ctypes, d[2:].ctypes, s[b].ctypes, u[b].ctypes,
+            iwork = np.empty(max(8 * k, 1), it)
+            gesdd(j.ctypes, d[0:].ctypes, d[1:].ctypes, a[b].ctypes, d[2:].ctypes, s[b].ctypes, u[b].ctypes,
                   dd[0:].ctypes, vt[b].ctypes, dd[1:].ctypes, work.ctypes, d[3:].ctypes, iwork.ctypes, inf.ctypes)
 
     def qr_factor(a, tau):  # geqrf in place
@@ -517,7 +518,7 @@ def _make(dtype):
             rank[b] = r[0]
 
     if dtype.kind == "c":
-        eigh, svd, lstsq = _complex_parts(L, N, bi, dtype, ints, bints, char)
+        eigh, svd, lstsq = _complex_parts(L, dtype, ints, char)
 
     ns = {k: _by_batch(_jitted(v), _jitted(v, parallel=False), _RHS.get(k),
                        numpy_lib is not None and k in _NUMPY_KERNELS) for k, v in locals().items() if callable(v) and k in (
@@ -527,32 +528,31 @@ def _make(dtype):
     return ns
 
 
-def _complex_parts(L, N, bi, dtype, ints, bints, char):
+def _complex_parts(L, dtype, ints, char):
     """The complex twins of _make's eigh, svd and lstsq: heevd, gesdd and the least-squares drivers take a real
-    workspace (rwork) more, and their eigenvalues, singular values and rcond are real (heevd and gesdd from N, whose
-    integers are of dtype bi, as in _make)."""
-    heevd, gesdd, gelsy, gelsd, gelss, gels = N["syevd"], N["gesdd"], L["gelsy"], L["gelsd"], L["gelss"], L["gels"]
+    workspace (rwork) more, and their eigenvalues, singular values and rcond are real."""
+    heevd, gesdd, gelsy, gelsd, gelss, gels = L["syevd"], L["gesdd"], L["gelsy"], L["gelsd"], L["gelss"], L["gels"]
 
     def eigh(a, w, jobz, uplo):
         n = a.shape[1]
         qw = np.empty(1, a.dtype)
         qr = np.empty(1, w.dtype)
-        qi = np.empty(1, bi)
-        d = bints(n, max(n, 1), -1, -1)
-        dr = bints(-1, 0, 0, 0)
-        inf = np.zeros(1, bi)
+        qi = np.empty(1, np.int32)
+        d = ints(n, max(n, 1), -1, -1)
+        dr = ints(-1, 0, 0, 0)
+        inf = np.zeros(1, np.int32)
         j, u = char(jobz), char(uplo)
         heevd(j.ctypes, u.ctypes, d[0:].ctypes, a[0].ctypes, d[1:].ctypes, w[0].ctypes, qw.ctypes, d[2:].ctypes,
               qr.ctypes, dr.ctypes, qi.ctypes, d[3:].ctypes, inf.ctypes)
         lwork, lrwork, liwork = max(int(qw[0].real), 1), max(int(qr[0]), 1), max(int(qi[0]), 1)
         for b in prange(a.shape[0]):
-            d = bints(n, max(n, 1), lwork, liwork)
-            dr = bints(lrwork, 0, 0, 0)
-            inf = np.zeros(1, bi)
+            d = ints(n, max(n, 1), lwork, liwork)
+            dr = ints(lrwork, 0, 0, 0)
+            inf = np.zeros(1, np.int32)
             j, u = char(jobz), char(uplo)
             work = np.empty(lwork, a.dtype)
             rwork = np.empty(lrwork, w.dtype)
-            iwork = np.empty(liwork, bi)
+            iwork = np.empty(liwork, np.int32)
             heevd(j.ctypes, u.ctypes, d[0:].ctypes, a[b].ctypes, d[1:].ctypes, w[b].ctypes, work.ctypes,
                   d[2:].ctypes, rwork.ctypes, dr.ctypes, iwork.ctypes, d[3:].ctypes, inf.ctypes)
 
@@ -563,23 +563,23 @@ def _complex_parts(L, N, bi, dtype, ints, bints, char):
         lrwork = max(5 * k * k + 5 * k, 2 * max(m, n) * k + 2 * k * k + k, 7 * k, 1)
         qw = np.empty(1, a.dtype)
         rwork0 = np.empty(lrwork, s.dtype)
-        iwork0 = np.empty(max(8 * k, 1), bi)
-        d = bints(m, n, max(m, 1), -1)
-        dd = bints(ldu, ldvt, 0, 0)
-        inf = np.zeros(1, bi)
+        iwork0 = np.empty(max(8 * k, 1), np.int32)
+        d = ints(m, n, max(m, 1), -1)
+        dd = ints(ldu, ldvt, 0, 0)
+        inf = np.zeros(1, np.int32)
         j = char(jobz)
         gesdd(j.ctypes, d[0:].ctypes, d[1:].ctypes, a[0].ctypes, d[2:].ctypes, s[0].ctypes, u[0].ctypes,
               dd[0:].ctypes, vt[0].ctypes, dd[1:].ctypes, qw.ctypes, d[3:].ctypes, rwork0.ctypes, iwork0.ctypes,
               inf.ctypes)
         lwork = max(int(qw[0].real), 1)
         for b in prange(a.shape[0]):
-            d = bints(m, n, max(m, 1), lwork)
-            dd = bints(ldu, ldvt, 0, 0)
-            inf = np.zeros(1, bi)
+            d = ints(m, n, max(m, 1), lwork)
+            dd = ints(ldu, ldvt, 0, 0)
+            inf = np.zeros(1, np.int32)
             j = char(jobz)
             work = np.empty(lwork, a.dtype)
             rwork = np.empty(lrwork, s.dtype)
-            iwork = np.empty(max(8 * k, 1), bi)
+            iwork = np.empty(max(8 * k, 1), np.int32)
             gesdd(j.ctypes, d[0:].ctypes, d[1:].ctypes, a[b].ctypes, d[2:].ctypes, s[b].ctypes, u[b].ctypes,
                   dd[0:].ctypes, vt[b].ctypes, dd[1:].ctypes, work.ctypes, d[3:].ctypes, rwork.ctypes, iwork.ctypes,
                   inf.ctypes)

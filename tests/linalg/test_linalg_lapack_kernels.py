@@ -99,13 +99,13 @@ def test_eigh_gradient_kernels_match_the_formula(n, batch):
 
 @pytest.mark.parametrize("dtype, tol", [(np.float32, 1e-4), (np.float64, 1e-12)])
 def test_eigh_gradient_kernels_run_on_numpys_openblas(monkeypatch, dtype, tol):
-    """eigh, the SVD and the BLAS-3 products of eigh's gradient kernels are NumPy's OpenBLAS's where NumPy has one
-    (its integers are 64-bit in NumPy's wheels): a batch or a small problem runs on one thread of it (numba's
-    threads share the cores out), SciPy's OpenBLAS untouched; gradients as the formula's, exactly symmetric."""
+    """The BLAS-3 products of eigh's gradient kernels are NumPy's OpenBLAS's where NumPy has one (its integers are
+    64-bit in NumPy's wheels): a batch or a matrix of order up to SMALL_LAPACK runs them on one thread of it (as
+    factorizations run on one of SciPy's, which eigh itself keeps); results as the formula's, exactly symmetric."""
     from jitgrad.kernels import config
     if config.OPENBLAS is None:
         pytest.skip("NumPy is not linked to OpenBLAS")
-    assert K._numpy_routines(np.dtype(dtype), ("syrk", "syevd", "gesdd")) is not None
+    assert K._numpy_routines(np.dtype(dtype), ("syrk", "syr2k", "trmm")) is not None
     calls, lapack_calls = [], []
     monkeypatch.setattr(config, "lapack_threads", lambda package="scipy": (
         lambda: 2, (calls if package == "numpy" else lapack_calls).append))
@@ -119,15 +119,14 @@ def test_eigh_gradient_kernels_run_on_numpys_openblas(monkeypatch, dtype, tol):
     assert calls == [1, 2] and not lapack_calls and got.dtype == dtype
     np.testing.assert_allclose(got, (v * gw[..., None, :]) @ np.swapaxes(v, -1, -2), rtol=tol, atol=tol)
     assert (got == np.swapaxes(got, -1, -2)).all()
-    got = K.eigh_grad(v[0], vhgv[0], w[0], gw[0])  # one matrix of 40^3 multiply-adds: one thread
+    got = K.eigh_grad(v[0], vhgv[0], w[0], gw[0])  # one matrix of order 40: one thread
     skew = (vhgv[0] - vhgv[0].T) * 0.5
     mid = skew / (w[0][None, :] - w[0][:, None] + np.eye(40, dtype=dtype)) + np.diag(gw[0])
     np.testing.assert_allclose(got, v[0] @ mid @ v[0].T, rtol=tol * 10, atol=tol * 10)
     assert calls == [1, 2, 1, 2] and not lapack_calls and (got == got.T).all()
     calls.clear()
-    K.eigh(m.astype(dtype), True, True)  # (syevd) a batch
-    K.svd(m[0].astype(dtype), False, True)  # (gesdd) order 40 <= SMALL_LAPACK
-    assert calls == [1, 2, 1, 2] and not lapack_calls
+    K.eigh(m.astype(dtype), True, True)  # (syevd, a batch: SciPy's)
+    assert not calls and lapack_calls == [1, 2]
 
 
 @pytest.mark.parametrize("lower", [True, False])
