@@ -132,6 +132,7 @@ def _numpy_meanwhile(*args):
 
 _GEMM_BLOCKS = twins(_gemm_blocks, meanwhile=_numpy_meanwhile)
 BLOCK = 128  # rows or columns of c a call computes: fixed, so that the values do not depend on the thread count
+BLOCK_WORK = 1 << 22  # multiply-adds a block of columns takes at least (its width a multiple of BLOCK)
 
 
 def _operand(x):
@@ -175,7 +176,9 @@ def split_gemm(a, b, out=None):
     m, k = a.shape[-2:]
     n = b.shape[-1]
     batch = a.shape[0] if a.ndim == 3 else 1
-    rows, cols = (BLOCK, n) if m >= 2 * BLOCK else (m, BLOCK) if n >= 2 * BLOCK else (m, n)
+    # (a block of few rows gets more columns: a call of under BLOCK_WORK multiply-adds costs its overhead again)
+    wide = max(BLOCK, -(-BLOCK_WORK // max(m * k, 1)) // BLOCK * BLOCK)
+    rows, cols = (BLOCK, n) if m >= 2 * BLOCK else (m, wide) if n >= 2 * wide else (m, n)
     fa, fb = _operand(a), _operand(b)
     if fa is None or fb is None or batch * -(-m // rows) * -(-n // cols) < 2:
         return None
