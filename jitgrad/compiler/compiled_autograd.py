@@ -95,8 +95,9 @@ class Plan:
 
     def __init__(self, fn, sources, results, ran, seconds, size):
         self.fn = fn
-        self.sources = sources  # per argument: (0, root k) | (1, collected array k) | (2, constant array)
-        self.gather = _gatherer(sources)  # (roots, collected arrays) -> fn's arguments
+        # (roots, collected arrays) -> fn's arguments, from ``sources``: per argument (0, root k) | (1, collected
+        # array k) | (2, constant array)
+        self.gather = _gatherer(sources)
         self.results = results  # per target: (position in fn's results, plan owns the array) or None
         self.ran = ran  # positions of the nodes the eager engine runs (freed after, without retain_graph)
         self.seconds = seconds
