@@ -14,7 +14,7 @@ import numpy as np
 from numba import njit, prange
 from numba.extending import get_cython_function_address
 
-from . import _jit, config
+from . import _jit, config, lu
 
 name = "cpu"
 _P = ctypes.c_void_p
@@ -778,9 +778,16 @@ def lu_factor(a):
     f = _col(a)
     piv = np.zeros((f.shape[0], min(m, n)), INT)
     info = np.zeros(f.shape[0], np.int32)
-    if f.size:
+    if f.size and not _blocked_lu(f, piv, info):
         _kernels(a.dtype)["lu_factor"](f, piv, info)
     return _back(f, batch), piv.reshape(batch + (min(m, n),)), info.reshape(batch)
+
+
+def _blocked_lu(f, piv, info):
+    """The LU of one large matrix on numba's threads (kernels/lu.py), SciPy's OpenBLAS kept on one thread; False
+    where it does not apply."""
+    threads = config.lapack_threads()
+    return threads is not None and lu.applies(f) and config.on_one_thread(threads, lu.factor, f, piv, info)
 
 
 def lu_solve(lu, piv, b, adjoint):
