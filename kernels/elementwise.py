@@ -17,6 +17,7 @@ from numba import prange  # noqa: F401  (used by the generated loops)
 
 from . import config
 from ._jit import compiled
+from .layout_copy import flat
 from . import derived  # noqa: F401  (registers the fused VJPs, derived from the op table, in SCALARS)
 from .scalars import SCALARS, STAMP
 
@@ -142,7 +143,7 @@ def run(fn, out_dtype, *args, out=None):
                         if nd == 1:
                             loop(a, out)
                         else:
-                            loop(a.reshape(-1), out.reshape(-1))
+                            loop(flat(a), out.reshape(-1))
                         return out
                 elif n == 2:
                     b = args[1]
@@ -153,7 +154,7 @@ def run(fn, out_dtype, *args, out=None):
                             if nd == 1:
                                 loop(a, b, out)
                             else:
-                                loop(a.reshape(-1), b, out.reshape(-1))
+                                loop(flat(a), b, out.reshape(-1))
                             return out
                     elif b.shape == shape:
                         loop = _loops.get((fn, a.size >= config.PARALLEL_THRESHOLD, True, True))
@@ -162,7 +163,7 @@ def run(fn, out_dtype, *args, out=None):
                             if nd == 1:
                                 loop(a, b, out)
                             else:
-                                loop(a.reshape(-1), b.reshape(-1), out.reshape(-1))
+                                loop(flat(a), flat(b), out.reshape(-1))
                             return out
             elif len(args) <= 2 and (len(args) == 1 or args[1].__class__ is not np.ndarray or not args[1].ndim):
                 # 0-d operands (and numbers): passed to the loop as scalars, as _run_general passes them
@@ -182,7 +183,7 @@ def run(fn, out_dtype, *args, out=None):
                 and out.__class__ is np.ndarray:
             loop = _loops.get((fn, out.size >= config.PARALLEL_THRESHOLD, True, True))
             if loop is not None:
-                loop(a.reshape(-1), b.reshape(-1), out.reshape(-1))
+                loop(flat(a), flat(b), out.reshape(-1))
                 return out
     if len(args) == 2:  # a matrix and a row of it (a bias): the 2-D loop _run_general would pick
         a, b = args

@@ -14,7 +14,7 @@ import numpy as np
 from numba import njit, prange
 from numba.extending import get_cython_function_address
 
-from . import _jit, config, lu
+from . import _jit, config, layout_copy, lu
 
 name = "cpu"
 _P = ctypes.c_void_p
@@ -39,29 +39,13 @@ _ROUTINES = {"getrf": ("lapack", 6), "getrs": ("lapack", 9), "getri": ("lapack",
 def _col(a):
     """``a`` (..., m, n) as a C-contiguous (B, n, m) copy: each [b] is matrix b in column-major order."""
     m, n = a.shape[-2:]
-    if a.flags.c_contiguous and m * n >= 64 * 64 and a.dtype in _TRANSPOSABLE:  # (row-major: a transposing copy)
-        out = np.empty((_count(a), n, m), a.dtype)
-        _transpose_copy(a.reshape((-1, m, n)), out)
-        return out
+    if a.flags.c_contiguous and m * n >= layout_copy.SMALLEST and a.dtype in layout_copy.TRANSPOSABLE:  # (row-major:
+        # a transposing copy)
+        return layout_copy.into(a, np.empty((_count(a), n, m), a.dtype))
     return np.array(a.swapaxes(-1, -2), order="C").reshape((_count(a), n, m))
 
 
-_TRANSPOSABLE = frozenset(map(np.dtype, ("float32", "float64", "complex64", "complex128")))
-_TILE = 8  # (the tiles of the copying loops below: 8 x 8 doubles, one cache line a row)
-
-
-@njit(nogil=True, error_model="numpy", cache=config.CACHE)
-def _transpose_copy(a, out):
-    """out[b] = a[b]^T in tiles of 8 x 8: NumPy's strided copy reads a row-major matrix of order 512 (rows 4 KiB
-    apart, one cache set) at a third of this speed."""
-    m, n = a.shape[1], a.shape[2]
-    for b in range(a.shape[0]):
-        for i0 in range(0, m, _TILE):
-            i1 = min(i0 + _TILE, m)
-            for j0 in range(0, n, _TILE):
-                for j in range(j0, min(j0 + _TILE, n)):
-                    for i in range(i0, i1):
-                        out[b, j, i] = a[b, i, j]
+_TILE = layout_copy.TILE  # (the tiles of the loops over triangles below)
 
 
 def _col_read(a):
@@ -189,7 +173,7 @@ def _zero_triangle(m, below):
 @njit(nogil=True, error_model="numpy", cache=config.CACHE)
 def _mirror(m, scale):
     """The upper triangle of the square matrix ``m`` times ``scale``, onto both triangles, in place, in tiles (as
-    _transpose_copy)."""
+    layout_copy.into)."""
     n = m.shape[0]
     for i0 in range(0, n, _TILE):
         for j0 in range(i0, n, _TILE):

@@ -174,9 +174,14 @@ WALKER_NODES = 2000  # graphs of more nodes are walked in full (generating a wal
 
 def _param_check(emit, expr, value, const, gathered):
     """Emit a walker's check of the param or saved non-tensor value at ``expr`` against ``value``'s key; the arrays
-    it holds go to a list of their own, spliced into the walker's arrays in walk's order."""
+    it holds go to a list of their own, spliced into the walker's arrays in walk's order. A value without arrays or
+    NaNs is checked by its repr, one call where its key is a recursion (reprs tell apart what the key does: 2 and
+    2.0, 0.0 and -0.0, True and 1, a tuple and a Size, NumPy's scalars and Python's)."""
     found = []
     key = param_key(value, found)
+    if not found and key == key:
+        emit(" if repr(%s) != %s: return" % (expr, const(repr(value))))
+        return
     q = "found"  # (arrays of a value that should have none: its key check fails)
     if found:
         q = "q%d" % len(gathered)
