@@ -31,7 +31,7 @@ class Size(tuple):
     """A tensor's shape: a tuple that prints like PyTorch's ``torch.Size``."""
 
     def __repr__(self):
-        return "jitgrad.Size([%s])" % ", ".join(str(s) for s in self)
+        return "jitgrad.Size([%s])" % ", ".join(map(str, self))
 
     def numel(self):
         n = 1

@@ -86,10 +86,10 @@ def test_blocked_lu_does_not_depend_on_the_thread_count(lu_built):
 
 
 def test_large_lu_solve_and_det_run_blocked(monkeypatch, lu_built):
-    """linalg.lu_factor, solve and det of one large matrix take the blocked LU (where numba has threads); a batch
-    and a small matrix keep getrf's loop. Values against NumPy/SciPy, gradients against the formulas."""
-    if config.lapack_threads() is None or numba.get_num_threads() < 2:
-        pytest.skip("one numba thread, or SciPy's LAPACK is not an OpenBLAS")
+    """linalg.lu_factor, solve and det of one large matrix take the blocked LU; a batch and a small matrix keep
+    getrf's loop. Values against NumPy/SciPy, gradients against the formulas."""
+    if config.lapack_threads() is None:
+        pytest.skip("SciPy's LAPACK is not an OpenBLAS")
     calls = []
     real = lu.factor
     monkeypatch.setattr(lu, "factor", lambda *args: calls.append(args[0].shape) or real(*args))
