@@ -103,6 +103,16 @@ def compiled(fn, parallel=False, name=None, twin=None, remake=None, fastmath=Non
     return _serialised(d) if parallel and config.SERIALISE_PARALLEL else d
 
 
+class Building(Exception):
+    """A parallel build is compiling in the background, and its caller runs another path meanwhile (its library's
+    own call) instead of a serial build: a first step would pay that build's compile, then run on one thread."""
+
+
+def not_yet(*args):
+    """The ``meanwhile`` of a parallel build whose caller takes another path until it is built: raises Building."""
+    raise Building
+
+
 def twins(fn, same_values=True, fastmath=None, meanwhile=None):
     """Serial and parallel builds of ``fn`` (whose loops use prange). Where they give the same values (each
     thread writes outputs of its own, no prange sum), the parallel one builds in the background, the serial one

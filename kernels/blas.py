@@ -17,7 +17,7 @@ from numba import njit, prange, types
 from numba.core.extending import intrinsic
 
 from . import config
-from ._jit import twins
+from ._jit import Building, not_yet, twins
 
 _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 
@@ -121,16 +121,7 @@ def _gemm_blocks(fn, one, trans_a, trans_b, m, n, k, a, lda, row_a, mat_a, b, ld
                        lda, b + i * mat_b + c0 * col_b, ldb, c + ((i * m + r0) * n + c0) * size, n)
 
 
-class _Building(Exception):
-    """The parallel build of _gemm_blocks is compiling in the background: NumPy's GEMM runs meanwhile (a serial
-    build would cost a first step its compile and then run on one thread)."""
-
-
-def _numpy_meanwhile(*args):
-    raise _Building
-
-
-_GEMM_BLOCKS = twins(_gemm_blocks, meanwhile=_numpy_meanwhile)
+_GEMM_BLOCKS = twins(_gemm_blocks, meanwhile=not_yet)  # (NumPy's GEMM runs while it builds)
 BLOCK = 128  # rows or columns of c a call computes: fixed, so that the values do not depend on the thread count
 BLOCK_WORK = 1 << 22  # multiply-adds a block of columns takes at least (its width a multiple of BLOCK)
 
@@ -192,7 +183,7 @@ def split_gemm(a, b, out=None):
         _GEMM_BLOCKS[1](GEMM[a.dtype], a.dtype.type(1), fa[0], fb[0], m, n, k, a.ctypes.data, fa[1],
                         size if fa[0] else fa[1] * size, mat_a, b.ctypes.data, fb[1], fb[1] * size if fb[0] else size,
                         mat_b, out.ctypes.data, size, batch, rows, cols)
-    except _Building:
+    except Building:
         return None
     return out
 

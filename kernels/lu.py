@@ -7,50 +7,18 @@ LAPACK and BLAS; the block that holds the next panel also factors it (getrf on o
 factorization, the serial part, overlaps the other blocks' updates. The row swaps of the columns left of a panel
 are applied at the end, in one pass. The blocks are fixed, so the values do not depend on the thread count.
 
-The routines are given to the kernel by address (run-time values), so the compiled kernel stays in numba's on-disk
-cache.
+The routines are given to the kernel by address (kernels/fortran.py).
 """
 import numpy as np
-from llvmlite import ir
-from numba import njit, prange, types
-from numba.core.extending import intrinsic
-from numba.extending import get_cython_function_address
+from numba import njit, prange
 
-from . import config
-from ._jit import twins
+from . import config, fortran
+from ._jit import Building, not_yet, twins
+from .fortran import address, call
 
 PANEL = 32  # columns of a panel (factored by getrf on one thread) and of a block of a trailing update
 LARGE = 512  # matrices of at least this many rows and columns: panels of 2 * PANEL columns
 SMALLEST = 256  # matrices of fewer rows or columns: getrf (their blocked LU is no faster)
-
-
-@intrinsic
-def _fortran(typingctx, fn, args):
-    """The Fortran routine at address ``fn`` called with ``args``, a tuple of addresses (of its arguments)."""
-    if not isinstance(args, types.UniTuple) or not isinstance(args.dtype, types.Integer):
-        return None
-
-    def codegen(context, builder, signature, llargs):
-        address, values = llargs
-        count = signature.args[1].count
-        byte_ptr = ir.IntType(8).as_pointer()
-        fnty = ir.FunctionType(ir.VoidType(), [byte_ptr] * count)
-        call = builder.inttoptr(context.cast(builder, address, signature.args[0], types.int64), fnty.as_pointer())
-        builder.call(call, [builder.inttoptr(builder.extract_value(values, i), byte_ptr) for i in range(count)])
-        return context.get_dummy_value()
-    return types.void(fn, args), codegen
-
-
-@intrinsic
-def _address(typingctx, a):
-    """The address of array ``a``'s data, as an int64."""
-    if not isinstance(a, types.Array):
-        return None
-
-    def codegen(context, builder, signature, args):
-        data = context.make_array(signature.args[0])(context, builder, args[0]).data
-        return builder.ptrtoint(data, ir.IntType(64))
-    return types.int64(a), codegen
 
 
 _L, _N, _U = ord("L"), ord("N"), ord("U")
@@ -62,8 +30,8 @@ def _factor_panel(getrf, a, at, m, c0, c1, piv, info):
     made global (1-based rows), the first zero pivot into info[0]."""
     d = np.empty(4, np.int32)
     d[0], d[1], d[2], d[3] = m - c0, c1 - c0, m, 0
-    p = _address(d)
-    _fortran(getrf, (p, p + 4, at + (c0 * m + c0) * a.itemsize, p + 8, _address(piv) + c0 * 4, p + 12))
+    p = address(d)
+    call(getrf, (p, p + 4, at + (c0 * m + c0) * a.itemsize, p + 8, address(piv) + c0 * 4, p + 12))
     for i in range(c0, c1):
         piv[i] += c0
     if d[3] > 0 and info[0] == 0:
@@ -81,13 +49,13 @@ def _update(laswp, trsm, gemm, a, at, m, j0, j1, c0, c1, piv, one):
     c[0], c[1], c[2] = _L, _N, _U
     alpha = np.empty(2, a.dtype)
     alpha[0], alpha[1] = one, -one
-    p, ch, al = _address(d), _address(c), _address(alpha)
+    p, ch, al = address(d), address(c), address(alpha)
     top = at + c0 * m * size  # (row 0 of column c0)
-    _fortran(laswp, (p, top, p + 4, p + 8, p + 12, _address(piv), p + 16))
-    _fortran(trsm, (ch, ch, ch + 1, ch + 2, p + 20, p, al, at + (j0 * m + j0) * size, p + 4, top + j0 * size,
+    call(laswp, (p, top, p + 4, p + 8, p + 12, address(piv), p + 16))
+    call(trsm, (ch, ch, ch + 1, ch + 2, p + 20, p, al, at + (j0 * m + j0) * size, p + 4, top + j0 * size,
                     p + 4))
     if m > j1:
-        _fortran(gemm, (ch + 1, ch + 1, p + 24, p, p + 20, al + size, at + (j0 * m + j1) * size, p + 4,
+        call(gemm, (ch + 1, ch + 1, p + 24, p, p + 20, al + size, at + (j0 * m + j1) * size, p + 4,
                         top + j0 * size, p + 4, al, top + j1 * size, p + 4))
 
 
@@ -96,8 +64,8 @@ def _swap_left(laswp, a, at, m, p0, p1, k, piv):
     """The row swaps of the panels after the one of columns p0..p1, applied to its columns."""
     d = np.empty(5, np.int32)
     d[0], d[1], d[2], d[3], d[4] = p1 - p0, m, p1 + 1, k, 1
-    p = _address(d)
-    _fortran(laswp, (p, at + p0 * m * a.itemsize, p + 4, p + 8, p + 12, _address(piv), p + 16))
+    p = address(d)
+    call(laswp, (p, at + p0 * m * a.itemsize, p + 4, p + 8, p + 12, address(piv), p + 16))
 
 
 def _lu_blocked(getrf, laswp, trsm, gemm, a, piv, info, one, panel):
@@ -105,7 +73,7 @@ def _lu_blocked(getrf, laswp, trsm, gemm, a, piv, info, one, panel):
     and ``info`` (int32, 1 element) as getrf gives them; ``one``: a one of a's dtype."""
     n, m = a.shape
     k = min(m, n)
-    at = _address(a)
+    at = address(a)
     _factor_panel(getrf, a, at, m, 0, min(panel, k), piv, info)
     for j0 in range(0, k, panel):
         j1 = min(j0 + panel, k)
@@ -122,27 +90,8 @@ def _lu_blocked(getrf, laswp, trsm, gemm, a, piv, info, one, panel):
             _swap_left(laswp, a, at, m, p0, p1, k, piv)
 
 
-class _Building(Exception):
-    """The parallel build is compiling in the background: getrf's own call runs meanwhile."""
-
-
-def _getrf_meanwhile(*args):
-    raise _Building
-
-
-_LU_BLOCKED = twins(_lu_blocked, meanwhile=_getrf_meanwhile)
-_ROUTINES = {}
-
-
-def _routines(dtype):
-    """(getrf, laswp, trsm, gemm) of SciPy's LAPACK and BLAS for ``dtype`` (float32 or float64), by address."""
-    found = _ROUTINES.get(dtype)
-    if found is None:
-        c = "s" if dtype == np.float32 else "d"
-        found = _ROUTINES[dtype] = tuple(get_cython_function_address("scipy.linalg.cython_" + module, c + name)
-                                         for module, name in (("lapack", "getrf"), ("lapack", "laswp"),
-                                                              ("blas", "trsm"), ("blas", "gemm")))
-    return found
+_LU_BLOCKED = twins(_lu_blocked, meanwhile=not_yet)  # (getrf's own call runs while it builds)
+_ROUTINES = (("lapack", "getrf"), ("lapack", "laswp"), ("blas", "trsm"), ("blas", "gemm"))
 
 
 def applies(a):
@@ -158,9 +107,9 @@ def factor(a, piv, info):
     into ``piv`` (1, min(m, n)) and ``info`` (1,), int32); False where its parallel build is not ready yet. The
     caller keeps SciPy's OpenBLAS on one thread."""
     try:
-        _LU_BLOCKED[1](*_routines(a.dtype), a[0], piv[0], info, a.dtype.type(1),
+        _LU_BLOCKED[1](*fortran.scipy(a.dtype, _ROUTINES), a[0], piv[0], info, a.dtype.type(1),
                        PANEL * (1 + (min(a.shape[1:]) >= LARGE)))
-    except _Building:
+    except Building:
         return False
     return True
 
