@@ -64,6 +64,8 @@ def check_same_dtype(a, b, fname, names=("A", "B")):
 
 def broadcast_batch(a, b):
     """``a`` and ``b`` expanded to their common batch dims (the last two dims of each kept)."""
+    if a.shape[:-2] == b.shape[:-2]:
+        return a, b
     batch = broadcast_shapes(tuple(a.shape[:-2]), tuple(b.shape[:-2]))
     return _expand(a, batch), _expand(b, batch)
 
@@ -76,7 +78,10 @@ def _expand(t, batch):
 def raise_for_info(fname, info, message):
     """LinAlgError for the first positive ``info`` (an int array), ``message % info`` worded as PyTorch words
     it: prefixed with the batch element where the input is a batch."""
-    bad = np.flatnonzero(np.asarray(info).reshape(-1) > 0)
+    info = np.asarray(info)
+    if info.max(initial=0) <= 0:  # (the usual case, without the search below)
+        return
+    bad = np.flatnonzero(info.reshape(-1) > 0)
     if bad.size:
         i = bad[0]
         where = "(Batch element %d): " % i if np.ndim(info) else ""
