@@ -1,8 +1,8 @@
 """Calling LAPACK and BLAS routines by address from numba kernels.
 
-The routines are SciPy's (its Cython function pointers) or NumPy's OpenBLAS's, found as the process starts: their
-addresses are run-time values, arguments of a kernel, so that the compiled kernel stays in numba's on-disk cache
-(a function pointer captured as a constant would not be cached).
+The routines are SciPy's (its Cython function pointers), looked up in each process: their addresses are run-time
+values, arguments of a kernel, so that the compiled kernel stays in numba's on-disk cache (a function pointer
+captured as a constant would not be cached).
 """
 import numpy as np
 from llvmlite import ir

@@ -14,7 +14,8 @@ import numpy as np
 from numba import njit, prange
 from numba.extending import get_cython_function_address
 
-from . import _jit, config, layout_copy, lu
+from . import _jit, config, layout_copy
+from . import lu as blocked_lu
 
 name = "cpu"
 _P = ctypes.c_void_p
@@ -762,16 +763,17 @@ def lu_factor(a):
     f = _col(a)
     piv = np.zeros((f.shape[0], min(m, n)), INT)
     info = np.zeros(f.shape[0], np.int32)
-    if f.size and not _blocked_lu(f, piv, info):
+    if f.size and not _lu_on_threads(f, piv, info):
         _kernels(a.dtype)["lu_factor"](f, piv, info)
     return _back(f, batch), piv.reshape(batch + (min(m, n),)), info.reshape(batch)
 
 
-def _blocked_lu(f, piv, info):
-    """The LU of one large matrix on numba's threads (kernels/lu.py), SciPy's OpenBLAS kept on one thread; False
-    where it does not apply."""
+def _lu_on_threads(f, piv, info):
+    """The blocked LU of one large matrix on numba's threads (kernels/lu.py), SciPy's OpenBLAS kept on one thread;
+    False where it does not apply."""
     threads = config.lapack_threads()
-    return threads is not None and lu.applies(f) and config.on_one_thread(threads, lu.factor, f, piv, info)
+    return threads is not None and blocked_lu.applies(f) and \
+        config.on_one_thread(threads, blocked_lu.factor, f, piv, info)
 
 
 def lu_solve(lu, piv, b, adjoint):

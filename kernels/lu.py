@@ -52,11 +52,10 @@ def _update(laswp, trsm, gemm, a, at, m, j0, j1, c0, c1, piv, one):
     p, ch, al = address(d), address(c), address(alpha)
     top = at + c0 * m * size  # (row 0 of column c0)
     call(laswp, (p, top, p + 4, p + 8, p + 12, address(piv), p + 16))
-    call(trsm, (ch, ch, ch + 1, ch + 2, p + 20, p, al, at + (j0 * m + j0) * size, p + 4, top + j0 * size,
-                    p + 4))
+    call(trsm, (ch, ch, ch + 1, ch + 2, p + 20, p, al, at + (j0 * m + j0) * size, p + 4, top + j0 * size, p + 4))
     if m > j1:
-        call(gemm, (ch + 1, ch + 1, p + 24, p, p + 20, al + size, at + (j0 * m + j1) * size, p + 4,
-                        top + j0 * size, p + 4, al, top + j1 * size, p + 4))
+        call(gemm, (ch + 1, ch + 1, p + 24, p, p + 20, al + size, at + (j0 * m + j1) * size, p + 4, top + j0 * size,
+                    p + 4, al, top + j1 * size, p + 4))
 
 
 @njit(nogil=True, cache=config.CACHE)
