@@ -11,9 +11,10 @@ the parallel threshold at zero (the parallel builds that large tensors use), so 
 holds them and later processes only load them: no first-step compile, and no serial twin
 standing in while a parallel build compiles in the background. The parallel builds that
 have a serial twin compile in the background worker here too (beside the serial ones); this
-waits for it to finish before it reports; so does the blocked GEMM that large products run
-(kernels/blas.py) and the blocked LU (kernels/lu.py), which no sample is large enough to reach. Graph-specific code (jitgrad.compile's fused loops,
-compiled autograd's plans) is not covered: it is cached when a program first builds it.
+waits for it to finish before it reports; so do the blocked GEMM that large products run
+(kernels/blas.py), the blocked LU (kernels/lu.py) and eigh's split (kernels/eigh.py), which no sample is large
+enough to reach. Graph-specific code (jitgrad.compile's fused loops, compiled autograd's plans) is not covered: it
+is cached when a program first builds it.
 The whole table takes several minutes; --ops and --dtypes narrow it.
 The helpers that turn a table sample into a call are shared with the op benchmarks.
 """
@@ -28,7 +29,7 @@ from ._grad_mode import enable_grad
 from ._jit_stats import jit_stats
 from ._op import dispatch
 from ._tensor import Tensor
-from .kernels import _background, blas, config, lu
+from .kernels import _background, blas, config, eigh, lu
 from .autograd.engine import backward as run_backward  # run_sample's argument 'backward' is a flag
 from .ops import FUNCTIONS, METHODS, OPS
 
@@ -132,6 +133,7 @@ def precompile(ops=None, dtypes=DTYPES, parallel=True, out=sys.stdout):
     if parallel:
         blas.precompile(dtypes)
         lu.precompile(dtypes)
+        eigh.precompile(dtypes)
     if before["background_builds"] < jit_stats()["background_builds"]:
         print("waiting for the background worker's parallel builds ...", file=out, flush=True)
         _background.wait()

@@ -12,20 +12,25 @@ from numba.extending import get_cython_function_address
 
 
 @intrinsic
-def call(typingctx, fn, args):
-    """The Fortran routine at address ``fn`` called with ``args``, a tuple of addresses (of its arguments)."""
-    if not isinstance(args, types.UniTuple) or not isinstance(args.dtype, types.Integer):
+def call(typingctx, fn, args, keep):
+    """The Fortran routine at address ``fn`` called with ``args``, a tuple of addresses (of its arguments).
+
+    ``keep``: a tuple of the arrays whose addresses ``args`` holds. numba frees an array after its last use, and an
+    address is no use: taking one would let the array's memory go (and another allocation take it) before the call
+    reads it. Passed here, the arrays live until the call has returned."""
+    if not isinstance(args, types.UniTuple) or not isinstance(args.dtype, types.Integer) or \
+            not isinstance(keep, types.BaseTuple):
         return None
 
     def codegen(context, builder, signature, llargs):
-        address, values = llargs
+        address, values, _ = llargs
         count = signature.args[1].count
         byte_ptr = ir.IntType(8).as_pointer()
         fnty = ir.FunctionType(ir.VoidType(), [byte_ptr] * count)
         fn_ptr = builder.inttoptr(context.cast(builder, address, signature.args[0], types.int64), fnty.as_pointer())
         builder.call(fn_ptr, [builder.inttoptr(builder.extract_value(values, i), byte_ptr) for i in range(count)])
         return context.get_dummy_value()
-    return types.void(fn, args), codegen
+    return types.void(fn, args, keep), codegen
 
 
 @intrinsic

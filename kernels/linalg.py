@@ -15,7 +15,7 @@ from numba import njit, prange
 from numba.extending import get_cython_function_address
 
 from . import _jit, config, layout_copy
-from . import lu as blocked_lu
+from . import eigh as threaded_eigh, lu as blocked_lu
 
 name = "cpu"
 _P = ctypes.c_void_p
@@ -988,9 +988,17 @@ def eigh(a, lower, vectors, transposed=False):
     else:
         f = _col(a)
     w = np.zeros((f.shape[0], n), _real(a.dtype))
-    if f.size:
+    if f.size and not (vectors and _eigh_on_threads(f, w, ord("L" if lower else "U"))):
         _kernels(a.dtype)["eigh"](f, w, ord("V" if vectors else "N"), ord("L" if lower else "U"))
     return w.reshape(batch + (n,)), (_back(f, batch) if vectors else None)
+
+
+def _eigh_on_threads(f, w, uplo):
+    """eigh with vectors of one matrix of order 256-512 on two threads (kernels/eigh.py), SciPy's OpenBLAS kept on
+    one thread; False where it does not apply."""
+    threads = config.lapack_threads()
+    return threads is not None and threaded_eigh.applies(f) and \
+        config.on_one_thread(threads, threaded_eigh.eigh, f, w, uplo) is not None
 
 
 def eig(a, vectors):

@@ -31,7 +31,7 @@ def _factor_panel(getrf, a, at, m, c0, c1, piv, info):
     d = np.empty(4, np.int32)
     d[0], d[1], d[2], d[3] = m - c0, c1 - c0, m, 0
     p = address(d)
-    call(getrf, (p, p + 4, at + (c0 * m + c0) * a.itemsize, p + 8, address(piv) + c0 * 4, p + 12))
+    call(getrf, (p, p + 4, at + (c0 * m + c0) * a.itemsize, p + 8, address(piv) + c0 * 4, p + 12), (d, a, piv))
     for i in range(c0, c1):
         piv[i] += c0
     if d[3] > 0 and info[0] == 0:
@@ -51,11 +51,12 @@ def _update(laswp, trsm, gemm, a, at, m, j0, j1, c0, c1, piv, one):
     alpha[0], alpha[1] = one, -one
     p, ch, al = address(d), address(c), address(alpha)
     top = at + c0 * m * size  # (row 0 of column c0)
-    call(laswp, (p, top, p + 4, p + 8, p + 12, address(piv), p + 16))
-    call(trsm, (ch, ch, ch + 1, ch + 2, p + 20, p, al, at + (j0 * m + j0) * size, p + 4, top + j0 * size, p + 4))
+    call(laswp, (p, top, p + 4, p + 8, p + 12, address(piv), p + 16), (d, a, piv))
+    call(trsm, (ch, ch, ch + 1, ch + 2, p + 20, p, al, at + (j0 * m + j0) * size, p + 4, top + j0 * size, p + 4),
+         (d, c, alpha, a))
     if m > j1:
         call(gemm, (ch + 1, ch + 1, p + 24, p, p + 20, al + size, at + (j0 * m + j1) * size, p + 4, top + j0 * size,
-                    p + 4, al, top + j1 * size, p + 4))
+                    p + 4, al, top + j1 * size, p + 4), (d, c, alpha, a))
 
 
 @njit(nogil=True, cache=config.CACHE)
@@ -64,7 +65,7 @@ def _swap_left(laswp, a, at, m, p0, p1, k, piv):
     d = np.empty(5, np.int32)
     d[0], d[1], d[2], d[3], d[4] = p1 - p0, m, p1 + 1, k, 1
     p = address(d)
-    call(laswp, (p, at + p0 * m * a.itemsize, p + 4, p + 8, p + 12, address(piv), p + 16))
+    call(laswp, (p, at + p0 * m * a.itemsize, p + 4, p + 8, p + 12, address(piv), p + 16), (d, a, piv))
 
 
 def _lu_blocked(getrf, laswp, trsm, gemm, a, piv, info, one, panel):
