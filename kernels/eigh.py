@@ -4,9 +4,8 @@ syevd is three steps: sytrd reduces A to a tridiagonal T = Q^T A Q, stedc finds 
 forms A's, Q Z (at order 256 on one thread: 1.45, 2.3-2.7 and 1.7 ms). Here the last step is split: orgtr forms Q
 while stedc runs (the two only share sytrd's output; two numba threads), then Q Z is one GEMM on numba's threads
 (kernels/blas.py). Larger matrices keep syevd on OpenBLAS's threads (config.SMALL_LAPACK), whose sytrd gains from
-them there (order 1024: 49 ms on two threads, 86 on one); a matrix
-that syevd would scale first (its largest element outside [sqrt(safe min / eps), its inverse], or not finite)
-goes to syevd too.
+them there (order 1024: 49 ms on two threads, 86 on one); a matrix that syevd would scale first (its largest element
+outside [sqrt(safe min / eps), its inverse], or not finite) goes to syevd too.
 """
 import numpy as np
 from numba import njit, prange
