@@ -18,7 +18,7 @@ def built():
     or a skip where the split does not apply here."""
     probe = np.eye(threaded.SMALLEST)[None]
     if config.lapack_threads() is None or not threaded.applies(probe):
-        pytest.skip("one numba thread, or LAPACK/NumPy not on OpenBLAS: syevd's own call runs")
+        pytest.skip("one numba thread, or SciPy's LAPACK not on OpenBLAS: syevd's own call runs")
     threaded.precompile(("float32", "float64"))
     assert _background.wait(600)
 
