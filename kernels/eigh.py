@@ -27,7 +27,9 @@ def _largest(a, lower):
         lo, hi = (j, n) if lower else (0, j + 1)
         for i in range(lo, hi):
             v = abs(a[j, i])
-            if not v <= big:  # (a NaN too)
+            if v != v:
+                return v
+            if v > big:
                 big = v
     return big
 

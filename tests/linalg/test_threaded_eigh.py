@@ -1,6 +1,6 @@
 """eigh with vectors of one matrix of order 256-512 on two threads (kernels/eigh.py: sytrd, then stedc beside orgtr,
 then Q Z as one GEMM) against syevd's own call: the same eigenvalues, the same eigenvectors to rounding (signs
-included), repeated calls bitwise equal (the two threads' LAPACK calls share no state), matrices syevd would scale
+included), repeated calls bitwise equal (the two threads' LAPACK calls share no arrays), matrices syevd would scale
 or that hold NaNs left to syevd, and the public eigh / eigvalsh with their gradients."""
 import numba
 import numpy as np
@@ -65,9 +65,10 @@ def test_split_eigh_is_the_same_every_call(built):
 
 def test_what_syevd_would_scale_goes_to_syevd(built, monkeypatch):
     """A matrix whose largest element lies below syevd's rmin (or holds a NaN) takes syevd's own call, as the
-    scaling it needs is syevd's."""
+    scaling it needs is syevd's: no Q Z product is formed for it."""
     calls = []
-    real = threaded._REDUCE_AND_SOLVE[1]
+    real = threaded.blas.matmul
+    monkeypatch.setattr(threaded.blas, "matmul", lambda *args, **kw: calls.append(1) or real(*args, **kw))
     tiny = _symmetric(256, np.float64, 5, 1e-160)
     w, v = K.eigh(tiny, True, True)
     w0, v0 = _syevd(tiny, True, monkeypatch)
@@ -78,7 +79,9 @@ def test_what_syevd_would_scale_goes_to_syevd(built, monkeypatch):
     w, v = K.eigh(nan, True, True)
     w0, v0 = _syevd(nan, True, monkeypatch)
     np.testing.assert_array_equal(np.isnan(w), np.isnan(w0))
-    assert real is threaded._REDUCE_AND_SOLVE[1] and not calls
+    assert not calls
+    K.eigh(_symmetric(256, np.float64, 7), True, True)  # (an ordinary one is split: one Q Z product)
+    assert calls == [1]
 
 
 def test_public_eigh_and_eigvalsh_gradients(built):
