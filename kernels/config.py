@@ -204,8 +204,8 @@ def lapack_threads(package="scipy"):
     its LAPACK), or None (SMALL_LAPACK 0, or another BLAS): looked up at the first LAPACK call (loading SciPy's
     library as jitgrad is imported would lengthen its import)."""
     if package not in _LAPACK_THREADS:
-        _LAPACK_THREADS[package] = None if not SMALL_LAPACK else OPENBLAS_THREADS or _openblas_threads(package) \
-            if package == "numpy" else _openblas_threads(package)
+        shared = OPENBLAS_THREADS if package == "numpy" else None  # (NumPy's pool, looked up once already)
+        _LAPACK_THREADS[package] = (shared or _openblas_threads(package)) if SMALL_LAPACK else None
     return _LAPACK_THREADS[package]
 
 

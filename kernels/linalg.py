@@ -763,17 +763,18 @@ def lu_factor(a):
     f = _col(a)
     piv = np.zeros((f.shape[0], min(m, n)), INT)
     info = np.zeros(f.shape[0], np.int32)
-    if f.size and not _lu_on_threads(f, piv, info):
+    if f.size and not _on_threads(blocked_lu, blocked_lu.factor, f, piv, info):
         _kernels(a.dtype)["lu_factor"](f, piv, info)
     return _back(f, batch), piv.reshape(batch + (min(m, n),)), info.reshape(batch)
 
 
-def _lu_on_threads(f, piv, info):
-    """The blocked LU of one large matrix on numba's threads (kernels/lu.py), SciPy's OpenBLAS kept on one thread;
-    False where it does not apply."""
+def _on_threads(module, fn, f, *args):
+    """``fn(f, *args)`` of a kernel module for one large matrix on numba's threads (kernels/lu.py, kernels/eigh.py)
+    with SciPy's OpenBLAS on one thread; None where ``module.applies(f)`` says it does not take ``f``."""
     threads = config.lapack_threads()
-    return threads is not None and blocked_lu.applies(f) and \
-        config.on_one_thread(threads, blocked_lu.factor, f, piv, info)
+    if threads is None or not module.applies(f):
+        return None
+    return config.on_one_thread(threads, fn, f, *args)
 
 
 def lu_solve(lu, piv, b, adjoint):
@@ -988,17 +989,10 @@ def eigh(a, lower, vectors, transposed=False):
     else:
         f = _col(a)
     w = np.zeros((f.shape[0], n), _real(a.dtype))
-    if f.size and not (vectors and _eigh_on_threads(f, w, ord("L" if lower else "U"))):
-        _kernels(a.dtype)["eigh"](f, w, ord("V" if vectors else "N"), ord("L" if lower else "U"))
+    uplo = ord("L" if lower else "U")
+    if f.size and not (vectors and _on_threads(threaded_eigh, threaded_eigh.eigh, f, w, uplo) is not None):
+        _kernels(a.dtype)["eigh"](f, w, ord("V" if vectors else "N"), uplo)
     return w.reshape(batch + (n,)), (_back(f, batch) if vectors else None)
-
-
-def _eigh_on_threads(f, w, uplo):
-    """eigh with vectors of one matrix of order 256-512 on two threads (kernels/eigh.py), SciPy's OpenBLAS kept on
-    one thread; False where it does not apply."""
-    threads = config.lapack_threads()
-    return threads is not None and threaded_eigh.applies(f) and \
-        config.on_one_thread(threads, threaded_eigh.eigh, f, w, uplo) is not None
 
 
 def eig(a, vectors):
