@@ -4,6 +4,7 @@ Every compilation of a kernel of this package is timed (numba's "numba:compile" 
 recorded in COMPILES, for jitgrad.jit_stats(); with JITGRAD_LOG_COMPILES=1 each kernel's
 compilation is also logged to stderr, one line each.
 """
+import hashlib
 import importlib
 import os
 import sys
@@ -15,6 +16,16 @@ from numba import njit
 from numba.core import event
 
 from . import _background, config
+
+def sources_stamp(*files):
+    """A hash of source files: generated kernels carry it in their names, so that numba's on-disk cache (keyed
+    on the generating file) never serves a kernel built from older versions of the code they inline."""
+    digest = hashlib.sha1()
+    for path in files:
+        with open(path, "rb") as f:
+            digest.update(f.read())
+    return digest.hexdigest()[:12]
+
 
 # Every compiled kernel, for jitgrad.jit_stats().
 DISPATCHERS = []

@@ -14,7 +14,7 @@ import numpy as np
 from numba import njit, prange
 from numba.extending import get_cython_function_address
 
-from . import _jit, config, layout_copy
+from . import _jit, config, layout_copy, small_matrix
 from . import eigh as threaded_eigh, lu as blocked_lu
 
 name = "cpu"
@@ -632,124 +632,32 @@ def _adjoint(dtype):
 
 
 # ---------------------------------------------------------------------- small matrices: direct code
-@njit(parallel=True, nogil=True, error_model="numpy", cache=config.CACHE)
-def _small_det(a, out):
-    n = a.shape[1]
-    for b in prange(a.shape[0]):
-        m = a[b]
-        if n == 2:
-            out[b] = m[0, 0] * m[1, 1] - m[0, 1] * m[1, 0]
-        else:
-            out[b] = (m[0, 0] * (m[1, 1] * m[2, 2] - m[1, 2] * m[2, 1]) - m[0, 1] * (m[1, 0] * m[2, 2] - m[1, 2] * m[2, 0])
-                      + m[0, 2] * (m[1, 0] * m[2, 1] - m[1, 1] * m[2, 0]))
+_SMALL_STAMP = _jit.sources_stamp(small_matrix.__file__)
 
 
-@njit(nogil=True, error_model="numpy", cache=config.CACHE)
-def _inv_into(m, o):
-    """o := m^-1 by the adjugate (2x2, 3x3); whether the determinant is nonzero."""
-    if m.shape[0] == 2:
-        det = m[0, 0] * m[1, 1] - m[0, 1] * m[1, 0]
-        r = 1 / det
-        o[0, 0], o[0, 1], o[1, 0], o[1, 1] = m[1, 1] * r, -m[0, 1] * r, -m[1, 0] * r, m[0, 0] * r
-        return det != 0
-    c00 = m[1, 1] * m[2, 2] - m[1, 2] * m[2, 1]
-    c01 = m[1, 2] * m[2, 0] - m[1, 0] * m[2, 2]
-    c02 = m[1, 0] * m[2, 1] - m[1, 1] * m[2, 0]
-    det = m[0, 0] * c00 + m[0, 1] * c01 + m[0, 2] * c02
-    r = 1 / det
-    o[0, 0], o[1, 0], o[2, 0] = c00 * r, c01 * r, c02 * r
-    o[0, 1] = (m[0, 2] * m[2, 1] - m[0, 1] * m[2, 2]) * r
-    o[1, 1] = (m[0, 0] * m[2, 2] - m[0, 2] * m[2, 0]) * r
-    o[2, 1] = (m[0, 1] * m[2, 0] - m[0, 0] * m[2, 1]) * r
-    o[0, 2] = (m[0, 1] * m[1, 2] - m[0, 2] * m[1, 1]) * r
-    o[1, 2] = (m[0, 2] * m[1, 0] - m[0, 0] * m[1, 2]) * r
-    o[2, 2] = (m[0, 0] * m[1, 1] - m[0, 1] * m[1, 0]) * r
-    return det != 0
+def _batch_loop(body, statement, params):
+    """A parallel loop over the matrices of a batch running ``statement`` (a call of ``at``: small_matrix's
+    ``body`` for one matrix, index b) on each; kernels/cuda/linalg.py runs the same bodies on CUDA. Built in this
+    module's namespace, as numba's on-disk cache wants, its name stamped with small_matrix's source."""
+    at, name = "_%s" % body.__name__, "_%s_loop_%s" % (body.__name__, _SMALL_STAMP)
+    globals()[at] = njit(inline="always")(body)
+    src = "def %s(%s):\n    for b in prange(%s.shape[0]):\n        %s\n" % (
+        name, params, params.split(",")[0], statement.replace("at(", at + "("))
+    exec(compile(src, __file__, "exec"), globals())
+    return njit(parallel=True, nogil=True, error_model="numpy", cache=config.CACHE)(globals()[name])
 
 
-@njit(parallel=True, nogil=True, error_model="numpy", cache=config.CACHE)
-def _small_inv(a, out, ok):
-    """Inverse by the adjugate; ``ok[b]`` False where the determinant is zero (LAPACK then says which pivot)."""
-    for b in prange(a.shape[0]):
-        ok[b] = _inv_into(a[b], out[b])
-
-
-@njit(parallel=True, nogil=True, error_model="numpy", cache=config.CACHE)
-def _small_inv_grad(r, g, out, scratch):
-    """out = -R^T g R^T per matrix (the gradient of R = A^-1); scratch: one matrix each (no allocation per matrix)."""
-    n = r.shape[1]
-    for b in prange(r.shape[0]):
-        t = scratch[b]  # g R^T
-        for i in range(n):
-            for j in range(n):
-                acc = 0.0
-                for k in range(n):
-                    acc += g[b, i, k] * r[b, j, k]
-                t[i, j] = acc
-        for i in range(n):
-            for j in range(n):
-                acc = 0.0
-                for k in range(n):
-                    acc += r[b, k, i] * t[k, j]
-                out[b, i, j] = -acc
-
-
-@njit(parallel=True, nogil=True, error_model="numpy", cache=config.CACHE)
-def _small_solve_grad(a, x, g, ga, gb, scratch):
-    """gB = A^-T g and gA = -gB X^T per system (the gradients of X = A^-1 B), A inverted by the adjugate (into
-    scratch)."""
-    n, k = a.shape[1], x.shape[2]
-    for b in prange(a.shape[0]):
-        inv = scratch[b]
-        _inv_into(a[b], inv)
-        for i in range(n):
-            for c in range(k):
-                acc = 0.0
-                for j in range(n):
-                    acc += inv[j, i] * g[b, j, c]
-                gb[b, i, c] = acc
-        for i in range(n):
-            for j in range(n):
-                acc = 0.0
-                for c in range(k):
-                    acc += gb[b, i, c] * x[b, j, c]
-                ga[b, i, j] = -acc
-
-
-@njit(parallel=True, nogil=True, error_model="numpy", cache=config.CACHE)
-def _small_det_grad(a, g, out):
-    """g times the cofactor matrix (= det A^-T, and defined at singular matrices too) per matrix."""
-    n = a.shape[1]
-    for b in prange(a.shape[0]):
-        m, o, s = a[b], out[b], g[b]
-        if n == 2:
-            o[0, 0], o[0, 1], o[1, 0], o[1, 1] = m[1, 1] * s, -m[1, 0] * s, -m[0, 1] * s, m[0, 0] * s
-        else:
-            for i in range(3):
-                i1, i2 = (i + 1) % 3, (i + 2) % 3
-                for j in range(3):
-                    j1, j2 = (j + 1) % 3, (j + 2) % 3
-                    o[i, j] = (m[i1, j1] * m[i2, j2] - m[i1, j2] * m[i2, j1]) * s
-
-
-@njit(parallel=True, nogil=True, error_model="numpy", cache=config.CACHE)
-def _small_solve(inv, b, out):
-    """out[i] = inv[i] @ b[i] for small matrices (b: (B, n, k))."""
-    n, k = inv.shape[1], b.shape[2]
-    for i in prange(inv.shape[0]):
-        for r in range(n):
-            for c in range(k):
-                s = inv[i, r, 0] * b[i, 0, c]
-                for j in range(1, n):
-                    s += inv[i, r, j] * b[i, j, c]
-                out[i, r, c] = s
-
-
-SMALL = (2, 3)  # matrix sizes with direct code: for these, one LAPACK call per matrix costs more than the math
+_small_det = _batch_loop(small_matrix.det_at, "out[b] = at(a, b)", "a, out")
+# ok[b]: whether the determinant is nonzero (LAPACK then says which pivot)
+_small_inv = _batch_loop(small_matrix.inv_at, "ok[b] = at(a, b, out)", "a, out, ok")
+_small_solve = _batch_loop(small_matrix.solve_at, "at(inv, x, out, b)", "inv, x, out")
+_small_inv_grad = _batch_loop(small_matrix.inv_grad_at, "at(r, g, out, scratch, b)", "r, g, out, scratch")
+_small_solve_grad = _batch_loop(small_matrix.solve_grad_at, "at(a, x, g, ga, gb, scratch, b)", "a, x, g, ga, gb, scratch")
+_small_det_grad = _batch_loop(small_matrix.det_grad_at, "at(a, g, out, b)", "a, g, out")
 
 
 def _small(a):
-    return a.shape[-1] in SMALL and a.shape[-2] == a.shape[-1] and a.dtype in (np.float32, np.float64)
+    return a.shape[-1] in small_matrix.SIZES and a.shape[-2] == a.shape[-1] and a.dtype in (np.float32, np.float64)
 
 
 def _flat(a):

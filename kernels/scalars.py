@@ -7,7 +7,6 @@ them here when kernels/elementwise.py imports it. The CPU loops (kernels/element
 globals of this module, which device backends swap for their own versions.
 """
 import cmath
-import hashlib
 import math
 import os
 
@@ -15,6 +14,7 @@ import numpy as np
 from numba import njit
 
 from . import config, vmath
+from ._jit import sources_stamp
 from .vmath import like, vexp, vsigmoid, vtanh  # noqa: F401  (like: the derived VJPs read it from here)
 
 SQRT1_2 = 0.7071067811865476
@@ -751,14 +751,6 @@ S_complex_atanh = SCALARS["complex_atanh"]  # (a device backend compiles its own
 COMPLEX = {n[len("complex_"):]: n for n in SCALARS if n.startswith("complex_")}  # kernel -> its complex twin
 
 
-def _sources_stamp(*files):
-    digest = hashlib.sha1()
-    for path in files:
-        with open(path, "rb") as f:
-            digest.update(f.read())
-    return digest.hexdigest()[:12]
-
-
 # A hash of the sources the scalar functions compile from (this file and the math they inline): the loops
 # generated from them carry it in their names, so numba's on-disk cache never serves a loop built from older ones.
-STAMP = _sources_stamp(__file__, vmath.__file__, config.__file__, os.path.join(os.path.dirname(__file__), "derived.py"))
+STAMP = sources_stamp(__file__, vmath.__file__, config.__file__, os.path.join(os.path.dirname(__file__), "derived.py"))

@@ -40,9 +40,10 @@ def _inv_grad(g, s):
 
 
 def small_kernels(a):
-    """The CPU kernels where the array ``a`` holds 2x2 / 3x3 matrices (direct code for their gradients), else None."""
+    """The device's kernels where the array ``a`` holds 2x2 / 3x3 real matrices (direct code for their gradients),
+    else None."""
     k = backend(a).linalg
-    return k if k.name == "cpu" and a.size and k._small(a) else None
+    return k if a.size and k._small(a) else None
 
 
 def _inv_fused(g, s):
@@ -63,9 +64,9 @@ def inv(A):
 
 # ---------------------------------------------------------------------- solve
 def _solve_forward(xp, dt, a, b, check):
-    if xp.linalg.name == "cpu" and xp.linalg._small(a):  # 2x2, 3x3: the adjugate (the gradient needs no LU)
+    if xp.linalg._small(a):  # 2x2, 3x3: the adjugate (the gradient needs no LU)
         x, info = xp.linalg.small_solve(a, b)
-        lu = piv = np.empty((0,), dt)
+        lu = piv = xp.empty((0,), dt)
     else:
         x, lu, piv, info = xp.linalg.solve(a, b)
     if check:

@@ -1,13 +1,23 @@
-"""Dense linear algebra on CUDA: not there yet. Every function of kernels/linalg.py raises a NotImplementedError
-that names it (cuSOLVER, through CuPy's binding, is what it needs)."""
-from .. import linalg as _cpu
+"""Dense linear algebra on CUDA: batches of 2x2 and 3x3 matrices by direct code, one thread a matrix.
+
+The math of one matrix is kernels/small_matrix.py's, compiled unchanged as device functions (the CPU loops of
+kernels/linalg.py run the same). What needs a factorization of a larger matrix (LU, Cholesky, QR, eigh, SVD,
+least squares) needs cuSOLVER, which is not bound: each such function raises a NotImplementedError that names it.
+Nothing raises on a singular matrix: ``info`` is getrf's (which pivot is zero), and the op table words the error.
+"""
+import numpy as np
+from numba import cuda
+
+from .. import linalg as _cpu, small_matrix as S
+from . import _launch as L
+from .array import ascontiguous, broadcast_to, empty, full, reshape
+from .elementwise import run
 
 name = "cuda"
 DRIVERS = _cpu.DRIVERS
 
-FUNCTIONS = ("lu_factor", "lu_solve", "solve", "inv", "small_solve", "det", "slogdet", "cholesky", "solve_triangular",
-             "eigh", "eig", "svd", "geqrf", "householder_product", "ormqr", "lstsq", "qr",
-             "cholesky_solve", "cholesky_grad", "small_inv_grad", "small_solve_grad", "small_det_grad")
+NEEDS_CUSOLVER = ("lu_factor", "lu_solve", "solve", "cholesky", "solve_triangular", "eigh", "eig", "svd",
+                  "geqrf", "householder_product", "ormqr", "lstsq", "qr", "cholesky_solve", "cholesky_grad")
 
 
 def _missing(fname):
@@ -18,4 +28,144 @@ def _missing(fname):
     return fn
 
 
-globals().update({f: _missing(f) for f in FUNCTIONS})
+globals().update({f: _missing(f) for f in NEEDS_CUSOLVER})
+
+
+# ---------------------------------------------------------------------- one thread a matrix
+_det_at = L.device_jit(S.det_at)
+_inv_at = L.device_jit(S.inv_at)
+_pivoted_inv_at = L.device_jit(S.pivoted_inv_at)
+_solve_at = L.device_jit(S.solve_at)
+_inv_grad_at = L.device_jit(S.inv_grad_at)
+_solve_grad_at = L.device_jit(L.function_with_globals(S.solve_grad_at, _inv_at=_inv_at))
+_det_grad_at = L.device_jit(S.det_grad_at)
+
+
+@L.jit
+def _det(a, out):
+    for b in range(cuda.grid(1), a.shape[0], cuda.gridsize(1)):
+        out[b] = _det_at(a, b)
+
+
+@L.jit
+def _inv(a, out, info, scratch):
+    """The adjugate; where the determinant is zero, Gauss-Jordan with getrf's pivots and info (A copied to scratch)."""
+    for b in range(cuda.grid(1), a.shape[0], cuda.gridsize(1)):
+        info[b] = 0 if _inv_at(a, b, out) else _pivoted_inv_at(a, b, scratch, out)
+
+
+@L.jit
+def _solve(inv, x, out):
+    for b in range(cuda.grid(1), inv.shape[0], cuda.gridsize(1)):
+        _solve_at(inv, x, out, b)
+
+
+@L.jit
+def _inv_grad(r, g, out, scratch):
+    for b in range(cuda.grid(1), r.shape[0], cuda.gridsize(1)):
+        _inv_grad_at(r, g, out, scratch, b)
+
+
+@L.jit
+def _solve_grad(a, x, g, ga, gb, scratch):
+    for b in range(cuda.grid(1), a.shape[0], cuda.gridsize(1)):
+        _solve_grad_at(a, x, g, ga, gb, scratch, b)
+
+
+@L.jit
+def _det_grad(a, g, out):
+    for b in range(cuda.grid(1), a.shape[0], cuda.gridsize(1)):
+        _det_grad_at(a, g, out, b)
+
+
+def _small(a):
+    shape = tuple(a.shape)  # (the simulator's shapes take no negative index)
+    return len(shape) >= 2 and shape[-1] in S.SIZES and shape[-2] == shape[-1] and a.dtype in (np.float32, np.float64)
+
+
+def _flat(a):
+    """(..., m, n) as a C-contiguous (B, m, n) device array."""
+    return reshape(ascontiguous(a), (_count(a),) + tuple(a.shape)[-2:])
+
+
+def _count(a):
+    n = 1
+    for d in tuple(a.shape)[:-2]:
+        n *= d
+    return n
+
+
+def _launch(kernel, count, *args):
+    if count:
+        L.launch(kernel, L.blocks_for(count), L.THREADS, *args)
+
+
+def _require_small(a, fname):
+    if not _small(a):
+        _missing(fname)()
+
+
+def det(a):
+    """The determinant of each 2x2 / 3x3 matrix (larger ones need cuSOLVER's LU)."""
+    if tuple(a.shape)[-1] == 0:
+        return full(tuple(a.shape)[:-2], 1, a.dtype)
+    _require_small(a, "det")
+    f = _flat(a)
+    out = empty((f.shape[0],), a.dtype)
+    _launch(_det, f.shape[0], f, out)
+    return reshape(out, tuple(a.shape)[:-2])
+
+
+def slogdet(a):
+    """(sign, log|det|) of each 2x2 / 3x3 matrix, from the direct determinant (larger ones need cuSOLVER's LU)."""
+    if tuple(a.shape)[-1] == 0:
+        return full(tuple(a.shape)[:-2], 1, a.dtype), full(tuple(a.shape)[:-2], 0, a.dtype)
+    _require_small(a, "slogdet")
+    d = det(a)
+    return run("sign", a.dtype, d), run("log", a.dtype, run("abs", a.dtype, d))
+
+
+def inv(a):
+    """(inverse, info) of each 2x2 / 3x3 matrix: info > 0 names the zero diagonal element of U (1-based), as
+    getrf does."""
+    _require_small(a, "inv")
+    f = _flat(a)
+    out = empty(f.shape, a.dtype)
+    info = empty((f.shape[0],), np.int32)
+    _launch(_inv, f.shape[0], f, out, info, empty(f.shape, a.dtype))
+    return reshape(out, tuple(a.shape)), reshape(info, tuple(a.shape)[:-2])
+
+
+def small_solve(a, b):
+    """(X, info) for batches of 2x2 / 3x3 systems (a (..., n, n), b (..., n, k), same batch): by the adjugate."""
+    inverse, info = inv(a)
+    fb = _flat(b)
+    out = empty(fb.shape, b.dtype)
+    _launch(_solve, fb.shape[0], _flat(inverse), fb, out)
+    return reshape(out, tuple(b.shape)), info
+
+
+def small_inv_grad(r, g):
+    """-R^T g R^T for batches of 2x2 / 3x3 inverses R (g of R's shape)."""
+    f = _flat(r)
+    out = empty(f.shape, r.dtype)
+    _launch(_inv_grad, f.shape[0], f, _flat(g), out, empty(f.shape, r.dtype))
+    return reshape(out, tuple(r.shape))
+
+
+def small_solve_grad(a, x, g):
+    """(gA, gB) of X = A^-1 B for batches of 2x2 / 3x3 systems (a, x and g of one batch shape)."""
+    f, fg = _flat(a), _flat(g)
+    ga, gb = empty(f.shape, a.dtype), empty(fg.shape, a.dtype)
+    _launch(_solve_grad, f.shape[0], f, _flat(x), fg, ga, gb, empty(f.shape, a.dtype))
+    return reshape(ga, tuple(a.shape)), reshape(gb, tuple(g.shape))
+
+
+def small_det_grad(a, g):
+    """g times the cofactor matrix of each 2x2 / 3x3 matrix: the gradient of det, singular matrices included."""
+    f = _flat(a)
+    out = empty(f.shape, a.dtype)
+    batch = tuple(a.shape)[:-2]
+    gs = reshape(ascontiguous(g if tuple(g.shape) == batch else broadcast_to(g, batch)), (f.shape[0],))
+    _launch(_det_grad, f.shape[0], f, gs, out)
+    return reshape(out, tuple(a.shape))

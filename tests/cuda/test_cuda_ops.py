@@ -36,8 +36,9 @@ def _calls_lapack(fn, depth=2):
 
 CPU_ONLY.update({name: "complex tensors: the CUDA backend has no complex kernels yet"
                  for name in ("complex", "polar", "view_as_complex")})
-CPU_ONLY.update({name: "LAPACK's kernels (kernels/linalg.py): on CUDA they need cuSOLVER" for name, op in OPS.items()
-                 if hasattr(op.forward, "__code__") and _calls_lapack(op.forward)})
+# Ops on LAPACK's kernels (kernels/linalg.py): on CUDA a sample of 2x2 / 3x3 matrices runs the direct code of
+# kernels/cuda/linalg.py and matches the CPU; a sample that needs a factorization raises naming cuSOLVER.
+LINALG = {name for name, op in OPS.items() if hasattr(op.forward, "__code__") and _calls_lapack(op.forward)}
 CPU_ONLY.update({name: "pocketfft's kernels (kernels/fft.py): on CUDA they need cuFFT" for name, op in OPS.items()
                  if "fft" in getattr(getattr(op.forward, "__code__", None), "co_names", ())})
 
@@ -83,7 +84,12 @@ def _op_on_cuda_matches_cpu(name, k):
             _run(op, args, kwargs, "cuda", k)
         return
     cpu_values, cpu_grads = _run(op, args, kwargs, "cpu", k)
-    cuda_values, cuda_grads = _run(op, args, kwargs, "cuda", k)
+    try:
+        cuda_values, cuda_grads = _run(op, args, kwargs, "cuda", k)
+    except NotImplementedError as e:
+        if name in LINALG and "is not implemented on CUDA: it needs cuSOLVER" in str(e):
+            return
+        raise
     for c, g in zip(cpu_values, cuda_values):
         np.testing.assert_allclose(g, c, rtol=1e-9, atol=1e-12)
     assert len(cpu_grads) == len(cuda_grads)

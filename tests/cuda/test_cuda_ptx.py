@@ -67,6 +67,7 @@ def _sweep(mode):
     from jitgrad.kernels.cuda import pool as PL
     from jitgrad.kernels.cuda import elementwise as E
     from jitgrad.kernels.cuda import index as I
+    from jitgrad.kernels.cuda import linalg as LA
     from jitgrad.kernels.cuda import matmul as MM
     from jitgrad.kernels.cuda import random as RND
     from jitgrad.kernels.cuda import reduce as R
@@ -179,6 +180,15 @@ def _sweep(mode):
         GA.attention_softmax_vjp(z(2, 3, 4), GA.attention_softmax(z(2, 3, 4), z(3, 4), 0.5, True), 0.5)
         GA.attention_softmax(z(2, 3, 4), None, 0.5, False)
 
+    # 2x2 / 3x3 linear algebra: one thread a matrix
+    for dt in floats:
+        a, b = np.zeros((4, 3, 3), dt), np.zeros((4, 3, 2), dt)
+        x, _ = LA.small_solve(a, b)
+        LA.small_inv_grad(a, a)
+        LA.small_solve_grad(a, x, b)
+        LA.small_det_grad(a, np.zeros(4, dt))
+        LA.slogdet(a)
+
     for (_, sig), kernel in launched.items():
         compile_ptx(kernel.py_func, sig, False)
 
@@ -194,7 +204,7 @@ def _sweep(mode):
     }
     names = {name for name, _ in launched}
     missing = []
-    for module in (E, R, MM, I, CV, PL, ARRAY, GR, GA, RND):
+    for module in (E, R, MM, I, CV, PL, ARRAY, GR, GA, RND, LA):
         for attr, value in vars(module).items():
             if isinstance(value, CUDADispatcher) and not value.targetoptions.get("device"):
                 if (module, attr) in direct:

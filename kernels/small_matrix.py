@@ -1,0 +1,140 @@
+"""The math of one 2x2 or 3x3 matrix of a batch, written once: kernels/linalg.py compiles it into its parallel loops
+over the batch (``@njit``), kernels/cuda/linalg.py into its grid-stride kernels (device functions), each matrix
+one thread. For these sizes a LAPACK call per matrix costs more than the math.
+
+Each function reads and writes matrix ``b`` of C-contiguous (B, n, n) arrays (right-hand sides (B, n, k)) and
+allocates nothing (CUDA device code cannot): scratch matrices come in as arrays of the batch's shape. A helper
+is called by its underscored name, which each compiling module binds to its own build (as kernels/loss.py does).
+"""
+from numba import njit
+
+SIZES = (2, 3)
+
+
+def det_at(a, b):
+    """det A by cofactors along the first row."""
+    if a.shape[1] == 2:
+        return a[b, 0, 0] * a[b, 1, 1] - a[b, 0, 1] * a[b, 1, 0]
+    return (a[b, 0, 0] * (a[b, 1, 1] * a[b, 2, 2] - a[b, 1, 2] * a[b, 2, 1])
+            - a[b, 0, 1] * (a[b, 1, 0] * a[b, 2, 2] - a[b, 1, 2] * a[b, 2, 0])
+            + a[b, 0, 2] * (a[b, 1, 0] * a[b, 2, 1] - a[b, 1, 1] * a[b, 2, 0]))
+
+
+def inv_at(a, b, o):
+    """o[b] := A^-1 by the adjugate; whether det A is nonzero (a zero one leaves infs and NaNs)."""
+    if a.shape[1] == 2:
+        det = a[b, 0, 0] * a[b, 1, 1] - a[b, 0, 1] * a[b, 1, 0]
+        r = 1 / det
+        o[b, 0, 0], o[b, 0, 1] = a[b, 1, 1] * r, -a[b, 0, 1] * r
+        o[b, 1, 0], o[b, 1, 1] = -a[b, 1, 0] * r, a[b, 0, 0] * r
+        return det != 0
+    c00 = a[b, 1, 1] * a[b, 2, 2] - a[b, 1, 2] * a[b, 2, 1]
+    c01 = a[b, 1, 2] * a[b, 2, 0] - a[b, 1, 0] * a[b, 2, 2]
+    c02 = a[b, 1, 0] * a[b, 2, 1] - a[b, 1, 1] * a[b, 2, 0]
+    det = a[b, 0, 0] * c00 + a[b, 0, 1] * c01 + a[b, 0, 2] * c02
+    r = 1 / det
+    o[b, 0, 0], o[b, 1, 0], o[b, 2, 0] = c00 * r, c01 * r, c02 * r
+    o[b, 0, 1] = (a[b, 0, 2] * a[b, 2, 1] - a[b, 0, 1] * a[b, 2, 2]) * r
+    o[b, 1, 1] = (a[b, 0, 0] * a[b, 2, 2] - a[b, 0, 2] * a[b, 2, 0]) * r
+    o[b, 2, 1] = (a[b, 0, 1] * a[b, 2, 0] - a[b, 0, 0] * a[b, 2, 1]) * r
+    o[b, 0, 2] = (a[b, 0, 1] * a[b, 1, 2] - a[b, 0, 2] * a[b, 1, 1]) * r
+    o[b, 1, 2] = (a[b, 0, 2] * a[b, 1, 0] - a[b, 0, 0] * a[b, 1, 2]) * r
+    o[b, 2, 2] = (a[b, 0, 0] * a[b, 1, 1] - a[b, 0, 1] * a[b, 1, 0]) * r
+    return det != 0
+
+
+def pivoted_inv_at(a, b, w, o):
+    """o[b] := A^-1 by Gauss-Jordan elimination with partial pivoting (the largest magnitude below the diagonal,
+    the first of equals, as getrf picks), for a matrix whose adjugate failed (det A rounded to zero), so that a
+    nearly singular one still gets LAPACK's finite answer. Returns getrf's info: the 1-based column of the first
+    exactly-zero pivot (o is then left partly eliminated), 0 where there is none. w[b]: scratch for A."""
+    n = a.shape[1]
+    for i in range(n):
+        for j in range(n):
+            w[b, i, j] = a[b, i, j]
+            o[b, i, j] = 1.0 if i == j else 0.0
+    for k in range(n):
+        p = k
+        for i in range(k + 1, n):
+            if abs(w[b, i, k]) > abs(w[b, p, k]):
+                p = i
+        if w[b, p, k] == 0:  # (a NaN pivot is not zero, as in LAPACK's test)
+            return k + 1
+        for j in range(n):
+            w[b, k, j], w[b, p, j] = w[b, p, j], w[b, k, j]
+            o[b, k, j], o[b, p, j] = o[b, p, j], o[b, k, j]
+        r = 1 / w[b, k, k]
+        for j in range(n):
+            w[b, k, j] *= r
+            o[b, k, j] *= r
+        for i in range(n):
+            if i != k:
+                m = w[b, i, k]
+                for j in range(n):
+                    w[b, i, j] -= m * w[b, k, j]
+                    o[b, i, j] -= m * o[b, k, j]
+    return 0
+
+
+def solve_at(inv, x, out, b):
+    """out[b] := inv[b] @ x[b]."""
+    n, k = inv.shape[1], x.shape[2]
+    for r in range(n):
+        for c in range(k):
+            s = inv[b, r, 0] * x[b, 0, c]
+            for j in range(1, n):
+                s += inv[b, r, j] * x[b, j, c]
+            out[b, r, c] = s
+
+
+def inv_grad_at(r, g, out, t, b):
+    """out[b] := -R^T g R^T, the gradient of R = A^-1 (t[b]: scratch for g R^T)."""
+    n = r.shape[1]
+    for i in range(n):
+        for j in range(n):
+            acc = 0.0
+            for k in range(n):
+                acc += g[b, i, k] * r[b, j, k]
+            t[b, i, j] = acc
+    for i in range(n):
+        for j in range(n):
+            acc = 0.0
+            for k in range(n):
+                acc += r[b, k, i] * t[b, k, j]
+            out[b, i, j] = -acc
+
+
+def solve_grad_at(a, x, g, ga, gb, inv, b):
+    """gB = A^-T g and gA = -gB X^T, the gradients of X = A^-1 B (inv[b]: scratch for A^-1)."""
+    n, k = a.shape[1], x.shape[2]
+    _inv_at(a, b, inv)
+    for i in range(n):
+        for c in range(k):
+            acc = 0.0
+            for j in range(n):
+                acc += inv[b, j, i] * g[b, j, c]
+            gb[b, i, c] = acc
+    for i in range(n):
+        for j in range(n):
+            acc = 0.0
+            for c in range(k):
+                acc += gb[b, i, c] * x[b, j, c]
+            ga[b, i, j] = -acc
+
+
+def det_grad_at(a, s, out, b):
+    """out[b] := s[b] times the cofactor matrix of A (det A A^-T, defined at singular matrices too)."""
+    g = s[b]
+    if a.shape[1] == 2:
+        out[b, 0, 0], out[b, 0, 1] = a[b, 1, 1] * g, -a[b, 1, 0] * g
+        out[b, 1, 0], out[b, 1, 1] = -a[b, 0, 1] * g, a[b, 0, 0] * g
+        return
+    for i in range(3):
+        i1, i2 = (i + 1) % 3, (i + 2) % 3
+        for j in range(3):
+            j1, j2 = (j + 1) % 3, (j + 2) % 3
+            out[b, i, j] = (a[b, i1, j1] * a[b, i2, j2] - a[b, i1, j2] * a[b, i2, j1]) * g
+
+
+# CPU builds, inlined into kernels/linalg.py's loops (solve_grad_at finds its helper as _inv_at; CUDA swaps in its own)
+_inv_at = njit(inline="always")(inv_at)
