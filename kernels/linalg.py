@@ -246,13 +246,15 @@ def _make(dtype):
             getrf(d[0:].ctypes, d[1:].ctypes, a[b].ctypes, d[2:].ctypes, piv[b].ctypes, inf.ctypes)
             info[b] = inf[0]
 
-    def lu_solve(lu, piv, x, trans):  # lu (B, n, n), x (B, k, n) in place
+    def lu_solve(lu, piv, x, trans, width):  # lu (B, n, n), x (B, k, n) in place, ``width`` right-hand sides a call
         n, k = lu.shape[1], x.shape[1]
-        for b in prange(lu.shape[0]):
-            d = ints(n, k, max(n, 1), 0)
+        parts = max(-(-k // width), 1)
+        for q in prange(lu.shape[0] * parts):
+            b, c = q // parts, q % parts * width
+            d = ints(n, min(width, k - c), max(n, 1), 0)
             inf = np.zeros(1, it)
             t = char(trans)
-            getrs(t.ctypes, d[0:].ctypes, d[1:].ctypes, lu[b].ctypes, d[2:].ctypes, piv[b].ctypes, x[b].ctypes,
+            getrs(t.ctypes, d[0:].ctypes, d[1:].ctypes, lu[b].ctypes, d[2:].ctypes, piv[b].ctypes, x[b, c:].ctypes,
                   d[2:].ctypes, inf.ctypes)
 
     def inv(a, info):  # getrf then getri, in place
@@ -509,6 +511,7 @@ def _make(dtype):
                        numpy_lib is not None and k in _NUMPY_KERNELS) for k, v in locals().items() if callable(v) and k in (
         "lu_factor", "lu_solve", "inv", "cholesky", "cholesky_grad", "eigh_grad", "eigvalsh_grad", "triangular", "eigh", "svd", "qr_factor",
         "householder", "apply_q", "lstsq")}
+    ns["lu_solve_parts"] = _jitted(lu_solve)  # (one system's right-hand sides in parts on numba's threads)
     ns["dtype"] = dt
     return ns
 
@@ -685,14 +688,36 @@ def _on_threads(module, fn, f, *args):
     return config.on_one_thread(threads, fn, f, *args)
 
 
+# Right-hand sides of one system a thread solves at least: OpenBLAS's trsm works them in fours, so parts of a
+# multiple of four columns leave every value as one call over all of them gives it (tests/linalg/test_lu_solve_parts.py)
+RHS_PART = 4
+RHS_SPLIT_WORK = 1 << 17  # multiply-adds (n^2 k) from which the parts are worth a parallel region
+
+
+def _rhs_width(n, x):
+    """Right-hand sides a call of getrs takes: all of them, but for one system of enough work below SMALL_GEMM (a
+    single call on one OpenBLAS thread, which runs them one after another) they go to numba's threads in parts."""
+    batch, k = x.shape[:2]
+    threads = config.threads()
+    if batch > 1 or threads < 2 or k < 2 * RHS_PART or not RHS_SPLIT_WORK <= n * n * k < config.SMALL_GEMM or \
+            config.lapack_threads() is None:
+        return k
+    per = -(-k // min(threads, k // RHS_PART))
+    return -(-per // RHS_PART) * RHS_PART
+
+
 def lu_solve(lu, piv, b, adjoint):
     """X with A X = B (A^H X = B if ``adjoint``), A = P L U given as getrf gives it; b (..., n, k)."""
     batch = b.shape[:-2]
     x = _col(b)
     if x.size:
-        _kernels(lu.dtype)["lu_solve"](_col_read(lu), np.ascontiguousarray(piv, INT).reshape(_count(lu), piv.shape[-1]),
-                                       x,
-                                       _adjoint(lu.dtype) if adjoint else ord("N"))
+        args = (_col_read(lu), np.ascontiguousarray(piv, INT).reshape(_count(lu), piv.shape[-1]), x,
+                _adjoint(lu.dtype) if adjoint else ord("N"))
+        width = _rhs_width(lu.shape[-1], x)
+        if width < x.shape[1]:
+            config.on_one_thread(config.lapack_threads(), _kernels(lu.dtype)["lu_solve_parts"], *args, width)
+        else:
+            _kernels(lu.dtype)["lu_solve"](*args, x.shape[1])
     return _back(x, batch)
 
 
