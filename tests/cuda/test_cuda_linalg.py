@@ -103,7 +103,7 @@ else:
 
 
     def program(lib, a, b, device):
-        """Solve, inverse, determinants, with a broadcast batch, a vector right-hand side and left=False."""
+        """Solve, inverse, determinants, with a batch broadcast, a vector right-hand side and left=False."""
         A = lib.tensor(a, device=device, requires_grad=True)
         B = lib.tensor(b, device=device, requires_grad=True)
         X = lib.linalg.solve(A, B)
@@ -111,7 +111,8 @@ else:
         Y = lib.linalg.solve(A[:1], B.mT[:, :1], left=False)
         s, l = lib.linalg.slogdet(A)
         loss = (X ** 2).sum() + v.sum() + (Y * Y).sum() + lib.linalg.inv(A).sum() + (lib.linalg.det(A) ** 2).sum() + \
-            l.sum() + lib.inverse(A.mT).mean() + lib.det(A).sum()
+            l.sum() + lib.inverse(A.mT).mean() + lib.det(A).sum() + lib.logdet(A @ A.mT).sum() + \
+            lib.linalg.matrix_power(A, -2).sum() + lib.linalg.solve_ex(A, B).result.mean()
         loss.backward()
         return [loss, X, v, Y, s, l, A.grad, B.grad]
 
