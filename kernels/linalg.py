@@ -657,6 +657,27 @@ _small_solve = _batch_loop(small_matrix.solve_at, "at(inv, x, out, b)", "inv, x,
 _small_inv_grad = _batch_loop(small_matrix.inv_grad_at, "at(r, g, out, scratch, b)", "r, g, out, scratch")
 _small_solve_grad = _batch_loop(small_matrix.solve_grad_at, "at(a, x, g, ga, gb, scratch, b)", "a, x, g, ga, gb, scratch")
 _small_det_grad = _batch_loop(small_matrix.det_grad_at, "at(a, g, out, b)", "a, g, out")
+_small_cholesky = _batch_loop(small_matrix.cholesky_at, "info[b] = at(f, b, upper)", "f, info, upper")
+_small_triangular = _batch_loop(small_matrix.triangular_at, "at(a, x, b, left, upper, trans, unit)",
+                                "a, x, left, upper, trans, unit")
+_small_cholesky_grad = _batch_loop(small_matrix.cholesky_grad_at, "at(l, g, out, b)", "l, g, out")
+SMALL_RHS = 16  # right-hand sides a triangular solve of a small matrix takes by direct code (more: trsm's)
+
+
+def _direct(a, rhs=0):
+    """Whether the triangular kernels of real matrices of order up to small_matrix.ORDER (``a``: a batch of them)
+    take direct code: with at most SMALL_RHS right-hand sides each."""
+    return a.shape[-1] <= small_matrix.ORDER and a.dtype in (np.float32, np.float64) and rhs <= SMALL_RHS
+
+
+def _triangular(a, x, left, upper, trans, unit):
+    """trsm on the column-major batches ``a`` and ``x`` (in place): op(A)^-1 X (X op(A)^-1 where not ``left``),
+    op(A) = A^H where ``trans``."""
+    if _direct(a, x.shape[1] if left else x.shape[2]):
+        _small_triangular(a, x, left, upper, trans, unit)
+    else:
+        _kernels(a.dtype)["triangular"](a, x, ord("L" if left else "R"), ord("U" if upper else "L"),
+                                        _adjoint(a.dtype) if trans else ord("N"), ord("U" if unit else "N"))
 
 
 def _small(a):
@@ -834,7 +855,9 @@ def cholesky(a, upper):
     batch = a.shape[:-2]
     f = _col(a)
     info = np.zeros(f.shape[0], np.int32)
-    if f.size:  # column-major lower of A = row-major upper of A^T: ask LAPACK for what we want
+    if f.size and _direct(a):
+        _small_cholesky(f, info, upper)
+    elif f.size:  # column-major lower of A = row-major upper of A^T: ask LAPACK for what we want
         _kernels(a.dtype)["cholesky"](f, info, ord("U" if upper else "L"))
     return _back(f, batch), info.reshape(batch)
 
@@ -846,8 +869,7 @@ def solve_triangular(a, b, upper, left, unitriangular):
     batch = b.shape[:-2]
     x = _col(b)
     if x.size:
-        _kernels(a.dtype)["triangular"](_col_read(a), x, ord("L" if left else "R"), ord("U" if upper else "L"), ord("N"),
-                                        ord("U" if unitriangular else "N"))
+        _triangular(_col_read(a), x, left, upper, False, unitriangular)
     return _back(x, batch)
 
 
@@ -856,9 +878,9 @@ def cholesky_solve(l, b, upper):
     batch = b.shape[:-2]
     x = _col(b)
     if x.size:
-        k, lf, uplo, h = _kernels(l.dtype)["triangular"], _col_read(l), ord("U" if upper else "L"), _adjoint(l.dtype)
-        k(lf, x, ord("L"), uplo, h if upper else ord("N"), ord("N"))
-        k(lf, x, ord("L"), uplo, ord("N") if upper else h, ord("N"))
+        lf = _col_read(l)
+        _triangular(lf, x, True, upper, upper, False)
+        _triangular(lf, x, True, upper, not upper, False)
     return _back(x, batch)
 
 
@@ -870,6 +892,11 @@ def cholesky_grad(l, gl, upper):
     of the work of the full products). gA comes back exactly symmetric, so its layout is free: C-contiguous, which
     the elementwise backward of whatever built A reads without a copy."""
     batch = l.shape[:-2]
+    if l.size and _direct(l):  # (C-order: L, gL)
+        lc, gc = (_flat(x.swapaxes(-1, -2) if upper else x) for x in (l, gl))
+        out = np.empty_like(lc)
+        _small_cholesky_grad(lc, gc, out)
+        return out.reshape(l.shape)
     f = _col(gl.swapaxes(-1, -2) if upper else gl)  # gL (gU^T)
     if f.size:
         _kernels(l.dtype)["cholesky_grad"](_col_read(l.swapaxes(-1, -2) if upper else l), f, CHOLESKY_GRAD_BLOCK)

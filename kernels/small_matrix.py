@@ -1,6 +1,7 @@
-"""The math of one 2x2 or 3x3 matrix of a batch, written once: kernels/linalg.py compiles it into its parallel loops
-over the batch (``@njit``), kernels/cuda/linalg.py into its grid-stride kernels (device functions), each matrix
-one thread. For these sizes a LAPACK call per matrix costs more than the math.
+"""The math of one small matrix of a batch, written once: kernels/linalg.py compiles it into its parallel loops over
+the batch (``@njit``), kernels/cuda/linalg.py into its grid-stride kernels (device functions), each matrix one
+thread. For these sizes a LAPACK call per matrix costs more than the math: the adjugate forms take 2x2 and 3x3
+matrices (SIZES), the triangular ones (Cholesky, triangular solves, the Cholesky gradient) orders up to ORDER.
 
 Each function reads and writes matrix ``b`` of C-contiguous (B, n, n) arrays (right-hand sides (B, n, k)) and
 allocates nothing (CUDA device code cannot): scratch matrices come in as arrays of the batch's shape. A helper
@@ -9,6 +10,7 @@ is called by its underscored name, which each compiling module binds to its own 
 from numba import njit
 
 SIZES = (2, 3)
+ORDER = 8
 
 
 def det_at(a, b):
@@ -136,5 +138,89 @@ def det_grad_at(a, s, out, b):
             out[b, i, j] = (a[b, i1, j1] * a[b, i2, j2] - a[b, i1, j2] * a[b, i2, j1]) * g
 
 
+def cholesky_at(f, b, upper):
+    """potrf of f[b] in place, column-major as LAPACK holds it (A(i, j) = f[b, j, i]): L of the lower triangle (U of
+    the upper one, A = U^T U, with ``upper``), the other triangle zeroed; returns potrf's info, the order of the first
+    leading minor that is not positive-definite (0: none; the factor stops there). Multipliers by the pivot's
+    reciprocal, as OpenBLAS's potf2."""
+    n = f.shape[1]
+    info = 0
+    # G(i, j): A(i, j) where lower, A(j, i) where upper: the lower algorithm on G gives L, or U^T (in U's places)
+    for j in range(n):
+        s = f[b, _pick(j, j, upper), _pick(j, j, not upper)]
+        for k in range(j):
+            v = f[b, _pick(j, k, upper), _pick(j, k, not upper)]
+            s -= v * v
+        if not s > 0:  # (NaN too; the diagonal keeps what was left of it, as in potrf)
+            f[b, j, j] = s
+            info = j + 1
+            break
+        d = s ** 0.5
+        f[b, j, j] = d
+        r = 1 / d
+        for i in range(j + 1, n):
+            s = f[b, _pick(i, j, upper), _pick(i, j, not upper)]
+            for k in range(j):
+                s -= f[b, _pick(i, k, upper), _pick(i, k, not upper)] * f[b, _pick(j, k, upper), _pick(j, k, not upper)]
+            f[b, _pick(i, j, upper), _pick(i, j, not upper)] = s * r
+    for j in range(n):
+        for i in range(j):
+            f[b, _pick(i, j, upper), _pick(i, j, not upper)] = 0
+    return info
+
+
+def pick(i, j, first):
+    """i where ``first``, else j: an index of a matrix read as itself or as its transpose."""
+    return i if first else j
+
+
+def triangular_at(a, x, b, left, upper, trans, unit):
+    """trsm on x[b] in place: X := op(A)^-1 X (X op(A)^-1 where not ``left``), op(A) = A^T where ``trans``; A
+    triangular (upper or lower), unit diagonal where ``unit``; both column-major (A(i, j) = a[b, j, i], X(r, c) =
+    x[b, c, r]). Each column of X (row, where not left) is one substitution with M = op(A) (op(A)^T)."""
+    n = a.shape[1]
+    t = trans == left  # M = A^T
+    lower = upper if t else not upper
+    for v in range(x.shape[1] if left else x.shape[2]):
+        for p in range(n):
+            i = p if lower else n - 1 - p
+            s = x[b, _pick(v, i, left), _pick(i, v, left)]
+            for q in range(p):
+                j = q if lower else n - 1 - q
+                s -= a[b, _pick(i, j, t), _pick(j, i, t)] * x[b, _pick(v, j, left), _pick(j, v, left)]
+            if not unit:
+                s /= a[b, i, i]
+            x[b, _pick(v, i, left), _pick(i, v, left)] = s
+
+
+def cholesky_grad_at(l, g, out, b):
+    """out[b] := L^-T Phi L^-1 (all C-order), Phi = (T + tril(T, -1)^T) / 2, T = tril(L^T gL): PyTorch's
+    cholesky_backward, exactly symmetric (its lower triangle mirrored)."""
+    n = l.shape[1]
+    for i in range(n):
+        for j in range(i + 1):
+            acc = 0.0
+            for k in range(i, n):
+                acc += l[b, k, i] * g[b, k, j]
+            out[b, i, j] = 0.5 * acc
+            out[b, j, i] = 0.5 * acc
+    for c in range(n):  # Y = L^-T Phi: back substitution with L^T, column by column, in place
+        for i in range(n - 1, -1, -1):
+            s = out[b, i, c]
+            for j in range(i + 1, n):
+                s -= l[b, j, i] * out[b, j, c]
+            out[b, i, c] = s / l[b, i, i]
+    for r in range(n):  # gA = Y L^-1: row r solves gA[r] L = Y[r], backwards
+        for j in range(n - 1, -1, -1):
+            s = out[b, r, j]
+            for i in range(j + 1, n):
+                s -= out[b, r, i] * l[b, i, j]
+            out[b, r, j] = s / l[b, j, j]
+    for i in range(n):
+        for j in range(i):
+            out[b, j, i] = out[b, i, j]
+
+
 # CPU builds, inlined into kernels/linalg.py's loops (solve_grad_at finds its helper as _inv_at; CUDA swaps in its own)
 _inv_at = njit(inline="always")(inv_at)
+_pick = njit(inline="always")(pick)
