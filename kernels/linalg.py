@@ -665,9 +665,10 @@ SMALL_RHS = 16  # right-hand sides a triangular solve of a small matrix takes by
 
 
 def _direct(a, rhs=0):
-    """Whether the triangular kernels of real matrices of order up to small_matrix.ORDER (``a``: a batch of them)
-    take direct code: with at most SMALL_RHS right-hand sides each."""
-    return a.shape[-1] <= small_matrix.ORDER and a.dtype in (np.float32, np.float64) and rhs <= SMALL_RHS
+    """Whether the triangular kernels of real matrices of order up to small_matrix.ORDER (``a``: a batch of them,
+    host or device arrays: the simulator's shapes take no negative index) take direct code: with at most SMALL_RHS
+    right-hand sides each."""
+    return tuple(a.shape)[-1] <= small_matrix.ORDER and a.dtype in (np.float32, np.float64) and rhs <= SMALL_RHS
 
 
 def _triangular(a, x, left, upper, trans, unit):

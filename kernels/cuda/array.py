@@ -74,6 +74,8 @@ def _view(x, fn):
 
     Views with negative strides are refused too (their first element lies before x's): flip copies.
     """
+    if not L.is_device_array(x):  # a NumPy array standing in for a device array (the PTX sweeps)
+        return fn(x)
     shadow, start = _shadow_at(x)
     v = fn(shadow)
     if v.size and not np.may_share_memory(v, shadow):
@@ -185,6 +187,8 @@ def ascontiguous(x):
 
 
 def copy(x):
+    if not L.is_device_array(x):  # (the PTX sweeps)
+        return np.array(x, order="C")
     return copy_into(empty(x.shape, x.dtype), x)
 
 

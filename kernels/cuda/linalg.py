@@ -1,8 +1,10 @@
-"""Dense linear algebra on CUDA: batches of 2x2 and 3x3 matrices by direct code, one thread a matrix.
+"""Dense linear algebra on CUDA: batches of small matrices by direct code, one thread a matrix: det, slogdet, inv
+and solve of 2x2 and 3x3 matrices, Cholesky and triangular solves of orders up to small_matrix.ORDER.
 
 The math of one matrix is kernels/small_matrix.py's, compiled unchanged as device functions (the CPU loops of
-kernels/linalg.py run the same). What needs a factorization of a larger matrix (LU, Cholesky, QR, eigh, SVD,
-least squares) needs cuSOLVER, which is not bound: each such function raises a NotImplementedError that names it.
+kernels/linalg.py run the same), on the same layouts (factors column-major, as LAPACK's). What needs a
+factorization of a larger matrix (LU, Cholesky, QR, eigh, SVD, least squares) needs cuSOLVER, which is not bound:
+each such function raises a NotImplementedError that names it.
 Nothing raises on a singular matrix: ``info`` is getrf's (which pivot is zero), and the op table words the error.
 """
 import numpy as np
@@ -10,14 +12,14 @@ from numba import cuda
 
 from .. import linalg as _cpu, small_matrix as S
 from . import _launch as L
-from .array import ascontiguous, broadcast_to, empty, full, reshape
+from .array import ascontiguous, broadcast_to, copy, empty, full, reshape, swapaxes
 from .elementwise import run
 
 name = "cuda"
 DRIVERS = _cpu.DRIVERS
 
-NEEDS_CUSOLVER = ("lu_factor", "lu_solve", "solve", "cholesky", "solve_triangular", "eigh", "eig", "svd",
-                  "geqrf", "householder_product", "ormqr", "lstsq", "qr", "cholesky_solve", "cholesky_grad")
+NEEDS_CUSOLVER = ("lu_factor", "lu_solve", "solve", "eigh", "eig", "svd", "geqrf", "householder_product", "ormqr",
+                  "lstsq", "qr", "cholesky_grad")
 
 
 def _missing(fname):
@@ -39,6 +41,9 @@ _solve_at = L.device_jit(S.solve_at)
 _inv_grad_at = L.device_jit(S.inv_grad_at)
 _solve_grad_at = L.device_jit(L.function_with_globals(S.solve_grad_at, _inv_at=_inv_at))
 _det_grad_at = L.device_jit(S.det_grad_at)
+_pick = L.device_jit(S.pick)
+_cholesky_at = L.device_jit(L.function_with_globals(S.cholesky_at, _pick=_pick))
+_triangular_at = L.device_jit(L.function_with_globals(S.triangular_at, _pick=_pick))
 
 
 @L.jit
@@ -76,6 +81,18 @@ def _solve_grad(a, x, g, ga, gb, scratch):
 def _det_grad(a, g, out):
     for b in range(cuda.grid(1), a.shape[0], cuda.gridsize(1)):
         _det_grad_at(a, g, out, b)
+
+
+@L.jit
+def _cholesky(f, info, upper):
+    for b in range(cuda.grid(1), f.shape[0], cuda.gridsize(1)):
+        info[b] = _cholesky_at(f, b, upper)
+
+
+@L.jit
+def _triangular(a, x, left, upper, trans, unit):
+    for b in range(cuda.grid(1), a.shape[0], cuda.gridsize(1)):
+        _triangular_at(a, x, b, left, upper, trans, unit)
 
 
 def _small(a):
@@ -169,3 +186,51 @@ def small_det_grad(a, g):
     gs = reshape(ascontiguous(g if tuple(g.shape) == batch else broadcast_to(g, batch)), (f.shape[0],))
     _launch(_det_grad, f.shape[0], f, gs, out)
     return reshape(out, tuple(a.shape))
+
+
+# ---------------------------------------------------------------------- triangular: orders up to small_matrix.ORDER
+def _require_direct(a, fname, rhs=0):
+    """cuSOLVER's error where direct code does not take the batch (the CPU's rule: kernels/linalg.py's _direct)."""
+    if not _cpu._direct(a, rhs):
+        _missing(fname)()
+
+
+def _col(a):
+    """(..., m, n) as a new C-contiguous (B, n, m) array: each [b] is matrix b in column-major order."""
+    shape = tuple(a.shape)
+    return reshape(copy(swapaxes(a, -1, -2)), (_count(a), shape[-1], shape[-2]))
+
+
+def _back(f, batch):
+    """The inverse of ``_col``: (B, n, m) -> (*batch, m, n), a view whose last two dims are F-contiguous."""
+    return swapaxes(reshape(f, tuple(batch) + tuple(f.shape)[1:]), -1, -2)
+
+
+def cholesky(a, upper):
+    """(L, info) (U with ``upper``) of each matrix: potrf's factor and info, the other triangle zero."""
+    _require_direct(a, "cholesky")
+    f = _col(a)
+    info = empty((f.shape[0],), np.int32)
+    _launch(_cholesky, f.shape[0], f, info, upper)
+    batch = tuple(a.shape)[:-2]
+    return _back(f, batch), reshape(info, batch)
+
+
+def _triangular_solves(a, b, fname, passes):
+    """X from ``passes`` in-place triangular solves ((left, upper, trans, unit) each) of the right-hand sides b."""
+    shape = tuple(b.shape)
+    _require_direct(a, fname, shape[-1] if passes[0][0] else shape[-2])
+    x, af = _col(b), _col(a)  # (a's copy: the kernels read it in LAPACK's layout)
+    for left, upper, trans, unit in passes:
+        _launch(_triangular, x.shape[0], af, x, left, upper, trans, unit)
+    return _back(x, shape[:-2])
+
+
+def solve_triangular(a, b, upper, left, unitriangular):
+    """X with A X = B (X A = B where not ``left``), A triangular (no check: a zero diagonal gives inf)."""
+    return _triangular_solves(a, b, "solve_triangular", ((left, upper, False, unitriangular),))
+
+
+def cholesky_solve(l, b, upper):
+    """X with L L^T X = B (U^T U X = B with ``upper``): two triangular solves on one copy of B."""
+    return _triangular_solves(l, b, "cholesky_solve", ((True, upper, upper, False), (True, upper, not upper, False)))

@@ -1,6 +1,7 @@
-"""jitgrad.linalg on device='cuda': batches of 2x2 and 3x3 matrices by direct code (kernels/cuda/linalg.py) against
-the CPU (LAPACK's infos, the CPU's direct code), values and gradients, singular inputs and their errors, and a
-training program; what needs a factorization of a larger matrix raises naming cuSOLVER.
+"""jitgrad.linalg on device='cuda': batches of small matrices by direct code (kernels/cuda/linalg.py: 2x2 and 3x3
+det, slogdet, inv, solve; Cholesky and triangular solves up to order 8) against the CPU (LAPACK's infos, the CPU's
+direct code), values and gradients, singular and indefinite inputs and their errors, and training programs; what
+needs a factorization of a larger matrix raises naming cuSOLVER.
 
 numba swaps in its CUDA simulator only if NUMBA_ENABLE_CUDASIM=1 is set before numba.cuda is first imported, so
 without a GPU these checks run in a child pytest process with the simulator on; set JITGRAD_CUDA_TESTS=gpu on a
@@ -142,8 +143,55 @@ else:
         with pytest.raises(NotImplementedError, match="linalg inv is not implemented on CUDA: it needs cuSOLVER"):
             jg.linalg.inv(jg.eye(4, device="cuda"))
         with pytest.raises(NotImplementedError, match="linalg cholesky is not implemented on CUDA: it needs cuSOLVER"):
-            jg.linalg.cholesky(jg.eye(3, device="cuda"))
+            jg.linalg.cholesky(jg.eye(9, device="cuda"))
+        with pytest.raises(jg.linalg.LinAlgError, match="linalg.cholesky: The factorization could not be completed "
+                                                       "because the input is not positive-definite \\(the leading "
+                                                       "minor of order 2 is not positive-definite\\)."):
+            jg.linalg.cholesky(jg.tensor([[1.0, 2.0], [2.0, 1.0]], device="cuda"))
         assert jg.linalg.det(jg.zeros(2, 0, 0, device="cuda")).tolist() == [1.0, 1.0]
+
+    @pytest.mark.parametrize("dtype", [np.float32, np.float64])
+    def test_triangular_kernels_match_the_cpu(dtype):
+        rng = np.random.default_rng(5)
+        for n in (1, 3, 8):
+            m = rng.standard_normal((3, n, n))
+            a = (m @ m.transpose(0, 2, 1) + n * np.eye(n)).astype(dtype)
+            a[1, n - 1, n - 1] = -1.0  # (not positive-definite: potrf's info and partial factor)
+            b = rng.standard_normal((3, n, 2)).astype(dtype)
+            for upper in (False, True):
+                (l, info), (cl, cinfo) = DEV.cholesky(cuda.to_device(a), upper), CPU.cholesky(a, upper)
+                np.testing.assert_allclose(host(l), cl, **TOL[dtype])
+                assert (host(info) == cinfo).all() and cinfo[1] == n
+                for left in (True, False):
+                    rhs = b if left else b.transpose(0, 2, 1).copy()
+                    got = DEV.solve_triangular(cuda.to_device(np.ascontiguousarray(cl)), cuda.to_device(rhs), upper,
+                                               left, not left)
+                    np.testing.assert_allclose(host(got), CPU.solve_triangular(cl, rhs, upper, left, not left), **TOL[dtype])
+                got = DEV.cholesky_solve(cuda.to_device(np.ascontiguousarray(cl)), cuda.to_device(b), upper)
+                np.testing.assert_allclose(host(got), CPU.cholesky_solve(cl, b, upper), rtol=1e-4 if dtype == np.float32
+                                           else 1e-12, atol=1e-5 if dtype == np.float32 else 1e-12)
+
+    def test_gaussian_likelihoods_with_cholesky_factors_match_the_cpu_as_inputs_change():
+        rng = np.random.default_rng(4)
+
+        def nll(A, x):
+            L = jg.linalg.cholesky(A)
+            z = jg.linalg.solve_triangular(L, x, upper=False)
+            w = jg.linalg.solve_triangular(L.mT, x.mT, upper=True, left=False)
+            out = 0.5 * ((z * z).sum() + (x * jg.cholesky_solve(x, L)).sum()) + jg.log(L.diagonal(dim1=-2, dim2=-1)).sum()
+            return out + w.mean() + jg.cholesky_inverse(L).sum()
+
+        for batch, n in [((6,), 3), ((6,), 3), ((2, 2), 5)]:  # new values, then a new shape
+            m = rng.standard_normal(batch + (n, n))
+            a, x = m @ m.swapaxes(-1, -2) + n * np.eye(n), rng.standard_normal(batch + (n, 2))
+            got = {}
+            for device in ("cpu", "cuda"):
+                A, X = jg.tensor(a, device=device, requires_grad=True), jg.tensor(x, device=device, requires_grad=True)
+                out = nll(A, X)
+                out.backward()
+                got[device] = [t.detach().cpu().numpy() for t in (out, A.grad, X.grad)]
+            for c, g in zip(got["cpu"], got["cuda"]):
+                np.testing.assert_allclose(g, c, rtol=1e-10, atol=1e-12)
 
     def test_a_gaussian_fit_with_3x3_covariances_trains_as_on_the_cpu():
         """Per-group 3x3 covariances Sigma = L L^T + eps I fitted by SGD on the Gaussian negative log-likelihood

@@ -188,6 +188,9 @@ def _sweep(mode):
         LA.small_solve_grad(a, x, b)
         LA.small_det_grad(a, np.zeros(4, dt))
         LA.slogdet(a)
+        l, _ = LA.cholesky(a, False)
+        LA.solve_triangular(l, b, False, True, False)
+        LA.cholesky_solve(l, b, True)
 
     for (_, sig), kernel in launched.items():
         compile_ptx(kernel.py_func, sig, False)
