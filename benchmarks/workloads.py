@@ -584,6 +584,23 @@ def small3_100k(lib):
     return step
 
 
+def gaussian3_100k(lib):
+    """100,000 3x3 covariances: Cholesky, a triangular solve, cholesky_solve and the log-determinant of each (a
+    batched Gaussian likelihood), forward and backward."""
+    rng = np.random.default_rng(SEED)
+    m = rng.standard_normal((100000, 3, 3))
+    a = _leaf(lib, m @ m.transpose(0, 2, 1) + np.eye(3))
+    x = lib.from_numpy(rng.standard_normal((100000, 3, 1)))
+
+    def step():
+        _clear(a)
+        L = lib.linalg.cholesky(a)
+        z = lib.linalg.solve_triangular(L, x, upper=False)
+        ((z * z).sum() + (x * lib.cholesky_solve(x, L)).sum() + lib.log(lib.diagonal(L, dim1=-2, dim2=-1)).sum()
+         ).backward()
+    return step
+
+
 def decompositions_1024(kind):
     """cholesky / solve / eigh / svd of a 1024x1024 matrix, forward and backward."""
     def build(lib):
@@ -609,9 +626,11 @@ def decompositions_1024(kind):
     return build
 
 
-WORKLOADS.update((f.__name__, f) for f in (gp_nll_512, eigvalsh_256, lstsq_256, solve_256, small3_100k) + tuple(
+WORKLOADS.update((f.__name__, f) for f in (gp_nll_512, eigvalsh_256, lstsq_256, solve_256, small3_100k,
+                                            gaussian3_100k) + tuple(
     decompositions_1024(k) for k in ("cholesky", "solve", "eigh", "svd")))
 BAR.update({"gp_nll_512": 0.55, "eigvalsh_256": 0.85, "lstsq_256": 0.6, "solve_256": 0.8, "small3_100k": 0.5,
+            "gaussian3_100k": 1.0,
             "cholesky_1024": 1.1, "solve_1024": 1.1, "eigh_1024": 1.1, "svd_1024": 1.1})
 
 

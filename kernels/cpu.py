@@ -68,6 +68,21 @@ def _outer_batched(a, b, out):
 _OUTER = twins(_outer_batched)
 
 
+def _small_products(a, b, out):
+    for i in prange(out.shape[0]):
+        for j in range(out.shape[1]):
+            for k in range(out.shape[2]):
+                acc = a[i, j, 0] * b[i, 0, k]
+                for q in range(1, a.shape[2]):
+                    acc += a[i, j, q] * b[i, q, k]
+                out[i, j, k] = acc
+
+
+_SMALL_PRODUCTS = twins(_small_products)
+SMALL_PRODUCT = 3  # a batch of matrices of at most this many rows, columns and inner size: direct code (a GEMM
+# call per matrix costs more than its math; NumPy's loop is as fast from order 4)
+
+
 def matmul(a, b):
     """GEMM in BLAS; 1-D x 1-D gives a 0-d array. An operand broadcast along a matrix dim (stride 0: the
     gradient of a sum) is copied first: NumPy would give it to its own loop, 100s of times slower than BLAS."""
@@ -79,6 +94,11 @@ def matmul(a, b):
             _OUTER[out.size >= config.PARALLEL_THRESHOLD](a, b, out)
             return out
         return np.multiply(a, b)
+    if a.ndim == b.ndim == 3 and a.shape[0] == b.shape[0] and a.dtype == b.dtype and a.dtype.kind == "f" and \
+            max(a.shape[1:] + b.shape[2:]) <= SMALL_PRODUCT and a.shape[0] > 1 and a.shape[2]:
+        out = np.empty((a.shape[0], a.shape[1], b.shape[2]), a.dtype)
+        _SMALL_PRODUCTS[out.size >= config.PARALLEL_THRESHOLD](a, b, out)
+        return out
     if a.ndim == b.ndim == 3 and b.strides[0] == 0 and a.shape[0] == b.shape[0] > 1:
         b = b[0]  # one matrix for the whole batch (vmap's per-sample leaf is an expanded weight)
     if b.ndim == 2 and a.ndim > 2 and a.size and a.shape[-1]:
