@@ -107,6 +107,7 @@ def _by_batch(parallel, serial, rhs=None, numpy_lib=False):
             if large:
                 return fn(*args)
         return config.on_one_thread(threads, fn, *args)
+    run.parallel = parallel
     return run
 
 
@@ -511,7 +512,7 @@ def _make(dtype):
                        numpy_lib is not None and k in _NUMPY_KERNELS) for k, v in locals().items() if callable(v) and k in (
         "lu_factor", "lu_solve", "inv", "cholesky", "cholesky_grad", "eigh_grad", "eigvalsh_grad", "triangular", "eigh", "svd", "qr_factor",
         "householder", "apply_q", "lstsq")}
-    ns["lu_solve_parts"] = _jitted(lu_solve)  # (one system's right-hand sides in parts on numba's threads)
+    ns["lu_solve_parts"] = ns["lu_solve"].parallel  # (one system's right-hand sides in parts on numba's threads)
     ns["dtype"] = dt
     return ns
 

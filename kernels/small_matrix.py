@@ -3,8 +3,9 @@ the batch (``@njit``), kernels/cuda/linalg.py into its grid-stride kernels (devi
 thread. For these sizes a LAPACK call per matrix costs more than the math: the adjugate forms take 2x2 and 3x3
 matrices (SIZES), the triangular ones (Cholesky, triangular solves, the Cholesky gradient) orders up to ORDER.
 
-Each function reads and writes matrix ``b`` of C-contiguous (B, n, n) arrays (right-hand sides (B, n, k)) and
-allocates nothing (CUDA device code cannot): scratch matrices come in as arrays of the batch's shape. A helper
+Each function reads and writes matrix ``b`` of (B, n, n) arrays (right-hand sides (B, n, k)), C-order where it
+does not say column-major (LAPACK's layout, which the triangular ones keep), and allocates nothing (CUDA device code
+cannot): scratch matrices come in as arrays of the batch's shape. A helper
 is called by its underscored name, which each compiling module binds to its own build (as kernels/loss.py does).
 """
 from numba import njit
