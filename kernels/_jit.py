@@ -17,6 +17,7 @@ from numba.core import event
 
 from . import _background, config
 
+
 def sources_stamp(*files):
     """A hash of source files: generated kernels carry it in their names, so that numba's on-disk cache (keyed
     on the generating file) never serves a kernel built from older versions of the code they inline."""

@@ -9,6 +9,7 @@ raises on a singular or indefinite matrix: ``info`` says what LAPACK said, and t
 """
 import ctypes
 import math
+import re
 
 import numpy as np
 from numba import njit, prange
@@ -639,29 +640,29 @@ def _adjoint(dtype):
 _SMALL_STAMP = _jit.sources_stamp(small_matrix.__file__)
 
 
-def _batch_loop(body, statement, params):
-    """A parallel loop over the matrices of a batch running ``statement`` (a call of ``at``: small_matrix's
-    ``body`` for one matrix, index b) on each; kernels/cuda/linalg.py runs the same bodies on CUDA. Built in this
-    module's namespace, as numba's on-disk cache wants, its name stamped with small_matrix's source."""
+def _batch_loop(body, statement=None, params=None):
+    """A parallel loop over the matrices of a batch running ``statement`` (a call of ``at``, small_matrix's ``body``
+    for one matrix, index b; small_matrix.BATCH gives both where not given) on each. Built in this module's
+    namespace, as numba's on-disk cache wants, its name stamped with small_matrix's source."""
+    statement, params = (statement, params) if statement else small_matrix.BATCH[body]
     at, name = "_%s" % body.__name__, "_%s_loop_%s" % (body.__name__, _SMALL_STAMP)
     globals()[at] = njit(inline="always")(body)
     src = "def %s(%s):\n    for b in prange(%s.shape[0]):\n        %s\n" % (
-        name, params, params.split(",")[0], statement.replace("at(", at + "("))
+        name, params, params.split(",")[0], re.sub(r"\bat\(", at + "(", statement))
     exec(compile(src, __file__, "exec"), globals())
     return njit(parallel=True, nogil=True, error_model="numpy", cache=config.CACHE)(globals()[name])
 
 
-_small_det = _batch_loop(small_matrix.det_at, "out[b] = at(a, b)", "a, out")
+_small_det = _batch_loop(small_matrix.det_at)
 # ok[b]: whether the determinant is nonzero (LAPACK then says which pivot)
 _small_inv = _batch_loop(small_matrix.inv_at, "ok[b] = at(a, b, out)", "a, out, ok")
-_small_solve = _batch_loop(small_matrix.solve_at, "at(inv, x, out, b)", "inv, x, out")
-_small_inv_grad = _batch_loop(small_matrix.inv_grad_at, "at(r, g, out, scratch, b)", "r, g, out, scratch")
-_small_solve_grad = _batch_loop(small_matrix.solve_grad_at, "at(a, x, g, ga, gb, scratch, b)", "a, x, g, ga, gb, scratch")
-_small_det_grad = _batch_loop(small_matrix.det_grad_at, "at(a, g, out, b)", "a, g, out")
-_small_cholesky = _batch_loop(small_matrix.cholesky_at, "info[b] = at(f, b, upper)", "f, info, upper")
-_small_triangular = _batch_loop(small_matrix.triangular_at, "at(a, x, b, left, upper, trans, unit)",
-                                "a, x, left, upper, trans, unit")
-_small_cholesky_grad = _batch_loop(small_matrix.cholesky_grad_at, "at(l, g, out, b)", "l, g, out")
+_small_solve = _batch_loop(small_matrix.solve_at)
+_small_inv_grad = _batch_loop(small_matrix.inv_grad_at)
+_small_solve_grad = _batch_loop(small_matrix.solve_grad_at)
+_small_det_grad = _batch_loop(small_matrix.det_grad_at)
+_small_cholesky = _batch_loop(small_matrix.cholesky_at)
+_small_triangular = _batch_loop(small_matrix.triangular_at)
+_small_cholesky_grad = _batch_loop(small_matrix.cholesky_grad_at)
 SMALL_RHS = 16  # right-hand sides a triangular solve of a small matrix takes by direct code (more: trsm's)
 
 
@@ -682,8 +683,7 @@ def _triangular(a, x, left, upper, trans, unit):
                                         _adjoint(a.dtype) if trans else ord("N"), ord("U" if unit else "N"))
 
 
-def _small(a):
-    return a.shape[-1] in small_matrix.SIZES and a.shape[-2] == a.shape[-1] and a.dtype in (np.float32, np.float64)
+_small = small_matrix.small
 
 
 def _flat(a):

@@ -8,6 +8,7 @@ does not say column-major (LAPACK's layout, which the triangular ones keep), and
 cannot): scratch matrices come in as arrays of the batch's shape. A helper
 is called by its underscored name, which each compiling module binds to its own build (as kernels/loss.py does).
 """
+import numpy as np
 from numba import njit
 
 SIZES = (2, 3)
@@ -220,6 +221,29 @@ def cholesky_grad_at(l, g, out, b):
     for i in range(n):
         for j in range(i):
             out[b, j, i] = out[b, i, j]
+
+
+# How each function runs over a batch, as (statement for matrix b, the loop's parameters; the first one's leading
+# dim is the batch): kernels/linalg.py's parallel loops and kernels/cuda/linalg.py's grid-stride kernels are both
+# generated from these (``at`` is the function; inv_at's loop is each module's own: LAPACK or Gauss-Jordan decides
+# where the adjugate fails).
+BATCH = {
+    det_at: ("out[b] = at(a, b)", "a, out"),
+    solve_at: ("at(inv, x, out, b)", "inv, x, out"),
+    inv_grad_at: ("at(r, g, out, scratch, b)", "r, g, out, scratch"),
+    solve_grad_at: ("at(a, x, g, ga, gb, scratch, b)", "a, x, g, ga, gb, scratch"),
+    det_grad_at: ("at(a, g, out, b)", "a, g, out"),
+    cholesky_at: ("info[b] = at(f, b, upper)", "f, info, upper"),
+    triangular_at: ("at(a, x, b, left, upper, trans, unit)", "a, x, left, upper, trans, unit"),
+    cholesky_grad_at: ("at(l, g, out, b)", "l, g, out"),
+}
+
+
+def small(a):
+    """Whether ``a`` (host or device arrays: the simulator's shapes take no negative index) holds 2x2 / 3x3 real
+    matrices, which the adjugate forms take."""
+    shape = tuple(a.shape)
+    return len(shape) >= 2 and shape[-1] in SIZES and shape[-2] == shape[-1] and a.dtype in (np.float32, np.float64)
 
 
 # CPU builds, inlined into kernels/linalg.py's loops (solve_grad_at finds its helper as _inv_at; CUDA swaps in its own)

@@ -7,10 +7,12 @@ factorization of a larger matrix (LU, Cholesky, QR, eigh, SVD, least squares) ne
 each such function raises a NotImplementedError that names it.
 Nothing raises on a singular matrix: ``info`` is getrf's (which pivot is zero), and the op table words the error.
 """
+import re
+
 import numpy as np
 from numba import cuda
 
-from .. import linalg as _cpu, small_matrix as S
+from .. import _jit, linalg as _cpu, small_matrix as S
 from . import _launch as L
 from .array import ascontiguous, broadcast_to, copy, empty, full, reshape, swapaxes
 from .elementwise import run
@@ -46,58 +48,29 @@ _cholesky_at = L.device_jit(L.function_with_globals(S.cholesky_at, _pick=_pick))
 _triangular_at = L.device_jit(L.function_with_globals(S.triangular_at, _pick=_pick))
 
 
-@L.jit
-def _det(a, out):
-    for b in range(cuda.grid(1), a.shape[0], cuda.gridsize(1)):
-        out[b] = _det_at(a, b)
+def _batch_kernel(body, statement=None, params=None):
+    """The CUDA twin of kernels/linalg.py's _batch_loop: a grid-stride kernel over the batch, a thread a matrix,
+    running ``statement`` (a call of ``at``, small_matrix's ``body`` as the device function ``_<name>`` of this
+    module; small_matrix.BATCH gives statement and parameters where not given). Its compiled name carries a hash
+    of small_matrix's source, so numba's disk cache never serves one built from an older version."""
+    statement, params = (statement, params) if statement else S.BATCH[body]
+    src = "def {name}(%s):\n    for b in range(cuda.grid(1), %s.shape[0], cuda.gridsize(1)):\n        %s\n" % (
+        params, params.split(",")[0], re.sub(r"\bat\(", "_%s(" % body.__name__, statement))
+    return L.generate(src, "_%s_kernel" % body.__name__, globals(), __file__, salt=_SMALL_STAMP)
 
 
-@L.jit
-def _inv(a, out, info, scratch):
-    """The adjugate; where the determinant is zero, Gauss-Jordan with getrf's pivots and info (A copied to scratch)."""
-    for b in range(cuda.grid(1), a.shape[0], cuda.gridsize(1)):
-        info[b] = 0 if _inv_at(a, b, out) else _pivoted_inv_at(a, b, scratch, out)
-
-
-@L.jit
-def _solve(inv, x, out):
-    for b in range(cuda.grid(1), inv.shape[0], cuda.gridsize(1)):
-        _solve_at(inv, x, out, b)
-
-
-@L.jit
-def _inv_grad(r, g, out, scratch):
-    for b in range(cuda.grid(1), r.shape[0], cuda.gridsize(1)):
-        _inv_grad_at(r, g, out, scratch, b)
-
-
-@L.jit
-def _solve_grad(a, x, g, ga, gb, scratch):
-    for b in range(cuda.grid(1), a.shape[0], cuda.gridsize(1)):
-        _solve_grad_at(a, x, g, ga, gb, scratch, b)
-
-
-@L.jit
-def _det_grad(a, g, out):
-    for b in range(cuda.grid(1), a.shape[0], cuda.gridsize(1)):
-        _det_grad_at(a, g, out, b)
-
-
-@L.jit
-def _cholesky(f, info, upper):
-    for b in range(cuda.grid(1), f.shape[0], cuda.gridsize(1)):
-        info[b] = _cholesky_at(f, b, upper)
-
-
-@L.jit
-def _triangular(a, x, left, upper, trans, unit):
-    for b in range(cuda.grid(1), a.shape[0], cuda.gridsize(1)):
-        _triangular_at(a, x, b, left, upper, trans, unit)
-
-
-def _small(a):
-    shape = tuple(a.shape)  # (the simulator's shapes take no negative index)
-    return len(shape) >= 2 and shape[-1] in S.SIZES and shape[-2] == shape[-1] and a.dtype in (np.float32, np.float64)
+_SMALL_STAMP = _jit.sources_stamp(S.__file__)
+_det = _batch_kernel(S.det_at)
+# where the adjugate fails (the determinant rounds to zero), Gauss-Jordan with getrf's pivots and info (scratch: A)
+_inv = _batch_kernel(S.inv_at, "info[b] = 0 if at(a, b, out) else _pivoted_inv_at(a, b, scratch, out)",
+                     "a, out, info, scratch")
+_solve = _batch_kernel(S.solve_at)
+_inv_grad = _batch_kernel(S.inv_grad_at)
+_solve_grad = _batch_kernel(S.solve_grad_at)
+_det_grad = _batch_kernel(S.det_grad_at)
+_cholesky = _batch_kernel(S.cholesky_at)
+_triangular = _batch_kernel(S.triangular_at)
+_small = S.small
 
 
 def _flat(a):
@@ -117,8 +90,10 @@ def _launch(kernel, count, *args):
         L.launch(kernel, L.blocks_for(count), L.THREADS, *args)
 
 
-def _require_small(a, fname):
-    if not _small(a):
+def _require(ok, fname):
+    """cuSOLVER's error where direct code does not take the batch (the CPU's rules: small_matrix.small, the
+    triangular kernels' kernels/linalg.py _direct)."""
+    if not ok:
         _missing(fname)()
 
 
@@ -126,7 +101,7 @@ def det(a):
     """The determinant of each 2x2 / 3x3 matrix (larger ones need cuSOLVER's LU)."""
     if tuple(a.shape)[-1] == 0:
         return full(tuple(a.shape)[:-2], 1, a.dtype)
-    _require_small(a, "det")
+    _require(_small(a), "det")
     f = _flat(a)
     out = empty((f.shape[0],), a.dtype)
     _launch(_det, f.shape[0], f, out)
@@ -137,7 +112,7 @@ def slogdet(a):
     """(sign, log|det|) of each 2x2 / 3x3 matrix, from the direct determinant (larger ones need cuSOLVER's LU)."""
     if tuple(a.shape)[-1] == 0:
         return full(tuple(a.shape)[:-2], 1, a.dtype), full(tuple(a.shape)[:-2], 0, a.dtype)
-    _require_small(a, "slogdet")
+    _require(_small(a), "slogdet")
     d = det(a)
     return run("sign", a.dtype, d), run("log", a.dtype, run("abs", a.dtype, d))
 
@@ -145,7 +120,7 @@ def slogdet(a):
 def inv(a):
     """(inverse, info) of each 2x2 / 3x3 matrix: info > 0 names the zero diagonal element of U (1-based), as
     getrf does."""
-    _require_small(a, "inv")
+    _require(_small(a), "inv")
     f = _flat(a)
     out = empty(f.shape, a.dtype)
     info = empty((f.shape[0],), np.int32)
@@ -189,12 +164,6 @@ def small_det_grad(a, g):
 
 
 # ---------------------------------------------------------------------- triangular: orders up to small_matrix.ORDER
-def _require_direct(a, fname, rhs=0):
-    """cuSOLVER's error where direct code does not take the batch (the CPU's rule: kernels/linalg.py's _direct)."""
-    if not _cpu._direct(a, rhs):
-        _missing(fname)()
-
-
 def _col(a):
     """(..., m, n) as a new C-contiguous (B, n, m) array: each [b] is matrix b in column-major order."""
     shape = tuple(a.shape)
@@ -208,7 +177,7 @@ def _back(f, batch):
 
 def cholesky(a, upper):
     """(L, info) (U with ``upper``) of each matrix: potrf's factor and info, the other triangle zero."""
-    _require_direct(a, "cholesky")
+    _require(_cpu._direct(a), "cholesky")
     f = _col(a)
     info = empty((f.shape[0],), np.int32)
     _launch(_cholesky, f.shape[0], f, info, upper)
@@ -219,7 +188,7 @@ def cholesky(a, upper):
 def _triangular_solves(a, b, fname, passes):
     """X from ``passes`` in-place triangular solves ((left, upper, trans, unit) each) of the right-hand sides b."""
     shape = tuple(b.shape)
-    _require_direct(a, fname, shape[-1] if passes[0][0] else shape[-2])
+    _require(_cpu._direct(a, shape[-1] if passes[0][0] else shape[-2]), fname)
     x, af = _col(b), _col(a)  # (a's copy: the kernels read it in LAPACK's layout)
     for left, upper, trans, unit in passes:
         _launch(_triangular, x.shape[0], af, x, left, upper, trans, unit)
